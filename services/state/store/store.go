@@ -1,0 +1,195 @@
+// Package store keeps the state service's two tables: devices (what each
+// device manager reports now) and allocations (what was prepared, for which
+// claim and pod). Both live in memory in cilium/statedb; the allocations are
+// written through to a bbolt file and reloaded at Open, so a restart loses
+// nothing. Every write is atomic: the file transaction commits first, then
+// the in-memory one, and a failure leaves both as they were. Every change
+// gets a revision and goes to watchers (see Watch).
+package store
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/cilium/statedb"
+
+	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+)
+
+// Store is the state service's tables. It is safe for concurrent use.
+type Store struct {
+	log     *slog.Logger
+	db      *statedb.DB
+	devices statedb.RWTable[deviceRow]
+	allocs  statedb.RWTable[allocRow]
+	file    *file
+
+	// mu serializes writes, so revisions follow commit order.
+	mu      sync.Mutex
+	closed  bool
+	changes changeLog
+}
+
+// Open loads the allocations from the bbolt file at path (created when
+// missing) and returns a store serving them. A fresh random epoch tells
+// watchers that revisions from before this Open cannot be resumed.
+func Open(path string, log *slog.Logger) (*Store, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	db := statedb.New()
+	devices, err := statedb.NewTable(db, devicesTableName, deviceNameIndex, deviceManagerIndex)
+	if err != nil {
+		return nil, err
+	}
+	allocs, err := statedb.NewTable(db, allocationsTableName, allocKeyIndex, allocClaimIndex, allocPodIndex, allocDevIndex)
+	if err != nil {
+		return nil, err
+	}
+	f, err := openFile(path)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := f.load()
+	if err != nil {
+		_ = f.close()
+		return nil, fmt.Errorf("loading %s: %w", path, err)
+	}
+	txn := db.WriteTxn(allocs)
+	for _, a := range rows {
+		if _, _, err := allocs.Insert(txn, allocRow{a}); err != nil {
+			txn.Abort()
+			_ = f.close()
+			return nil, fmt.Errorf("loading %s: %w", KeyOf(a), err)
+		}
+	}
+	txn.Commit()
+	s := &Store{log: log, db: db, devices: devices, allocs: allocs, file: f}
+	s.changes.init(newEpoch())
+	log.Info("state loaded", "file", path, "allocations", len(rows), "epoch", s.changes.epoch)
+	return s, nil
+}
+
+func newEpoch() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Close closes the file and ends every watch. Idempotent.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	s.changes.close()
+	return s.file.close()
+}
+
+// Revision returns the store's epoch and the revision of its last change.
+func (s *Store) Revision() (epoch string, rev uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changes.epoch, s.changes.rev
+}
+
+// writer is one write transaction across both tables. It records what
+// changed, for the file and for watchers.
+type writer struct {
+	s      *Store
+	txn    statedb.WriteTxn
+	events []*statev1.WatchResponse
+	// file holds the final value of each allocation written; nil deletes.
+	file  map[Key]*statev1.Allocation
+	order []Key
+}
+
+// write runs fn in one transaction. When fn fails, nothing is written. When
+// it succeeds, the allocation changes are made durable, then the tables
+// commit and watchers are woken. It returns the revision after the write.
+func (s *Store) write(fn func(w *writer) error) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, ErrClosed
+	}
+	w := &writer{s: s, txn: s.db.WriteTxn(s.devices, s.allocs), file: map[Key]*statev1.Allocation{}}
+	defer w.txn.Abort()
+	if err := fn(w); err != nil {
+		return 0, err
+	}
+	if len(w.events) == 0 {
+		return s.changes.rev, nil
+	}
+	var puts []*statev1.Allocation
+	var dels []Key
+	for _, k := range w.order {
+		if a := w.file[k]; a != nil {
+			puts = append(puts, a)
+		} else {
+			dels = append(dels, k)
+		}
+	}
+	if err := s.file.apply(puts, dels); err != nil {
+		return 0, fmt.Errorf("writing allocations: %w", err)
+	}
+	w.txn.Commit()
+	return s.changes.append(w.events), nil
+}
+
+func (w *writer) putDevice(d *devicev1.Device) error {
+	if _, _, err := w.s.devices.Insert(w.txn, deviceRow{d}); err != nil {
+		return err
+	}
+	w.events = append(w.events, &statev1.WatchResponse{
+		Type: statev1.EventType_EVENT_TYPE_UPSERT, Object: &statev1.WatchResponse_Device{Device: d}})
+	return nil
+}
+
+func (w *writer) deleteDevice(d *devicev1.Device) error {
+	if _, _, err := w.s.devices.Delete(w.txn, deviceRow{d}); err != nil {
+		return err
+	}
+	w.events = append(w.events, &statev1.WatchResponse{
+		Type: statev1.EventType_EVENT_TYPE_DELETE, Object: &statev1.WatchResponse_Device{Device: d}})
+	return nil
+}
+
+func (w *writer) putAlloc(a *statev1.Allocation) error {
+	if _, _, err := w.s.allocs.Insert(w.txn, allocRow{a}); err != nil {
+		return err
+	}
+	w.record(KeyOf(a), a)
+	w.events = append(w.events, &statev1.WatchResponse{
+		Type: statev1.EventType_EVENT_TYPE_UPSERT, Object: &statev1.WatchResponse_Allocation{Allocation: a}})
+	return nil
+}
+
+func (w *writer) deleteAlloc(a *statev1.Allocation) error {
+	if _, _, err := w.s.allocs.Delete(w.txn, allocRow{a}); err != nil {
+		return err
+	}
+	w.record(KeyOf(a), nil)
+	w.events = append(w.events, &statev1.WatchResponse{
+		Type: statev1.EventType_EVENT_TYPE_DELETE, Object: &statev1.WatchResponse_Allocation{Allocation: a}})
+	return nil
+}
+
+func (w *writer) record(k Key, a *statev1.Allocation) {
+	if _, seen := w.file[k]; !seen {
+		w.order = append(w.order, k)
+	}
+	w.file[k] = a
+}
+
+// alloc returns the allocation at k as this transaction sees it.
+func (w *writer) alloc(k Key) (*statev1.Allocation, bool) {
+	r, _, ok := w.s.allocs.Get(w.txn, allocKeyIndex.Query(k))
+	return r.Allocation, ok
+}

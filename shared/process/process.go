@@ -1,0 +1,87 @@
+// Package process is the common shape of netdra's node processes: the flags
+// every one of them has (its socket, the peer uid allow-list, the log
+// level), a `health` subcommand for exec probes, and turning the run
+// function's result into an exit code. Mains stay thin: flags into a config
+// struct, wiring, and rpc.RunServer.
+package process
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/netdra/netdra/shared/rpc"
+)
+
+// SocketDir is where the node processes' sockets live by default.
+const SocketDir = "/run/netdra"
+
+// Flags are the flags every node process has.
+type Flags struct {
+	// Socket is the unix socket the process serves on.
+	Socket string
+	// AllowedUIDs are the peer uids allowed to call; empty means the
+	// process's own uid and root.
+	AllowedUIDs rpc.UIDList
+	// LogLevel is the minimum level logged.
+	LogLevel slog.Level
+}
+
+// Register adds the common flags to fs, the socket defaulting to
+// /run/netdra/<name>.sock.
+func (f *Flags) Register(fs *flag.FlagSet, name string) {
+	fs.StringVar(&f.Socket, "socket", SocketDir+"/"+name+".sock", "unix socket to serve gRPC on")
+	fs.Var(&f.AllowedUIDs, "allowed-uids", "comma-separated peer uids allowed to call (default: own uid and root)")
+	fs.TextVar(&f.LogLevel, "log-level", slog.LevelInfo, "minimum log level: debug, info, warn, error")
+}
+
+// ServerConfig returns the rpc server configuration the flags describe.
+func (f *Flags) ServerConfig(log *slog.Logger) rpc.ServerConfig {
+	return rpc.ServerConfig{SocketPath: f.Socket, AllowedUIDs: f.AllowedUIDs, Logger: log}
+}
+
+// Main parses args into fs and runs run with a logger writing JSON to
+// stderr, returning the exit code: 0 on a clean shutdown, 1 on an error, 2
+// on bad flags. `<process> health [flags]` instead asks the socket's health
+// service and exits 0 when it is SERVING (for exec probes).
+func Main(fs *flag.FlagSet, args []string, f *Flags, run func(ctx context.Context, log *slog.Logger) error) int {
+	return mainWith(fs, args, f, os.Stderr, run)
+}
+
+func mainWith(fs *flag.FlagSet, args []string, f *Flags, stderr io.Writer, run func(ctx context.Context, log *slog.Logger) error) int {
+	fs.SetOutput(stderr)
+	health := len(args) > 0 && args[0] == "health"
+	if health {
+		args = args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "unexpected arguments: %q\n", fs.Args())
+		return 2
+	}
+	if health {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := rpc.CheckHealth(ctx, f.Socket, ""); err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", f.Socket, err)
+			return 1
+		}
+		return 0
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: f.LogLevel}))
+	if err := run(context.Background(), log); err != nil {
+		log.Error("Exiting", "error", err)
+		return 1
+	}
+	return 0
+}
