@@ -47,9 +47,9 @@ func follow(ctx context.Context, client statev1.StateServiceClient, cur *Cursor,
 		if err := h(ev); err != nil {
 			return fmt.Errorf("handling revision %d: %w", ev.GetRevision(), err)
 		}
-		// Snapshot rows carry revision 0: resume only from a numbered event,
-		// so a snapshot cut short is sent again whole.
-		if ev.GetRevision() != 0 {
+		// Snapshot rows carry revision 0: resume only from a numbered event
+		// or a SYNCED mark, so a snapshot cut short is sent again whole.
+		if ev.GetRevision() != 0 || ev.GetType() == statev1.EventType_EVENT_TYPE_SYNCED {
 			*cur = Cursor{Epoch: ev.GetEpoch(), Revision: ev.GetRevision()}
 		}
 	}

@@ -73,9 +73,10 @@ func (s *Store) Watch(ctx context.Context, epoch string, rev uint64, send func(*
 			if err := send(ev); err != nil {
 				return err
 			}
-			if ev.GetRevision() != 0 {
-				epoch, rev = ev.GetEpoch(), ev.GetRevision()
-			}
+		}
+		// A batch brings the watcher to the head of the log.
+		if n := len(batch); n > 0 {
+			epoch, rev = batch[n-1].GetEpoch(), batch[n-1].GetRevision()
 		}
 		synced = true
 		select {
@@ -99,6 +100,9 @@ func (s *Store) nextBatch(epoch string, rev uint64, markSynced bool) ([]*statev1
 	}
 	l := &s.changes
 	batch, ok := l.since(rev)
+	if ok && len(batch) == 0 && !markSynced {
+		return nil, l.wake, nil
+	}
 	if epoch != l.epoch || !ok {
 		batch = s.snapshotLocked()
 		markSynced = true
