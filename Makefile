@@ -7,7 +7,7 @@ GO        ?= go
 TOOLS     := $(CURDIR)/.tools
 TOOLS_BIN := $(TOOLS)/bin
 OUT       := $(CURDIR)/_output
-SERVICES  := $(notdir $(wildcard services/*))
+SERVICES  := $(patsubst services/%/main.go,%,$(wildcard services/*/main.go))
 
 # Pinned tools, installed from the module proxy by `make tools`.
 BUF_VERSION                 := v1.75.0
@@ -68,9 +68,38 @@ lint: tools ## buf lint, gofmt, go vet.
 test: tools checkgenerate lint ## Run every test, all set-up included (as root).
 	GRPCURL=$(GRPCURL) $(GO) test $(GOTEST_FLAGS) ./...
 
+# Where `make dev` keeps its sockets and state; removed when it stops.
+DEV_DIR ?= /tmp/netdra-dev
+NODE_PROCESSES := state
+
+define DEV_SCRIPT
+set -euo pipefail
+dir=$(DEV_DIR); rm -rf "$$dir"; mkdir -p "$$dir"
+cleanup() { trap - INT TERM EXIT; kill $$(jobs -p) 2>/dev/null || true; wait || true; rm -rf "$$dir"; echo ">> stopped, $$dir removed"; }
+trap cleanup INT TERM EXIT
+for p in $(NODE_PROCESSES); do
+  $(OUT)/$$p -socket "$$dir/$$p.sock" -db "$$dir/$$p.db" 2>"$$dir/$$p.log" &
+done
+for p in $(NODE_PROCESSES); do
+  for i in $$(seq 100); do $(OUT)/$$p health -socket "$$dir/$$p.sock" 2>/dev/null && break; sleep 0.1; done
+  $(OUT)/$$p health -socket "$$dir/$$p.sock" || { cat "$$dir/$$p.log"; exit 1; }
+  echo ">> $$p serving on $$dir/$$p.sock (log: $$dir/$$p.log)"
+done
+echo
+echo "Look around:"
+for p in $(NODE_PROCESSES); do
+  echo "  $(GRPCURL) -plaintext -unix $$dir/$$p.sock list"
+done
+echo "  $(GRPCURL) -plaintext -unix $$dir/state.sock netdra.state.v1.StateService/Dump"
+echo
+echo "Running until Ctrl-C."
+wait
+endef
+export DEV_SCRIPT
+
 .PHONY: dev
-dev: build ## Run netdra's node processes locally until Ctrl-C.
-	@bash hack/dev.sh $(OUT)
+dev: build $(TOOLS)/stamps/grpcurl-$(GRPCURL_VERSION) ## Run netdra's node processes locally until Ctrl-C.
+	@bash -c "$$DEV_SCRIPT"
 
 .PHONY: clean
 clean: ## Remove build output and the installed tools.

@@ -1,7 +1,6 @@
 package store
 
 import (
-
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/index"
 
@@ -46,7 +45,6 @@ func (k Key) String() string { return k.Pool + "/" + k.Device }
 func KeyOf(a *statev1.Allocation) Key { return Key{a.GetPool(), a.GetDeviceName()} }
 
 func keyFromProto(k *statev1.AllocationKey) Key { return Key{k.GetPool(), k.GetDeviceName()} }
-
 
 var (
 	deviceNameIndex = statedb.Index[deviceRow, string]{

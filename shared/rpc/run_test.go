@@ -1,0 +1,180 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"os"
+	"os/signal"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// runServer starts RunServer in a goroutine and waits until srv is healthy.
+func runServer(t *testing.T, ctx context.Context, path string, extra ...Actor) <-chan error {
+	t.Helper()
+	srv := NewServer(ServerConfig{SocketPath: path, Logger: testLogger(t)})
+	t.Cleanup(srv.Stop)
+	errc := make(chan error, 1)
+	go func() { errc <- RunServer(ctx, testLogger(t), srv, extra...) }()
+	eventually(t, "server healthy", func() error {
+		select {
+		case err := <-errc:
+			t.Fatalf("RunServer returned early: %v", err)
+		default:
+		}
+		return CheckHealth(ctx, path, "")
+	})
+	return errc
+}
+
+func waitRun(t *testing.T, errc <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-errc:
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatal("RunServer did not return")
+		return nil
+	}
+}
+
+func TestRunServerStopsWithContext(t *testing.T) {
+	path := socketPath(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	interrupted := make(chan error, 1)
+	extra := Actor{
+		Execute: func() error {
+			<-ctx.Done()
+			return nil
+		},
+		Interrupt: func(err error) { interrupted <- err },
+	}
+	errc := runServer(t, ctx, path, extra)
+
+	cancel()
+	if err := waitRun(t, errc); err != nil {
+		t.Fatalf("RunServer after cancel: %v, want nil", err)
+	}
+	select {
+	case <-interrupted:
+	default:
+		t.Error("extra actor was not interrupted")
+	}
+	if err := isNotExist(path); err != nil {
+		t.Error(err)
+	}
+	if err := CheckHealth(testCtx(t), path, ""); err == nil {
+		t.Error("socket still answers after RunServer returned")
+	}
+}
+
+func TestRunServerStopsOnSignal(t *testing.T) {
+	// Catch SIGTERM here too, so that a signal sent before RunServer
+	// subscribes cannot kill the test binary.
+	sigc := make(chan os.Signal, 1)
+	signal.Notify(sigc, syscall.SIGTERM)
+	defer signal.Stop(sigc)
+
+	path := socketPath(t)
+	errc := runServer(t, testCtx(t), path)
+	// Keep signalling until RunServer notices: it may subscribe only after
+	// the server is up.
+	for {
+		if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-errc:
+			if err != nil {
+				t.Fatalf("RunServer after SIGTERM: %v, want nil", err)
+			}
+			if err := isNotExist(path); err != nil {
+				t.Error(err)
+			}
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func TestRunServerActorError(t *testing.T) {
+	path := socketPath(t)
+	errBroken := errors.New("controller broke")
+	fail := make(chan struct{})
+	errc := runServer(t, testCtx(t), path, Actor{
+		Execute: func() error {
+			<-fail
+			return errBroken
+		},
+		Interrupt: func(error) {},
+	})
+
+	close(fail)
+	if err := waitRun(t, errc); !errors.Is(err, errBroken) {
+		t.Fatalf("RunServer returned %v, want %v", err, errBroken)
+	}
+	if err := isNotExist(path); err != nil {
+		t.Errorf("server not stopped: %v", err)
+	}
+}
+
+func TestUIDList(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    UIDList
+		wantErr bool
+	}{
+		{in: "0,1000", want: UIDList{0, 1000}},
+		{in: " 0 , 65534,", want: UIDList{0, 65534}},
+		{in: "4294967295", want: UIDList{4294967295}},
+		{in: "", want: nil},
+		{in: "root", wantErr: true},
+		{in: "-1", wantErr: true},
+		{in: "4294967296", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			l := UIDList{7} // Set replaces, and keeps the list on error.
+			err := l.Set(tt.in)
+			if tt.wantErr {
+				if err == nil {
+					t.Fatalf("Set(%q) = nil, want error", tt.in)
+				}
+				if diff := cmp.Diff(UIDList{7}, l); diff != "" {
+					t.Errorf("list changed on error (-want +got):\n%s", diff)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Set(%q): %v", tt.in, err)
+			}
+			if diff := cmp.Diff(tt.want, l); diff != "" {
+				t.Errorf("Set(%q) (-want +got):\n%s", tt.in, diff)
+			}
+		})
+	}
+}
+
+func TestUIDListFlag(t *testing.T) {
+	var uids UIDList
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	fs.Var(&uids, "allowed-uids", "uids allowed to connect")
+	if err := fs.Parse([]string{"-allowed-uids=0,1000"}); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(UIDList{0, 1000}, uids); diff != "" {
+		t.Errorf("parsed flag (-want +got):\n%s", diff)
+	}
+	if got, want := fs.Lookup("allowed-uids").Value.String(), "0,1000"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+	var nilList *UIDList
+	if got := nilList.String(); got != "" {
+		t.Errorf("nil String() = %q, want empty", got)
+	}
+}
