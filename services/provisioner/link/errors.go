@@ -1,0 +1,25 @@
+package link
+
+import "errors"
+
+var (
+	// ErrNameClash means the name a link must take is held by a different
+	// link in that network namespace (the pod's for Attach, the host's for
+	// Detach).
+	ErrNameClash = errors.New("interface name already in use")
+
+	// ErrLinkNotFound means the link is in neither the host nor the pod
+	// network namespace under the expected name.
+	ErrLinkNotFound = errors.New("link not found")
+
+	// ErrNotNetns means a path exists but is not a network namespace (for
+	// example a bind mount that was unmounted, leaving an empty file).
+	ErrNotNetns = errors.New("not a network namespace")
+
+	// ErrHostNetns means the pod network namespace is the host's own.
+	ErrHostNetns = errors.New("netns is the host netns")
+
+	// ErrInvalidConfig is what every [*FieldError] unwraps to, so callers can
+	// map all validation failures to one status (InvalidArgument).
+	ErrInvalidConfig = errors.New("invalid device config")
+)

@@ -1,0 +1,424 @@
+// Package link moves network links between the host network namespace and
+// pod network namespaces and configures them there: name, MAC address, MTU,
+// addresses, routes and up state, restoring the host's view of the link on
+// the way back. It is the only place in the provisioner that calls netlink
+// for this, and it never switches a thread's namespace itself: every
+// rtnetlink socket is opened inside the namespace it talks to. Moving a link
+// between namespaces is the expensive step (about 16 ms of the kernel's RTNL
+// lock), so Attach and Detach move a link exactly once each and do
+// everything else while the link is down, on whichever side is cheaper.
+package link
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/netip"
+	"runtime"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+)
+
+// Mover attaches host links to pod network namespaces and detaches them.
+// Its methods are safe for concurrent use; calls on the same link must not
+// overlap (the caller serializes per device).
+type Mover struct {
+	log    *slog.Logger
+	hostNs netns.NsHandle
+}
+
+// Option configures a Mover.
+type Option func(*Mover) error
+
+// WithHostNetns makes the Mover treat the network namespace at path as the
+// host's, instead of the namespace of the thread that calls NewMover. Tests
+// use it to run in a throwaway namespace.
+func WithHostNetns(path string) Option {
+	return func(m *Mover) error {
+		ns, err := openNetns(path)
+		if err != nil {
+			return err
+		}
+		m.hostNs = ns
+		return nil
+	}
+}
+
+// NewMover returns a Mover whose host namespace is the network namespace of
+// the calling thread (or the one WithHostNetns names), held open until
+// Close. A nil log discards.
+func NewMover(log *slog.Logger, opts ...Option) (*Mover, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m := &Mover{log: log, hostNs: netns.None()}
+	for _, o := range opts {
+		if err := o(m); err != nil {
+			m.Close()
+			return nil, err
+		}
+	}
+	if !m.hostNs.IsOpen() {
+		runtime.LockOSThread()
+		ns, err := netns.Get()
+		runtime.UnlockOSThread()
+		if err != nil {
+			return nil, fmt.Errorf("opening the host netns: %w", err)
+		}
+		m.hostNs = ns
+	}
+	return m, nil
+}
+
+// Close releases the host namespace. The Mover must not be used afterwards.
+func (m *Mover) Close() error {
+	if !m.hostNs.IsOpen() {
+		return nil
+	}
+	return m.hostNs.Close()
+}
+
+// Snapshot reads the identity of the link hostIfName in the host namespace:
+// name, MAC, MTU and whether it is administratively up. A missing link is
+// ErrLinkNotFound.
+func (m *Mover) Snapshot(ctx context.Context, hostIfName string) (*devicev1.LinkSnapshot, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	host, err := dial(m.log, "host", m.hostNs, false)
+	if err != nil {
+		return nil, err
+	}
+	defer host.Close()
+	l, err := host.link(hostIfName)
+	if err != nil {
+		return nil, err
+	}
+	s := stateOf(l)
+	return &devicev1.LinkSnapshot{
+		Name:       s.name,
+		MacAddress: s.mac.String(),
+		Mtu:        uint32(s.mtu),
+		Up:         s.up,
+	}, nil
+}
+
+// Attach moves the host link hostIfName into the network namespace at
+// netnsPath and configures it as cfg says: named cfg.PodIfName (empty keeps
+// the name), with cfg.MacAddress and cfg.Mtu when given, its addresses, up,
+// and its routes (in that order: a route needs its link up). cfg is checked
+// with Validate before anything is touched. The link is set down, and its
+// MAC, MTU and name are changed, in the host before the one move, so the pod
+// side only adds addresses and routes; when the pod name is taken in the host
+// by another link, the rename happens in the pod after the move (see move).
+//
+// Attach is idempotent: a link already in the pod namespace under the pod
+// name (with the MAC cfg or orig gives) is configured again, which is a
+// no-op when the config is applied (existing addresses and routes are kept).
+// A pod name held by another link in the pod namespace fails with
+// ErrNameClash before anything changes. Any other failure restores what
+// Attach touched: the link is back in the host namespace with the name, MAC,
+// MTU and up state it had when Attach began (orig, on the idempotent path).
+// A host link that is nowhere is ErrLinkNotFound.
+//
+// IPv6 addresses are added with duplicate address detection, as the kernel
+// does by default: they stay tentative (not bindable) for about a second
+// after Attach returns.
+func (m *Mover) Attach(ctx context.Context, hostIfName string, orig *devicev1.LinkSnapshot, netnsPath string, cfg *devicev1.DeviceConfig) error {
+	if err := Validate(cfg); err != nil {
+		return err
+	}
+	want, err := parseConfig(cfg)
+	if err != nil {
+		return err
+	}
+	if hostIfName == "" {
+		return fmt.Errorf("attaching to %s: empty host interface name: %w", netnsPath, ErrLinkNotFound)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	host, err := dial(m.log, "host", m.hostNs, false)
+	if err != nil {
+		return err
+	}
+	defer host.Close()
+	pod, err := m.dialPod(netnsPath)
+	if err != nil {
+		return err
+	}
+	defer pod.Close()
+	log := m.log.With("link", hostIfName, "netns", netnsPath)
+
+	l, err := host.lookup(hostIfName)
+	if err != nil {
+		return err
+	}
+	podName := cmp.Or(cfg.GetPodIfName(), hostIfName)
+	if l == nil {
+		return reattach(log, host, pod, podName, orig, want)
+	}
+	if err := pod.claim(podName, 0); err != nil {
+		return fmt.Errorf("attaching %s to %s: %w", hostIfName, netnsPath, err)
+	}
+	before := stateOf(l)
+	p := &place{at: host, name: hostIfName}
+	err = attach(ctx, p, pod, l, podName, want)
+	if err == nil {
+		log.Debug("attached", "podIfName", podName)
+		return nil
+	}
+	err = fmt.Errorf("attaching %s to %s as %s: %w", hostIfName, netnsPath, podName, err)
+	if rerr := restore(p, host, before); rerr != nil {
+		log.Error("restoring link after a failed attach", "error", err, "restoreError", rerr, "at", p.at.name, "as", p.name)
+		return errors.Join(err, fmt.Errorf("restoring %s: %w", hostIfName, rerr))
+	}
+	log.Warn("attach failed; link restored in the host", "error", err)
+	return err
+}
+
+// attach does the work of Attach on the host link l, keeping p current.
+func attach(ctx context.Context, p *place, pod *conn, l netlink.Link, podName string, want config) error {
+	host := p.at
+	if err := host.setDown(l); err != nil {
+		return err
+	}
+	if err := host.setL2(l, want.mac, want.mtu); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	l, err := move(p, pod, l, podName)
+	if err != nil {
+		return err
+	}
+	return configure(pod, l, want)
+}
+
+// reattach is Attach for a link that is no longer in the host: it is
+// success if the link is in the pod under podName, configured as want.
+func reattach(log *slog.Logger, host, pod *conn, podName string, orig *devicev1.LinkSnapshot, want config) error {
+	l, err := pod.lookup(podName)
+	if err != nil {
+		return err
+	}
+	mac := want.mac
+	if mac == nil && orig.GetMacAddress() != "" {
+		mac, _ = net.ParseMAC(orig.GetMacAddress())
+	}
+	if l == nil || (mac != nil && l.Attrs().HardwareAddr.String() != mac.String()) {
+		return fmt.Errorf("attaching to %s as %s: %w", pod.name, podName, ErrLinkNotFound)
+	}
+	a := l.Attrs()
+	if (want.mac != nil && a.HardwareAddr.String() != want.mac.String()) || (want.mtu != 0 && a.MTU != want.mtu) {
+		err = pod.setDown(l)
+		if err == nil {
+			err = pod.setL2(l, want.mac, want.mtu)
+		}
+	}
+	if err == nil {
+		err = configure(pod, l, want)
+	}
+	if err == nil {
+		log.Debug("already attached", "podIfName", podName)
+		return nil
+	}
+	err = fmt.Errorf("attaching to %s as %s: %w", pod.name, podName, err)
+	if orig.GetName() == "" {
+		return err
+	}
+	back, perr := parseSnapshot(orig)
+	if perr == nil {
+		perr = restore(&place{at: pod, name: podName}, host, back)
+	}
+	if perr != nil {
+		return errors.Join(err, fmt.Errorf("restoring %s: %w", orig.GetName(), perr))
+	}
+	return err
+}
+
+// configure adds want's addresses to l in pod, sets l up and adds want's
+// routes. Addresses and routes that exist already are fine.
+func configure(pod *conn, l netlink.Link, want config) error {
+	a := l.Attrs()
+	for _, addr := range want.addresses {
+		if err := pod.h.AddrAdd(l, addr); err != nil && !errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("adding address %s to %s: %w", addr.IPNet, a.Name, err)
+		}
+	}
+	if err := pod.setUp(l); err != nil {
+		return err
+	}
+	for _, r := range want.routes {
+		r.LinkIndex = a.Index
+		if err := pod.h.RouteAdd(r); err != nil && !errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("adding route %s via %s dev %s: %w", r.Dst, r.Gw, a.Name, err)
+		}
+	}
+	return nil
+}
+
+// Detach brings a link back from the pod network namespace at netnsPath to
+// the host: it finds the link by cfg.PodIfName (orig.Name when empty), sets
+// it down, restores orig's MAC and MTU, moves it to the host under orig.Name
+// and sets it up there if orig.Up. The kernel drops the link's addresses and
+// routes as it leaves the pod namespace.
+//
+// Detach is idempotent: a link already in the host under orig.Name is
+// success (its MAC, MTU and up state are brought back to orig if they
+// differ). A netns that is gone (path missing, or no longer a network
+// namespace) is success: the kernel returns physical links to the initial
+// namespace when a namespace dies and deletes veths with it; if the link is
+// already back in the host under the pod name, Detach restores it. orig.Name
+// held by another host link is ErrNameClash, with the link left as it was; a
+// link that is nowhere is ErrLinkNotFound. On other failures the link may be
+// left down in the pod; calling Detach again finishes the job.
+func (m *Mover) Detach(ctx context.Context, orig *devicev1.LinkSnapshot, netnsPath string, cfg *devicev1.DeviceConfig) error {
+	if err := validateSnapshot(orig); err != nil {
+		return err
+	}
+	back, err := parseSnapshot(orig)
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	podName := cmp.Or(cfg.GetPodIfName(), orig.GetName())
+	log := m.log.With("link", orig.GetName(), "netns", netnsPath, "podIfName", podName)
+	host, err := dial(m.log, "host", m.hostNs, false)
+	if err != nil {
+		return err
+	}
+	defer host.Close()
+
+	pod, err := m.dialPod(netnsPath)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, ErrNotNetns) {
+		log.Debug("netns is gone", "reason", err)
+		return detachGone(host, podName, cfg, back)
+	}
+	if err != nil {
+		return err
+	}
+	defer pod.Close()
+
+	l, err := pod.lookup(podName)
+	if err != nil {
+		return err
+	}
+	p := &place{at: pod, name: podName}
+	if l == nil {
+		// Detached already, or never attached: the link must be in the host.
+		p = &place{at: host, name: orig.GetName()}
+	}
+	if err := restore(p, host, back); err != nil {
+		return fmt.Errorf("detaching %s from %s: %w", podName, netnsPath, err)
+	}
+	log.Debug("detached")
+	return nil
+}
+
+// detachGone is Detach for a pod namespace that no longer exists.
+func detachGone(host *conn, podName string, cfg *devicev1.DeviceConfig, back state) error {
+	l, err := host.lookup(back.name)
+	if err != nil || l != nil {
+		return err
+	}
+	if podName == back.name {
+		return nil
+	}
+	// A physical link the kernel returned keeps the pod's name and MAC.
+	l, err = host.lookup(podName)
+	if err != nil || l == nil {
+		return err
+	}
+	mac := back.mac
+	if cfg.GetMacAddress() != "" {
+		mac, _ = net.ParseMAC(cfg.GetMacAddress())
+	}
+	if mac != nil && l.Attrs().HardwareAddr.String() != mac.String() {
+		return nil // a host link that happens to have the pod name
+	}
+	return restore(&place{at: host, name: podName}, host, back)
+}
+
+// dialPod opens the pod network namespace at path and a socket in it.
+func (m *Mover) dialPod(path string) (*conn, error) {
+	ns, err := openNetns(path)
+	if err != nil {
+		return nil, err
+	}
+	if ns.Equal(m.hostNs) {
+		ns.Close()
+		return nil, fmt.Errorf("%s: %w", path, ErrHostNetns)
+	}
+	return dial(m.log, path, ns, true)
+}
+
+// config is a validated DeviceConfig in netlink's terms.
+type config struct {
+	mac       net.HardwareAddr
+	mtu       int
+	addresses []*netlink.Addr
+	routes    []*netlink.Route
+}
+
+// parseConfig converts a cfg that Validate accepted.
+func parseConfig(cfg *devicev1.DeviceConfig) (config, error) {
+	var c config
+	if s := cfg.GetMacAddress(); s != "" {
+		mac, err := parseMAC("macAddress", s)
+		if err != nil {
+			return config{}, err
+		}
+		c.mac = mac
+	}
+	c.mtu = int(cfg.GetMtu())
+	for i, s := range cfg.GetAddresses() {
+		p, err := parseAddress(fmt.Sprintf("addresses[%d]", i), s)
+		if err != nil {
+			return config{}, err
+		}
+		c.addresses = append(c.addresses, &netlink.Addr{IPNet: ipNet(p.Addr(), p.Bits())})
+	}
+	for i, r := range cfg.GetRoutes() {
+		dst, gw, err := parseRoute(fmt.Sprintf("routes[%d]", i), r)
+		if err != nil {
+			return config{}, err
+		}
+		route := &netlink.Route{Dst: ipNet(dst.Addr(), dst.Bits()), Protocol: unix.RTPROT_STATIC}
+		if gw.IsValid() {
+			route.Gw = net.IP(gw.AsSlice())
+		} else if dst.Addr().Is4() {
+			route.Scope = netlink.SCOPE_LINK // as `ip route add <dst> dev <link>` does
+		}
+		c.routes = append(c.routes, route)
+	}
+	return c, nil
+}
+
+func ipNet(a netip.Addr, bits int) *net.IPNet {
+	return &net.IPNet{IP: net.IP(a.AsSlice()), Mask: net.CIDRMask(bits, a.BitLen())}
+}
+
+// parseSnapshot converts a LinkSnapshot that validateSnapshot accepted.
+func parseSnapshot(s *devicev1.LinkSnapshot) (state, error) {
+	st := state{name: s.GetName(), mtu: int(s.GetMtu()), up: s.GetUp()}
+	if s.GetMacAddress() != "" {
+		mac, err := net.ParseMAC(s.GetMacAddress())
+		if err != nil {
+			return state{}, &FieldError{"originalLink.macAddress", fmt.Sprintf("%q is not a MAC address", s.GetMacAddress())}
+		}
+		st.mac = mac
+	}
+	return st, nil
+}

@@ -1,0 +1,191 @@
+package link
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+
+	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+)
+
+// Limits the kernel puts on what Attach applies.
+const (
+	maxIfNameLen = 15 // IFNAMSIZ - 1
+	minMTU       = 68 // the IPv4 minimum
+	maxMTU       = 65535
+)
+
+// FieldError is a field of a DeviceConfig (or LinkSnapshot) whose value
+// cannot be applied. It unwraps to [ErrInvalidConfig].
+type FieldError struct {
+	// Field is the proto field's JSON name, with an index for repeated
+	// fields: "podIfName", "addresses[1]", "routes[0].gateway".
+	Field string
+	// Reason says what is wrong with the value, quoting it.
+	Reason string
+}
+
+// Error implements error.
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("invalid %s: %s", e.Field, e.Reason)
+}
+
+// Unwrap returns [ErrInvalidConfig].
+func (e *FieldError) Unwrap() error { return ErrInvalidConfig }
+
+// Validate checks the fields of cfg that Attach applies (podIfName,
+// macAddress, mtu, addresses, routes) without touching anything, and returns
+// a *FieldError for the first bad one. Empty values mean "leave as is". A nil
+// cfg is valid. Validate is what Attach runs first, so a config that passes
+// fails at Attach only for reasons the kernel alone knows (a clashing name, a
+// driver's MTU limit, an unreachable gateway).
+func Validate(cfg *devicev1.DeviceConfig) error {
+	if cfg == nil {
+		return nil
+	}
+	if err := validateIfName("podIfName", cfg.GetPodIfName()); err != nil {
+		return err
+	}
+	if cfg.GetMacAddress() != "" {
+		if _, err := parseMAC("macAddress", cfg.GetMacAddress()); err != nil {
+			return err
+		}
+	}
+	if mtu := cfg.GetMtu(); mtu != 0 && (mtu < minMTU || mtu > maxMTU) {
+		return &FieldError{"mtu", fmt.Sprintf("%d is out of range: 0 (keep) or %d..%d", mtu, minMTU, maxMTU)}
+	}
+	for i, a := range cfg.GetAddresses() {
+		if _, err := parseAddress(fmt.Sprintf("addresses[%d]", i), a); err != nil {
+			return err
+		}
+	}
+	for i, r := range cfg.GetRoutes() {
+		if _, _, err := parseRoute(fmt.Sprintf("routes[%d]", i), r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateSnapshot checks a LinkSnapshot that Detach restores.
+func validateSnapshot(s *devicev1.LinkSnapshot) error {
+	if s.GetName() == "" {
+		return &FieldError{"originalLink.name", "required"}
+	}
+	if err := validateIfName("originalLink.name", s.GetName()); err != nil {
+		return err
+	}
+	if s.GetMacAddress() != "" {
+		if _, err := net.ParseMAC(s.GetMacAddress()); err != nil {
+			return &FieldError{"originalLink.macAddress", fmt.Sprintf("%q is not a MAC address", s.GetMacAddress())}
+		}
+	}
+	return nil
+}
+
+// validateIfName accepts what the kernel's dev_valid_name accepts, minus
+// '%', which the kernel would take as a pattern ("eth%d") and expand.
+func validateIfName(field, name string) error {
+	switch {
+	case name == "":
+		return nil
+	case len(name) > maxIfNameLen:
+		return &FieldError{field, fmt.Sprintf("%q is longer than %d bytes", name, maxIfNameLen)}
+	case name == "." || name == "..":
+		return &FieldError{field, fmt.Sprintf("%q is reserved", name)}
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c == '/' || c == ':' || c == '%':
+			return &FieldError{field, fmt.Sprintf("%q contains %q", name, c)}
+		case c <= ' ' || c == 0x7f:
+			return &FieldError{field, fmt.Sprintf("%q contains whitespace or a control character", name)}
+		}
+	}
+	return nil
+}
+
+func parseMAC(field, s string) (net.HardwareAddr, error) {
+	mac, err := net.ParseMAC(s)
+	switch {
+	case err != nil:
+		return nil, &FieldError{field, fmt.Sprintf("%q is not a MAC address", s)}
+	case len(mac) != 6:
+		return nil, &FieldError{field, fmt.Sprintf("%q is not a 48-bit Ethernet address", s)}
+	case mac[0]&1 != 0:
+		return nil, &FieldError{field, fmt.Sprintf("%q is a multicast address", s)}
+	case [6]byte(mac) == [6]byte{}:
+		return nil, &FieldError{field, fmt.Sprintf("%q is all zeros", s)}
+	}
+	return mac, nil
+}
+
+// parseAddress parses an interface address in CIDR form; host bits are the
+// point (10.0.0.2/24).
+func parseAddress(field, s string) (netip.Prefix, error) {
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, &FieldError{field, fmt.Sprintf("%q is not an address in CIDR form (10.0.0.2/24, fd00::2/64)", s)}
+	}
+	if reason := unusable(p.Addr()); reason != "" {
+		return netip.Prefix{}, &FieldError{field, fmt.Sprintf("%q: %s", s, reason)}
+	}
+	return p, nil
+}
+
+// parseRoute parses a route's destination prefix (no host bits) and its
+// optional gateway, of the same family.
+func parseRoute(field string, r *devicev1.Route) (netip.Prefix, netip.Addr, error) {
+	if r == nil {
+		return netip.Prefix{}, netip.Addr{}, &FieldError{field, "missing"}
+	}
+	df := field + ".destination"
+	if r.GetDestination() == "" {
+		return netip.Prefix{}, netip.Addr{}, &FieldError{df, "required"}
+	}
+	dst, err := netip.ParsePrefix(r.GetDestination())
+	switch {
+	case err != nil:
+		return netip.Prefix{}, netip.Addr{}, &FieldError{df, fmt.Sprintf("%q is not a prefix in CIDR form (10.0.0.0/8, ::/0)", r.GetDestination())}
+	case dst.Addr().Is4In6():
+		return netip.Prefix{}, netip.Addr{}, &FieldError{df, fmt.Sprintf("%q is IPv4-mapped IPv6; write it as IPv4", r.GetDestination())}
+	case dst != dst.Masked():
+		return netip.Prefix{}, netip.Addr{}, &FieldError{df, fmt.Sprintf("%q has host bits set; the prefix is %s", r.GetDestination(), dst.Masked())}
+	}
+	if r.GetGateway() == "" {
+		return dst, netip.Addr{}, nil
+	}
+	gf := field + ".gateway"
+	gw, err := netip.ParseAddr(r.GetGateway())
+	switch {
+	case err != nil:
+		return netip.Prefix{}, netip.Addr{}, &FieldError{gf, fmt.Sprintf("%q is not an IP address", r.GetGateway())}
+	case gw.Zone() != "":
+		return netip.Prefix{}, netip.Addr{}, &FieldError{gf, fmt.Sprintf("%q has a zone; the route's link is the zone", r.GetGateway())}
+	case gw.Is4() != dst.Addr().Is4():
+		return netip.Prefix{}, netip.Addr{}, &FieldError{gf, fmt.Sprintf("%q is not of the destination's family (%s)", r.GetGateway(), dst)}
+	}
+	if reason := unusable(gw); reason != "" {
+		return netip.Prefix{}, netip.Addr{}, &FieldError{gf, fmt.Sprintf("%q: %s", r.GetGateway(), reason)}
+	}
+	return dst, gw, nil
+}
+
+// unusable says why an address cannot be an interface address or a next
+// hop, or returns "".
+func unusable(a netip.Addr) string {
+	switch {
+	case a.Zone() != "":
+		return "zones are not allowed"
+	case a.Is4In6():
+		return "IPv4-mapped IPv6; write it as IPv4"
+	case a.IsUnspecified():
+		return "the unspecified address"
+	case a.IsMulticast():
+		return "a multicast address"
+	case a.Is4() && a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return "the broadcast address"
+	}
+	return ""
+}
