@@ -18,8 +18,4 @@ var (
 
 	// ErrHostNetns means the pod network namespace is the host's own.
 	ErrHostNetns = errors.New("netns is the host netns")
-
-	// ErrInvalidConfig is what every [*FieldError] unwraps to, so callers can
-	// map all validation failures to one status (InvalidArgument).
-	ErrInvalidConfig = errors.New("invalid device config")
 )

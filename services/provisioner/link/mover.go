@@ -416,7 +416,7 @@ func parseSnapshot(s *devicev1.LinkSnapshot) (state, error) {
 	if s.GetMacAddress() != "" {
 		mac, err := net.ParseMAC(s.GetMacAddress())
 		if err != nil {
-			return state{}, &FieldError{"originalLink.macAddress", fmt.Sprintf("%q is not a MAC address", s.GetMacAddress())}
+			return state{}, &FieldError{Field: "originalLink.macAddress", Reason: fmt.Sprintf("%q is not a MAC address", s.GetMacAddress())}
 		}
 		st.mac = mac
 	}

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	"github.com/netdra/netdra/shared/fielderr"
 )
 
 const (
@@ -229,7 +230,7 @@ func TestMover_Attach_RestoresOnFailure(t *testing.T) {
 		{
 			name:    "invalid config",
 			cfg:     &devicev1.DeviceConfig{PodIfName: "net1", Addresses: []string{"192.0.2.10"}},
-			wantErr: ErrInvalidConfig,
+			wantErr: fielderr.ErrInvalid,
 		},
 		{
 			name: "cancelled context",

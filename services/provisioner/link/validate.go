@@ -6,6 +6,7 @@ import (
 	"net/netip"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	"github.com/netdra/netdra/shared/fielderr"
 )
 
 // Limits the kernel puts on what Attach applies.
@@ -16,22 +17,8 @@ const (
 )
 
 // FieldError is a field of a DeviceConfig (or LinkSnapshot) whose value
-// cannot be applied. It unwraps to [ErrInvalidConfig].
-type FieldError struct {
-	// Field is the proto field's JSON name, with an index for repeated
-	// fields: "podIfName", "addresses[1]", "routes[0].gateway".
-	Field string
-	// Reason says what is wrong with the value, quoting it.
-	Reason string
-}
-
-// Error implements error.
-func (e *FieldError) Error() string {
-	return fmt.Sprintf("invalid %s: %s", e.Field, e.Reason)
-}
-
-// Unwrap returns [ErrInvalidConfig].
-func (e *FieldError) Unwrap() error { return ErrInvalidConfig }
+// cannot be applied; gRPC answers it as InvalidArgument.
+type FieldError = fielderr.Error
 
 // Validate checks the fields of cfg that Attach applies (podIfName,
 // macAddress, mtu, addresses, routes) without touching anything, and returns
@@ -52,7 +39,7 @@ func Validate(cfg *devicev1.DeviceConfig) error {
 		}
 	}
 	if mtu := cfg.GetMtu(); mtu != 0 && (mtu < minMTU || mtu > maxMTU) {
-		return &FieldError{"mtu", fmt.Sprintf("%d is out of range: 0 (keep) or %d..%d", mtu, minMTU, maxMTU)}
+		return &FieldError{Field: "mtu", Reason: fmt.Sprintf("%d is out of range: 0 (keep) or %d..%d", mtu, minMTU, maxMTU)}
 	}
 	for i, a := range cfg.GetAddresses() {
 		if _, err := parseAddress(fmt.Sprintf("addresses[%d]", i), a); err != nil {
@@ -70,14 +57,14 @@ func Validate(cfg *devicev1.DeviceConfig) error {
 // validateSnapshot checks a LinkSnapshot that Detach restores.
 func validateSnapshot(s *devicev1.LinkSnapshot) error {
 	if s.GetName() == "" {
-		return &FieldError{"originalLink.name", "required"}
+		return &FieldError{Field: "originalLink.name", Reason: "required"}
 	}
 	if err := validateIfName("originalLink.name", s.GetName()); err != nil {
 		return err
 	}
 	if s.GetMacAddress() != "" {
 		if _, err := net.ParseMAC(s.GetMacAddress()); err != nil {
-			return &FieldError{"originalLink.macAddress", fmt.Sprintf("%q is not a MAC address", s.GetMacAddress())}
+			return &FieldError{Field: "originalLink.macAddress", Reason: fmt.Sprintf("%q is not a MAC address", s.GetMacAddress())}
 		}
 	}
 	return nil
@@ -90,17 +77,17 @@ func validateIfName(field, name string) error {
 	case name == "":
 		return nil
 	case len(name) > maxIfNameLen:
-		return &FieldError{field, fmt.Sprintf("%q is longer than %d bytes", name, maxIfNameLen)}
+		return &FieldError{Field: field, Reason: fmt.Sprintf("%q is longer than %d bytes", name, maxIfNameLen)}
 	case name == "." || name == "..":
-		return &FieldError{field, fmt.Sprintf("%q is reserved", name)}
+		return &FieldError{Field: field, Reason: fmt.Sprintf("%q is reserved", name)}
 	}
 	for i := 0; i < len(name); i++ {
 		c := name[i]
 		switch {
 		case c == '/' || c == ':' || c == '%':
-			return &FieldError{field, fmt.Sprintf("%q contains %q", name, c)}
+			return &FieldError{Field: field, Reason: fmt.Sprintf("%q contains %q", name, c)}
 		case c <= ' ' || c == 0x7f:
-			return &FieldError{field, fmt.Sprintf("%q contains whitespace or a control character", name)}
+			return &FieldError{Field: field, Reason: fmt.Sprintf("%q contains whitespace or a control character", name)}
 		}
 	}
 	return nil
@@ -110,13 +97,13 @@ func parseMAC(field, s string) (net.HardwareAddr, error) {
 	mac, err := net.ParseMAC(s)
 	switch {
 	case err != nil:
-		return nil, &FieldError{field, fmt.Sprintf("%q is not a MAC address", s)}
+		return nil, &FieldError{Field: field, Reason: fmt.Sprintf("%q is not a MAC address", s)}
 	case len(mac) != 6:
-		return nil, &FieldError{field, fmt.Sprintf("%q is not a 48-bit Ethernet address", s)}
+		return nil, &FieldError{Field: field, Reason: fmt.Sprintf("%q is not a 48-bit Ethernet address", s)}
 	case mac[0]&1 != 0:
-		return nil, &FieldError{field, fmt.Sprintf("%q is a multicast address", s)}
+		return nil, &FieldError{Field: field, Reason: fmt.Sprintf("%q is a multicast address", s)}
 	case [6]byte(mac) == [6]byte{}:
-		return nil, &FieldError{field, fmt.Sprintf("%q is all zeros", s)}
+		return nil, &FieldError{Field: field, Reason: fmt.Sprintf("%q is all zeros", s)}
 	}
 	return mac, nil
 }
@@ -126,10 +113,10 @@ func parseMAC(field, s string) (net.HardwareAddr, error) {
 func parseAddress(field, s string) (netip.Prefix, error) {
 	p, err := netip.ParsePrefix(s)
 	if err != nil {
-		return netip.Prefix{}, &FieldError{field, fmt.Sprintf("%q is not an address in CIDR form (10.0.0.2/24, fd00::2/64)", s)}
+		return netip.Prefix{}, &FieldError{Field: field, Reason: fmt.Sprintf("%q is not an address in CIDR form (10.0.0.2/24, fd00::2/64)", s)}
 	}
 	if reason := unusable(p.Addr()); reason != "" {
-		return netip.Prefix{}, &FieldError{field, fmt.Sprintf("%q: %s", s, reason)}
+		return netip.Prefix{}, &FieldError{Field: field, Reason: fmt.Sprintf("%q: %s", s, reason)}
 	}
 	return p, nil
 }
@@ -138,20 +125,20 @@ func parseAddress(field, s string) (netip.Prefix, error) {
 // optional gateway, of the same family.
 func parseRoute(field string, r *devicev1.Route) (netip.Prefix, netip.Addr, error) {
 	if r == nil {
-		return netip.Prefix{}, netip.Addr{}, &FieldError{field, "missing"}
+		return netip.Prefix{}, netip.Addr{}, &FieldError{Field: field, Reason: "missing"}
 	}
 	df := field + ".destination"
 	if r.GetDestination() == "" {
-		return netip.Prefix{}, netip.Addr{}, &FieldError{df, "required"}
+		return netip.Prefix{}, netip.Addr{}, &FieldError{Field: df, Reason: "required"}
 	}
 	dst, err := netip.ParsePrefix(r.GetDestination())
 	switch {
 	case err != nil:
-		return netip.Prefix{}, netip.Addr{}, &FieldError{df, fmt.Sprintf("%q is not a prefix in CIDR form (10.0.0.0/8, ::/0)", r.GetDestination())}
+		return netip.Prefix{}, netip.Addr{}, &FieldError{Field: df, Reason: fmt.Sprintf("%q is not a prefix in CIDR form (10.0.0.0/8, ::/0)", r.GetDestination())}
 	case dst.Addr().Is4In6():
-		return netip.Prefix{}, netip.Addr{}, &FieldError{df, fmt.Sprintf("%q is IPv4-mapped IPv6; write it as IPv4", r.GetDestination())}
+		return netip.Prefix{}, netip.Addr{}, &FieldError{Field: df, Reason: fmt.Sprintf("%q is IPv4-mapped IPv6; write it as IPv4", r.GetDestination())}
 	case dst != dst.Masked():
-		return netip.Prefix{}, netip.Addr{}, &FieldError{df, fmt.Sprintf("%q has host bits set; the prefix is %s", r.GetDestination(), dst.Masked())}
+		return netip.Prefix{}, netip.Addr{}, &FieldError{Field: df, Reason: fmt.Sprintf("%q has host bits set; the prefix is %s", r.GetDestination(), dst.Masked())}
 	}
 	if r.GetGateway() == "" {
 		return dst, netip.Addr{}, nil
@@ -160,14 +147,14 @@ func parseRoute(field string, r *devicev1.Route) (netip.Prefix, netip.Addr, erro
 	gw, err := netip.ParseAddr(r.GetGateway())
 	switch {
 	case err != nil:
-		return netip.Prefix{}, netip.Addr{}, &FieldError{gf, fmt.Sprintf("%q is not an IP address", r.GetGateway())}
+		return netip.Prefix{}, netip.Addr{}, &FieldError{Field: gf, Reason: fmt.Sprintf("%q is not an IP address", r.GetGateway())}
 	case gw.Zone() != "":
-		return netip.Prefix{}, netip.Addr{}, &FieldError{gf, fmt.Sprintf("%q has a zone; the route's link is the zone", r.GetGateway())}
+		return netip.Prefix{}, netip.Addr{}, &FieldError{Field: gf, Reason: fmt.Sprintf("%q has a zone; the route's link is the zone", r.GetGateway())}
 	case gw.Is4() != dst.Addr().Is4():
-		return netip.Prefix{}, netip.Addr{}, &FieldError{gf, fmt.Sprintf("%q is not of the destination's family (%s)", r.GetGateway(), dst)}
+		return netip.Prefix{}, netip.Addr{}, &FieldError{Field: gf, Reason: fmt.Sprintf("%q is not of the destination's family (%s)", r.GetGateway(), dst)}
 	}
 	if reason := unusable(gw); reason != "" {
-		return netip.Prefix{}, netip.Addr{}, &FieldError{gf, fmt.Sprintf("%q: %s", r.GetGateway(), reason)}
+		return netip.Prefix{}, netip.Addr{}, &FieldError{Field: gf, Reason: fmt.Sprintf("%q: %s", r.GetGateway(), reason)}
 	}
 	return dst, gw, nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	"github.com/netdra/netdra/shared/fielderr"
 )
 
 func TestValidate(t *testing.T) {
@@ -84,8 +85,8 @@ func TestValidate(t *testing.T) {
 			if diff := cmp.Diff(tc.wantField, fe.Field); diff != "" {
 				t.Errorf("FieldError.Field (-want +got):\n%s", diff)
 			}
-			if !errors.Is(err, ErrInvalidConfig) {
-				t.Errorf("Validate() = %v, does not match ErrInvalidConfig", err)
+			if !errors.Is(err, fielderr.ErrInvalid) {
+				t.Errorf("Validate() = %v, does not match fielderr.ErrInvalid", err)
 			}
 			t.Log(err)
 		})

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -99,8 +98,8 @@ func (s *Server) Watch(req *statev1.WatchRequest, stream statev1.StateService_Wa
 	return Status(err)
 }
 
-// Status maps a store error to a gRPC status: a bad field is
-// InvalidArgument with the field named (and a BadRequest detail), a device
+// Status maps a store error to a gRPC status: a bad field (a
+// *fielderr.Error) is InvalidArgument with the field named, a device
 // held elsewhere AlreadyExists, a missing row NotFound, a wrong phase
 // FailedPrecondition, a closed store Unavailable.
 func Status(err error) error {
@@ -110,15 +109,7 @@ func Status(err error) error {
 	if _, ok := status.FromError(err); ok {
 		return err
 	}
-	var fe *store.FieldError
 	switch {
-	case errors.As(err, &fe):
-		st := status.New(codes.InvalidArgument, err.Error())
-		if d, derr := st.WithDetails(&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{
-			{Field: fe.Field, Description: fe.Reason}}}); derr == nil {
-			st = d
-		}
-		return st.Err()
 	case errors.Is(err, store.ErrConflict):
 		return status.Error(codes.AlreadyExists, err.Error())
 	case errors.Is(err, store.ErrNotFound):

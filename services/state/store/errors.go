@@ -2,7 +2,8 @@ package store
 
 import (
 	"errors"
-	"fmt"
+
+	"github.com/netdra/netdra/shared/fielderr"
 )
 
 // Sentinel errors of the store. The gRPC layer maps them to status codes.
@@ -18,15 +19,6 @@ var (
 	ErrClosed = errors.New("store closed")
 )
 
-// FieldError is a bad value in a request, naming the field as the API
-// spells it in JSON (allocations[2].claimUid).
-type FieldError struct {
-	Field  string
-	Reason string
-}
-
-func (e *FieldError) Error() string { return fmt.Sprintf("%s: %s", e.Field, e.Reason) }
-
-func fieldErr(field, format string, args ...any) error {
-	return &FieldError{Field: field, Reason: fmt.Sprintf(format, args...)}
-}
+// fieldErr is a bad value in a request (a *fielderr.Error, answered as
+// InvalidArgument).
+var fieldErr = fielderr.New

@@ -1,0 +1,34 @@
+// Package manager is the contract between the provisioner's server and its
+// device managers (sr-iov, dummy, host). A manager discovers one class of
+// devices and prepares them for claims in the host; moving a prepared
+// device into a pod and back is the server's job (package link), the same
+// for every manager.
+package manager
+
+import (
+	"context"
+
+	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+)
+
+// Manager discovers one class of devices and sets them up for claims.
+type Manager interface {
+	// Run discovers devices until ctx ends. It calls publish with the
+	// manager's complete inventory at once and again on every change, never
+	// concurrently. It returns nil when ctx ends and an error when it
+	// cannot go on.
+	Run(ctx context.Context, publish func([]*devicev1.Device)) error
+	// Setup prepares dev for a claim with cfg, in the host netns. The
+	// prepared device records everything Free needs to restore the device
+	// exactly (original_link, original_vf, link_created). cfg was checked
+	// by Validate. On error nothing on the node is left changed.
+	Setup(ctx context.Context, dev *devicev1.Device, cfg *devicev1.DeviceConfig) (*devicev1.PreparedDevice, error)
+	// Free undoes Setup, restoring what the prepared device recorded.
+	// Idempotent: freeing a freed device is nil.
+	Free(ctx context.Context, pd *devicev1.PreparedDevice) error
+	// Validate checks the manager-specific fields of cfg for dev before
+	// anything is touched, returning a *fielderr.Error naming the field
+	// ("config.vlanQoS").
+	Validate(dev *devicev1.Device, cfg *devicev1.DeviceConfig) error
+}
+
