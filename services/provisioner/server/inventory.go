@@ -1,0 +1,101 @@
+package server
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	"google.golang.org/protobuf/proto"
+
+	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
+)
+
+// allManagers are the managers in the order WatchDevices reports them.
+var allManagers = []devicev1.DeviceManager{
+	devicev1.DeviceManager_DEVICE_MANAGER_SRIOV,
+	devicev1.DeviceManager_DEVICE_MANAGER_DUMMY,
+	devicev1.DeviceManager_DEVICE_MANAGER_HOST,
+}
+
+// inventory is each manager's latest published devices, with a version per
+// manager and a broadcast channel closed at every change.
+type inventory struct {
+	mu      sync.Mutex
+	devices map[devicev1.DeviceManager][]*devicev1.Device
+	version map[devicev1.DeviceManager]uint64
+	wake    chan struct{}
+}
+
+func newInventory() *inventory {
+	return &inventory{
+		devices: map[devicev1.DeviceManager][]*devicev1.Device{},
+		version: map[devicev1.DeviceManager]uint64{},
+		wake:    make(chan struct{}),
+	}
+}
+
+// set records m's devices; an unchanged list wakes nobody.
+func (inv *inventory) set(m devicev1.DeviceManager, devs []*devicev1.Device) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	if _, known := inv.version[m]; known && slices.EqualFunc(inv.devices[m], devs, func(a, b *devicev1.Device) bool { return proto.Equal(a, b) }) {
+		return
+	}
+	for _, d := range devs {
+		d.Manager = m
+	}
+	inv.devices[m] = devs
+	inv.version[m]++
+	close(inv.wake)
+	inv.wake = make(chan struct{})
+}
+
+// find returns m's device called name.
+func (inv *inventory) find(m devicev1.DeviceManager, name string) (*devicev1.Device, bool) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	for _, d := range inv.devices[m] {
+		if d.GetName() == name {
+			return d, true
+		}
+	}
+	return nil, false
+}
+
+// changedSince returns the managers whose version differs from seen (every
+// manager for a nil seen), their devices, and the channel closed at the
+// next change. It updates seen.
+func (inv *inventory) changedSince(seen map[devicev1.DeviceManager]uint64) ([]*provisionerv1.WatchDevicesResponse, <-chan struct{}) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	var out []*provisionerv1.WatchDevicesResponse
+	for _, m := range allManagers {
+		v := inv.version[m]
+		if last, ok := seen[m]; ok && last == v {
+			continue
+		}
+		seen[m] = v
+		out = append(out, &provisionerv1.WatchDevicesResponse{Manager: m, Devices: inv.devices[m]})
+	}
+	return out, inv.wake
+}
+
+// watch sends every manager's inventory at once, then each manager's again
+// whenever it changes, until ctx ends or send fails.
+func (inv *inventory) watch(ctx context.Context, send func(*provisionerv1.WatchDevicesResponse) error) error {
+	seen := map[devicev1.DeviceManager]uint64{}
+	for {
+		batch, wake := inv.changedSince(seen)
+		for _, r := range batch {
+			if err := send(r); err != nil {
+				return err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-wake:
+		}
+	}
+}

@@ -1,0 +1,197 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"google.golang.org/protobuf/proto"
+
+	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
+	"github.com/netdra/netdra/services/provisioner/manager"
+	"github.com/netdra/netdra/shared/fielderr"
+)
+
+// Factories build the managers from their configuration. A factory returns
+// a *fielderr.Error (field relative to its config) for a bad config.
+type Factories struct {
+	Sriov func(*provisionerv1.SriovConfig) (manager.Manager, error)
+	Dummy func(*provisionerv1.DummyConfig) (manager.Manager, error)
+	Host  func(*provisionerv1.HostConfig) (manager.Manager, error)
+}
+
+// running is one started manager.
+type running struct {
+	mgr    manager.Manager
+	config proto.Message
+	cancel context.CancelFunc
+	done   chan struct{}
+	// failed is why Run returned early, if it did.
+	failed atomic.Pointer[error]
+}
+
+func (r *running) err() error {
+	if p := r.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// managers starts, stops and reconfigures the device managers, without a
+// restart of the process.
+type managers struct {
+	log *slog.Logger
+	inv *inventory
+	new Factories
+
+	mu      sync.Mutex
+	running map[devicev1.DeviceManager]*running
+	// last keeps the latest instance of every manager ever started, so a
+	// device prepared before its manager was disabled can still be freed.
+	last map[devicev1.DeviceManager]manager.Manager
+}
+
+// wanted is one manager's desired state from a Configure.
+type wanted struct {
+	kind   devicev1.DeviceManager
+	field  string
+	config proto.Message // nil when disabled
+	build  func() (manager.Manager, error)
+}
+
+func (ms *managers) wanted(cfg *provisionerv1.ManagerConfigs) []wanted {
+	w := []wanted{
+		{kind: devicev1.DeviceManager_DEVICE_MANAGER_SRIOV, field: "managers.sriov",
+			build: func() (manager.Manager, error) { return ms.new.Sriov(cfg.GetSriov()) }},
+		{kind: devicev1.DeviceManager_DEVICE_MANAGER_DUMMY, field: "managers.dummy",
+			build: func() (manager.Manager, error) { return ms.new.Dummy(cfg.GetDummy()) }},
+		{kind: devicev1.DeviceManager_DEVICE_MANAGER_HOST, field: "managers.host",
+			build: func() (manager.Manager, error) { return ms.new.Host(cfg.GetHost()) }},
+	}
+	if cfg.GetSriov().GetEnabled() {
+		w[0].config = cfg.GetSriov()
+	}
+	if cfg.GetDummy().GetEnabled() {
+		w[1].config = cfg.GetDummy()
+	}
+	if cfg.GetHost().GetEnabled() {
+		w[2].config = cfg.GetHost()
+	}
+	return w
+}
+
+// configure builds every enabled manager whose config changed, then, only
+// when all of them built, stops the replaced and disabled ones and starts
+// the new ones. A bad config changes nothing.
+func (ms *managers) configure(cfg *provisionerv1.ManagerConfigs) ([]*provisionerv1.ManagerStatus, error) {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	built := map[devicev1.DeviceManager]manager.Manager{}
+	plan := ms.wanted(cfg)
+	for _, w := range plan {
+		if w.config == nil {
+			continue
+		}
+		if r := ms.running[w.kind]; r != nil && proto.Equal(r.config, w.config) && r.err() == nil {
+			continue
+		}
+		m, err := w.build()
+		if err != nil {
+			return nil, fielderr.Prefix(w.field, err)
+		}
+		built[w.kind] = m
+	}
+	for _, w := range plan {
+		r := ms.running[w.kind]
+		_, rebuilt := built[w.kind]
+		if r != nil && (w.config == nil || rebuilt) {
+			ms.stopLocked(w.kind, r)
+		}
+		if w.config == nil {
+			ms.inv.set(w.kind, nil)
+		}
+		if rebuilt {
+			ms.startLocked(w.kind, built[w.kind], w.config)
+		}
+	}
+	return ms.statusLocked(), nil
+}
+
+func (ms *managers) startLocked(kind devicev1.DeviceManager, m manager.Manager, cfg proto.Message) {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{mgr: m, config: cfg, cancel: cancel, done: make(chan struct{})}
+	ms.running[kind], ms.last[kind] = r, m
+	log := ms.log.With("manager", kind)
+	go func() {
+		defer close(r.done)
+		err := m.Run(ctx, func(devs []*devicev1.Device) {
+			if ctx.Err() == nil {
+				ms.inv.set(kind, devs)
+			}
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			err = fmt.Errorf("manager returned")
+		}
+		log.Error("Manager stopped", "error", err)
+		r.failed.Store(&err)
+	}()
+	log.Info("Manager started")
+}
+
+func (ms *managers) stopLocked(kind devicev1.DeviceManager, r *running) {
+	r.cancel()
+	<-r.done
+	delete(ms.running, kind)
+	ms.log.Info("Manager stopped", "manager", kind)
+}
+
+func (ms *managers) statusLocked() []*provisionerv1.ManagerStatus {
+	var out []*provisionerv1.ManagerStatus
+	for _, kind := range allManagers {
+		st := &provisionerv1.ManagerStatus{Manager: kind}
+		if r := ms.running[kind]; r != nil {
+			st.Running = r.err() == nil
+			if r.err() != nil {
+				st.Message = r.err().Error()
+			}
+		} else {
+			st.Message = "disabled"
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// forSetup returns the running manager of kind.
+func (ms *managers) forSetup(kind devicev1.DeviceManager) (manager.Manager, bool) {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	r := ms.running[kind]
+	if r == nil || r.err() != nil {
+		return nil, false
+	}
+	return r.mgr, true
+}
+
+// forFree returns the latest instance of kind, running or not.
+func (ms *managers) forFree(kind devicev1.DeviceManager) (manager.Manager, bool) {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	m, ok := ms.last[kind]
+	return m, ok
+}
+
+// stopAll stops every manager.
+func (ms *managers) stopAll() {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	for kind, r := range ms.running {
+		ms.stopLocked(kind, r)
+	}
+}

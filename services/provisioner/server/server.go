@@ -1,0 +1,243 @@
+// Package server implements netdra.provisioner.v1.ProvisionerService: it
+// runs the device managers as Configure says, streams their inventory,
+// dispatches Setup and Free to the device's manager, and moves prepared
+// devices into pods and back with package link. Every call validates its
+// input before touching anything, and calls for one device are serialized.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
+	"github.com/netdra/netdra/services/provisioner/link"
+	"github.com/netdra/netdra/services/provisioner/manager"
+	"github.com/netdra/netdra/shared/fielderr"
+)
+
+// Mover moves links between the host and pod network namespaces; it is
+// *link.Mover in production.
+type Mover interface {
+	Attach(ctx context.Context, hostIfName string, orig *devicev1.LinkSnapshot, netnsPath string, cfg *devicev1.DeviceConfig) error
+	Detach(ctx context.Context, orig *devicev1.LinkSnapshot, netnsPath string, cfg *devicev1.DeviceConfig) error
+}
+
+var _ Mover = (*link.Mover)(nil)
+
+// Server is the provisioner service.
+type Server struct {
+	provisionerv1.UnimplementedProvisionerServiceServer
+	log      *slog.Logger
+	inv      *inventory
+	managers *managers
+	mover    Mover
+	locks    deviceLocks
+}
+
+var _ provisionerv1.ProvisionerServiceServer = (*Server)(nil)
+
+// New returns a server with no manager running until Configure.
+func New(log *slog.Logger, factories Factories, mover Mover) *Server {
+	inv := newInventory()
+	return &Server{
+		log:   log,
+		inv:   inv,
+		mover: mover,
+		managers: &managers{log: log, inv: inv, new: factories,
+			running: map[devicev1.DeviceManager]*running{}, last: map[devicev1.DeviceManager]manager.Manager{}},
+		locks: deviceLocks{held: map[string]chan struct{}{}},
+	}
+}
+
+// Close stops every manager.
+func (s *Server) Close() { s.managers.stopAll() }
+
+// Configure implements ProvisionerServiceServer.
+func (s *Server) Configure(_ context.Context, req *provisionerv1.ConfigureRequest) (*provisionerv1.ConfigureResponse, error) {
+	st, err := s.managers.configure(req.GetManagers())
+	if err != nil {
+		return nil, err
+	}
+	return &provisionerv1.ConfigureResponse{Managers: st}, nil
+}
+
+// WatchDevices implements ProvisionerServiceServer.
+func (s *Server) WatchDevices(_ *provisionerv1.WatchDevicesRequest, stream provisionerv1.ProvisionerService_WatchDevicesServer) error {
+	err := s.inv.watch(stream.Context(), stream.Send)
+	if ctxErr := stream.Context().Err(); ctxErr != nil {
+		return status.FromContextError(ctxErr).Err()
+	}
+	return err
+}
+
+// Setup implements ProvisionerServiceServer. The device must be in its
+// running manager's inventory; the provisioner's own copy is what is set up.
+func (s *Server) Setup(ctx context.Context, req *provisionerv1.SetupRequest) (*provisionerv1.SetupResponse, error) {
+	kind, name := req.GetDevice().GetManager(), req.GetDevice().GetName()
+	if name == "" {
+		return nil, fielderr.New("device.name", "required")
+	}
+	mgr, ok := s.managers.forSetup(kind)
+	if !ok {
+		return nil, status.Errorf(codes.FailedPrecondition, "device manager %s is not running", kind)
+	}
+	dev, ok := s.inv.find(kind, name)
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "device %s is not in the %s inventory", name, kind)
+	}
+	if err := validateConfig(mgr, dev, req.GetConfig()); err != nil {
+		return nil, err
+	}
+	unlock, err := s.locks.lock(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	pd, err := mgr.Setup(ctx, dev, req.GetConfig())
+	if err != nil {
+		return nil, fmt.Errorf("setting up %s: %w", name, err)
+	}
+	return &provisionerv1.SetupResponse{PreparedDevice: pd}, nil
+}
+
+// Free implements ProvisionerServiceServer.
+func (s *Server) Free(ctx context.Context, req *provisionerv1.FreeRequest) (*provisionerv1.FreeResponse, error) {
+	pd := req.GetPreparedDevice()
+	if err := validatePrepared("preparedDevice", pd); err != nil {
+		return nil, err
+	}
+	kind, name := pd.GetDevice().GetManager(), pd.GetDevice().GetName()
+	mgr, ok := s.managers.forFree(kind)
+	if !ok {
+		return nil, status.Errorf(codes.FailedPrecondition, "device manager %s was never configured on this provisioner; it cannot free %s", kind, name)
+	}
+	unlock, err := s.locks.lock(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if err := mgr.Free(ctx, pd); err != nil {
+		return nil, fmt.Errorf("freeing %s: %w", name, err)
+	}
+	return &provisionerv1.FreeResponse{}, nil
+}
+
+// Attach implements ProvisionerServiceServer. A device with no kernel
+// interface (a vfio-bound VF) has nothing to move: it is used through its
+// device node, so Attach only validates.
+func (s *Server) Attach(ctx context.Context, req *provisionerv1.AttachRequest) (*provisionerv1.AttachResponse, error) {
+	pd := req.GetPreparedDevice()
+	if err := s.validateMove(pd, req.GetNetnsPath(), req.GetConfig()); err != nil {
+		return nil, err
+	}
+	name := pd.GetDevice().GetName()
+	unlock, err := s.locks.lock(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if ifName := pd.GetDevice().GetKernelIfName(); ifName != "" {
+		if err := s.mover.Attach(ctx, ifName, pd.GetOriginalLink(), req.GetNetnsPath(), req.GetConfig()); err != nil {
+			return nil, linkStatus(fmt.Errorf("attaching %s: %w", name, err))
+		}
+	}
+	return &provisionerv1.AttachResponse{PreparedDevice: pd}, nil
+}
+
+// Detach implements ProvisionerServiceServer.
+func (s *Server) Detach(ctx context.Context, req *provisionerv1.DetachRequest) (*provisionerv1.DetachResponse, error) {
+	pd := req.GetPreparedDevice()
+	if err := s.validateMove(pd, req.GetNetnsPath(), req.GetConfig()); err != nil {
+		return nil, err
+	}
+	name := pd.GetDevice().GetName()
+	unlock, err := s.locks.lock(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if pd.GetDevice().GetKernelIfName() != "" {
+		if err := s.mover.Detach(ctx, pd.GetOriginalLink(), req.GetNetnsPath(), req.GetConfig()); err != nil {
+			return nil, linkStatus(fmt.Errorf("detaching %s: %w", name, err))
+		}
+	}
+	return &provisionerv1.DetachResponse{}, nil
+}
+
+// Restore implements ProvisionerServiceServer: it parses the prepared
+// device as the claim status holds it (protojson, unknown fields refused)
+// and checks it.
+func (s *Server) Restore(_ context.Context, req *provisionerv1.RestoreRequest) (*provisionerv1.RestoreResponse, error) {
+	if len(req.GetData()) == 0 {
+		return nil, fielderr.New("data", "required")
+	}
+	pd := &devicev1.PreparedDevice{}
+	if err := protojson.Unmarshal(req.GetData(), pd); err != nil {
+		return nil, fielderr.New("data", "not a serialized prepared device: %v", err)
+	}
+	if err := validatePrepared("data", pd); err != nil {
+		return nil, err
+	}
+	return &provisionerv1.RestoreResponse{PreparedDevice: pd}, nil
+}
+
+func validateConfig(mgr manager.Manager, dev *devicev1.Device, cfg *devicev1.DeviceConfig) error {
+	if err := link.Validate(cfg); err != nil {
+		return fielderr.Prefix("config", err)
+	}
+	return mgr.Validate(dev, cfg)
+}
+
+func validatePrepared(field string, pd *devicev1.PreparedDevice) error {
+	switch {
+	case pd == nil:
+		return fielderr.New(field, "required")
+	case pd.GetDevice().GetName() == "":
+		return fielderr.New(field+".device.name", "required")
+	}
+	if _, ok := devicev1.DeviceManager_name[int32(pd.GetDevice().GetManager())]; !ok || pd.GetDevice().GetManager() == devicev1.DeviceManager_DEVICE_MANAGER_UNSPECIFIED {
+		return fielderr.New(field+".device.manager", "unknown device manager %v", pd.GetDevice().GetManager())
+	}
+	if pd.GetDevice().GetKernelIfName() != "" && pd.GetOriginalLink() == nil && !pd.GetLinkCreated() {
+		return fielderr.New(field+".originalLink", "required for a device with a kernel interface")
+	}
+	return nil
+}
+
+func (s *Server) validateMove(pd *devicev1.PreparedDevice, netnsPath string, cfg *devicev1.DeviceConfig) error {
+	if err := validatePrepared("preparedDevice", pd); err != nil {
+		return err
+	}
+	if netnsPath == "" || !filepath.IsAbs(netnsPath) || filepath.Clean(netnsPath) != netnsPath {
+		return fielderr.New("netnsPath", "%q is not a clean absolute path", netnsPath)
+	}
+	return fielderr.Prefix("config", link.Validate(cfg))
+}
+
+// linkStatus gives the link package's errors their status codes.
+func linkStatus(err error) error {
+	var code codes.Code
+	switch {
+	case errors.Is(err, fielderr.ErrInvalid):
+		return err
+	case errors.Is(err, link.ErrNameClash):
+		code = codes.AlreadyExists
+	case errors.Is(err, link.ErrLinkNotFound):
+		code = codes.NotFound
+	case errors.Is(err, link.ErrNotNetns), errors.Is(err, link.ErrHostNetns):
+		code = codes.FailedPrecondition
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return status.FromContextError(err).Err()
+	default:
+		code = codes.Internal
+	}
+	return status.Error(code, err.Error())
+}
