@@ -31,4 +31,3 @@ type Manager interface {
 	// ("config.vlanQoS").
 	Validate(dev *devicev1.Device, cfg *devicev1.DeviceConfig) error
 }
-
