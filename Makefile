@@ -97,6 +97,10 @@ wait
 endef
 export DEV_SCRIPT
 
+.PHONY: bench
+bench: ## Run the benchmarks in bench/ (ratios against a baseline of the same run).
+	$(GO) test -run '^$$' -bench . -benchtime 2s -count 1 ./bench/...
+
 .PHONY: dev
 dev: build $(TOOLS)/stamps/grpcurl-$(GRPCURL_VERSION) ## Run netdra's node processes locally until Ctrl-C.
 	@bash -c "$$DEV_SCRIPT"
