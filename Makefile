@@ -63,10 +63,22 @@ lint: tools ## buf lint, gofmt, go vet.
 	$(BUF) lint
 	@out=$$(gofmt -l $$(git ls-files '*.go')); test -z "$$out" || { echo "gofmt would change:"; echo "$$out"; exit 1; }
 	$(GO) vet ./...
+	$(GO) vet -tags kernelrig ./...
 
 .PHONY: test
-test: tools checkgenerate lint ## Run every test, all set-up included (as root).
+test: tools checkgenerate lint test-unit test-kernel ## Run every test, all set-up included (as root).
+
+.PHONY: test-unit
+test-unit: ## Run the tests on this machine's kernel (root tests use throwaway netns).
 	GRPCURL=$(GRPCURL) $(GO) test $(GOTEST_FLAGS) ./...
+
+# Packages with kernel-rig tests (//go:build kernelrig); see shared/kernelrig/README.md.
+KERNEL_PKGS = $(shell grep -rlE --include='*_test.go' --exclude-dir=.git --exclude-dir=.tools --exclude-dir=_output --exclude-dir=testdata '^//go:build.*\bkernelrig\b' . | xargs -r -n1 dirname | sort -u)
+
+.PHONY: test-kernel
+test-kernel: ## Run the kernel-rig tests in QEMU (dummy, VLAN, SR-IOV VFs); builds the rig once.
+	bash shared/kernelrig/setup.sh
+	CGO_ENABLED=0 $(GO) test -tags kernelrig -exec "$(CURDIR)/shared/kernelrig/vmrun.sh" -p 1 -count=1 -timeout 30m $(KERNEL_PKGS)
 
 # Where `make dev` keeps its sockets and state; removed when it stops.
 DEV_DIR ?= /tmp/netdra-dev
