@@ -47,10 +47,5 @@ func (cfg *config) run(ctx context.Context, log *slog.Logger) error {
 	log.Info("Serving", "socket", cfg.Socket, "db", cfg.DB)
 	// Closing the store first ends the watch streams, so the graceful stop
 	// does not wait for them.
-	done := make(chan struct{})
-	closer := rpc.Actor{
-		Execute:   func() error { <-done; return nil },
-		Interrupt: func(error) { _ = st.Close(); close(done) },
-	}
-	return rpc.RunServer(ctx, log, srv, closer)
+	return rpc.RunServer(ctx, log, srv, rpc.OnStop(func() { _ = st.Close() }))
 }

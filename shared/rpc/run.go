@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/oklog/run"
@@ -76,4 +77,16 @@ func (l *UIDList) String() string {
 		parts[i] = strconv.FormatUint(uint64(uid), 10)
 	}
 	return strings.Join(parts, ",")
+}
+
+// OnStop is an actor that does nothing until the group stops, then runs fn.
+// Given to RunServer, fn runs before the server's graceful stop: the place
+// to end long streams (watches) so the stop does not wait for them.
+func OnStop(fn func()) Actor {
+	done := make(chan struct{})
+	var once sync.Once
+	return Actor{
+		Execute:   func() error { <-done; return nil },
+		Interrupt: func(error) { once.Do(func() { fn(); close(done) }) },
+	}
 }

@@ -25,6 +25,8 @@ type inventory struct {
 	devices map[devicev1.DeviceManager][]*devicev1.Device
 	version map[devicev1.DeviceManager]uint64
 	wake    chan struct{}
+	done    chan struct{}
+	closed  bool
 }
 
 func newInventory() *inventory {
@@ -32,6 +34,17 @@ func newInventory() *inventory {
 		devices: map[devicev1.DeviceManager][]*devicev1.Device{},
 		version: map[devicev1.DeviceManager]uint64{},
 		wake:    make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+}
+
+// close ends every watch. Idempotent.
+func (inv *inventory) close() {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	if !inv.closed {
+		inv.closed = true
+		close(inv.done)
 	}
 }
 
@@ -95,6 +108,8 @@ func (inv *inventory) watch(ctx context.Context, send func(*provisionerv1.WatchD
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-inv.done:
+			return errShutdown
 		case <-wake:
 		}
 	}

@@ -57,8 +57,14 @@ func New(log *slog.Logger, factories Factories, mover Mover) *Server {
 	}
 }
 
-// Close stops every manager.
-func (s *Server) Close() { s.managers.stopAll() }
+// errShutdown ends the watch streams when the provisioner stops.
+var errShutdown = status.Error(codes.Unavailable, "provisioner shutting down")
+
+// Close ends the WatchDevices streams and stops every manager. Idempotent.
+func (s *Server) Close() {
+	s.inv.close()
+	s.managers.stopAll()
+}
 
 // Configure implements ProvisionerServiceServer.
 func (s *Server) Configure(_ context.Context, req *provisionerv1.ConfigureRequest) (*provisionerv1.ConfigureResponse, error) {
