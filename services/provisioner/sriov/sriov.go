@@ -1,0 +1,279 @@
+// Package sriov is the provisioner's "sr-iov" device manager: it creates
+// SR-IOV virtual functions on the configured physical functions at startup
+// (sriov_numvfs, as the reference design does), discovers every Ethernet VF
+// from sysfs and keeps that inventory current from link events and a
+// periodic rescan, and sets a VF's admin settings (VLAN, QoS and protocol,
+// MAC, spoof check, trust, link state, tx rates) through its PF for a claim,
+// recording the VF's original settings so that Free restores them exactly.
+// Moving a VF's netdev into a pod is not its job (package link). Every sysfs
+// path is under a configurable root, and every netlink call goes through the
+// small pfLinks interface.
+package sriov
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"google.golang.org/protobuf/proto"
+
+	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
+	"github.com/netdra/netdra/services/provisioner/manager"
+)
+
+// DefaultResync is how often Run rescans sysfs when no link event asks it
+// to: VFs bound to vfio-pci (or to no driver) come and go without one.
+const DefaultResync = 30 * time.Second
+
+// Manager is the sr-iov device manager. Its methods are safe for concurrent
+// use; Setup and Free calls on the same device must not overlap (the caller
+// serializes per device).
+type Manager struct {
+	log       *slog.Logger
+	root      string
+	cfg       *provisionerv1.SriovConfig
+	pfs       map[string]bool // the configured PFs; empty publishes all
+	resync    time.Duration
+	links     pfLinks
+	subscribe subscribeFunc
+}
+
+var _ manager.Manager = (*Manager)(nil)
+
+// Option configures a Manager.
+type Option func(*Manager)
+
+// WithResync sets how often Run rescans sysfs without a link event
+// (DefaultResync). A non-positive d keeps the default.
+func WithResync(d time.Duration) Option {
+	return func(m *Manager) {
+		if d > 0 {
+			m.resync = d
+		}
+	}
+}
+
+// withLinks replaces the netlink calls (tests).
+func withLinks(l pfLinks) Option { return func(m *Manager) { m.links = l } }
+
+// withSubscribe replaces the link event subscription (tests).
+func withSubscribe(s subscribeFunc) Option { return func(m *Manager) { m.subscribe = s } }
+
+// New returns a Manager for the VFs under sysfsRoot (/sys, or /host/sys in
+// the pod) configured by cfg. It touches nothing: a bad cfg is a
+// *fielderr.Error with the field relative to cfg ("ifaces[0].vfCount"). A
+// nil log discards; a nil cfg manages every VF and provisions none.
+func New(log *slog.Logger, sysfsRoot string, cfg *provisionerv1.SriovConfig, opts ...Option) (*Manager, error) {
+	if err := ValidateConfig(cfg); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m := &Manager{
+		log:    log,
+		root:   sysfsRoot,
+		cfg:    proto.CloneOf(cfg),
+		pfs:    map[string]bool{},
+		resync: DefaultResync,
+		links:  netlinkLinks{},
+	}
+	for _, iface := range cfg.GetIfaces() {
+		m.pfs[iface.GetIfName()] = true
+	}
+	m.subscribe = subscribeLinks(log)
+	for _, o := range opts {
+		o(m)
+	}
+	return m, nil
+}
+
+// Run provisions the configured PFs' VFs (ProvisionVFs; warnings are
+// logged), publishes the VFs of the configured PFs (all VFs when none are
+// configured) at once, and then again whenever that inventory changes, as
+// seen on a rescan of sysfs after a link event in the host network
+// namespace or every resync interval. It returns nil when ctx ends; an
+// error when provisioning or the first discovery fails. Later rescans that
+// fail are logged and retried; a lost link event subscription is renewed.
+func (m *Manager) Run(ctx context.Context, publish func([]*devicev1.Device)) error {
+	if _, err := ProvisionVFs(m.log, m.root, m.cfg.GetIfaces()); err != nil {
+		return fmt.Errorf("provisioning VFs: %w", err)
+	}
+	ev := &events{log: m.log, subscribe: m.subscribe}
+	ev.start()
+	defer ev.stop()
+	last, err := m.scan()
+	if err != nil {
+		return fmt.Errorf("discovering VFs: %w", err)
+	}
+	publish(last)
+	m.log.Info("Published VFs", "count", len(last))
+	tick := time.NewTicker(m.resync)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case _, ok := <-ev.ch:
+			if !ok {
+				m.log.Warn("Link event subscription ended; renewing it")
+				ev.stop()
+				ev.start()
+			}
+			ev.drain()
+		case <-tick.C:
+			if ev.ch == nil {
+				ev.start()
+			}
+		}
+		devs, err := m.scan()
+		if err != nil {
+			m.log.Warn("Rescanning VFs", "error", err)
+			continue
+		}
+		if !slices.EqualFunc(last, devs, func(a, b *devicev1.Device) bool { return proto.Equal(a, b) }) {
+			publish(devs)
+			m.log.Info("Published VFs", "count", len(devs))
+			last = devs
+		}
+	}
+}
+
+// scan discovers the VFs and keeps those of the configured PFs.
+func (m *Manager) scan() ([]*devicev1.Device, error) {
+	devs, err := Discover(m.root)
+	if err != nil || len(m.pfs) == 0 {
+		return devs, err
+	}
+	return slices.DeleteFunc(devs, func(d *devicev1.Device) bool { return !m.pfs[d.GetPfName()] }), nil
+}
+
+// events is Run's link event subscription; ch is nil while there is none.
+type events struct {
+	log       *slog.Logger
+	subscribe subscribeFunc
+	done      chan struct{}
+	ch        <-chan netlink.LinkUpdate
+}
+
+// start subscribes; on failure it logs and leaves ch nil (Run then relies
+// on the resync and tries again on each tick).
+func (e *events) start() {
+	done := make(chan struct{})
+	ch, err := e.subscribe(done)
+	if err != nil {
+		close(done)
+		e.log.Warn("No link events; rescanning on the resync interval only", "error", err)
+		return
+	}
+	e.done, e.ch = done, ch
+}
+
+// stop ends the subscription and waits for its channel to close.
+func (e *events) stop() {
+	if e.done == nil {
+		return
+	}
+	close(e.done)
+	for range e.ch {
+	}
+	e.done, e.ch = nil, nil
+}
+
+// drain discards the events already queued: one rescan covers them.
+func (e *events) drain() {
+	for {
+		select {
+		case _, ok := <-e.ch:
+			if !ok {
+				return // seen by Run's next select
+			}
+		default:
+			return
+		}
+	}
+}
+
+// Setup records VF dev's current settings on its PF (and, when it has a
+// kernel netdev, that link's identity) and applies the VF settings cfg sets,
+// in this order: VLAN with QoS and protocol, MAC, spoof check, trust, link
+// state, tx rates. Fields cfg leaves unset are not touched, nor are settings
+// that already have the asked value. cfg is validated first (a
+// *fielderr.Error). On any error every setting already changed is put back
+// before Setup returns. The prepared device's original_vf is what Free
+// restores.
+func (m *Manager) Setup(ctx context.Context, dev *devicev1.Device, cfg *devicev1.DeviceConfig) (*devicev1.PreparedDevice, error) {
+	if err := m.Validate(dev, cfg); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	pf, vf, _ := vfOf(dev)
+	log := m.log.With("device", dev.GetName(), "pf", pf, "vf", vf)
+	cur, err := m.links.VF(pf, vf)
+	if err != nil {
+		return nil, fmt.Errorf("device %s: %w", dev.GetName(), err)
+	}
+	pd := &devicev1.PreparedDevice{Device: proto.CloneOf(dev), OriginalVf: snapshotOf(cur)}
+	if name := dev.GetKernelIfName(); name != "" {
+		if pd.OriginalLink, err = m.links.Link(name); err != nil {
+			return nil, fmt.Errorf("device %s: %w", dev.GetName(), err)
+		}
+	}
+	steps, want, err := plan(cur, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := applyVF(ctx, log, m.links, pf, vf, steps, cur, want); err != nil {
+		return nil, fmt.Errorf("device %s: %w", dev.GetName(), err)
+	}
+	log.Debug("VF set up", "settings", len(steps))
+	return pd, nil
+}
+
+// Free puts back every VF setting that differs from pd's original_vf
+// (trying all of them and joining the errors). It is idempotent. A prepared
+// device with no original_vf has nothing to restore; a VF its PF no longer
+// has (the VFs were re-created) has lost its settings with it: both are
+// nil. A PF that is gone is ErrPFNotFound.
+func (m *Manager) Free(ctx context.Context, pd *devicev1.PreparedDevice) error {
+	if pd.GetOriginalVf() == nil {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	dev := pd.GetDevice()
+	pf, vf, err := vfOf(dev)
+	if err != nil {
+		return err
+	}
+	log := m.log.With("device", dev.GetName(), "pf", pf, "vf", vf)
+	cur, err := m.links.VF(pf, vf)
+	if errors.Is(err, ErrVFNotFound) {
+		log.Warn("VF is gone; nothing to restore", "error", err)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("device %s: %w", dev.GetName(), err)
+	}
+	if err := restoreVF(m.links, pf, vf, cur, stateOf(pd.GetOriginalVf(), cur)); err != nil {
+		return fmt.Errorf("device %s: %w", dev.GetName(), err)
+	}
+	log.Debug("VF settings restored")
+	return nil
+}
+
+// Validate checks the VF settings of cfg for dev without touching anything
+// (see Setup): a bad value is a *fielderr.Error naming the field
+// ("config.vlanQoS"); a dev that is not a VF with a PF, ErrNotVF. The mtu
+// is checked against the PF's MTU in sysfs when it can be read.
+func (m *Manager) Validate(dev *devicev1.Device, cfg *devicev1.DeviceConfig) error {
+	return validate(m.root, dev, cfg)
+}
