@@ -747,8 +747,8 @@ func (x *VfSnapshot) GetMaxTxRate() uint32 {
 type PreparedDevice struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Device *Device                `protobuf:"bytes,1,opt,name=device,proto3" json:"device,omitempty"`
-	// The link as the host had it before Setup; absent for a device with no
-	// netdev (a vfio-bound VF) or a link Setup created.
+	// The link as the host had it before Setup (as Setup created it, for a
+	// dummy); absent for a device with no netdev (a vfio-bound VF).
 	OriginalLink *LinkSnapshot `protobuf:"bytes,2,opt,name=original_link,json=originalLink,proto3" json:"original_link,omitempty"`
 	// The VF's settings before Setup; absent when not a VF.
 	OriginalVf *VfSnapshot `protobuf:"bytes,3,opt,name=original_vf,json=originalVf,proto3" json:"original_vf,omitempty"`

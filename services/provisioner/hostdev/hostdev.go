@@ -1,0 +1,162 @@
+// Package hostdev is the host device manager ("host"): it hands whole
+// existing host interfaces to pods. The configuration selects interfaces by
+// name (exact or shell glob), kernel driver and PCI vendor and device IDs;
+// the selections are ANDed. An interface that a default route of the host
+// goes through (one that holds it, or a port of the bridge or bond, or the
+// lower link of the VLAN or macvlan, that holds it) is never offered,
+// whatever the configuration says, so that a claim cannot take the node's
+// uplink. The inventory follows the host: it is
+// published again when links or default routes change (rtnetlink events)
+// and on a periodic resync for what has no events (sysfs).
+//
+// Setup only records the interface as it is; moving it into the pod and
+// back is the link package's job, done by the provisioner for every
+// manager.
+package hostdev
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
+	"github.com/netdra/netdra/services/provisioner/manager"
+)
+
+// DefaultResync is how often Run rescans without an event.
+const DefaultResync = 30 * time.Second
+
+// Manager is the host device manager. Its methods are safe for concurrent
+// use; Setup and Free on the same device must not overlap (the provisioner
+// serializes calls per device).
+type Manager struct {
+	log       *slog.Logger
+	sysfsRoot string
+	sel       selector
+	ns        nsOpener
+	resync    time.Duration
+}
+
+var _ manager.Manager = (*Manager)(nil)
+
+// Option configures a Manager.
+type Option func(*Manager) error
+
+// WithNetns makes the Manager treat the network namespace at path as the
+// host's, instead of the namespace it runs in. Tests use it to work in a
+// throwaway namespace. The path must name a network namespace now and
+// whenever the Manager works.
+func WithNetns(path string) Option {
+	return func(m *Manager) error {
+		ns, err := checkNetns(path)
+		if err != nil {
+			return err
+		}
+		m.ns = ns
+		return nil
+	}
+}
+
+// WithResync sets how often Run rescans without an event (DefaultResync).
+// It must be positive.
+func WithResync(d time.Duration) Option {
+	return func(m *Manager) error {
+		if d <= 0 {
+			return fmt.Errorf("resync interval %v is not positive", d)
+		}
+		m.resync = d
+		return nil
+	}
+}
+
+// New returns a host manager for cfg that reads device details from the
+// sysfs tree at sysfsRoot ("" is /sys). A bad cfg is a *fielderr.Error for
+// a field relative to the config ("ifNames[1]"), as the provisioner's
+// factories report it: at least one of ifNames, drivers, vendorIds and
+// deviceIds must be set, globs must be valid path.Match patterns and IDs
+// 16-bit hex (0x8086). cfg's enabled flag is the caller's business. A nil
+// log discards.
+func New(log *slog.Logger, sysfsRoot string, cfg *provisionerv1.HostConfig, opts ...Option) (*Manager, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if sysfsRoot == "" {
+		sysfsRoot = "/sys"
+	}
+	sel, err := parseConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	m := &Manager{log: log, sysfsRoot: sysfsRoot, sel: sel, resync: DefaultResync}
+	for _, o := range opts {
+		if err := o(m); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// Run publishes the selected host interfaces at once, then again whenever
+// the set or a device's details change: on link events, on default-route
+// events and on the periodic resync. It returns nil when ctx ends, and an
+// error when it cannot start (no netlink socket, subscription or first
+// scan). A later failed scan is logged and retried at the next event or
+// resync; a subscription the kernel ends (a receive buffer overrun) is
+// made again, followed by a rescan.
+func (m *Manager) Run(ctx context.Context, publish func([]*devicev1.Device)) error {
+	ctx, cancel := context.WithCancel(ctx)
+	changed := make(chan struct{}, 1)
+	w, err := m.watch(ctx, changed)
+	if err != nil {
+		cancel()
+		if w != nil {
+			w.Wait()
+		}
+		return err
+	}
+	defer func() {
+		cancel()
+		w.Wait()
+	}()
+	h, err := m.ns.dial()
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+
+	s := &scanner{m: m, h: h}
+	last, err := s.scan()
+	if err != nil {
+		return fmt.Errorf("discovering host interfaces: %w", err)
+	}
+	publish(last)
+	m.log.Debug("published host devices", "count", len(last))
+	tick := time.NewTicker(m.resync)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changed:
+		case <-tick.C:
+		}
+		devs, err := s.scan()
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil:
+			m.log.Warn("discovering host interfaces; retrying at the next change or resync", "error", err)
+			continue
+		case slices.EqualFunc(last, devs, func(a, b *devicev1.Device) bool { return proto.Equal(a, b) }):
+			continue
+		}
+		publish(devs)
+		m.log.Debug("published host devices", "count", len(devs))
+		last = devs
+	}
+}

@@ -1,0 +1,124 @@
+package hostdev
+
+import (
+	"context"
+	"fmt"
+	"net"
+
+	"google.golang.org/protobuf/proto"
+
+	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	"github.com/netdra/netdra/shared/fielderr"
+)
+
+// Setup checks that the device's interface is in the host network namespace
+// and still one the manager offers (selected by the configuration, no
+// default route through it), and records its name, MAC, MTU and up state as
+// original_link, what Detach brings it back to. It changes nothing: the
+// interface moves into the pod at Attach. dev and cfg are checked with
+// Validate first. A missing interface is ErrLinkNotFound; one that a
+// default route goes through, ErrDefaultRoute; one the configuration no longer selects,
+// ErrNotSelected.
+func (m *Manager) Setup(ctx context.Context, dev *devicev1.Device, cfg *devicev1.DeviceConfig) (*devicev1.PreparedDevice, error) {
+	if err := m.Validate(dev, cfg); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	name := dev.GetKernelIfName()
+	h, err := m.ns.dial()
+	if err != nil {
+		return nil, err
+	}
+	defer h.Close()
+	l, err := h.LinkByName(name)
+	if err != nil {
+		if isNotFound(err) {
+			return nil, fmt.Errorf("interface %s: %w", name, ErrLinkNotFound)
+		}
+		return nil, fmt.Errorf("looking up interface %s: %w", name, err)
+	}
+	if m.describe(l) == nil {
+		return nil, fmt.Errorf("interface %s: %w", name, ErrNotSelected)
+	}
+	links, err := retryDump(h.LinkList)
+	if err != nil {
+		return nil, fmt.Errorf("listing links: %w", err)
+	}
+	up, err := uplinks(h, links)
+	if err != nil {
+		return nil, err
+	}
+	a := l.Attrs()
+	if up[a.Index] {
+		return nil, fmt.Errorf("interface %s: %w", name, ErrDefaultRoute)
+	}
+	m.log.Debug("recorded host interface", "device", dev.GetName(), "interface", name)
+	return &devicev1.PreparedDevice{
+		Device: proto.CloneOf(dev),
+		OriginalLink: &devicev1.LinkSnapshot{
+			Name:       a.Name,
+			MacAddress: a.HardwareAddr.String(),
+			Mtu:        uint32(a.MTU),
+			Up:         a.Flags&net.FlagUp != 0,
+		},
+	}, nil
+}
+
+// Free has nothing to undo: Setup changed nothing, and the interface is
+// back in the host (Detach) or goes back there when its pod's namespace is
+// destroyed. Idempotent; it always succeeds.
+func (m *Manager) Free(_ context.Context, pd *devicev1.PreparedDevice) error {
+	m.log.Debug("freed host interface", "device", pd.GetDevice().GetName(), "interface", pd.GetOriginalLink().GetName())
+	return nil
+}
+
+// Validate checks that dev is a host device with an interface name and that
+// cfg asks nothing a whole host interface cannot do here: the VF settings
+// (vlan, vlanQoS, vlanProto, spoofChk, trust, linkState, minTxRate,
+// maxTxRate) apply only to SR-IOV VFs. It returns a *fielderr.Error for the
+// first bad field ("config.vlan"). The fields every device takes
+// (podIfName, macAddress, mtu, addresses, routes) are the link package's to
+// check.
+func (m *Manager) Validate(dev *devicev1.Device, cfg *devicev1.DeviceConfig) error {
+	if k := dev.GetManager(); k != devicev1.DeviceManager_DEVICE_MANAGER_HOST {
+		return fielderr.New("device.manager", "%v is not the host manager", k)
+	}
+	if dev.GetKernelIfName() == "" {
+		return fielderr.New("device.kernelIfName", "required for a host device")
+	}
+	return vfOnly("host", cfg)
+}
+
+// vfOnly returns a *fielderr.Error naming the first VF-only setting cfg
+// sets, for the manager called mgr, or nil. A field counts as set when it
+// is present, even at its zero value (vlan 0 asks to clear a VF's VLAN).
+func vfOnly(mgr string, cfg *devicev1.DeviceConfig) error {
+	if cfg == nil {
+		return nil
+	}
+	const (
+		noVLAN = "no hardware VLAN"
+		noVF   = "not an SR-IOV VF"
+	)
+	for _, f := range []struct {
+		field string
+		set   bool
+		why   string
+	}{
+		{"vlan", cfg.Vlan != nil, noVLAN},
+		{"vlanQoS", cfg.VlanQos != nil, noVLAN},
+		{"vlanProto", cfg.GetVlanProto() != devicev1.VlanProto_VLAN_PROTO_UNSPECIFIED, noVLAN},
+		{"spoofChk", cfg.SpoofChk != nil, noVF},
+		{"trust", cfg.Trust != nil, noVF},
+		{"linkState", cfg.GetLinkState() != devicev1.VfLinkState_VF_LINK_STATE_UNSPECIFIED, noVF},
+		{"minTxRate", cfg.MinTxRate != nil, noVF},
+		{"maxTxRate", cfg.MaxTxRate != nil, noVF},
+	} {
+		if f.set {
+			return fielderr.New("config."+f.field, "not supported by the %s manager (%s); only sr-iov devices take it", mgr, f.why)
+		}
+	}
+	return nil
+}

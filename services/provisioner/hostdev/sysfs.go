@@ -1,0 +1,86 @@
+package hostdev
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// pciAddr is a PCI function address as sysfs names it (0000:03:00.1).
+var pciAddr = regexp.MustCompile(`^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`)
+
+// hwInfo is what sysfs tells about the device behind an interface.
+type hwInfo struct {
+	driver   string // basename of device/driver
+	vendor   string // device/vendor, lower case (0x8086)
+	device   string // device/device, lower case
+	pci      string // basename of device, when a PCI address
+	pcieRoot string // the pciDDDD:BB directory above the device
+	numa     *int32 // device/numa_node, when not -1
+}
+
+// readHW reads <root>/class/net/<ifName>/device. sysfs lists the
+// interfaces of the network namespace it was mounted from, which need not be
+// the one netlink talks to, so the entry is used only when its ifindex is
+// ifIndex; otherwise, and for an interface with no device (a virtual link),
+// the result is empty. Unreadable attributes are left empty: discovery
+// never fails on sysfs.
+func readHW(root, ifName string, ifIndex int) hwInfo {
+	var hw hwInfo
+	dir := filepath.Join(root, "class", "net", ifName)
+	if idx, ok := readAttr(filepath.Join(dir, "ifindex")); !ok || idx != strconv.Itoa(ifIndex) {
+		return hw
+	}
+	dev := filepath.Join(dir, "device")
+	target, err := os.Readlink(dev)
+	if err != nil {
+		return hw
+	}
+	if drv, err := os.Readlink(filepath.Join(dev, "driver")); err == nil {
+		hw.driver = filepath.Base(drv)
+	}
+	hw.vendor, _ = readAttr(filepath.Join(dev, "vendor"))
+	hw.device, _ = readAttr(filepath.Join(dev, "device"))
+	hw.vendor, hw.device = strings.ToLower(hw.vendor), strings.ToLower(hw.device)
+	if base := filepath.Base(target); pciAddr.MatchString(base) {
+		hw.pci = base
+		hw.pcieRoot = pcieRoot(dev)
+	}
+	if s, ok := readAttr(filepath.Join(dev, "numa_node")); ok {
+		if n, err := strconv.ParseInt(s, 10, 32); err == nil && n >= 0 {
+			n32 := int32(n)
+			hw.numa = &n32
+		}
+	}
+	return hw
+}
+
+// pcieRoot returns the root complex directory (pci0000:00) that the
+// resolved path of a PCI device goes through under devices/, or "".
+func pcieRoot(dev string) string {
+	p, err := filepath.EvalSymlinks(dev)
+	if err != nil {
+		return ""
+	}
+	parts := strings.Split(filepath.ToSlash(p), "/")
+	for i := len(parts) - 2; i >= 0; i-- {
+		if parts[i] == "devices" {
+			if next := parts[i+1]; strings.HasPrefix(next, "pci") {
+				return next
+			}
+			return ""
+		}
+	}
+	return ""
+}
+
+// readAttr reads a one-line sysfs attribute, trimmed.
+func readAttr(path string) (string, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", false
+	}
+	return strings.TrimSpace(string(b)), true
+}

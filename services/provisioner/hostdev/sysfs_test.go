@@ -1,0 +1,91 @@
+package hostdev
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// fakeNIC is an interface in a fake sysfs tree, laid out as the kernel does
+// it: class/net/<if> links into devices/, a PCI device has its attributes,
+// a driver link into bus/pci/drivers and a net/<if> directory whose device
+// link points back at it.
+type fakeNIC struct {
+	ifName  string
+	ifIndex int
+	pci     string // "" for a virtual interface (devices/virtual/net)
+	vendor  string
+	device  string
+	driver  string
+	numa    string // "" for no numa_node file
+}
+
+func addFakeNIC(t testing.TB, root string, n fakeNIC) {
+	t.Helper()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(path, v string) {
+		t.Helper()
+		must(os.MkdirAll(filepath.Dir(path), 0o755))
+		must(os.WriteFile(path, []byte(v+"\n"), 0o644))
+	}
+	var netDir string // relative to root
+	if n.pci == "" {
+		netDir = filepath.Join("devices/virtual/net", n.ifName)
+	} else {
+		devDir := filepath.Join(root, "devices/pci0000:00", n.pci)
+		netDir = filepath.Join("devices/pci0000:00", n.pci, "net", n.ifName)
+		if n.vendor != "" {
+			write(filepath.Join(devDir, "vendor"), n.vendor)
+		}
+		if n.device != "" {
+			write(filepath.Join(devDir, "device"), n.device)
+		}
+		if n.numa != "" {
+			write(filepath.Join(devDir, "numa_node"), n.numa)
+		}
+		if n.driver != "" {
+			must(os.MkdirAll(filepath.Join(root, "bus/pci/drivers", n.driver), 0o755))
+			must(os.Symlink(filepath.Join("../../../bus/pci/drivers", n.driver), filepath.Join(devDir, "driver")))
+		}
+		must(os.MkdirAll(filepath.Join(root, netDir), 0o755))
+		must(os.Symlink(filepath.Join("../../../", n.pci), filepath.Join(root, netDir, "device")))
+	}
+	write(filepath.Join(root, netDir, "ifindex"), strconv.Itoa(n.ifIndex))
+	must(os.MkdirAll(filepath.Join(root, "class/net"), 0o755))
+	must(os.Symlink(filepath.Join("../..", netDir), filepath.Join(root, "class/net", n.ifName)))
+}
+
+func TestReadHW(t *testing.T) {
+	root := t.TempDir()
+	addFakeNIC(t, root, fakeNIC{ifName: "eth0", ifIndex: 2, pci: "0000:03:00.0", vendor: "0x8086", device: "0x10D3", driver: "e1000e", numa: "1"})
+	addFakeNIC(t, root, fakeNIC{ifName: "eth1", ifIndex: 3, pci: "0000:03:00.1", vendor: "0x8086", device: "0x10d3", numa: "-1"})
+	addFakeNIC(t, root, fakeNIC{ifName: "veth0", ifIndex: 4})
+	numa1 := int32(1)
+	for _, tc := range []struct {
+		name    string
+		ifName  string
+		ifIndex int
+		want    hwInfo
+	}{
+		{"PCI NIC", "eth0", 2, hwInfo{driver: "e1000e", vendor: "0x8086", device: "0x10d3", pci: "0000:03:00.0", pcieRoot: "pci0000:00", numa: &numa1}},
+		{"no driver, no NUMA", "eth1", 3, hwInfo{vendor: "0x8086", device: "0x10d3", pci: "0000:03:00.1", pcieRoot: "pci0000:00"}},
+		{"virtual", "veth0", 4, hwInfo{}},
+		{"another namespace's eth0", "eth0", 7, hwInfo{}},
+		{"not in sysfs", "eth9", 9, hwInfo{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := readHW(root, tc.ifName, tc.ifIndex)
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(hwInfo{})); diff != "" {
+				t.Errorf("readHW(%s, %d) (-want +got):\n%s", tc.ifName, tc.ifIndex, diff)
+			}
+		})
+	}
+}
