@@ -124,7 +124,7 @@ func (ms *managers) startLocked(kind devicev1.DeviceManager, m manager.Manager, 
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{mgr: m, config: cfg, cancel: cancel, done: make(chan struct{})}
 	ms.running[kind], ms.last[kind] = r, m
-	log := ms.log.With("manager", kind)
+	log := ms.log.With("manager", kind.String())
 	go func() {
 		defer close(r.done)
 		err := m.Run(ctx, func(devs []*devicev1.Device) {
@@ -148,7 +148,7 @@ func (ms *managers) stopLocked(kind devicev1.DeviceManager, r *running) {
 	r.cancel()
 	<-r.done
 	delete(ms.running, kind)
-	ms.log.Info("Manager stopped", "manager", kind)
+	ms.log.Info("Manager stopped", "manager", kind.String())
 }
 
 func (ms *managers) statusLocked() []*provisionerv1.ManagerStatus {
