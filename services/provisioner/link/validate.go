@@ -78,16 +78,13 @@ func validateIfName(field, name string) error {
 		return nil
 	case len(name) > maxIfNameLen:
 		return &FieldError{Field: field, Reason: fmt.Sprintf("%q is longer than %d bytes", name, maxIfNameLen)}
-	case name == "." || name == "..":
+	case name == "." || name == ".." || name == "lo":
 		return &FieldError{Field: field, Reason: fmt.Sprintf("%q is reserved", name)}
 	}
 	for i := 0; i < len(name); i++ {
 		c := name[i]
-		switch {
-		case c == '/' || c == ':' || c == '%':
-			return &FieldError{Field: field, Reason: fmt.Sprintf("%q contains %q", name, c)}
-		case c <= ' ' || c == 0x7f:
-			return &FieldError{Field: field, Reason: fmt.Sprintf("%q contains whitespace or a control character", name)}
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return &FieldError{Field: field, Reason: fmt.Sprintf("%q contains %q: use letters, digits, '.', '_' and '-'", name, c)}
 		}
 	}
 	return nil

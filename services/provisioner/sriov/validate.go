@@ -10,12 +10,12 @@ import (
 
 // Ranges of the VF settings (the kernel's ifla_vf_vlan and the SR-IOV CNI's).
 const (
-	maxVlan = 4095
+	maxVlan = 4094
 	maxQos  = 7
 )
 
 // validate checks the VF fields of cfg for dev, reading the PF's MTU from
-// sysfsRoot. Rules, after the SR-IOV CNI: vlan 0..4095 (0 clears);
+// sysfsRoot. Rules, after the SR-IOV CNI: vlan 0..4094 (0 clears; 4095 is reserved by 802.1Q);
 // vlanQoS 0..7, only with a vlan, and non-zero only with a non-zero one;
 // vlanProto only with a non-zero vlan; macAddress a unicast, non-zero
 // 48-bit address; linkState auto, enable or disable; minTxRate no more than

@@ -412,7 +412,7 @@ type DeviceConfig struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The interface name inside the pod.
 	PodIfName string `protobuf:"bytes,1,opt,name=pod_if_name,json=podIfName,proto3" json:"pod_if_name,omitempty"`
-	// VLAN ID 0..4095 (0 clears) and priority 0..7.
+	// VLAN ID 0..4094 (0 clears) and priority 0..7 (only with a VLAN).
 	Vlan      *uint32   `protobuf:"varint,2,opt,name=vlan,proto3,oneof" json:"vlan,omitempty"`
 	VlanQos   *uint32   `protobuf:"varint,3,opt,name=vlan_qos,json=vlanQos,proto3,oneof" json:"vlan_qos,omitempty"`
 	VlanProto VlanProto `protobuf:"varint,4,opt,name=vlan_proto,json=vlanProto,proto3,enum=netdra.device.v1.VlanProto" json:"vlan_proto,omitempty"`
