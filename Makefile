@@ -82,36 +82,40 @@ test-kernel: ## Run the kernel-rig tests in QEMU (dummy, VLAN, SR-IOV VFs); buil
 
 # Where `make dev` keeps its sockets and state; removed when it stops.
 DEV_DIR ?= /tmp/netdra-dev
-NODE_PROCESSES := state
 
 define DEV_SCRIPT
 set -euo pipefail
-dir=$(DEV_DIR); rm -rf "$$dir"; mkdir -p "$$dir"
-cleanup() { trap - INT TERM EXIT; kill $$(jobs -p) 2>/dev/null || true; wait || true; rm -rf "$$dir"; echo ">> stopped, $$dir removed"; }
+dir=$(DEV_DIR); bin=$(OUT); grpcurl=$(GRPCURL)
+rm -rf "$$dir"; mkdir -p "$$dir"
+cleanup() {
+  trap - INT TERM EXIT
+  kill $$(jobs -p) 2>/dev/null || true; wait || true
+  ip link del ndemo0 2>/dev/null || true
+  rm -rf "$$dir"; echo ">> stopped; processes, the demo veth and $$dir removed"
+}
 trap cleanup INT TERM EXIT
-for p in $(NODE_PROCESSES); do
-  $(OUT)/$$p -socket "$$dir/$$p.sock" -db "$$dir/$$p.db" 2>"$$dir/$$p.log" &
-done
-for p in $(NODE_PROCESSES); do
-  for i in $$(seq 100); do $(OUT)/$$p health -socket "$$dir/$$p.sock" 2>/dev/null && break; sleep 0.1; done
-  $(OUT)/$$p health -socket "$$dir/$$p.sock" || { cat "$$dir/$$p.log"; exit 1; }
+$$bin/state -socket "$$dir/state.sock" -db "$$dir/state.db" 2>"$$dir/state.log" &
+$$bin/provisioner -socket "$$dir/provisioner.sock" 2>"$$dir/provisioner.log" &
+for p in state provisioner; do
+  for i in $$(seq 100); do $$bin/$$p health -socket "$$dir/$$p.sock" 2>/dev/null && break; sleep 0.1; done
+  $$bin/$$p health -socket "$$dir/$$p.sock" || { cat "$$dir/$$p.log"; exit 1; }
   echo ">> $$p serving on $$dir/$$p.sock (log: $$dir/$$p.log)"
 done
+echo ">> demo device: veth ndemo0 (peer ndemo1), offered by the host manager"
+ip link add ndemo0 type veth peer name ndemo1
+$$grpcurl -plaintext -unix -d '{"managers":{"host":{"enabled":true,"ifNames":["ndemo0"]}}}' \
+  "$$dir/provisioner.sock" netdra.provisioner.v1.ProvisionerService/Configure
 echo
 echo "Look around:"
-for p in $(NODE_PROCESSES); do
-  echo "  $(GRPCURL) -plaintext -unix $$dir/$$p.sock list"
-done
-echo "  $(GRPCURL) -plaintext -unix $$dir/state.sock netdra.state.v1.StateService/Dump"
+echo "  $$grpcurl -plaintext -unix $$dir/state.sock list"
+echo "  $$grpcurl -plaintext -unix $$dir/provisioner.sock list"
+echo "  $$grpcurl -plaintext -unix -max-time 2 $$dir/provisioner.sock netdra.provisioner.v1.ProvisionerService/WatchDevices"
+echo "  $$grpcurl -plaintext -unix $$dir/state.sock netdra.state.v1.StateService/Dump"
 echo
 echo "Running until Ctrl-C."
 wait
 endef
 export DEV_SCRIPT
-
-.PHONY: bench
-bench: ## Run the benchmarks in bench/ (ratios against a baseline of the same run).
-	$(GO) test -run '^$$' -bench . -benchtime 2s -count 1 ./bench/...
 
 .PHONY: dev
 dev: build $(TOOLS)/stamps/grpcurl-$(GRPCURL_VERSION) ## Run netdra's node processes locally until Ctrl-C.
