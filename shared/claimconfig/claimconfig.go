@@ -1,0 +1,210 @@
+// Package claimconfig parses a claim's opaque device parameters — what a
+// ResourceClaim's config says of a netdra device — strictly: unknown fields,
+// wrong types and trailing data are errors naming the field, and every
+// value is range-checked before anything on the node is touched. The result
+// is the device config the provisioner applies.
+//
+// The parameters, in JSON (all optional):
+//
+//	podIfName   interface name in the pod ([a-zA-Z0-9._-], at most 15, not lo)
+//	vlan        VLAN ID 0..4094; vlanQoS 0..7 and vlanProto "802.1q" | "802.1ad" need a vlan
+//	mac         unicast MAC address
+//	spoofChk, trust           booleans
+//	linkState   "auto" | "enable" | "disable"
+//	minTxRate, maxTxRate      Mbps, min <= max when both are set
+//	mtu         68..65535
+//	addresses   ["10.0.0.2/24", "fd00::2/64"]
+//	routes      [{"destination": "10.1.0.0/16", "gateway": "10.0.0.1"}]
+//	ipPools     ["pool-v4", "pool-v6"] (node-local address pools)
+package claimconfig
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"strings"
+
+	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	"github.com/netdra/netdra/shared/fielderr"
+)
+
+// Params is the JSON form of the parameters.
+type Params struct {
+	PodIfName string   `json:"podIfName,omitempty"`
+	Vlan      *uint32  `json:"vlan,omitempty"`
+	VlanQoS   *uint32  `json:"vlanQoS,omitempty"`
+	VlanProto string   `json:"vlanProto,omitempty"`
+	MAC       string   `json:"mac,omitempty"`
+	SpoofChk  *bool    `json:"spoofChk,omitempty"`
+	Trust     *bool    `json:"trust,omitempty"`
+	LinkState string   `json:"linkState,omitempty"`
+	MinTxRate *uint32  `json:"minTxRate,omitempty"`
+	MaxTxRate *uint32  `json:"maxTxRate,omitempty"`
+	MTU       uint32   `json:"mtu,omitempty"`
+	Addresses []string `json:"addresses,omitempty"`
+	Routes    []Route  `json:"routes,omitempty"`
+	IPPools   []string `json:"ipPools,omitempty"`
+}
+
+// Route is a route in the pod.
+type Route struct {
+	Destination string `json:"destination"`
+	Gateway     string `json:"gateway,omitempty"`
+}
+
+var vlanProtos = map[string]devicev1.VlanProto{
+	"802.1q":  devicev1.VlanProto_VLAN_PROTO_8021Q,
+	"802.1ad": devicev1.VlanProto_VLAN_PROTO_8021AD,
+}
+
+var linkStates = map[string]devicev1.VfLinkState{
+	"auto":    devicev1.VfLinkState_VF_LINK_STATE_AUTO,
+	"enable":  devicev1.VfLinkState_VF_LINK_STATE_ENABLE,
+	"disable": devicev1.VfLinkState_VF_LINK_STATE_DISABLE,
+}
+
+// Parse decodes raw strictly and returns the device config. Errors are
+// *fielderr.Error naming the parameter ("vlanQoS", "routes[0].gateway").
+// Empty or null parameters are an empty config.
+func Parse(raw []byte) (*devicev1.DeviceConfig, error) {
+	var p Params
+	if t := bytes.TrimSpace(raw); len(t) > 0 && !bytes.Equal(t, []byte("null")) {
+		if err := exactKeys(raw); err != nil {
+			return nil, err
+		}
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&p); err != nil {
+			return nil, decodeError(err)
+		}
+		if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+			return nil, fielderr.New("parameters", "trailing data after the JSON object")
+		}
+	}
+	return p.Config()
+}
+
+// exactKeys refuses keys that encoding/json would match case-insensitively
+// ("VLAN" for "vlan") and keys given twice: the parameters are strict.
+func exactKeys(raw []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil // not an object: the decoder says what is wrong
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		key, _ := t.(string)
+		if !knownKeys[key] {
+			return fielderr.New(key, "unknown field")
+		}
+		if seen[key] {
+			return fielderr.New(key, "given twice")
+		}
+		seen[key] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return nil
+		}
+	}
+	return nil
+}
+
+var knownKeys = func() map[string]bool {
+	keys := map[string]bool{}
+	t := reflect.TypeFor[Params]()
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		keys[name] = true
+	}
+	return keys
+}()
+
+func decodeError(err error) error {
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case errors.As(err, &typeErr):
+		return fielderr.New(typeErr.Field, "%s is not a %s", typeErr.Value, typeErr.Type)
+	case errors.As(err, &syntaxErr):
+		return fielderr.New("parameters", "not JSON: %v", err)
+	}
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
+		return fielderr.New(strings.Trim(name, `"`), "unknown field")
+	}
+	return fielderr.New("parameters", "%v", err)
+}
+
+// Config validates p and returns the device config.
+func (p *Params) Config() (*devicev1.DeviceConfig, error) {
+	if err := p.validate(); err != nil {
+		return nil, err
+	}
+	c := &devicev1.DeviceConfig{
+		PodIfName: p.PodIfName, Vlan: p.Vlan, VlanQos: p.VlanQoS, VlanProto: vlanProtos[strings.ToLower(p.VlanProto)],
+		MacAddress: strings.ToLower(p.MAC), SpoofChk: p.SpoofChk, Trust: p.Trust, LinkState: linkStates[p.LinkState],
+		MinTxRate: p.MinTxRate, MaxTxRate: p.MaxTxRate, Mtu: p.MTU, Addresses: p.Addresses, IpPools: p.IPPools,
+	}
+	for _, r := range p.Routes {
+		c.Routes = append(c.Routes, &devicev1.Route{Destination: r.Destination, Gateway: r.Gateway})
+	}
+	return c, nil
+}
+
+func (p *Params) validate() error {
+	if err := validIfName(p.PodIfName); err != nil {
+		return err
+	}
+	if err := p.validateVlan(); err != nil {
+		return err
+	}
+	if p.MAC != "" {
+		if err := validMAC(p.MAC); err != nil {
+			return err
+		}
+	}
+	if _, ok := linkStates[p.LinkState]; p.LinkState != "" && !ok {
+		return fielderr.New("linkState", "%q is not auto, enable or disable", p.LinkState)
+	}
+	if p.MinTxRate != nil && p.MaxTxRate != nil && *p.MaxTxRate != 0 && *p.MinTxRate > *p.MaxTxRate {
+		return fielderr.New("minTxRate", "%d is above maxTxRate %d", *p.MinTxRate, *p.MaxTxRate)
+	}
+	if p.MTU != 0 && (p.MTU < 68 || p.MTU > 65535) {
+		return fielderr.New("mtu", "%d is out of range 68..65535", p.MTU)
+	}
+	for i, a := range p.Addresses {
+		if err := validCIDR(fmt.Sprintf("addresses[%d]", i), a); err != nil {
+			return err
+		}
+	}
+	for i, r := range p.Routes {
+		if err := validRoute(fmt.Sprintf("routes[%d]", i), r); err != nil {
+			return err
+		}
+	}
+	return validPools(p.IPPools)
+}
+
+func (p *Params) validateVlan() error {
+	switch {
+	case p.Vlan != nil && *p.Vlan > 4094:
+		return fielderr.New("vlan", "%d is out of range 0..4094", *p.Vlan)
+	case p.VlanQoS != nil && *p.VlanQoS > 7:
+		return fielderr.New("vlanQoS", "%d is out of range 0..7", *p.VlanQoS)
+	case p.VlanQoS != nil && *p.VlanQoS != 0 && (p.Vlan == nil || *p.Vlan == 0):
+		return fielderr.New("vlanQoS", "needs a non-zero vlan")
+	case p.VlanProto != "" && (p.Vlan == nil || *p.Vlan == 0):
+		return fielderr.New("vlanProto", "needs a non-zero vlan")
+	}
+	if _, ok := vlanProtos[strings.ToLower(p.VlanProto)]; p.VlanProto != "" && !ok {
+		return fielderr.New("vlanProto", "%q is not 802.1q or 802.1ad", p.VlanProto)
+	}
+	return nil
+}

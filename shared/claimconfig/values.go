@@ -1,0 +1,84 @@
+package claimconfig
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"regexp"
+
+	"github.com/netdra/netdra/shared/fielderr"
+)
+
+var (
+	ifNameRE   = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,15}$`)
+	poolNameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$`)
+)
+
+func validIfName(name string) error {
+	switch {
+	case name == "":
+		return nil
+	case name == "lo" || name == "." || name == "..":
+		return fielderr.New("podIfName", "%q is reserved", name)
+	case !ifNameRE.MatchString(name):
+		return fielderr.New("podIfName", "%q is not 1..15 of [a-zA-Z0-9._-]", name)
+	}
+	return nil
+}
+
+func validMAC(s string) error {
+	mac, err := net.ParseMAC(s)
+	switch {
+	case err != nil || len(mac) != 6:
+		return fielderr.New("mac", "%q is not a 48-bit MAC address", s)
+	case mac[0]&1 == 1:
+		return fielderr.New("mac", "%q is a multicast address", s)
+	case mac.String() == "00:00:00:00:00:00":
+		return fielderr.New("mac", "%q is all zeros", s)
+	}
+	return nil
+}
+
+func validCIDR(field, s string) error {
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return fielderr.New(field, "%q is not an address in CIDR form (10.0.0.2/24, fd00::2/64)", s)
+	}
+	if a := p.Addr(); a.Is4In6() || a.IsUnspecified() || a.IsMulticast() || a.Zone() != "" {
+		return fielderr.New(field, "%q is not a unicast address", s)
+	}
+	return nil
+}
+
+func validRoute(field string, r Route) error {
+	dst, err := netip.ParsePrefix(r.Destination)
+	if err != nil {
+		return fielderr.New(field+".destination", "%q is not a prefix in CIDR form (10.0.0.0/8, ::/0)", r.Destination)
+	}
+	if dst.Masked() != dst {
+		return fielderr.New(field+".destination", "%q has host bits set; the prefix is %s", r.Destination, dst.Masked())
+	}
+	if r.Gateway == "" {
+		return nil
+	}
+	gw, err := netip.ParseAddr(r.Gateway)
+	if err != nil {
+		return fielderr.New(field+".gateway", "%q is not an IP address", r.Gateway)
+	}
+	if gw.Is4() != dst.Addr().Is4() {
+		return fielderr.New(field+".gateway", "%s and destination %s are of different IP families", r.Gateway, r.Destination)
+	}
+	return nil
+}
+
+func validPools(pools []string) error {
+	if len(pools) > 2 {
+		return fielderr.New("ipPools", "at most two pools (one per IP family), got %d", len(pools))
+	}
+	for i, p := range pools {
+		if !poolNameRE.MatchString(p) {
+			return fielderr.New(fmt.Sprintf("ipPools[%d]", i), "%q is not a pool name", p)
+		}
+	}
+	return nil
+}
