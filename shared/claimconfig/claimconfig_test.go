@@ -12,7 +12,7 @@ import (
 )
 
 func u32(v uint32) *uint32 { return &v }
-func yes() *bool          { b := true; return &b }
+func yes() *bool           { b := true; return &b }
 
 func TestParse(t *testing.T) {
 	tests := []struct {
