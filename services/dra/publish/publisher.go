@@ -1,0 +1,144 @@
+package publish
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+
+	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+	"github.com/netdra/netdra/services/dra/pools"
+	"github.com/netdra/netdra/shared/statewatch"
+)
+
+// Publisher keeps the driver's ResourceSlices in line with the state
+// service's tables and the configured pools.
+type Publisher struct {
+	log      *slog.Logger
+	state    statev1.StateServiceClient
+	publish  func(context.Context, *resourceslice.DriverResources) error
+	debounce time.Duration
+	kick     chan struct{}
+
+	mu      sync.Mutex
+	specs   []pools.Spec
+	devices map[string]*devicev1.Device
+	allocs  map[string]*statev1.Allocation
+	synced  bool
+	last    Publication
+}
+
+// Publication is what was published last.
+type Publication struct {
+	Time  time.Time
+	Pools []pools.Pool
+}
+
+// NewPublisher returns a publisher that calls publish (the kubelet plugin's
+// PublishResources) at most once per debounce interval.
+func NewPublisher(log *slog.Logger, state statev1.StateServiceClient, debounce time.Duration,
+	publish func(context.Context, *resourceslice.DriverResources) error) *Publisher {
+	return &Publisher{log: log, state: state, publish: publish, debounce: debounce, kick: make(chan struct{}, 1),
+		devices: map[string]*devicev1.Device{}, allocs: map[string]*statev1.Allocation{}}
+}
+
+// SetPools replaces the configured pools and republishes.
+func (p *Publisher) SetPools(specs []pools.Spec) {
+	p.mu.Lock()
+	p.specs = slices.Clone(specs)
+	p.mu.Unlock()
+	p.poke()
+}
+
+// Last returns the last publication.
+func (p *Publisher) Last() Publication {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.last
+}
+
+func (p *Publisher) poke() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run follows the state service and publishes until ctx ends. Nothing is
+// published before the first complete view of the tables.
+func (p *Publisher) Run(ctx context.Context) error {
+	go func() { _ = statewatch.Run(ctx, p.log, p.state, statewatch.Cursor{}, p.apply) }()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-p.kick:
+		}
+		// Coalesce a burst of changes into one publication.
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(p.debounce):
+		}
+		if err := p.publishOnce(ctx); err != nil {
+			p.log.Warn("Publishing ResourceSlices", "error", err)
+			time.AfterFunc(time.Second, p.poke)
+		}
+	}
+}
+
+func (p *Publisher) publishOnce(ctx context.Context) error {
+	p.mu.Lock()
+	if !p.synced {
+		p.mu.Unlock()
+		return nil
+	}
+	devs := slices.SortedFunc(maps.Values(p.devices), func(a, b *devicev1.Device) int { return strings.Compare(a.GetName(), b.GetName()) })
+	allocs := slices.Collect(maps.Values(p.allocs))
+	specs := p.specs
+	p.mu.Unlock()
+	assigned := pools.Assign(p.log, specs, devs, allocs)
+	if err := p.publish(ctx, Resources(assigned)); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.last = Publication{Time: time.Now(), Pools: assigned}
+	p.mu.Unlock()
+	p.log.Info("Published ResourceSlices", "pools", Summary(assigned))
+	return nil
+}
+
+// apply keeps the local copy of the tables.
+func (p *Publisher) apply(ev *statev1.WatchResponse) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch ev.GetType() {
+	case statev1.EventType_EVENT_TYPE_RESET:
+		p.devices, p.allocs, p.synced = map[string]*devicev1.Device{}, map[string]*statev1.Allocation{}, false
+		return nil
+	case statev1.EventType_EVENT_TYPE_SYNCED:
+		p.synced = true
+	case statev1.EventType_EVENT_TYPE_UPSERT:
+		if d := ev.GetDevice(); d != nil {
+			p.devices[d.GetName()] = d
+		} else if a := ev.GetAllocation(); a != nil {
+			p.allocs[a.GetPool()+"/"+a.GetDeviceName()] = a
+		}
+	case statev1.EventType_EVENT_TYPE_DELETE:
+		if d := ev.GetDevice(); d != nil {
+			delete(p.devices, d.GetName())
+		} else if a := ev.GetAllocation(); a != nil {
+			delete(p.allocs, a.GetPool()+"/"+a.GetDeviceName())
+		}
+	}
+	if p.synced {
+		p.poke()
+	}
+	return nil
+}

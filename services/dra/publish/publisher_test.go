@@ -1,0 +1,171 @@
+package publish
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+
+	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+	"github.com/netdra/netdra/services/dra/pools"
+)
+
+// fakeState serves Watch from a channel of events.
+type fakeState struct {
+	statev1.StateServiceClient
+	events chan *statev1.WatchResponse
+}
+
+func (f *fakeState) Watch(ctx context.Context, _ *statev1.WatchRequest, _ ...grpc.CallOption) (grpc.ServerStreamingClient[statev1.WatchResponse], error) {
+	return &fakeStream{ctx: ctx, events: f.events}, nil
+}
+
+type fakeStream struct {
+	grpc.ClientStream
+	ctx    context.Context
+	events chan *statev1.WatchResponse
+}
+
+func (s *fakeStream) Recv() (*statev1.WatchResponse, error) {
+	select {
+	case ev := <-s.events:
+		return ev, nil
+	case <-s.ctx.Done():
+		return nil, io.EOF
+	}
+}
+
+type recorder struct {
+	mu   sync.Mutex
+	seen []*resourceslice.DriverResources
+}
+
+func (r *recorder) publish(_ context.Context, res *resourceslice.DriverResources) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.seen = append(r.seen, res)
+	return nil
+}
+
+func (r *recorder) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.seen)
+}
+
+func (r *recorder) lastShape() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.seen) == 0 {
+		return ""
+	}
+	return shape(r.seen[len(r.seen)-1])
+}
+
+// shape renders resources as "pool:[n n]" per pool, n the devices per slice.
+func shape(res *resourceslice.DriverResources) string {
+	var parts []string
+	for _, name := range sortedKeys(res.Pools) {
+		var sizes []string
+		for _, s := range res.Pools[name].Slices {
+			sizes = append(sizes, fmt.Sprint(len(s.Devices)))
+		}
+		parts = append(parts, name+":["+strings.Join(sizes, " ")+"]")
+	}
+	return strings.Join(parts, " ")
+}
+
+func sortedKeys(m map[string]resourceslice.Pool) []string {
+	var keys []string
+	for k := range m {
+		keys = append(keys, k)
+	}
+	for i := range keys {
+		for j := i + 1; j < len(keys); j++ {
+			if keys[j] < keys[i] {
+				keys[i], keys[j] = keys[j], keys[i]
+			}
+		}
+	}
+	return keys
+}
+
+func upsert(d *devicev1.Device) *statev1.WatchResponse {
+	return &statev1.WatchResponse{Type: statev1.EventType_EVENT_TYPE_UPSERT, Object: &statev1.WatchResponse_Device{Device: d}}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+func TestPublisher(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st := &fakeState{events: make(chan *statev1.WatchResponse, 512)}
+	rec := &recorder{}
+	p := NewPublisher(slog.New(slog.DiscardHandler), st, 20*time.Millisecond, rec.publish)
+	p.SetPools([]pools.Spec{{Name: "dummies", Filter: pools.Filter{DeviceManagers: []string{"dummy"}}}, {Name: "empty", Filter: pools.Filter{Drivers: []string{"none"}}}})
+	go p.Run(ctx)
+
+	// Nothing is published before the first complete view.
+	st.events <- &statev1.WatchResponse{Type: statev1.EventType_EVENT_TYPE_RESET}
+	st.events <- upsert(&devicev1.Device{Name: "dummy0", Manager: devicev1.DeviceManager_DEVICE_MANAGER_DUMMY})
+	time.Sleep(100 * time.Millisecond)
+	if n := rec.count(); n != 0 {
+		t.Fatalf("published %d times before SYNCED", n)
+	}
+	st.events <- &statev1.WatchResponse{Type: statev1.EventType_EVENT_TYPE_SYNCED, Revision: 1}
+	waitFor(t, "the first publication", func() bool { return rec.lastShape() == "dummies:[1] empty:[0]" })
+
+	// A burst of 199 more devices: coalesced, and split into slices of 128.
+	before := rec.count()
+	for i := 1; i < 200; i++ {
+		st.events <- upsert(&devicev1.Device{Name: fmt.Sprintf("dummy%d", i), Manager: devicev1.DeviceManager_DEVICE_MANAGER_DUMMY})
+	}
+	waitFor(t, "the burst", func() bool { return rec.lastShape() == "dummies:[128 72] empty:[0]" })
+	if n := rec.count() - before; n > 20 {
+		t.Errorf("199 changes gave %d publications; want them coalesced", n)
+	}
+	// A config change republishes.
+	p.SetPools([]pools.Spec{{Name: "all"}})
+	waitFor(t, "the new pools", func() bool { return rec.lastShape() == "all:[128 72]" })
+	if diff := cmp.Diff("all=200", Summary(p.Last().Pools)); diff != "" {
+		t.Errorf("Last (-want +got):\n%s", diff)
+	}
+}
+
+func TestDevice_Attributes(t *testing.T) {
+	vf, numa := int32(2), int32(1)
+	d := Device("vfs", &devicev1.Device{Name: "0000-03-00-3", Manager: devicev1.DeviceManager_DEVICE_MANAGER_SRIOV,
+		KernelIfName: "ens1f0v2", PfName: "ens1f0", VfIndex: &vf, NumaNode: &numa, PciAddress: "0000:03:00.3",
+		PcieRoot: "pci0000:00", VendorId: "0x8086", DeviceId: "0x154c", Driver: "iavf", Mtu: 1500})
+	got := map[string]string{}
+	for k, v := range d.Attributes {
+		switch {
+		case v.StringValue != nil:
+			got[string(k)] = *v.StringValue
+		case v.IntValue != nil:
+			got[string(k)] = fmt.Sprint(*v.IntValue)
+		}
+	}
+	want := map[string]string{"pool": "vfs", "deviceManager": "sr-iov", "ifName": "0000-03-00-3", "kernelIfName": "ens1f0v2",
+		"pfName": "ens1f0", "vfIndex": "2", "numaNode": "1", "driver": "iavf", "vendor": "0x8086", "deviceID": "0x154c", "mtu": "1500",
+		"resource.kubernetes.io/pciBusID": "0000:03:00.3", "resource.kubernetes.io/pcieRoot": "pci0000:00"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("attributes (-want +got):\n%s", diff)
+	}
+}
