@@ -1,0 +1,127 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc"
+
+	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
+	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+)
+
+type calls struct {
+	mu  sync.Mutex
+	log []string
+}
+
+func (c *calls) add(s string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.log = append(c.log, s)
+}
+
+func (c *calls) get() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.log...)
+}
+
+// fakeProvisioner streams inventories from a channel; a nil message breaks
+// the stream, as a provisioner restart does.
+type fakeProvisioner struct {
+	provisionerv1.ProvisionerServiceClient
+	calls *calls
+	feed  chan *provisionerv1.WatchDevicesResponse
+}
+
+func (f *fakeProvisioner) Configure(_ context.Context, r *provisionerv1.ConfigureRequest, _ ...grpc.CallOption) (*provisionerv1.ConfigureResponse, error) {
+	f.calls.add("configure " + r.GetManagers().String())
+	if r.GetManagers().GetDummy().GetCount() > 100 {
+		return nil, errors.New("count: too many")
+	}
+	return &provisionerv1.ConfigureResponse{}, nil
+}
+
+func (f *fakeProvisioner) WatchDevices(ctx context.Context, _ *provisionerv1.WatchDevicesRequest, _ ...grpc.CallOption) (grpc.ServerStreamingClient[provisionerv1.WatchDevicesResponse], error) {
+	f.calls.add("watch")
+	return &stream{ctx: ctx, feed: f.feed}, nil
+}
+
+type stream struct {
+	grpc.ClientStream
+	ctx  context.Context
+	feed chan *provisionerv1.WatchDevicesResponse
+}
+
+func (s *stream) Recv() (*provisionerv1.WatchDevicesResponse, error) {
+	select {
+	case m := <-s.feed:
+		if m == nil {
+			return nil, io.ErrUnexpectedEOF
+		}
+		return m, nil
+	case <-s.ctx.Done():
+		return nil, s.ctx.Err()
+	}
+}
+
+type fakeState struct {
+	statev1.StateServiceClient
+	calls *calls
+}
+
+func (f *fakeState) ReplaceDevices(_ context.Context, r *statev1.ReplaceDevicesRequest, _ ...grpc.CallOption) (*statev1.ReplaceDevicesResponse, error) {
+	names := r.GetManager().String()
+	for _, d := range r.GetDevices() {
+		names += " " + d.GetName()
+	}
+	f.calls.add("replace " + names)
+	return &statev1.ReplaceDevicesResponse{}, nil
+}
+
+func waitCalls(t *testing.T, c *calls, n int) []string {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); len(c.get()) < n; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("got %q, want %d calls", c.get(), n)
+		}
+	}
+	return c.get()
+}
+
+func TestPump(t *testing.T) {
+	c := &calls{}
+	prov := &fakeProvisioner{calls: c, feed: make(chan *provisionerv1.WatchDevicesResponse, 8)}
+	p := New(slog.New(slog.DiscardHandler), prov, &fakeState{calls: c})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	cfg := &provisionerv1.ManagerConfigs{Dummy: &provisionerv1.DummyConfig{Enabled: true, Count: 1}}
+	if _, err := p.Configure(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	// A refused config leaves the good one in force.
+	if _, err := p.Configure(ctx, &provisionerv1.ManagerConfigs{Dummy: &provisionerv1.DummyConfig{Enabled: true, Count: 500}}); err == nil {
+		t.Fatal("a refused config was accepted")
+	}
+	go p.Run(ctx)
+	dummy := devicev1.DeviceManager_DEVICE_MANAGER_DUMMY
+	prov.feed <- &provisionerv1.WatchDevicesResponse{Manager: dummy, Devices: []*devicev1.Device{{Name: "dummy0"}}}
+	prov.feed <- nil // the provisioner restarts
+	prov.feed <- &provisionerv1.WatchDevicesResponse{Manager: dummy, Devices: []*devicev1.Device{{Name: "dummy0"}, {Name: "dummy1"}}}
+	good := "configure " + cfg.String()
+	want := []string{good, "configure " + (&provisionerv1.ManagerConfigs{Dummy: &provisionerv1.DummyConfig{Enabled: true, Count: 500}}).String(),
+		good, "watch", "replace DEVICE_MANAGER_DUMMY dummy0",
+		good, "watch", "replace DEVICE_MANAGER_DUMMY dummy0 dummy1"}
+	if diff := cmp.Diff(want, waitCalls(t, c, len(want))); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
+	}
+}
