@@ -1,0 +1,62 @@
+// Command nri is netdra's NRI plugin: it attaches a pod's prepared devices
+// into the pod's network namespace when the container runtime starts the
+// sandbox, and detaches them when it stops. It needs only the runtime's NRI
+// socket and the netdra sockets: no privileges, no Kubernetes credentials.
+package main
+
+import (
+	"context"
+	"flag"
+	"log/slog"
+	"os"
+
+	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
+	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+	"github.com/netdra/netdra/services/nri/plugin"
+	"github.com/netdra/netdra/shared/process"
+	"github.com/netdra/netdra/shared/rpc"
+)
+
+type config struct {
+	process.Flags
+	NRI             plugin.Connection
+	StateSocket     string
+	ProvisionerSock string
+}
+
+func main() {
+	var cfg config
+	fs := flag.NewFlagSet("nri", flag.ContinueOnError)
+	cfg.Register(fs, "nri")
+	fs.StringVar(&cfg.NRI.Socket, "nri-socket", "/var/run/nri/nri.sock", "the container runtime's NRI socket")
+	fs.StringVar(&cfg.NRI.Name, "plugin-name", "netdra", "NRI plugin name ([a-zA-Z0-9_.+-])")
+	fs.StringVar(&cfg.NRI.Index, "plugin-index", "50", "NRI plugin index (two digits): the order among plugins")
+	fs.StringVar(&cfg.StateSocket, "state-socket", process.SocketDir+"/state.sock", "the state service's socket")
+	fs.StringVar(&cfg.ProvisionerSock, "provisioner-socket", process.SocketDir+"/provisioner.sock", "the provisioner's socket")
+	os.Exit(process.Main(fs, os.Args[1:], &cfg.Flags, cfg.run))
+}
+
+func (cfg *config) run(ctx context.Context, log *slog.Logger) error {
+	state, err := rpc.Dial(cfg.StateSocket)
+	if err != nil {
+		return err
+	}
+	defer state.Close()
+	prov, err := rpc.Dial(cfg.ProvisionerSock)
+	if err != nil {
+		return err
+	}
+	defer prov.Close()
+	p := plugin.New(log, statev1.NewStateServiceClient(state), provisionerv1.NewProvisionerServiceClient(prov))
+
+	// The admin socket: health and reflection.
+	srv := rpc.NewServer(cfg.ServerConfig(log))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	nri := rpc.Actor{
+		Execute:   func() error { return p.Serve(ctx, cfg.NRI) },
+		Interrupt: func(error) { cancel() },
+	}
+	log.Info("Serving", "socket", cfg.Socket, "nri", cfg.NRI.Socket)
+	return rpc.RunServer(ctx, log, srv, nri)
+}

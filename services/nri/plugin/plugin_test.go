@@ -1,0 +1,137 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/google/go-cmp/cmp"
+
+	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+)
+
+func pod(uid, netns string) *api.PodSandbox {
+	p := &api.PodSandbox{Id: "sb-" + uid, Uid: uid, Name: "pod-" + uid, Namespace: "default", Linux: &api.LinuxPodSandbox{}}
+	if netns != "" {
+		p.Linux.Namespaces = []*api.LinuxNamespace{{Type: "network", Path: netns}, {Type: "ipc"}}
+	}
+	return p
+}
+
+func newPlugin(t *testing.T, w *world) *Plugin {
+	return New(slog.New(slog.NewTextHandler(testWriter{t}, nil)), fakeState{w: w}, fakeProvisioner{w: w})
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+const prepared, attached = statev1.Phase_PHASE_PREPARED, statev1.Phase_PHASE_ATTACHED
+
+func TestRunStop(t *testing.T) {
+	w := newWorld(alloc("a", "pod1", prepared), alloc("b", "pod1", prepared), alloc("c", "pod2", prepared))
+	p := newPlugin(t, w)
+	ctx := context.Background()
+	if err := p.RunPodSandbox(ctx, pod("pod1", "/var/run/netns/p1")); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"provisioner.Attach a /var/run/netns/p1 net-a", "state.MarkAttached a /var/run/netns/p1",
+		"provisioner.Attach b /var/run/netns/p1 net-b", "state.MarkAttached b /var/run/netns/p1",
+	}
+	if diff := cmp.Diff(want, w.takeCalls()); diff != "" {
+		t.Errorf("run (-want +got):\n%s", diff)
+	}
+	// The stop event carries no netns: the cached one is used.
+	if err := p.StopPodSandbox(ctx, pod("pod1", "")); err != nil {
+		t.Fatal(err)
+	}
+	want = []string{
+		"provisioner.Detach a /var/run/netns/p1", "state.MarkDetached a",
+		"provisioner.Detach b /var/run/netns/p1", "state.MarkDetached b",
+	}
+	if diff := cmp.Diff(want, w.takeCalls()); diff != "" {
+		t.Errorf("stop (-want +got):\n%s", diff)
+	}
+}
+
+func TestRun_HostNetworkSkipped(t *testing.T) {
+	w := newWorld(alloc("a", "pod1", prepared))
+	if err := newPlugin(t, w).RunPodSandbox(context.Background(), pod("pod1", "")); err != nil {
+		t.Fatal(err)
+	}
+	if calls := w.takeCalls(); len(calls) != 0 {
+		t.Errorf("a host-network pod got %q", calls)
+	}
+}
+
+// TestRun_FailsClosed: the second device fails; the first is detached again
+// and the error names the device and the cause.
+func TestRun_FailsClosed(t *testing.T) {
+	w := newWorld(alloc("a", "pod1", prepared), alloc("b", "pod1", prepared))
+	w.failAttach["b"] = errors.New("name net-b already in use")
+	err := newPlugin(t, w).RunPodSandbox(context.Background(), pod("pod1", "/var/run/netns/p1"))
+	if err == nil || !strings.Contains(err.Error(), "device b") || !strings.Contains(err.Error(), "already in use") {
+		t.Fatalf("RunPodSandbox = %v, want the device and the cause", err)
+	}
+	want := []string{
+		"provisioner.Attach a /var/run/netns/p1 net-a", "state.MarkAttached a /var/run/netns/p1",
+		"provisioner.Attach b /var/run/netns/p1 net-b",
+		"provisioner.Detach a /var/run/netns/p1", "state.MarkDetached a",
+	}
+	if diff := cmp.Diff(want, w.takeCalls()); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if w.where["a"] != "" {
+		t.Errorf("device a left in %s", w.where["a"])
+	}
+}
+
+// TestRun_MissingLinkSetUpAgain: after a node reboot the link is gone; the
+// device is set up again, attached, and the new prepared device recorded.
+func TestRun_MissingLinkSetUpAgain(t *testing.T) {
+	w := newWorld(alloc("dummy0", "pod1", prepared))
+	w.missing["dummy0"] = true
+	if err := newPlugin(t, w).RunPodSandbox(context.Background(), pod("pod1", "/var/run/netns/p1")); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"provisioner.Attach dummy0 /var/run/netns/p1 net-dummy0", "provisioner.Setup dummy0",
+		"provisioner.Attach dummy0 /var/run/netns/p1 net-dummy0", "state.MarkAttached dummy0 /var/run/netns/p1",
+	}
+	if diff := cmp.Diff(want, w.takeCalls()); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if mtu := w.allocs["dummy0"].GetPreparedDevice().GetOriginalLink().GetMtu(); mtu != 9000 {
+		t.Errorf("the new prepared device was not recorded (mtu %d)", mtu)
+	}
+}
+
+// TestReconcile: after a restart, Synchronize lists the live pods; a device
+// attached to a pod that is gone is detached.
+func TestReconcile(t *testing.T) {
+	w := newWorld(alloc("a", "live", attached), alloc("b", "gone", attached))
+	w.allocs["a"].NetnsPath, w.allocs["b"].NetnsPath = "/var/run/netns/live", "/var/run/netns/gone"
+	p := newPlugin(t, w)
+	if _, err := p.Synchronize(context.Background(), []*api.PodSandbox{pod("live", "/var/run/netns/live")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for deadline := time.Now().Add(5 * time.Second); len(got) < 2; time.Sleep(5 * time.Millisecond) {
+		got = append(got, w.takeCalls()...)
+		if time.Now().After(deadline) {
+			break
+		}
+	}
+	want := []string{"provisioner.Detach b /var/run/netns/gone", "state.MarkDetached b"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
