@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 
+	nriv1 "github.com/netdra/netdra/protos/netdra/nri/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 	"github.com/netdra/netdra/services/nri/plugin"
@@ -22,6 +23,8 @@ type config struct {
 	NRI             plugin.Connection
 	StateSocket     string
 	ProvisionerSock string
+	// Metrics is where Prometheus metrics are served; empty for none.
+	Metrics string
 }
 
 func main() {
@@ -33,6 +36,7 @@ func main() {
 	fs.StringVar(&cfg.NRI.Index, "plugin-index", "50", "NRI plugin index (two digits): the order among plugins")
 	fs.StringVar(&cfg.StateSocket, "state-socket", process.SocketDir+"/state.sock", "the state service's socket")
 	fs.StringVar(&cfg.ProvisionerSock, "provisioner-socket", process.SocketDir+"/provisioner.sock", "the provisioner's socket")
+	fs.StringVar(&cfg.Metrics, "metrics-address", "127.0.0.1:9652", "where to serve Prometheus metrics (empty: nowhere)")
 	os.Exit(process.Main(fs, os.Args[1:], &cfg.Flags, cfg.run))
 }
 
@@ -47,10 +51,17 @@ func (cfg *config) run(ctx context.Context, log *slog.Logger) error {
 		return err
 	}
 	defer prov.Close()
-	p := plugin.New(log, statev1.NewStateServiceClient(state), provisionerv1.NewProvisionerServiceClient(prov))
+	reg := process.NewRegistry()
+	p := plugin.New(log, statev1.NewStateServiceClient(state), provisionerv1.NewProvisionerServiceClient(prov), reg)
+	metrics, err := process.ServeMetrics(cfg.Metrics, reg)
+	if err != nil {
+		return err
+	}
 
-	// The admin socket: health and reflection.
+	// The admin socket: health, reflection and Status.
 	srv := rpc.NewServer(cfg.ServerConfig(log))
+	nriv1.RegisterNriServiceServer(srv.GRPC(), p.StatusServer())
+	srv.SetServing(nriv1.NriService_ServiceDesc.ServiceName, true)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	nri := rpc.Actor{
@@ -58,5 +69,5 @@ func (cfg *config) run(ctx context.Context, log *slog.Logger) error {
 		Interrupt: func(error) { cancel() },
 	}
 	log.Info("Serving", "socket", cfg.Socket, "nri", cfg.NRI.Socket)
-	return rpc.RunServer(ctx, log, srv, nri)
+	return rpc.RunServer(ctx, log, srv, nri, metrics)
 }

@@ -13,8 +13,10 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/containerd/nri/pkg/api"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -33,11 +35,15 @@ type Plugin struct {
 	netns map[string]string // pod UID -> netns path, for stop events without one
 	// reconciling serializes background reconciliations.
 	reconciling sync.Mutex
+
+	metrics *metrics
+	conn    conn
 }
 
-// New returns the plugin.
-func New(log *slog.Logger, state statev1.StateServiceClient, provisioner provisionerv1.ProvisionerServiceClient) *Plugin {
-	return &Plugin{log: log, state: state, provisioner: provisioner, netns: map[string]string{}}
+// New returns the plugin. Its metrics are registered with reg when it is
+// not nil.
+func New(log *slog.Logger, state statev1.StateServiceClient, provisioner provisionerv1.ProvisionerServiceClient, reg prometheus.Registerer) *Plugin {
+	return &Plugin{log: log, state: state, provisioner: provisioner, netns: map[string]string{}, metrics: newMetrics(reg)}
 }
 
 // netnsOf is the pod's network namespace path; empty for a host-network pod.
@@ -54,6 +60,9 @@ func netnsOf(pod *api.PodSandbox) string {
 // reconciles in the background: devices attached to pods that are gone are
 // detached.
 func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, _ []*api.Container) ([]*api.ContainerUpdate, error) {
+	defer p.metrics.observe("Synchronize", time.Now(), nil)
+	p.conn.connected.Store(true)
+	p.conn.connections.Add(1)
 	live := map[string]string{}
 	for _, pod := range pods {
 		if ns := netnsOf(pod); ns != "" {
@@ -72,7 +81,8 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, _ []*a
 // host-network pod is skipped. A device whose link is missing (the node
 // rebooted since prepare) is set up again first. Any failure detaches what
 // this call attached and fails the sandbox.
-func (p *Plugin) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) error {
+func (p *Plugin) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) (err error) {
+	defer func(start time.Time) { p.metrics.observe("RunPodSandbox", start, err) }(time.Now())
 	log := p.log.With("pod", pod.GetNamespace()+"/"+pod.GetName(), "uid", pod.GetUid())
 	netns := netnsOf(pod)
 	if netns == "" {
@@ -164,7 +174,8 @@ func (p *Plugin) detach(ctx context.Context, a *statev1.Allocation, netns string
 // StopPodSandbox detaches the pod's devices back into the host netns. When
 // the event carries no netns, the one cached at RunPodSandbox or
 // Synchronize is used; a vanished netns is success.
-func (p *Plugin) StopPodSandbox(ctx context.Context, pod *api.PodSandbox) error {
+func (p *Plugin) StopPodSandbox(ctx context.Context, pod *api.PodSandbox) (err error) {
+	defer func(start time.Time) { p.metrics.observe("StopPodSandbox", start, err) }(time.Now())
 	netns := netnsOf(pod)
 	p.mu.Lock()
 	if netns == "" {
@@ -192,6 +203,7 @@ func (p *Plugin) StopPodSandbox(ctx context.Context, pod *api.PodSandbox) error 
 
 // RemovePodSandbox forgets the pod and reconciles in the background.
 func (p *Plugin) RemovePodSandbox(ctx context.Context, pod *api.PodSandbox) error {
+	defer p.metrics.observe("RemovePodSandbox", time.Now(), nil)
 	p.mu.Lock()
 	delete(p.netns, pod.GetUid())
 	p.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
 
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 )
@@ -23,7 +24,7 @@ func pod(uid, netns string) *api.PodSandbox {
 }
 
 func newPlugin(t *testing.T, w *world) *Plugin {
-	return New(slog.New(slog.NewTextHandler(testWriter{t}, nil)), fakeState{w: w}, fakeProvisioner{w: w})
+	return New(slog.New(slog.NewTextHandler(testWriter{t}, nil)), fakeState{w: w}, fakeProvisioner{w: w}, prometheus.NewRegistry())
 }
 
 type testWriter struct{ t *testing.T }

@@ -244,7 +244,7 @@ func BenchmarkNRI_RunPodSandbox(b *testing.B) {
 				allocs = append(allocs, alloc(fmt.Sprintf("dev%d", i), "pod1", prepared))
 			}
 			w := newWorld(allocs...)
-			p := New(slog.New(slog.DiscardHandler), fakeState{w: w}, fakeProvisioner{w: w})
+			p := New(slog.New(slog.DiscardHandler), fakeState{w: w}, fakeProvisioner{w: w}, nil)
 			dir := shortDir(b)
 			rt := startRuntime(b, dir)
 			defer rt.r.Stop()

@@ -28,8 +28,13 @@ func (p *Plugin) Serve(ctx context.Context, c Connection) error {
 	return rpc.Retry(ctx, p.log, "NRI connection", func(ctx context.Context) error {
 		// The stub notices a lost connection only through its close
 		// callback: end this run then, and connect again.
-		ctx, closed := context.WithCancel(ctx)
-		defer closed()
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		closed := func() {
+			p.conn.connected.Store(false)
+			cancel()
+		}
+		p.conn.socket.Store(c.Socket)
 		s, err := stub.New(p,
 			stub.WithOnClose(closed),
 			stub.WithSocketPath(c.Socket),

@@ -1,0 +1,79 @@
+package plugin
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	nriv1 "github.com/netdra/netdra/protos/netdra/nri/v1"
+)
+
+// metrics are the hooks' counts and latencies.
+type metrics struct {
+	hooks   *prometheus.CounterVec
+	latency *prometheus.HistogramVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		hooks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "netdra", Subsystem: "nri", Name: "hooks_total",
+			Help: "NRI hook calls by hook and result (ok, error).",
+		}, []string{"hook", "result"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "netdra", Subsystem: "nri", Name: "hook_duration_seconds",
+			Help:    "NRI hook latency by hook.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2},
+		}, []string{"hook"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.hooks, m.latency)
+	}
+	return m
+}
+
+// observe records one hook call that started at start.
+func (m *metrics) observe(hook string, start time.Time, err error) {
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	m.hooks.WithLabelValues(hook, result).Inc()
+	m.latency.WithLabelValues(hook).Observe(time.Since(start).Seconds())
+}
+
+// conn tracks the connection to the runtime.
+type conn struct {
+	socket      atomic.Value // string
+	connected   atomic.Bool
+	connections atomic.Uint32
+}
+
+// StatusServer is the plugin's admin API.
+type StatusServer struct {
+	nriv1.UnimplementedNriServiceServer
+	p *Plugin
+}
+
+var _ nriv1.NriServiceServer = StatusServer{}
+
+// StatusServer returns the admin API of p.
+func (p *Plugin) StatusServer() StatusServer { return StatusServer{p: p} }
+
+// Status implements NriServiceServer.
+func (s StatusServer) Status(context.Context, *nriv1.StatusRequest) (*nriv1.StatusResponse, error) {
+	p := s.p
+	out := &nriv1.StatusResponse{Connected: p.conn.connected.Load(), Connections: p.conn.connections.Load()}
+	out.RuntimeSocket, _ = p.conn.socket.Load().(string)
+	p.mu.Lock()
+	for uid, ns := range p.netns {
+		out.Pods = append(out.Pods, &nriv1.Pod{Uid: uid, NetnsPath: ns})
+	}
+	p.mu.Unlock()
+	slices.SortFunc(out.Pods, func(a, b *nriv1.Pod) int { return strings.Compare(a.GetUid(), b.GetUid()) })
+	return out, nil
+}
