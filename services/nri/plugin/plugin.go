@@ -40,6 +40,11 @@ type Plugin struct {
 	conn    conn
 }
 
+// HookTimeout bounds the work of one hook, below the runtime's 2 s request
+// timeout, so an unreachable state service or provisioner fails the sandbox
+// with a clear error rather than a runtime timeout.
+const HookTimeout = 1500 * time.Millisecond
+
 // New returns the plugin. Its metrics are registered with reg when it is
 // not nil.
 func New(log *slog.Logger, state statev1.StateServiceClient, provisioner provisionerv1.ProvisionerServiceClient, reg prometheus.Registerer) *Plugin {
@@ -83,6 +88,8 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, _ []*a
 // this call attached and fails the sandbox.
 func (p *Plugin) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) (err error) {
 	defer func(start time.Time) { p.metrics.observe("RunPodSandbox", start, err) }(time.Now())
+	ctx, cancel := context.WithTimeout(ctx, HookTimeout)
+	defer cancel()
 	log := p.log.With("pod", pod.GetNamespace()+"/"+pod.GetName(), "uid", pod.GetUid())
 	netns := netnsOf(pod)
 	if netns == "" {
@@ -176,6 +183,8 @@ func (p *Plugin) detach(ctx context.Context, a *statev1.Allocation, netns string
 // Synchronize is used; a vanished netns is success.
 func (p *Plugin) StopPodSandbox(ctx context.Context, pod *api.PodSandbox) (err error) {
 	defer func(start time.Time) { p.metrics.observe("StopPodSandbox", start, err) }(time.Now())
+	ctx, cancel := context.WithTimeout(ctx, HookTimeout)
+	defer cancel()
 	netns := netnsOf(pod)
 	p.mu.Lock()
 	if netns == "" {

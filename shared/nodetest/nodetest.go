@@ -1,0 +1,202 @@
+// Package nodetest runs netdra's node processes in tests as real processes:
+// it builds the binaries once per test binary and starts each on its own
+// socket; the provisioner runs inside a throwaway network namespace that
+// stands in for the node's host netns, so tests never touch the real one.
+// Everything it makes is removed when the test ends. It needs root.
+package nodetest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/netdra/netdra/shared/rpc"
+)
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+// RequireRoot skips the test, saying why, when not run as root.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: creates network namespaces and moves links between them")
+	}
+}
+
+// Binaries builds the node processes (state, provisioner, nri, dra when
+// present) into a folder shared by the test binary and returns it.
+func Binaries(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		out, err := exec.Command("go", "env", "GOMOD").Output()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		root := filepath.Dir(strings.TrimSpace(string(out)))
+		binDir, buildErr = os.MkdirTemp("", "netdra-bin")
+		if buildErr != nil {
+			return
+		}
+		var pkgs []string
+		for _, s := range []string{"state", "provisioner", "nri", "dra"} {
+			if _, err := os.Stat(filepath.Join(root, "services", s, "main.go")); err == nil {
+				pkgs = append(pkgs, "./services/"+s)
+			}
+		}
+		cmd := exec.Command("go", append([]string{"build", "-o", binDir + "/"}, pkgs...)...)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binDir
+}
+
+// Dir returns a short folder for sockets (unix socket paths are limited to
+// 108 bytes), removed at the end of the test.
+func Dir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "nd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// IP runs the ip command and fails the test when it fails.
+func IP(t testing.TB, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("ip", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// Netns adds a named netns (/var/run/netns/<name>), deleted at the end of
+// the test, and returns its name.
+func Netns(t testing.TB, prefix string) string {
+	t.Helper()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	name := prefix + hex.EncodeToString(b[:])
+	IP(t, "netns", "add", name)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
+	return name
+}
+
+// Proc is one running node process.
+type Proc struct {
+	t      testing.TB
+	Name   string
+	Socket string
+	args   []string
+	cmd    *exec.Cmd
+	logs   *lockedWriter
+	exited chan struct{}
+}
+
+// Log returns what the process wrote to stderr.
+func (p *Proc) Log() string { return p.logs.String() }
+
+// Start runs a node process (a binary from Binaries) with args, in the
+// netns hostNS when it is not empty, with its socket in dir, and waits
+// until it serves. The process is killed at the end of the test; its log is
+// printed when the test failed.
+func Start(t testing.TB, name, dir, hostNS string, args ...string) *Proc {
+	t.Helper()
+	p := &Proc{t: t, Name: name, Socket: filepath.Join(dir, name+".sock")}
+	bin := filepath.Join(Binaries(t), name)
+	p.args = append([]string{bin, "-socket", p.Socket, "-log-level", "debug"}, args...)
+	if hostNS != "" {
+		p.args = append([]string{"ip", "netns", "exec", hostNS}, p.args...)
+	}
+	p.start()
+	t.Cleanup(func() {
+		p.Kill()
+		if t.Failed() {
+			t.Logf("%s log:\n%s", name, p.Log())
+		}
+	})
+	return p
+}
+
+func (p *Proc) start() {
+	p.t.Helper()
+	p.cmd = exec.Command(p.args[0], p.args[1:]...)
+	if p.logs == nil {
+		p.logs = &lockedWriter{}
+	}
+	p.cmd.Stderr = p.logs
+	if err := p.cmd.Start(); err != nil {
+		p.t.Fatal(err)
+	}
+	p.exited = make(chan struct{})
+	go func(cmd *exec.Cmd, exited chan struct{}) { _ = cmd.Wait(); close(exited) }(p.cmd, p.exited)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := rpc.CheckHealth(ctx, p.Socket, "")
+		cancel()
+		if err == nil {
+			return
+		}
+		select {
+		case <-p.exited:
+			p.t.Fatalf("%s exited before serving:\n%s", p.Name, p.Log())
+		default:
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("%s not serving: %v\n%s", p.Name, err, p.Log())
+		}
+	}
+}
+
+// Kill sends SIGKILL and waits for the process to end.
+func (p *Proc) Kill() {
+	if p.cmd.ProcessState == nil {
+		_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	}
+	<-p.exited
+}
+
+// Restart starts the process again with the same arguments.
+func (p *Proc) Restart() {
+	p.t.Helper()
+	p.Kill()
+	p.start()
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (w *lockedWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+func (w *lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
