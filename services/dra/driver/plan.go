@@ -1,0 +1,234 @@
+package driver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	resourceapi "k8s.io/api/resource/v1"
+
+	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	"github.com/netdra/netdra/shared/claimconfig"
+	"github.com/netdra/netdra/shared/fielderr"
+)
+
+// deviceRef names an allocated device of this driver.
+type deviceRef struct {
+	request string
+	pool    string
+	device  string
+	shareID *string
+}
+
+func (r deviceRef) key() string { return r.pool + "/" + r.device }
+
+// plannedDevice is a device of the claim with the config it gets.
+type plannedDevice struct {
+	deviceRef
+	config *devicev1.DeviceConfig
+}
+
+// plan is what preparing a claim means, checked before anything is
+// touched.
+type plan struct {
+	claim   *resourceapi.ResourceClaim
+	podUID  string
+	podName string
+	devices []plannedDevice
+}
+
+// makePlan checks the claim and parses its config without touching the
+// node or the state: the results of this driver, one pod that is not on
+// the host network, and a valid config for each request.
+func (d *Driver) makePlan(ctx context.Context, claim *resourceapi.ResourceClaim) (*plan, error) {
+	alloc := claim.Status.Allocation
+	if alloc == nil {
+		return nil, ErrNotAllocated
+	}
+	p := &plan{claim: claim}
+	for _, r := range alloc.Devices.Results {
+		if r.Driver != d.name {
+			continue
+		}
+		if r.AdminAccess != nil && *r.AdminAccess {
+			return nil, fmt.Errorf("request %q, device %s: %w", r.Request, r.Device, ErrAdminAccess)
+		}
+		ref := deviceRef{request: r.Request, pool: r.Pool, device: r.Device}
+		if r.ShareID != nil {
+			s := string(*r.ShareID)
+			ref.shareID = &s
+		}
+		cfg, err := d.configFor(alloc.Devices.Config, r.Request)
+		if err != nil {
+			return nil, err
+		}
+		p.devices = append(p.devices, plannedDevice{deviceRef: ref, config: cfg})
+	}
+	if len(p.devices) == 0 {
+		return p, nil
+	}
+	if err := d.checkPod(ctx, p); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// checkPod sets the plan's pod from reservedFor, which must name exactly
+// one pod, and refuses a host-network pod.
+func (d *Driver) checkPod(ctx context.Context, p *plan) error {
+	claim := p.claim
+	var names []string
+	for _, r := range claim.Status.ReservedFor {
+		names = append(names, r.Resource+"/"+r.Name)
+	}
+	if len(names) != 1 {
+		if len(names) == 0 {
+			return fmt.Errorf("%w; it is reserved for none", ErrNotOnePod)
+		}
+		return fmt.Errorf("%w; it is reserved for %d: %s", ErrNotOnePod, len(names), strings.Join(names, ", "))
+	}
+	ref := claim.Status.ReservedFor[0]
+	if ref.APIGroup != "" || ref.Resource != "pods" || ref.UID == "" {
+		return fmt.Errorf("%w; it is reserved for %s", ErrNotOnePod, names[0])
+	}
+	p.podUID, p.podName = string(ref.UID), claim.Namespace+"/"+ref.Name
+	if d.podLookup == nil {
+		return nil
+	}
+	pod, err := d.podLookup(ctx, claim.Namespace, ref.Name, ref.UID)
+	if err != nil {
+		return fmt.Errorf("looking up pod %s: %w", p.podName, err)
+	}
+	if pod.UID != ref.UID {
+		return fmt.Errorf("pod %s is %s, not the %s the claim is reserved for", p.podName, pod.UID, ref.UID)
+	}
+	if pod.Spec.HostNetwork {
+		return fmt.Errorf("pod %s: %w", p.podName, ErrHostNetwork)
+	}
+	return nil
+}
+
+// configFor returns the config of request: the opaque parameters of every
+// config entry of this driver that applies to the request (lists it, lists
+// its main request, or lists none), merged key by key in order (class
+// entries come before the claim's, so the claim's win; a null value unsets
+// a key), then parsed strictly by claimconfig. The error names the request
+// and the parameter ("request \"net\": config.vlan: 5000 is out of range").
+func (d *Driver) configFor(configs []resourceapi.DeviceAllocationConfiguration, request string) (*devicev1.DeviceConfig, error) {
+	var raws [][]byte
+	for _, c := range configs {
+		if c.Opaque == nil || c.Opaque.Driver != d.name || !appliesTo(c.Requests, request) {
+			continue
+		}
+		raw := c.Opaque.Parameters.Raw
+		if raw == nil && c.Opaque.Parameters.Object != nil {
+			var err error
+			if raw, err = json.Marshal(c.Opaque.Parameters.Object); err != nil {
+				return nil, fmt.Errorf("request %q: config: %w", request, err)
+			}
+		}
+		raws = append(raws, raw)
+	}
+	merged, err := mergeParams(raws)
+	if err == nil {
+		var cfg *devicev1.DeviceConfig
+		if cfg, err = claimconfig.Parse(merged); err == nil {
+			if err = fitsStatus(cfg); err == nil {
+				return cfg, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("request %q: %w", request, fielderr.Prefix("config", err))
+}
+
+// maxStatusIPs is how many IPs a claim status entry's networkData holds.
+const maxStatusIPs = 16
+
+// fitsStatus checks what the claim status must be able to hold: the
+// addresses go to networkData.ips, a set of at most 16.
+func fitsStatus(cfg *devicev1.DeviceConfig) error {
+	if n := len(cfg.GetAddresses()); n > maxStatusIPs {
+		return fielderr.New("addresses", "%d addresses; a claim status holds at most %d", n, maxStatusIPs)
+	}
+	seen := map[string]bool{}
+	for i, a := range cfg.GetAddresses() {
+		if seen[a] {
+			return fielderr.New(fmt.Sprintf("addresses[%d]", i), "%s is given twice", a)
+		}
+		seen[a] = true
+	}
+	return nil
+}
+
+// appliesTo reports whether a config entry listing requests applies to the
+// result's request ("main" or "main/sub").
+func appliesTo(requests []string, request string) bool {
+	if len(requests) == 0 {
+		return true
+	}
+	main, _, _ := strings.Cut(request, "/")
+	for _, r := range requests {
+		if r == request || r == main {
+			return true
+		}
+	}
+	return false
+}
+
+// mergeParams merges JSON objects key by key, later ones winning. One
+// object is returned as it is, so claimconfig sees it whole.
+func mergeParams(raws [][]byte) ([]byte, error) {
+	switch len(raws) {
+	case 0:
+		return nil, nil
+	case 1:
+		return raws[0], nil
+	}
+	merged := map[string]json.RawMessage{}
+	for _, raw := range raws {
+		if err := objectFields(raw, merged); err != nil {
+			return nil, err
+		}
+	}
+	return json.Marshal(merged)
+}
+
+// objectFields adds the top-level fields of the JSON object raw to into;
+// null or empty raw adds none. A key given twice is an error.
+func objectFields(raw []byte, into map[string]json.RawMessage) error {
+	if t := bytes.TrimSpace(raw); len(t) == 0 || bytes.Equal(t, []byte("null")) {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return fielderr.New("parameters", "not a JSON object")
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return fielderr.New("parameters", "not JSON: %v", err)
+		}
+		key := t.(string)
+		if seen[key] {
+			return fielderr.New(key, "given twice")
+		}
+		seen[key] = true
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return fielderr.New("parameters", "not JSON: %v", err)
+		}
+		into[key] = v
+	}
+	if _, err := dec.Token(); err != nil {
+		return fielderr.New("parameters", "not JSON: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return fielderr.New("parameters", "trailing data after the JSON object")
+	}
+	return nil
+}

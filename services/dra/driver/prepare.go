@@ -1,0 +1,466 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+
+	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
+	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+)
+
+// prepareClaim prepares the claim's devices of this driver, or leaves
+// nothing changed and returns why not.
+func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceClaim) ([]kubeletplugin.Device, error) {
+	unlock, err := d.claimLocks.lock(ctx, string(claim.UID))
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	log := d.log.With("claim", claim.Namespace+"/"+claim.Name, "claimUID", claim.UID)
+	p, err := d.makePlan(ctx, claim)
+	if err != nil {
+		return nil, err
+	}
+	if len(p.devices) == 0 {
+		return []kubeletplugin.Device{}, nil
+	}
+	log = log.With("pod", p.podName, "podUID", p.podUID)
+	done, err := d.reuse(ctx, log, p)
+	if err != nil {
+		return nil, err
+	}
+	if !done {
+		if err := d.prepareFresh(ctx, log, p); err != nil {
+			return nil, err
+		}
+		log.Info("claim prepared", "devices", len(p.devices))
+	}
+	return p.result(), nil
+}
+
+func (p *plan) result() []kubeletplugin.Device {
+	out := make([]kubeletplugin.Device, 0, len(p.devices))
+	for _, dev := range p.devices {
+		kd := kubeletplugin.Device{Requests: []string{dev.request}, PoolName: dev.pool, DeviceName: dev.device}
+		if dev.shareID != nil {
+			id := types.UID(*dev.shareID)
+			kd.ShareID = &id
+		}
+		out = append(out, kd)
+	}
+	return out
+}
+
+// reuse settles what the state already holds for the claim and reports
+// whether the claim is prepared as planned (then its status entries are
+// rewritten where missing). Prepared rows that do not match the plan are
+// freed, so that the claim is prepared afresh.
+func (d *Driver) reuse(ctx context.Context, log *slog.Logger, p *plan) (bool, error) {
+	rows, err := d.listAllocations(ctx, &statev1.ListAllocationsRequest{ClaimUid: string(p.claim.UID)})
+	if err != nil || len(rows) == 0 {
+		return false, err
+	}
+	kept, err := d.settle(ctx, log, p, rows)
+	if err != nil || len(kept) == 0 {
+		return false, err
+	}
+	for _, row := range kept {
+		if row.GetPodUid() != p.podUID {
+			return false, fmt.Errorf("%w: device %s is prepared for pod UID %s, not %s of pod %s; the claim must be unprepared first",
+				ErrClaimInUse, row.GetDeviceName(), row.GetPodUid(), p.podUID, p.podName)
+		}
+	}
+	if !sameDevices(kept, p) {
+		log.Warn("prepared devices differ from the allocation; freeing them and preparing again", "prepared", len(kept))
+		for _, row := range kept {
+			if err := d.releaseNow(ctx, log, row); err != nil {
+				return false, err
+			}
+		}
+		return false, nil
+	}
+	log.Debug("claim is prepared already")
+	return true, d.ensureStatus(ctx, p, kept)
+}
+
+// settle resolves the claim's rows that a prepare cannot build on and
+// returns the prepared ones: left-over intents are restored from the claim
+// status or rolled back (settleIntent); rows still being freed from an
+// earlier use are freed now, or the prepare fails.
+func (d *Driver) settle(ctx context.Context, log *slog.Logger, p *plan, rows []*statev1.Allocation) ([]*statev1.Allocation, error) {
+	var kept []*statev1.Allocation
+	for _, row := range rows {
+		switch row.GetPhase() {
+		case statev1.Phase_PHASE_PREPARING:
+			restored, freeErr, err := d.settleIntent(ctx, log, row, p.claim)
+			if err = stillFreeing(row, freeErr, err); err != nil {
+				return nil, err
+			}
+			if restored != nil {
+				kept = append(kept, restored)
+			}
+		case statev1.Phase_PHASE_FREEING_FAILED:
+			if err := d.releaseNow(ctx, log, row); err != nil {
+				return nil, err
+			}
+		default:
+			kept = append(kept, row)
+		}
+	}
+	return kept, nil
+}
+
+// releaseNow releases row, and fails when its device could not be freed.
+func (d *Driver) releaseNow(ctx context.Context, log *slog.Logger, row *statev1.Allocation) error {
+	freeErr, err := d.release(ctx, log, row)
+	return stillFreeing(row, freeErr, err)
+}
+
+func stillFreeing(row *statev1.Allocation, freeErr, err error) error {
+	if err == nil && freeErr != nil {
+		err = fmt.Errorf("device %s: %w: %w", row.GetDeviceName(), ErrStillFreeing, freeErr)
+	}
+	return err
+}
+
+func sameDevices(rows []*statev1.Allocation, p *plan) bool {
+	if len(rows) != len(p.devices) {
+		return false
+	}
+	want := map[string]bool{}
+	for _, dev := range p.devices {
+		want[dev.key()] = true
+	}
+	for _, row := range rows {
+		if !want[row.GetPool()+"/"+row.GetDeviceName()] {
+			return false
+		}
+	}
+	return true
+}
+
+// ensureStatus rewrites the claim's status entries from the prepared rows
+// when one of them is missing.
+func (d *Driver) ensureStatus(ctx context.Context, p *plan, rows []*statev1.Allocation) error {
+	byKey := map[string]*statev1.Allocation{}
+	missing := false
+	for _, row := range rows {
+		byKey[row.GetPool()+"/"+row.GetDeviceName()] = row
+		if d.readyData(p.claim, row.GetPool(), row.GetDeviceName()) == nil {
+			missing = true
+		}
+	}
+	if !missing {
+		return nil
+	}
+	entries := make([]resourceapi.AllocatedDeviceStatus, 0, len(p.devices))
+	for _, dev := range p.devices {
+		row := byKey[dev.key()]
+		e, err := d.readyEntry(p.claim, dev.deviceRef, row.GetPreparedDevice(), row.GetConfig())
+		if err != nil {
+			return err
+		}
+		entries = append(entries, e)
+	}
+	if err := d.claims.UpdateDeviceStatus(ctx, p.claim, entries); err != nil {
+		return fmt.Errorf("rewriting claim status: %w", err)
+	}
+	return nil
+}
+
+// prepareFresh records the intents, sets the devices up, writes the claim
+// status and commits; on failure it undoes all of it.
+func (d *Driver) prepareFresh(ctx context.Context, log *slog.Logger, p *plan) error {
+	inv, err := d.inventory(ctx)
+	if err != nil {
+		return err
+	}
+	devs := make([]*devicev1.Device, len(p.devices))
+	for i, dev := range p.devices {
+		if devs[i] = inv[dev.device]; devs[i] == nil {
+			return fmt.Errorf("device %s (request %q): %w", dev.device, dev.request, ErrUnknownDevice)
+		}
+	}
+	if err := checkNamesInClaim(p, devs); err != nil {
+		return err
+	}
+	if err := d.begin(ctx, p, devs, inv); err != nil {
+		return err
+	}
+	return d.setUp(ctx, log, p, devs)
+}
+
+// ifName is the name a device will have in the pod: the config's podIfName,
+// else its kernel name ("" for a device with no netdev).
+func ifName(cfg *devicev1.DeviceConfig, dev *devicev1.Device) string {
+	if n := cfg.GetPodIfName(); n != "" {
+		return n
+	}
+	return dev.GetKernelIfName()
+}
+
+func checkNamesInClaim(p *plan, devs []*devicev1.Device) error {
+	names := map[string]string{}
+	for i, dev := range p.devices {
+		n := ifName(dev.config, devs[i])
+		if n == "" {
+			continue
+		}
+		if other, ok := names[n]; ok {
+			return fmt.Errorf("%w: %q of request %q is also the name of request %q of this claim", ErrIfNameInUse, n, dev.request, other)
+		}
+		names[n] = dev.request
+	}
+	return nil
+}
+
+// begin checks the interface names against the pod's other claims and
+// records the intents, under the pod's lock so that two claims of one pod
+// cannot both take a name.
+func (d *Driver) begin(ctx context.Context, p *plan, devs []*devicev1.Device, inv map[string]*devicev1.Device) error {
+	unlock, err := d.podLocks.lock(ctx, p.podUID)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	rows, err := d.listAllocations(ctx, &statev1.ListAllocationsRequest{PodUid: p.podUID})
+	if err != nil {
+		return err
+	}
+	taken := map[string]*statev1.Allocation{}
+	for _, row := range rows {
+		if row.GetClaimUid() == string(p.claim.UID) {
+			continue
+		}
+		if n := ifName(row.GetConfig(), rowDevice(row, inv)); n != "" {
+			taken[n] = row
+		}
+	}
+	allocs := make([]*statev1.Allocation, len(p.devices))
+	for i, dev := range p.devices {
+		n := ifName(dev.config, devs[i])
+		if row, ok := taken[n]; ok {
+			return fmt.Errorf("%w: %q of request %q is also the name of device %s of claim %s/%s",
+				ErrIfNameInUse, n, dev.request, row.GetDeviceName(), row.GetClaimNamespace(), row.GetClaimName())
+		}
+		allocs[i] = &statev1.Allocation{
+			Pool: dev.pool, DeviceName: dev.device, Manager: devs[i].GetManager(),
+			ClaimUid: string(p.claim.UID), ClaimNamespace: p.claim.Namespace, ClaimName: p.claim.Name,
+			Request: dev.request, PodUid: p.podUID, Config: dev.config,
+		}
+	}
+	resp, err := d.state.BeginPrepare(ctx, &statev1.BeginPrepareRequest{Allocations: allocs})
+	if err != nil {
+		return callErr("reserving devices", err)
+	}
+	for _, row := range resp.GetAllocations() {
+		if row.GetPhase() != statev1.Phase_PHASE_PREPARING {
+			return fmt.Errorf("%w: device %s became %s meanwhile", ErrClaimInUse, row.GetDeviceName(), row.GetPhase())
+		}
+	}
+	return nil
+}
+
+// rowDevice is the device of an allocation as prepared, else as the
+// inventory has it.
+func rowDevice(row *statev1.Allocation, inv map[string]*devicev1.Device) *devicev1.Device {
+	if dev := row.GetPreparedDevice().GetDevice(); dev != nil {
+		return dev
+	}
+	return inv[row.GetDeviceName()]
+}
+
+// setUp runs Setup for each device, then writes the claim status and
+// commits the intents. Any failure rolls everything back.
+func (d *Driver) setUp(ctx context.Context, log *slog.Logger, p *plan, devs []*devicev1.Device) error {
+	rb := &rollback{p: p, devs: devs, uncertain: -1}
+	for i, dev := range p.devices {
+		resp, err := d.prov.Setup(ctx, &provisionerv1.SetupRequest{Device: devs[i], Config: dev.config})
+		if err == nil && resp.GetPreparedDevice() == nil {
+			err = status.Error(codes.Internal, "the provisioner returned no prepared device")
+		}
+		if err != nil {
+			if outcomeUnknown(err) {
+				rb.uncertain = i
+			}
+			return d.rollBack(ctx, log, rb, fmt.Errorf("device %s (request %q): %w", dev.device, dev.request, callErr("setup", err)))
+		}
+		rb.prepared = append(rb.prepared, resp.GetPreparedDevice())
+	}
+	entries := make([]resourceapi.AllocatedDeviceStatus, len(p.devices))
+	commit := &statev1.CommitPrepareRequest{ClaimUid: string(p.claim.UID)}
+	for i, dev := range p.devices {
+		e, err := d.readyEntry(p.claim, dev.deviceRef, rb.prepared[i], dev.config)
+		if err != nil {
+			return d.rollBack(ctx, log, rb, err)
+		}
+		entries[i] = e
+		commit.Allocations = append(commit.Allocations, &statev1.PreparedAllocation{
+			Key: allocKey(dev.pool, dev.device), PreparedDevice: rb.prepared[i]})
+	}
+	if err := d.claims.UpdateDeviceStatus(ctx, p.claim, entries); err != nil {
+		return d.rollBack(ctx, log, rb, fmt.Errorf("writing claim status: %w", err))
+	}
+	rb.statusWritten = true
+	if _, err := d.state.CommitPrepare(ctx, commit); err != nil {
+		return d.rollBack(ctx, log, rb, callErr("committing the allocations", err))
+	}
+	return nil
+}
+
+// outcomeUnknown reports whether a failed call may still have done its
+// work: the reply was lost, not refused.
+func outcomeUnknown(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+		return true
+	}
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// rollback is how far a prepare got.
+type rollback struct {
+	p    *plan
+	devs []*devicev1.Device
+	// prepared[i] is device i as Setup left it.
+	prepared []*devicev1.PreparedDevice
+	// uncertain is the device whose Setup reply was lost, or -1.
+	uncertain     int
+	statusWritten bool
+}
+
+// rollBack undoes a failed prepare and returns cause, with what could not
+// be undone appended. In order: a claim status that was written is marked
+// not Ready (so recovery never restores it); the devices are freed in
+// reverse (the uncertain one with a prepared device guessed from the
+// inventory, see guessPrepared); the intents are aborted. A device whose
+// Free fails keeps its row, committed with its prepared device and marked
+// FREEING_FAILED, for Run to retry.
+func (d *Driver) rollBack(ctx context.Context, log *slog.Logger, rb *rollback, cause error) error {
+	ctx, cancel := d.cleanupContext(ctx)
+	defer cancel()
+	log.Warn("prepare failed; rolling back", "error", cause, "setUp", len(rb.prepared))
+	p := rb.p
+	var problems []string
+	if rb.statusWritten {
+		entries := make([]resourceapi.AllocatedDeviceStatus, len(p.devices))
+		for i, dev := range p.devices {
+			entries[i] = d.rolledBackEntry(p.claim, dev.deviceRef, cause)
+		}
+		if err := d.claims.UpdateDeviceStatus(ctx, p.claim, entries); err != nil {
+			problems = append(problems, fmt.Sprintf("marking the claim status not ready: %v", err))
+		}
+	}
+	failed := d.freeAll(ctx, rb)
+	abort := &statev1.AbortPrepareRequest{ClaimUid: string(p.claim.UID)}
+	for i, dev := range p.devices {
+		if _, ok := failed[i]; !ok {
+			abort.Keys = append(abort.Keys, allocKey(dev.pool, dev.device))
+		}
+	}
+	if err := d.abort(ctx, abort); err != nil {
+		problems = append(problems, err.Error())
+	}
+	for i, f := range failed {
+		dev := p.devices[i]
+		problems = append(problems, fmt.Sprintf("device %s stays set up, retried in the background: %v", dev.device, f.err))
+		if err := d.keepForRetry(ctx, string(p.claim.UID), dev.deviceRef, f.pd, f.err); err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
+	if len(problems) > 0 {
+		log.Error("rollback incomplete", "problems", problems)
+		return fmt.Errorf("%w (rollback: %s)", cause, strings.Join(problems, "; "))
+	}
+	return cause
+}
+
+// failedFree is a device Free failed for; pd is nil for a guessed one.
+type failedFree struct {
+	pd  *devicev1.PreparedDevice
+	err error
+}
+
+// freeAll frees the devices of a failed prepare in reverse order of setup
+// and returns the ones whose Free failed, by index.
+func (d *Driver) freeAll(ctx context.Context, rb *rollback) map[int]failedFree {
+	failed := map[int]failedFree{}
+	if i := rb.uncertain; i >= 0 {
+		if pd, ok := guessPrepared(rb.devs[i]); ok {
+			if err := d.free(ctx, pd, rb.p.devices[i].config); err != nil {
+				failed[i] = failedFree{err: err}
+			}
+		}
+	}
+	for i := len(rb.prepared) - 1; i >= 0; i-- {
+		if err := d.free(ctx, rb.prepared[i], rb.p.devices[i].config); err != nil {
+			failed[i] = failedFree{pd: rb.prepared[i], err: err}
+		}
+	}
+	return failed
+}
+
+// abort deletes the intents; intents that were committed after all (a
+// commit whose reply was lost) are deleted as allocations.
+func (d *Driver) abort(ctx context.Context, req *statev1.AbortPrepareRequest) error {
+	if len(req.GetKeys()) == 0 {
+		return nil
+	}
+	_, err := d.state.AbortPrepare(ctx, req)
+	if status.Code(err) == codes.FailedPrecondition {
+		err = nil
+		for _, k := range req.GetKeys() {
+			_, e := d.state.DeleteAllocation(ctx, &statev1.DeleteAllocationRequest{Key: k, ClaimUid: req.GetClaimUid()})
+			err = errors.Join(err, e)
+		}
+	}
+	return callErr("aborting the intents", err)
+}
+
+// keepForRetry leaves a device whose Free failed in the state as
+// FREEING_FAILED, with its prepared device when known, for Run.
+func (d *Driver) keepForRetry(ctx context.Context, claimUID string, dev deviceRef, pd *devicev1.PreparedDevice, freeErr error) error {
+	if pd != nil {
+		_, err := d.state.CommitPrepare(ctx, &statev1.CommitPrepareRequest{ClaimUid: claimUID,
+			Allocations: []*statev1.PreparedAllocation{{Key: allocKey(dev.pool, dev.device), PreparedDevice: pd}}})
+		if err != nil {
+			return callErr("recording device "+dev.device+" for a retry", err)
+		}
+	}
+	return d.markFreeFailed(ctx, allocKey(dev.pool, dev.device), freeErr)
+}
+
+func allocKey(pool, device string) *statev1.AllocationKey {
+	return &statev1.AllocationKey{Pool: pool, DeviceName: device}
+}
+
+// inventory returns the node's devices by name.
+func (d *Driver) inventory(ctx context.Context) (map[string]*devicev1.Device, error) {
+	resp, err := d.state.ListDevices(ctx, &statev1.ListDevicesRequest{})
+	if err != nil {
+		return nil, callErr("listing devices", err)
+	}
+	inv := make(map[string]*devicev1.Device, len(resp.GetDevices()))
+	for _, dev := range resp.GetDevices() {
+		inv[dev.GetName()] = dev
+	}
+	return inv, nil
+}
+
+func (d *Driver) listAllocations(ctx context.Context, req *statev1.ListAllocationsRequest) ([]*statev1.Allocation, error) {
+	resp, err := d.state.ListAllocations(ctx, req)
+	if err != nil {
+		return nil, callErr("listing allocations", err)
+	}
+	return resp.GetAllocations(), nil
+}

@@ -1,0 +1,720 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/testing/protocmp"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
+	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+)
+
+const (
+	preparing     = statev1.Phase_PHASE_PREPARING
+	prepared      = statev1.Phase_PHASE_PREPARED
+	attached      = statev1.Phase_PHASE_ATTACHED
+	freeingFailed = statev1.Phase_PHASE_FREEING_FAILED
+)
+
+// twoVFs is a claim of pod web with two VFs of this driver, each with its
+// interface name, and a device of another driver with that driver's
+// config (which would be an unknown field to netdra).
+var twoVFs = claimSpec{
+	name: "c1", pods: []string{"web"},
+	results: []resourceapi.DeviceRequestAllocationResult{
+		result("net", "vf1"), otherResult("gpu", "gpu-0"), result("storage", "vf2"),
+	},
+	configs: []resourceapi.DeviceAllocationConfiguration{
+		claimConfig(`{"podIfName":"net1","vlan":100,"addresses":["10.0.0.2/24"]}`, "net"),
+		opaque(resourceapi.AllocationConfigSourceClaim, "gpu.example.com", `{"cores":4}`),
+		claimConfig(`{"podIfName":"net2"}`, "storage"),
+	},
+}
+
+var twoVFsResult = []deviceResult{
+	{Requests: "[net]", Pool: testPool, Device: "vf1"},
+	{Requests: "[storage]", Pool: testPool, Device: "vf2"},
+}
+
+// with returns a copy of spec changed by f.
+func with(spec claimSpec, f func(*claimSpec)) claimSpec {
+	spec.results = append([]resourceapi.DeviceRequestAllocationResult(nil), spec.results...)
+	spec.configs = append([]resourceapi.DeviceAllocationConfiguration(nil), spec.configs...)
+	f(&spec)
+	return spec
+}
+
+var freshCalls = []string{
+	"state.ListAllocations claim=uid-c1",
+	"state.ListDevices",
+	"state.ListAllocations pod=uid-web",
+	"state.BeginPrepare pool-a/vf1 pool-a/vf2",
+}
+
+func calls(groups ...[]string) []string {
+	var out []string
+	for _, g := range groups {
+		out = append(out, g...)
+	}
+	return out
+}
+
+func TestPrepare(t *testing.T) {
+	event := []string{"claims.Event Warning PrepareFailed"}
+	tests := []struct {
+		name  string
+		rows  []*statev1.Allocation
+		claim claimSpec
+		// change overrides fakes.
+		change      func(*rig)
+		wantDevices []deviceResult
+		wantErr     error
+		// wantMsg is in the error and in the event.
+		wantMsg   string
+		wantCalls []string
+		wantRows  []string
+		// check checks more after the prepare.
+		check func(*testing.T, *rig)
+	}{
+		{
+			name:        "prepares in order: intents, setup, status, commit",
+			claim:       twoVFs,
+			wantDevices: twoVFsResult,
+			wantCalls: calls(freshCalls, []string{
+				"prov.Setup vf1", "prov.Setup vf2",
+				"claims.UpdateDeviceStatus pool-a/vf1 pool-a/vf2",
+				"state.CommitPrepare pool-a/vf1 pool-a/vf2",
+			}),
+			wantRows: []string{
+				"pool-a/vf1 PHASE_PREPARED uid-c1 pod=uid-web if=net1 pd",
+				"pool-a/vf2 PHASE_PREPARED uid-c1 pod=uid-web if=net2 pd",
+			},
+		},
+		{
+			name: "only other drivers' devices: nothing to do",
+			claim: claimSpec{name: "c1", pods: []string{"web"},
+				results: []resourceapi.DeviceRequestAllocationResult{otherResult("gpu", "gpu-0")}},
+			wantCalls: []string{},
+			wantRows:  []string{},
+		},
+		{
+			name:      "reserved for no pod",
+			claim:     with(twoVFs, func(c *claimSpec) { c.pods = nil }),
+			wantErr:   ErrNotOnePod,
+			wantMsg:   "reserved for none",
+			wantCalls: event,
+			wantRows:  []string{},
+		},
+		{
+			name:      "reserved for two pods",
+			claim:     with(twoVFs, func(c *claimSpec) { c.pods = []string{"web", "db"} }),
+			wantErr:   ErrNotOnePod,
+			wantMsg:   "reserved for 2: pods/web, pods/db",
+			wantCalls: event,
+			wantRows:  []string{},
+		},
+		{
+			name:  "host-network pod",
+			claim: twoVFs,
+			change: func(r *rig) {
+				r.pods["web"] = podOf("web")
+				r.pods["web"].Spec.HostNetwork = true
+			},
+			wantErr:   ErrHostNetwork,
+			wantMsg:   "pod default/web: pod uses the host network",
+			wantCalls: event,
+			wantRows:  []string{},
+		},
+		{
+			name:  "pod replaced since the claim was reserved",
+			claim: twoVFs,
+			change: func(r *rig) {
+				r.pods["web"] = podOf("web")
+				r.pods["web"].UID = "uid-web-2"
+			},
+			wantMsg:   "pod default/web is uid-web-2, not the uid-web the claim is reserved for",
+			wantCalls: event,
+			wantRows:  []string{},
+		},
+		{
+			name: "config out of range: nothing touched",
+			claim: with(twoVFs, func(c *claimSpec) {
+				c.configs[2] = claimConfig(`{"podIfName":"net2","vlan":5000}`, "storage")
+			}),
+			wantMsg:   `request "storage": config.vlan: 5000 is out of range 0..4094`,
+			wantCalls: event,
+			wantRows:  []string{},
+		},
+		{
+			name: "unknown config field",
+			claim: with(twoVFs, func(c *claimSpec) {
+				c.configs = append(c.configs, claimConfig(`{"vlanId":5}`))
+			}),
+			wantMsg:   `request "net": config.vlanId: unknown field`,
+			wantCalls: event,
+			wantRows:  []string{},
+		},
+		{
+			name: "admin access refused",
+			claim: with(twoVFs, func(c *claimSpec) {
+				yes := true
+				c.results[0].AdminAccess = &yes
+			}),
+			wantErr:   ErrAdminAccess,
+			wantCalls: event,
+			wantRows:  []string{},
+		},
+		{
+			name: "same interface name twice in the claim",
+			claim: with(twoVFs, func(c *claimSpec) {
+				c.configs[2] = claimConfig(`{"podIfName":"net1"}`, "storage")
+			}),
+			wantErr:   ErrIfNameInUse,
+			wantMsg:   `"net1" of request "storage" is also the name of request "net" of this claim`,
+			wantCalls: calls([]string{"state.ListAllocations claim=uid-c1", "state.ListDevices"}, event),
+			wantRows:  []string{},
+		},
+		{
+			name:      "interface name taken by another claim of the pod",
+			rows:      []*statev1.Allocation{row("c0", "web", "vf3", prepared, &devicev1.DeviceConfig{PodIfName: "net2"})},
+			claim:     twoVFs,
+			wantErr:   ErrIfNameInUse,
+			wantMsg:   `"net2" of request "storage" is also the name of device vf3 of claim default/c0`,
+			wantCalls: calls(freshCalls[:3], event),
+			wantRows:  []string{"pool-a/vf3 PHASE_PREPARED uid-c0 pod=uid-web if=net2 pd"},
+		},
+		{
+			name: "kernel name of another claim's device is taken too",
+			rows: []*statev1.Allocation{row("c0", "web", "vf3", prepared, nil)},
+			claim: with(twoVFs, func(c *claimSpec) {
+				c.configs[2] = claimConfig(`{"podIfName":"ens1f0v3"}`, "storage")
+			}),
+			wantErr:   ErrIfNameInUse,
+			wantCalls: calls(freshCalls[:3], event),
+			wantRows:  []string{"pool-a/vf3 PHASE_PREPARED uid-c0 pod=uid-web if= pd"},
+		},
+		{
+			name:      "device held by another claim",
+			rows:      []*statev1.Allocation{row("c9", "db", "vf2", prepared, nil)},
+			claim:     twoVFs,
+			wantMsg:   "reserving devices: device vf2 is allocated to claim uid-c9 in pool pool-a: conflict",
+			wantCalls: calls(freshCalls, event),
+			wantRows:  []string{"pool-a/vf2 PHASE_PREPARED uid-c9 pod=uid-db if= pd"},
+		},
+		{
+			name:      "device not in the inventory",
+			claim:     with(twoVFs, func(c *claimSpec) { c.results[2].Device = "vf9" }),
+			wantErr:   ErrUnknownDevice,
+			wantMsg:   `device vf9 (request "storage")`,
+			wantCalls: calls(freshCalls[:2], event),
+			wantRows:  []string{},
+		},
+		{
+			name:  "setup of the second device fails: the first is freed",
+			claim: twoVFs,
+			change: func(r *rig) {
+				setup := r.prov.SetupFunc
+				r.prov.SetupFunc = func(in *provisionerv1.SetupRequest) (*provisionerv1.SetupResponse, error) {
+					if in.GetDevice().GetName() == "vf2" {
+						return nil, status.Error(codes.Unknown, "setting up vf2: PF ens1f0 refused VLAN 100")
+					}
+					return setup(in)
+				}
+			},
+			wantMsg: `device vf2 (request "storage"): setup: setting up vf2: PF ens1f0 refused VLAN 100`,
+			wantCalls: calls(freshCalls, []string{
+				"prov.Setup vf1", "prov.Setup vf2",
+				"prov.Free vf1",
+				"state.AbortPrepare pool-a/vf1 pool-a/vf2",
+			}, event),
+			wantRows: []string{},
+		},
+		{
+			name: "setup reply lost for a dummy: its link is freed too",
+			claim: claimSpec{name: "c1", pods: []string{"web"},
+				results: []resourceapi.DeviceRequestAllocationResult{result("net", "vf1"), result("storage", "dummy0")}},
+			change: func(r *rig) {
+				setup := r.prov.SetupFunc
+				r.prov.SetupFunc = func(in *provisionerv1.SetupRequest) (*provisionerv1.SetupResponse, error) {
+					if in.GetDevice().GetName() == "dummy0" {
+						return nil, status.Error(codes.Unavailable, "connection reset")
+					}
+					return setup(in)
+				}
+				r.prov.FreeFunc = func(in *provisionerv1.FreeRequest) (*provisionerv1.FreeResponse, error) {
+					if in.GetPreparedDevice().GetDevice().GetName() == "dummy0" {
+						r.freed = append(r.freed, in.GetPreparedDevice())
+					}
+					return &provisionerv1.FreeResponse{}, nil
+				}
+			},
+			check: func(t *testing.T, r *rig) {
+				want := []*devicev1.PreparedDevice{{
+					Device:       deviceByName("dummy0"),
+					OriginalLink: &devicev1.LinkSnapshot{Name: "dummy0"}, LinkCreated: true,
+				}}
+				if diff := cmp.Diff(want, r.freed, protocmp.Transform()); diff != "" {
+					t.Errorf("dummy0 freed as (-want +got):\n%s", diff)
+				}
+			},
+			wantMsg: "connection reset",
+			wantCalls: calls(freshCalls[:3], []string{
+				"state.BeginPrepare pool-a/vf1 pool-a/dummy0",
+				"prov.Setup vf1", "prov.Setup dummy0",
+				"prov.Free dummy0", "prov.Free vf1",
+				"state.AbortPrepare pool-a/vf1 pool-a/dummy0",
+			}, event),
+			wantRows: []string{},
+		},
+		{
+			name:  "status write fails: all freed in reverse",
+			claim: twoVFs,
+			change: func(r *rig) {
+				r.claims.UpdateDeviceStatusFunc = func(*resourceapi.ResourceClaim, []resourceapi.AllocatedDeviceStatus) error {
+					return errors.New("resourceclaims.resource.k8s.io \"c1\" is forbidden")
+				}
+			},
+			wantMsg: `writing claim status: resourceclaims.resource.k8s.io "c1" is forbidden`,
+			wantCalls: calls(freshCalls, []string{
+				"prov.Setup vf1", "prov.Setup vf2",
+				"claims.UpdateDeviceStatus pool-a/vf1 pool-a/vf2",
+				"prov.Free vf2", "prov.Free vf1",
+				"state.AbortPrepare pool-a/vf1 pool-a/vf2",
+			}, event),
+			wantRows: []string{},
+		},
+		{
+			name:  "commit fails: status marked not ready, all freed",
+			claim: twoVFs,
+			change: func(r *rig) {
+				r.state.CommitPrepareFunc = func(*statev1.CommitPrepareRequest) (*statev1.CommitPrepareResponse, error) {
+					return nil, status.Error(codes.Unavailable, "state service restarting")
+				}
+			},
+			wantMsg: "committing the allocations: state service restarting",
+			check: func(t *testing.T, r *rig) {
+				for _, e := range r.claims.getWritten("uid-c1") {
+					c := findCondition(e.Conditions, ConditionReady)
+					if e.Data != nil || e.NetworkData != nil || c == nil || c.Status != metav1.ConditionFalse ||
+						!strings.Contains(c.Message, "state service restarting") {
+						t.Errorf("status entry after the rollback: %+v, want Ready False with the cause and no data", e)
+					}
+				}
+			},
+			wantCalls: calls(freshCalls, []string{
+				"prov.Setup vf1", "prov.Setup vf2",
+				"claims.UpdateDeviceStatus pool-a/vf1 pool-a/vf2",
+				"state.CommitPrepare pool-a/vf1 pool-a/vf2",
+				"claims.UpdateDeviceStatus pool-a/vf1 pool-a/vf2",
+				"prov.Free vf2", "prov.Free vf1",
+				"state.AbortPrepare pool-a/vf1 pool-a/vf2",
+			}, event),
+			wantRows: []string{},
+		},
+		{
+			name:  "free fails in the rollback: kept for the retry loop",
+			claim: twoVFs,
+			change: func(r *rig) {
+				r.prov.SetupFunc = func(in *provisionerv1.SetupRequest) (*provisionerv1.SetupResponse, error) {
+					if in.GetDevice().GetName() == "vf2" {
+						return nil, status.Error(codes.Unknown, "no such VF")
+					}
+					return &provisionerv1.SetupResponse{PreparedDevice: preparedOf(in.GetDevice())}, nil
+				}
+				r.prov.FreeFunc = func(*provisionerv1.FreeRequest) (*provisionerv1.FreeResponse, error) {
+					return nil, status.Error(codes.Unknown, "PF ens1f0 is busy")
+				}
+			},
+			wantMsg: "rollback: device vf1 stays set up, retried in the background: freeing device vf1: PF ens1f0 is busy",
+			wantCalls: calls(freshCalls, []string{
+				"prov.Setup vf1", "prov.Setup vf2",
+				"prov.Free vf1",
+				"state.AbortPrepare pool-a/vf2",
+				"state.CommitPrepare pool-a/vf1",
+				"state.MarkFreeFailed pool-a/vf1",
+			}, event),
+			wantRows: []string{"pool-a/vf1 PHASE_FREEING_FAILED uid-c1 pod=uid-web if=net1 pd"},
+		},
+		{
+			name: "prepared already for another pod",
+			rows: []*statev1.Allocation{
+				row("c1", "old", "vf1", attached, nil), row("c1", "old", "vf2", attached, nil),
+			},
+			claim:     twoVFs,
+			wantErr:   ErrClaimInUse,
+			wantMsg:   "device vf1 is prepared for pod UID uid-old, not uid-web of pod default/web",
+			wantCalls: calls(freshCalls[:1], event),
+			wantRows: []string{
+				"pool-a/vf1 PHASE_ATTACHED uid-c1 pod=uid-old if= pd",
+				"pool-a/vf2 PHASE_ATTACHED uid-c1 pod=uid-old if= pd",
+			},
+		},
+		{
+			name:  "a device still being freed from an earlier use",
+			rows:  []*statev1.Allocation{row("c1", "old", "vf1", freeingFailed, nil)},
+			claim: twoVFs,
+			change: func(r *rig) {
+				r.prov.FreeFunc = func(*provisionerv1.FreeRequest) (*provisionerv1.FreeResponse, error) {
+					return nil, status.Error(codes.Unknown, "PF ens1f0 is busy")
+				}
+			},
+			wantErr: ErrStillFreeing,
+			wantMsg: "device vf1: device is still being freed: freeing device vf1: PF ens1f0 is busy",
+			wantCalls: calls(freshCalls[:1], []string{
+				"prov.Free vf1", "state.MarkFreeFailed pool-a/vf1",
+			}, event),
+			wantRows: []string{"pool-a/vf1 PHASE_FREEING_FAILED uid-c1 pod=uid-old if= pd"},
+		},
+		{
+			name:        "a device freed now from an earlier use, then prepared",
+			rows:        []*statev1.Allocation{row("c1", "old", "vf1", freeingFailed, nil)},
+			claim:       twoVFs,
+			wantDevices: twoVFsResult,
+			wantCalls: calls(freshCalls[:1], []string{
+				"prov.Free vf1", "state.DeleteAllocation pool-a/vf1",
+			}, freshCalls[1:], []string{
+				"prov.Setup vf1", "prov.Setup vf2",
+				"claims.UpdateDeviceStatus pool-a/vf1 pool-a/vf2",
+				"state.CommitPrepare pool-a/vf1 pool-a/vf2",
+			}),
+			wantRows: []string{
+				"pool-a/vf1 PHASE_PREPARED uid-c1 pod=uid-web if=net1 pd",
+				"pool-a/vf2 PHASE_PREPARED uid-c1 pod=uid-web if=net2 pd",
+			},
+		},
+		{
+			name: "prepared devices differ from the allocation: freed, prepared again",
+			rows: []*statev1.Allocation{row("c1", "web", "vf3", prepared, nil)},
+			claim: claimSpec{name: "c1", pods: []string{"web"},
+				results: []resourceapi.DeviceRequestAllocationResult{result("net", "vf1")}},
+			wantDevices: []deviceResult{{Requests: "[net]", Pool: testPool, Device: "vf1"}},
+			wantCalls: []string{
+				"state.ListAllocations claim=uid-c1",
+				"prov.Free vf3", "state.DeleteAllocation pool-a/vf3",
+				"state.ListDevices", "state.ListAllocations pod=uid-web",
+				"state.BeginPrepare pool-a/vf1", "prov.Setup vf1",
+				"claims.UpdateDeviceStatus pool-a/vf1", "state.CommitPrepare pool-a/vf1",
+			},
+			wantRows: []string{"pool-a/vf1 PHASE_PREPARED uid-c1 pod=uid-web if= pd"},
+		},
+		{
+			name: "a left-over intent without status is rolled back, then prepared",
+			rows: []*statev1.Allocation{row("c1", "web", "vf1", preparing, nil)},
+			claim: claimSpec{name: "c1", pods: []string{"web"},
+				results: []resourceapi.DeviceRequestAllocationResult{result("net", "vf1")}},
+			wantDevices: []deviceResult{{Requests: "[net]", Pool: testPool, Device: "vf1"}},
+			wantCalls: []string{
+				"state.ListAllocations claim=uid-c1",
+				"state.ListDevices", "state.AbortPrepare pool-a/vf1",
+				"state.ListDevices", "state.ListAllocations pod=uid-web",
+				"state.BeginPrepare pool-a/vf1", "prov.Setup vf1",
+				"claims.UpdateDeviceStatus pool-a/vf1", "state.CommitPrepare pool-a/vf1",
+			},
+			wantRows: []string{"pool-a/vf1 PHASE_PREPARED uid-c1 pod=uid-web if= pd"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t, tt.rows...)
+			if tt.change != nil {
+				tt.change(r)
+			}
+			got, err := r.prepare(t, tt.claim.build())
+			wantFail := tt.wantErr != nil || tt.wantMsg != ""
+			switch {
+			case wantFail && err == nil:
+				t.Fatalf("prepare succeeded, want an error")
+			case !wantFail && err != nil:
+				t.Fatalf("prepare: %v", err)
+			case tt.wantErr != nil && !errors.Is(err, tt.wantErr):
+				t.Errorf("error %q is not %q", err, tt.wantErr)
+			case tt.wantMsg != "" && !strings.Contains(err.Error(), tt.wantMsg):
+				t.Errorf("error %q does not say %q", err, tt.wantMsg)
+			}
+			if diff := cmp.Diff(tt.wantDevices, got); diff != "" {
+				t.Errorf("devices (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.wantCalls, r.rec.get()); diff != "" {
+				t.Errorf("calls (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.wantRows, rowSummary(r.mem.snapshot())); diff != "" {
+				t.Errorf("state rows (-want +got):\n%s", diff)
+			}
+			if tt.check != nil {
+				tt.check(t, r)
+			}
+			if events := r.claims.getEvents(); wantFail && (len(events) != 1 || !strings.Contains(events[0], err.Error())) {
+				t.Errorf("events %q, want one PrepareFailed event saying %q", events, err)
+			}
+		})
+	}
+}
+
+func TestPrepare_StatusEntries(t *testing.T) {
+	r := newRig(t)
+	claim := twoVFs.build()
+	if _, err := r.prepare(t, claim); err != nil {
+		t.Fatal(err)
+	}
+	cond := []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "DevicePrepared",
+		ObservedGeneration: 1, LastTransitionTime: metav1.NewTime(testNow)}}
+	want := []resourceapi.AllocatedDeviceStatus{
+		{Driver: testDriver, Pool: testPool, Device: "vf1", Conditions: cond,
+			NetworkData: &resourceapi.NetworkDeviceData{InterfaceName: "net1", IPs: []string{"10.0.0.2/24"}, HardwareAddress: "02:00:00:00:00:01"}},
+		{Driver: testDriver, Pool: testPool, Device: "vf2", Conditions: cond,
+			NetworkData: &resourceapi.NetworkDeviceData{InterfaceName: "net2", HardwareAddress: "02:00:00:00:00:02"}},
+	}
+	got := r.claims.getWritten("uid-c1")
+	var data [][]byte
+	for i := range got {
+		data = append(data, got[i].Data.Raw)
+		got[i].Data = nil
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("status entries (-want +got):\n%s", diff)
+	}
+	// The data is StatusData: the prepared device the provisioner
+	// returned and the parsed config.
+	vlan := uint32(100)
+	wantData := []struct {
+		pd  *devicev1.PreparedDevice
+		cfg *devicev1.DeviceConfig
+	}{
+		{preparedOf(deviceByName("vf1")), &devicev1.DeviceConfig{PodIfName: "net1", Vlan: &vlan, Addresses: []string{"10.0.0.2/24"}}},
+		{preparedOf(deviceByName("vf2")), &devicev1.DeviceConfig{PodIfName: "net2"}},
+	}
+	for i, raw := range data {
+		pdRaw, cfg, err := decodeStatusData(raw)
+		if err != nil {
+			t.Fatalf("entry %d: %v", i, err)
+		}
+		pd := &devicev1.PreparedDevice{}
+		if err := protojsonUnmarshal(pdRaw, pd); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(wantData[i].pd, pd, protocmp.Transform()); diff != "" {
+			t.Errorf("entry %d prepared device (-want +got):\n%s", i, diff)
+		}
+		if diff := cmp.Diff(wantData[i].cfg, cfg, protocmp.Transform()); diff != "" {
+			t.Errorf("entry %d config (-want +got):\n%s", i, diff)
+		}
+		if !strings.HasPrefix(string(raw), `{"preparedDevice":{"device":{"name":"vf`) {
+			t.Errorf("entry %d data %s is not compact StatusData", i, raw)
+		}
+	}
+}
+
+func TestPrepare_Idempotent(t *testing.T) {
+	tests := []struct {
+		name string
+		// keepStatus puts the first prepare's status entries into the
+		// claim given to the second.
+		keepStatus bool
+		wantCalls  []string
+	}{
+		{name: "prepared and recorded: nothing is done again", keepStatus: true,
+			wantCalls: []string{"state.ListAllocations claim=uid-c1"}},
+		{name: "status entries missing: rewritten from the state, no setup",
+			wantCalls: []string{"state.ListAllocations claim=uid-c1", "claims.UpdateDeviceStatus pool-a/vf1 pool-a/vf2"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t)
+			if _, err := r.prepare(t, twoVFs.build()); err != nil {
+				t.Fatal(err)
+			}
+			first := r.claims.getWritten("uid-c1")
+			r.rec = &recorder{}
+			r.state.rec, r.prov.rec, r.claims.rec = r.rec, r.rec, r.rec
+			spec := twoVFs
+			if tt.keepStatus {
+				spec.status = first
+			}
+			got, err := r.prepare(t, spec.build())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(twoVFsResult, got); diff != "" {
+				t.Errorf("devices (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.wantCalls, r.rec.get()); diff != "" {
+				t.Errorf("calls (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(first, r.claims.getWritten("uid-c1")); diff != "" {
+				t.Errorf("status (-first +now):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestPrepare_OneAtATimePerClaim prepares the same claim from two calls at
+// once: the second waits and finds it prepared, so each device is set up
+// once.
+func TestPrepare_OneAtATimePerClaim(t *testing.T) {
+	r := newRig(t)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			if _, err := r.prepare(t, twoVFs.build()); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	setups := 0
+	for _, c := range r.rec.get() {
+		if strings.HasPrefix(c, "prov.Setup") {
+			setups++
+		}
+	}
+	if setups != 2 {
+		t.Errorf("%d setups, want 2: %q", setups, r.rec.get())
+	}
+}
+
+// TestPrepare_ClaimsConcurrently prepares claims of two pods in one call.
+func TestPrepare_ClaimsConcurrently(t *testing.T) {
+	r := newRig(t)
+	a := claimSpec{name: "a", pods: []string{"web"}, results: []resourceapi.DeviceRequestAllocationResult{result("net", "vf1")},
+		configs: []resourceapi.DeviceAllocationConfiguration{claimConfig(`{"podIfName":"net1"}`)}}
+	b := claimSpec{name: "b", pods: []string{"web"}, results: []resourceapi.DeviceRequestAllocationResult{result("net", "vf2")},
+		configs: []resourceapi.DeviceAllocationConfiguration{claimConfig(`{"podIfName":"net2"}`)}}
+	c := claimSpec{name: "c", pods: []string{"db"}, results: []resourceapi.DeviceRequestAllocationResult{result("net", "vf3")},
+		configs: []resourceapi.DeviceAllocationConfiguration{claimConfig(`{"podIfName":"net1"}`)}}
+	res, err := r.d.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{a.build(), b.build(), c.build()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for uid, pr := range res {
+		if pr.Err != nil || len(pr.Devices) != 1 {
+			t.Errorf("claim %s: %+v", uid, pr)
+		}
+	}
+	want := []string{
+		"pool-a/vf1 PHASE_PREPARED uid-a pod=uid-web if=net1 pd",
+		"pool-a/vf2 PHASE_PREPARED uid-b pod=uid-web if=net2 pd",
+		"pool-a/vf3 PHASE_PREPARED uid-c pod=uid-db if=net1 pd",
+	}
+	if diff := cmp.Diff(want, rowSummary(r.mem.snapshot())); diff != "" {
+		t.Errorf("state rows (-want +got):\n%s", diff)
+	}
+}
+
+// TestPrepare_PodIfNameRace prepares two claims of one pod asking for the
+// same interface name at once: exactly one gets it. BeginPrepare is slowed
+// down so that without the pod lock both claims would check the names
+// before either recorded its intent.
+func TestPrepare_PodIfNameRace(t *testing.T) {
+	for range 5 {
+		r := newRig(t)
+		begin := r.state.BeginPrepareFunc
+		r.state.BeginPrepareFunc = func(in *statev1.BeginPrepareRequest) (*statev1.BeginPrepareResponse, error) {
+			time.Sleep(5 * time.Millisecond)
+			return begin(in)
+		}
+		a := claimSpec{name: "a", pods: []string{"web"}, results: []resourceapi.DeviceRequestAllocationResult{result("net", "vf1")},
+			configs: []resourceapi.DeviceAllocationConfiguration{claimConfig(`{"podIfName":"net1"}`)}}
+		b := claimSpec{name: "b", pods: []string{"web"}, results: []resourceapi.DeviceRequestAllocationResult{result("net", "vf2")},
+			configs: []resourceapi.DeviceAllocationConfiguration{claimConfig(`{"podIfName":"net1"}`)}}
+		res, _ := r.d.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{a.build(), b.build()})
+		failed := 0
+		for _, pr := range res {
+			if errors.Is(pr.Err, ErrIfNameInUse) {
+				failed++
+			}
+		}
+		if failed != 1 {
+			t.Fatalf("%d claims refused, want 1: %+v", failed, res)
+		}
+	}
+}
+
+func TestConfigFor(t *testing.T) {
+	class := resourceapi.AllocationConfigSourceClass
+	vlan := func(v uint32) *uint32 { return &v }
+	tests := []struct {
+		name    string
+		configs []resourceapi.DeviceAllocationConfiguration
+		request string
+		want    *devicev1.DeviceConfig
+		wantErr string
+	}{
+		{name: "no config", request: "net", want: &devicev1.DeviceConfig{}},
+		{name: "for all requests", request: "net",
+			configs: []resourceapi.DeviceAllocationConfiguration{claimConfig(`{"podIfName":"net1"}`)},
+			want:    &devicev1.DeviceConfig{PodIfName: "net1"}},
+		{name: "for another request", request: "net",
+			configs: []resourceapi.DeviceAllocationConfiguration{claimConfig(`{"podIfName":"net1"}`, "other")},
+			want:    &devicev1.DeviceConfig{}},
+		{name: "main request covers its subrequests", request: "net/fast",
+			configs: []resourceapi.DeviceAllocationConfiguration{claimConfig(`{"podIfName":"net1"}`, "net")},
+			want:    &devicev1.DeviceConfig{PodIfName: "net1"}},
+		{name: "another driver's config is ignored", request: "net",
+			configs: []resourceapi.DeviceAllocationConfiguration{opaque(class, "gpu.example.com", `{"cores":4}`)},
+			want:    &devicev1.DeviceConfig{}},
+		{name: "class then claim: merged, the claim wins", request: "net",
+			configs: []resourceapi.DeviceAllocationConfiguration{
+				opaque(class, testDriver, `{"vlan":100,"podIfName":"x","mtu":9000}`),
+				claimConfig(`{"podIfName":"net1","mtu":null}`, "net"),
+			},
+			want: &devicev1.DeviceConfig{PodIfName: "net1", Vlan: vlan(100)}},
+		{name: "merged config is validated whole", request: "net",
+			configs: []resourceapi.DeviceAllocationConfiguration{
+				opaque(class, testDriver, `{"vlan":100}`), claimConfig(`{"vlanQoS":9}`),
+			},
+			wantErr: `request "net": config.vlanQoS: 9 is out of range 0..7`},
+		{name: "key twice in one of several entries", request: "net",
+			configs: []resourceapi.DeviceAllocationConfiguration{
+				opaque(class, testDriver, `{"vlan":100}`), claimConfig(`{"mtu":1500,"mtu":9000}`),
+			},
+			wantErr: `request "net": config.mtu: given twice`},
+		{name: "not an object among several", request: "net",
+			configs: []resourceapi.DeviceAllocationConfiguration{
+				opaque(class, testDriver, `{"vlan":100}`), claimConfig(`[1]`),
+			},
+			wantErr: `request "net": config.parameters: not a JSON object`},
+		{name: "more addresses than a claim status holds", request: "net",
+			configs: []resourceapi.DeviceAllocationConfiguration{claimConfig(`{"addresses":["10.0.0.1/24","10.0.0.2/24","10.0.0.3/24",
+				"10.0.0.4/24","10.0.0.5/24","10.0.0.6/24","10.0.0.7/24","10.0.0.8/24","10.0.0.9/24","10.0.0.10/24","10.0.0.11/24",
+				"10.0.0.12/24","10.0.0.13/24","10.0.0.14/24","10.0.0.15/24","10.0.0.16/24","10.0.0.17/24"]}`)},
+			wantErr: `request "net": config.addresses: 17 addresses; a claim status holds at most 16`},
+		{name: "an address twice", request: "net",
+			configs: []resourceapi.DeviceAllocationConfiguration{claimConfig(`{"addresses":["10.0.0.1/24","10.0.0.1/24"]}`)},
+			wantErr: `request "net": config.addresses[1]: 10.0.0.1/24 is given twice`},
+		{name: "parameters as an object", request: "net",
+			configs: []resourceapi.DeviceAllocationConfiguration{{Source: class, DeviceConfiguration: resourceapi.DeviceConfiguration{
+				Opaque: &resourceapi.OpaqueDeviceConfiguration{Driver: testDriver,
+					Parameters: runtime.RawExtension{Object: &runtime.Unknown{Raw: []byte(`{"podIfName":"net1"}`), ContentType: runtime.ContentTypeJSON}}}}}},
+			want: &devicev1.DeviceConfig{PodIfName: "net1"}},
+	}
+	d := newRig(t).d
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := d.configFor(tt.configs, tt.request)
+			if tt.wantErr != "" {
+				if err == nil || err.Error() != tt.wantErr {
+					t.Fatalf("error %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got, protocmp.Transform()); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}

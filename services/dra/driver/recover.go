@@ -1,0 +1,176 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	resourceapi "k8s.io/api/resource/v1"
+
+	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
+	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+)
+
+// Recover reconciles the state service with the cluster after a restart;
+// claims are the ResourceClaims of the pods still on this node. Call it
+// before serving the kubelet. Idempotent.
+//
+// When the state holds allocations, they are trusted and only the intents
+// (PREPARING) are settled, as a prepare that a crash interrupted:
+//
+//   - the claim status has this driver's Ready entry with data for the
+//     device: Setup and the status write happened, only the commit did
+//     not; the allocation is restored from the status data (the
+//     provisioner's Restore rebuilds the prepared device);
+//   - otherwise the prepare never reached the cluster: the device is freed
+//     (with a guessed prepared device, see guessPrepared) and the intent
+//     aborted. A Free that fails leaves it FREEING_FAILED for Run.
+//
+// When the state holds no allocation at all (a node reboot, a lost state
+// file), every Ready entry of this driver with data, for a device the
+// claim's allocation still lists, is restored as a PREPARED allocation.
+//
+// The error joins what could not be done; the rest is done.
+func (d *Driver) Recover(ctx context.Context, claims []*resourceapi.ResourceClaim) error {
+	rows, err := d.listAllocations(ctx, &statev1.ListAllocationsRequest{})
+	if err != nil {
+		return err
+	}
+	if len(rows) == 0 {
+		return d.rebuild(ctx, claims)
+	}
+	byUID := map[string]*resourceapi.ResourceClaim{}
+	for _, c := range claims {
+		if c != nil {
+			byUID[string(c.UID)] = c
+		}
+	}
+	var errs []error
+	for _, row := range rows {
+		if row.GetPhase() != statev1.Phase_PHASE_PREPARING {
+			continue
+		}
+		if err := d.recoverIntent(ctx, row, byUID[row.GetClaimUid()]); err != nil {
+			errs = append(errs, fmt.Errorf("claim %s/%s, device %s: %w", row.GetClaimNamespace(), row.GetClaimName(), row.GetDeviceName(), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (d *Driver) recoverIntent(ctx context.Context, row *statev1.Allocation, claim *resourceapi.ResourceClaim) error {
+	unlock, err := d.claimLocks.lock(ctx, row.GetClaimUid())
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	log := d.log.With("claim", row.GetClaimNamespace()+"/"+row.GetClaimName(), "claimUID", row.GetClaimUid())
+	_, _, err = d.settleIntent(ctx, log, row, claim)
+	return err
+}
+
+// settleIntent resolves an intent left by an interrupted prepare: restored
+// from the claim's status data when there is any (restored is the row,
+// now PREPARED), else released (freeErr when its Free failed and it was
+// kept for Run). claim may be nil.
+func (d *Driver) settleIntent(ctx context.Context, log *slog.Logger, row *statev1.Allocation, claim *resourceapi.ResourceClaim) (restored *statev1.Allocation, freeErr, err error) {
+	log = log.With("device", row.GetDeviceName(), "pool", row.GetPool())
+	if data := d.readyData(claim, row.GetPool(), row.GetDeviceName()); data != nil {
+		pd, cfg, err := d.restoreData(ctx, row.GetDeviceName(), data)
+		switch {
+		case err == nil:
+			r := proto.CloneOf(row)
+			r.Phase, r.PreparedDevice = statev1.Phase_PHASE_UNSPECIFIED, pd
+			if r.Config == nil {
+				r.Config = cfg
+			}
+			if _, err := d.state.RestoreAllocations(ctx, &statev1.RestoreAllocationsRequest{Allocations: []*statev1.Allocation{r}}); err != nil {
+				return nil, nil, callErr("restoring the allocation", err)
+			}
+			r.Phase = statev1.Phase_PHASE_PREPARED
+			log.Info("interrupted prepare completed from the claim status")
+			return r, nil, nil
+		case !errors.Is(err, ErrBadStatusData) && status.Code(err) != codes.InvalidArgument:
+			return nil, nil, err
+		}
+		log.Warn("claim status data is unusable; rolling the prepare back", "error", err)
+	}
+	log.Info("rolling back an interrupted prepare")
+	freeErr, err = d.release(ctx, log, row)
+	return nil, freeErr, err
+}
+
+// restoreData rebuilds a prepared device and its config from a status
+// entry's data.
+func (d *Driver) restoreData(ctx context.Context, device string, data []byte) (*devicev1.PreparedDevice, *devicev1.DeviceConfig, error) {
+	raw, cfg, err := decodeStatusData(data)
+	if err != nil {
+		return nil, nil, err
+	}
+	resp, err := d.prov.Restore(ctx, &provisionerv1.RestoreRequest{Data: raw})
+	if err != nil {
+		return nil, nil, callErr("restoring the prepared device", err)
+	}
+	pd := resp.GetPreparedDevice()
+	if n := pd.GetDevice().GetName(); n != device {
+		return nil, nil, fmt.Errorf("%w: prepared device %q for device %q", ErrBadStatusData, n, device)
+	}
+	return pd, cfg, nil
+}
+
+// rebuild restores the allocations of every claim from its status.
+func (d *Driver) rebuild(ctx context.Context, claims []*resourceapi.ResourceClaim) error {
+	var errs []error
+	for _, c := range claims {
+		if c == nil || c.Status.Allocation == nil {
+			continue
+		}
+		if err := d.rebuildClaim(ctx, c); err != nil {
+			errs = append(errs, fmt.Errorf("claim %s/%s: %w", c.Namespace, c.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (d *Driver) rebuildClaim(ctx context.Context, c *resourceapi.ResourceClaim) error {
+	unlock, err := d.claimLocks.lock(ctx, string(c.UID))
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	podUID := ""
+	if len(c.Status.ReservedFor) == 1 {
+		podUID = string(c.Status.ReservedFor[0].UID)
+	}
+	var allocs []*statev1.Allocation
+	var errs []error
+	for _, r := range c.Status.Allocation.Devices.Results {
+		data := d.readyData(c, r.Pool, r.Device)
+		if r.Driver != d.name || data == nil {
+			continue
+		}
+		pd, cfg, err := d.restoreData(ctx, r.Device, data)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("device %s: %w", r.Device, err))
+			continue
+		}
+		allocs = append(allocs, &statev1.Allocation{
+			Pool: r.Pool, DeviceName: r.Device, Manager: pd.GetDevice().GetManager(),
+			ClaimUid: string(c.UID), ClaimNamespace: c.Namespace, ClaimName: c.Name,
+			Request: r.Request, PodUid: podUID, Config: cfg, PreparedDevice: pd,
+		})
+	}
+	if len(allocs) > 0 {
+		resp, err := d.state.RestoreAllocations(ctx, &statev1.RestoreAllocationsRequest{Allocations: allocs})
+		if err != nil {
+			errs = append(errs, callErr("restoring allocations", err))
+		} else {
+			d.log.Info("allocations restored from the claim status", "claim", c.Namespace+"/"+c.Name, "claimUID", c.UID, "restored", resp.GetRestored())
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,231 @@
+package driver
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/testing/protocmp"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
+	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+)
+
+// preparedClaim prepares spec on a rig of its own and returns the status
+// entries the driver wrote and the allocations it made.
+func preparedClaim(t *testing.T, spec claimSpec) ([]resourceapi.AllocatedDeviceStatus, []*statev1.Allocation) {
+	t.Helper()
+	r := newRig(t)
+	if _, err := r.prepare(t, spec.build()); err != nil {
+		t.Fatal(err)
+	}
+	return r.claims.getWritten(string(spec.build().UID)), r.mem.snapshot()
+}
+
+func TestRecover(t *testing.T) {
+	entries, rows := preparedClaim(t, twoVFs)
+	intents := func(names ...string) []*statev1.Allocation {
+		var out []*statev1.Allocation
+		for _, r := range rows {
+			for _, n := range names {
+				if r.GetDeviceName() == n {
+					i := proto.CloneOf(r)
+					i.Phase, i.PreparedDevice = preparing, nil
+					out = append(out, i)
+				}
+			}
+		}
+		return out
+	}
+	otherDriver := resourceapi.AllocatedDeviceStatus{Driver: "gpu.example.com", Pool: "gpus", Device: "gpu-0",
+		Data: &runtime.RawExtension{Raw: []byte(`{"gpu":true}`)}}
+	notReady := resourceapi.AllocatedDeviceStatus{Driver: testDriver, Pool: testPool, Device: "vf3",
+		Conditions: []metav1.Condition{{Type: ConditionReady, Status: metav1.ConditionFalse, Reason: "PrepareRolledBack"}}}
+	recorded := with(twoVFs, func(c *claimSpec) {
+		c.status = append([]resourceapi.AllocatedDeviceStatus{otherDriver}, entries...)
+		c.results = append(c.results, result("spare", "vf3"))
+		c.status = append(c.status, notReady)
+	})
+	unrecorded := twoVFs
+	other := row("c0", "db", "vf3", prepared, nil)
+
+	tests := []struct {
+		name      string
+		rows      []*statev1.Allocation
+		claims    []claimSpec
+		change    func(*rig)
+		wantErr   string
+		wantCalls []string
+		// wantRows are the rows after, in full.
+		wantRows []*statev1.Allocation
+	}{
+		{
+			name:   "empty state: allocations rebuilt from the claim status",
+			claims: []claimSpec{recorded},
+			wantCalls: []string{
+				"state.ListAllocations ",
+				"prov.Restore", "prov.Restore",
+				"state.RestoreAllocations pool-a/vf1 pool-a/vf2",
+			},
+			wantRows: rows,
+		},
+		{
+			name:      "empty state and no status: nothing to restore",
+			claims:    []claimSpec{unrecorded},
+			wantCalls: []string{"state.ListAllocations "},
+		},
+		{
+			name:   "empty state, restore refused: the error names the claim and device",
+			claims: []claimSpec{recorded},
+			change: func(r *rig) {
+				r.prov.RestoreFunc = func(*provisionerv1.RestoreRequest) (*provisionerv1.RestoreResponse, error) {
+					return nil, status.Error(codes.InvalidArgument, "data.originalLink: required for a device with a kernel interface")
+				}
+			},
+			wantErr: "claim default/c1: device vf1: restoring the prepared device: data.originalLink: required",
+			wantCalls: []string{
+				"state.ListAllocations ",
+				"prov.Restore", "prov.Restore",
+			},
+		},
+		{
+			name:      "allocations trusted: a claim's status is not restored over them",
+			rows:      []*statev1.Allocation{other},
+			claims:    []claimSpec{recorded},
+			wantCalls: []string{"state.ListAllocations "},
+			wantRows:  []*statev1.Allocation{other},
+		},
+		{
+			name:   "an intent whose status was written is completed from it",
+			rows:   append([]*statev1.Allocation{other}, intents("vf1", "vf2")...),
+			claims: []claimSpec{recorded},
+			wantCalls: []string{
+				"state.ListAllocations ",
+				"prov.Restore", "state.RestoreAllocations pool-a/vf1",
+				"prov.Restore", "state.RestoreAllocations pool-a/vf2",
+			},
+			wantRows: append(rows, other),
+		},
+		{
+			name:   "an uncommitted intent is rolled back",
+			rows:   append([]*statev1.Allocation{other}, intents("vf1")...),
+			claims: []claimSpec{unrecorded},
+			wantCalls: []string{
+				"state.ListAllocations ",
+				"state.ListDevices", "state.AbortPrepare pool-a/vf1",
+			},
+			wantRows: []*statev1.Allocation{other},
+		},
+		{
+			name: "an uncommitted dummy intent: its link is freed",
+			rows: []*statev1.Allocation{other, row("c1", "web", "dummy0", preparing, nil)},
+			wantCalls: []string{
+				"state.ListAllocations ",
+				"state.ListDevices", "prov.Free dummy0", "state.AbortPrepare pool-a/dummy0",
+			},
+			wantRows: []*statev1.Allocation{other},
+		},
+		{
+			name: "an uncommitted dummy intent whose free fails is left to the retry loop",
+			rows: []*statev1.Allocation{row("c1", "web", "dummy0", preparing, nil)},
+			change: func(r *rig) {
+				r.prov.FreeFunc = failingFree(1)
+			},
+			wantCalls: []string{
+				"state.ListAllocations ",
+				"state.ListDevices", "prov.Free dummy0", "state.MarkFreeFailed pool-a/dummy0",
+			},
+			wantRows: func() []*statev1.Allocation {
+				r := row("c1", "web", "dummy0", freeingFailed, nil)
+				r.PreparedDevice, r.LastError, r.Attempts = nil, "freeing device dummy0: PF ens1f0 is busy", 1
+				return []*statev1.Allocation{r}
+			}(),
+		},
+		{
+			name: "an intent with unusable status data is rolled back",
+			rows: append([]*statev1.Allocation{other}, intents("vf1")...),
+			claims: []claimSpec{with(twoVFs, func(c *claimSpec) {
+				bad := entries[0]
+				bad.Data = &runtime.RawExtension{Raw: []byte(`{"device":"vf1"}`)}
+				c.status = []resourceapi.AllocatedDeviceStatus{bad}
+			})},
+			wantCalls: []string{
+				"state.ListAllocations ",
+				"state.ListDevices", "state.AbortPrepare pool-a/vf1",
+			},
+			wantRows: []*statev1.Allocation{other},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t, tt.rows...)
+			if tt.change != nil {
+				tt.change(r)
+			}
+			var claims []*resourceapi.ResourceClaim
+			for _, c := range tt.claims {
+				claims = append(claims, c.build())
+			}
+			err := r.d.Recover(context.Background(), claims)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("Recover: %v", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Fatalf("Recover error %v, want %q", err, tt.wantErr)
+			}
+			if diff := cmp.Diff(tt.wantCalls, r.rec.get()); diff != "" {
+				t.Errorf("calls (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.wantRows, r.mem.snapshot(), protocmp.Transform()); diff != "" {
+				t.Errorf("state rows (-want +got):\n%s", diff)
+			}
+			// Recovering again changes nothing.
+			if tt.wantErr != "" {
+				return
+			}
+			before := r.mem.snapshot()
+			r.rec.calls = nil
+			if err := r.d.Recover(context.Background(), claims); err != nil {
+				t.Fatalf("second Recover: %v", err)
+			}
+			if diff := cmp.Diff(before, r.mem.snapshot(), protocmp.Transform()); diff != "" {
+				t.Errorf("second Recover changed rows (-before +after):\n%s", diff)
+			}
+			for _, c := range r.rec.get("state.List") {
+				if len(tt.rows) > 0 || !strings.HasPrefix(c, "prov.Restore") && !strings.HasPrefix(c, "state.RestoreAllocations") {
+					t.Errorf("second Recover called %s", c)
+				}
+			}
+		})
+	}
+}
+
+// TestRecover_ThenPrepareIsIdempotent: after a reboot rebuilt the state,
+// the kubelet's prepare finds the claim prepared and sets nothing up.
+func TestRecover_ThenPrepareIsIdempotent(t *testing.T) {
+	entries, _ := preparedClaim(t, twoVFs)
+	spec := twoVFs
+	spec.status = entries
+	r := newRig(t)
+	if err := r.d.Recover(context.Background(), []*resourceapi.ResourceClaim{spec.build()}); err != nil {
+		t.Fatal(err)
+	}
+	r.rec.calls = nil
+	got, err := r.prepare(t, spec.build())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(twoVFsResult, got); diff != "" {
+		t.Errorf("devices (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"state.ListAllocations claim=uid-c1"}, r.rec.get()); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
+	}
+}
