@@ -1,0 +1,102 @@
+package agent
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+)
+
+// Metrics are dra's Prometheus metrics.
+type Metrics struct {
+	calls       *prometheus.CounterVec
+	latency     *prometheus.HistogramVec
+	devices     *prometheus.GaugeVec
+	lastPublish prometheus.Gauge
+}
+
+// NewMetrics registers dra's metrics with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "netdra", Subsystem: "dra", Name: "claims_total",
+			Help: "Claims prepared and unprepared, by operation and result."}, []string{"op", "result"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "netdra", Subsystem: "dra", Name: "call_duration_seconds",
+			Help: "Prepare and unprepare call latency.", Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12)}, []string{"op"}),
+		devices: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "netdra", Subsystem: "dra", Name: "published_devices",
+			Help: "Devices published, by pool."}, []string{"pool"}),
+		lastPublish: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "netdra", Subsystem: "dra", Name: "last_publish_timestamp_seconds",
+			Help: "When ResourceSlices were last published."}),
+	}
+	reg.MustRegister(m.calls, m.latency, m.devices, m.lastPublish)
+	return m
+}
+
+func (m *Metrics) observe(op string, start time.Time, failed int, total int) {
+	m.latency.WithLabelValues(op).Observe(time.Since(start).Seconds())
+	m.calls.WithLabelValues(op, "ok").Add(float64(total - failed))
+	m.calls.WithLabelValues(op, "error").Add(float64(failed))
+}
+
+func (m *Metrics) published(res *resourceslice.DriverResources) {
+	if m == nil {
+		return
+	}
+	m.devices.Reset()
+	for name, p := range res.Pools {
+		n := 0
+		for _, s := range p.Slices {
+			n += len(s.Devices)
+		}
+		m.devices.WithLabelValues(name).Set(float64(n))
+	}
+	m.lastPublish.SetToCurrentTime()
+}
+
+// wrap counts and times the plugin's calls.
+func (m *Metrics) wrap(p kubeletplugin.DRAPlugin) kubeletplugin.DRAPlugin {
+	if m == nil {
+		return p
+	}
+	return &measured{DRAPlugin: p, m: m}
+}
+
+type measured struct {
+	kubeletplugin.DRAPlugin
+	m *Metrics
+}
+
+func (d *measured) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+	start := time.Now()
+	res, err := d.DRAPlugin.PrepareResourceClaims(ctx, claims)
+	failed := 0
+	for _, r := range res {
+		if r.Err != nil {
+			failed++
+		}
+	}
+	if err != nil {
+		failed = len(claims)
+	}
+	d.m.observe("prepare", start, failed, len(claims))
+	return res, err
+}
+
+func (d *measured) UnprepareResourceClaims(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
+	start := time.Now()
+	res, err := d.DRAPlugin.UnprepareResourceClaims(ctx, claims)
+	failed := 0
+	for _, e := range res {
+		if e != nil {
+			failed++
+		}
+	}
+	if err != nil {
+		failed = len(claims)
+	}
+	d.m.observe("unprepare", start, failed, len(claims))
+	return res, err
+}

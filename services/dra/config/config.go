@@ -1,0 +1,49 @@
+// Package config maps a NodeConfig spec onto what dra's parts take: the
+// provisioner's manager configuration and the publisher's pools.
+package config
+
+import (
+	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
+	"github.com/netdra/netdra/services/dra/pools"
+	"github.com/netdra/netdra/shared/apis/v1alpha1"
+)
+
+// Managers is the provisioner configuration of spec.
+func Managers(spec *v1alpha1.NodeConfigSpec) *provisionerv1.ManagerConfigs {
+	m := spec.DeviceManagerConfigs
+	out := &provisionerv1.ManagerConfigs{}
+	if m == nil {
+		return out
+	}
+	if c := m.SRIOV; c != nil {
+		out.Sriov = &provisionerv1.SriovConfig{Enabled: c.Enabled}
+		for _, i := range c.Ifaces {
+			out.Sriov.Ifaces = append(out.Sriov.Ifaces, &provisionerv1.SriovInterface{IfName: i.IfName, VfCount: uint32(max(i.VFCount, 0))})
+		}
+	}
+	if c := m.Dummy; c != nil {
+		out.Dummy = &provisionerv1.DummyConfig{Enabled: c.Enabled, Count: uint32(max(c.Count, 0))}
+	}
+	if c := m.Host; c != nil {
+		out.Host = &provisionerv1.HostConfig{Enabled: c.Enabled, IfNames: c.IfNames, Drivers: c.Drivers,
+			VendorIds: c.VendorIDs, DeviceIds: c.DeviceIDs}
+	}
+	return out
+}
+
+// Pools is the pool configuration of spec.
+func Pools(spec *v1alpha1.NodeConfigSpec) []pools.Spec {
+	var out []pools.Spec
+	for _, p := range spec.Pools {
+		s := pools.Spec{Name: p.Name}
+		if f := p.Filter; f != nil {
+			for _, m := range f.DeviceManagers {
+				s.Filter.DeviceManagers = append(s.Filter.DeviceManagers, string(m))
+			}
+			s.Filter.PFNames, s.Filter.PCIAddrs, s.Filter.VendorIDs = f.PFNames, f.PCIAddrs, f.VendorIDs
+			s.Filter.DeviceIDs, s.Filter.Drivers, s.Filter.IfNames, s.Filter.ParentIfNames = f.DeviceIDs, f.Drivers, f.IfNames, f.ParentIfNames
+		}
+		out = append(out, s)
+	}
+	return out
+}

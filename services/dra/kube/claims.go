@@ -1,0 +1,116 @@
+// Package kube is dra's Kubernetes glue: writing claim status and events,
+// finding the claims of the node's pods, and following the node's
+// NodeConfig.
+package kube
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/netdra/netdra/services/dra/driver"
+)
+
+// Claims writes claim status and events.
+type Claims struct {
+	client   kubernetes.Interface
+	recorder record.EventRecorder
+}
+
+var _ driver.ClaimWriter = (*Claims)(nil)
+
+// NewClaims returns the claim writer.
+func NewClaims(client kubernetes.Interface, recorder record.EventRecorder) *Claims {
+	return &Claims{client: client, recorder: recorder}
+}
+
+func sameEntry(a, b resourceapi.AllocatedDeviceStatus) bool {
+	return a.Driver == b.Driver && a.Pool == b.Pool && a.Device == b.Device && ptrEq(a.ShareID, b.ShareID)
+}
+
+func ptrEq[T comparable](a, b *T) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
+}
+
+// UpdateDeviceStatus implements driver.ClaimWriter: it replaces these
+// devices' entries and keeps every other, retrying on conflicts with a
+// fresh copy of the claim.
+func (c *Claims) UpdateDeviceStatus(ctx context.Context, claim *resourceapi.ResourceClaim, devices []resourceapi.AllocatedDeviceStatus) error {
+	claims := c.client.ResourceV1().ResourceClaims(claim.Namespace)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := claims.Get(ctx, claim.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if cur.UID != claim.UID {
+			return fmt.Errorf("claim %s/%s was replaced", claim.Namespace, claim.Name)
+		}
+		next := cur.DeepCopy()
+		next.Status.Devices = slices.DeleteFunc(next.Status.Devices, func(e resourceapi.AllocatedDeviceStatus) bool {
+			return slices.ContainsFunc(devices, func(d resourceapi.AllocatedDeviceStatus) bool { return sameEntry(e, d) })
+		})
+		next.Status.Devices = append(next.Status.Devices, devices...)
+		_, err = claims.UpdateStatus(ctx, next, metav1.UpdateOptions{})
+		return err
+	})
+}
+
+// Event implements driver.ClaimWriter.
+func (c *Claims) Event(claim *resourceapi.ResourceClaim, eventType, reason, message string) {
+	c.recorder.Event(claim, eventType, reason, message)
+}
+
+// PodLookup returns the pod, or an error when it is gone or replaced.
+func (c *Claims) PodLookup(ctx context.Context, namespace, name string, uid types.UID) (*corev1.Pod, error) {
+	pod, err := c.client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if pod.UID != uid {
+		return nil, fmt.Errorf("pod %s/%s was replaced", namespace, name)
+	}
+	return pod, nil
+}
+
+// NodeClaims returns the claims of the pods on node, direct and generated
+// from templates, for restart recovery.
+func NodeClaims(ctx context.Context, log *slog.Logger, client kubernetes.Interface, node string) ([]*resourceapi.ResourceClaim, error) {
+	pods, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		return nil, fmt.Errorf("listing the node's pods: %w", err)
+	}
+	var out []*resourceapi.ResourceClaim
+	for _, pod := range pods.Items {
+		for _, rc := range pod.Spec.ResourceClaims {
+			name := rc.ResourceClaimName
+			for _, st := range pod.Status.ResourceClaimStatuses {
+				if st.Name == rc.Name && st.ResourceClaimName != nil {
+					name = st.ResourceClaimName
+				}
+			}
+			if name == nil {
+				continue
+			}
+			claim, err := client.ResourceV1().ResourceClaims(pod.Namespace).Get(ctx, *name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("claim %s/%s: %w", pod.Namespace, *name, err)
+			}
+			out = append(out, claim)
+		}
+	}
+	log.Info("Claims of the node's pods", "pods", len(pods.Items), "claims", len(out))
+	return out, nil
+}

@@ -1,0 +1,102 @@
+// Command dra is netdra's DRA kubelet plugin: it registers with the
+// kubelet, follows the node's NodeConfig, copies the provisioner's
+// inventory into the state service, publishes ResourceSlices, and prepares
+// and unprepares claims. It needs the kubelet plugin directories and its
+// Kubernetes credentials; it touches no device itself.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	drav1 "github.com/netdra/netdra/protos/netdra/dra/v1"
+	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
+	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+	"github.com/netdra/netdra/services/dra/agent"
+	"github.com/netdra/netdra/shared/process"
+	"github.com/netdra/netdra/shared/rpc"
+)
+
+type config struct {
+	process.Flags
+	NodeName        string
+	Kubeconfig      string
+	StateSocket     string
+	ProvisionerSock string
+	PluginDir       string
+	RegistrarDir    string
+	Metrics         string
+	Debounce        time.Duration
+}
+
+func main() {
+	var cfg config
+	fs := flag.NewFlagSet("dra", flag.ContinueOnError)
+	cfg.Register(fs, "dra")
+	fs.StringVar(&cfg.NodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME)")
+	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster)")
+	fs.StringVar(&cfg.StateSocket, "state-socket", process.SocketDir+"/state.sock", "the state service's socket")
+	fs.StringVar(&cfg.ProvisionerSock, "provisioner-socket", process.SocketDir+"/provisioner.sock", "the provisioner's socket")
+	fs.StringVar(&cfg.PluginDir, "plugin-dir", "/var/lib/kubelet/plugins", "parent of the kubelet plugin's data directory (<dir>/<driver>)")
+	fs.StringVar(&cfg.RegistrarDir, "registrar-dir", "/var/lib/kubelet/plugins_registry", "the kubelet's plugin registration directory")
+	fs.StringVar(&cfg.Metrics, "metrics-address", "127.0.0.1:9651", "where to serve Prometheus metrics (empty: nowhere)")
+	fs.DurationVar(&cfg.Debounce, "publish-debounce", 200*time.Millisecond, "how long a burst of changes is gathered into one publication")
+	os.Exit(process.Main(fs, os.Args[1:], &cfg.Flags, func(ctx context.Context, log *slog.Logger) error {
+		return run(ctx, log, &cfg)
+	}))
+}
+
+func run(ctx context.Context, log *slog.Logger, cfg *config) error {
+	if cfg.NodeName == "" {
+		return errors.New("-node-name (or $NODE_NAME) is required")
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	kc, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	dc, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	state, err := rpc.Dial(cfg.StateSocket)
+	if err != nil {
+		return err
+	}
+	defer state.Close()
+	prov, err := rpc.Dial(cfg.ProvisionerSock)
+	if err != nil {
+		return err
+	}
+	defer prov.Close()
+	reg := process.NewRegistry()
+	metrics, err := process.ServeMetrics(cfg.Metrics, reg)
+	if err != nil {
+		return err
+	}
+	a := agent.New(agent.Config{NodeName: cfg.NodeName, Kube: kc, Dynamic: dc,
+		State: statev1.NewStateServiceClient(state), Provisioner: provisionerv1.NewProvisionerServiceClient(prov),
+		PluginDir: cfg.PluginDir, RegistrarDir: cfg.RegistrarDir, Debounce: cfg.Debounce,
+		Metrics: agent.NewMetrics(reg), Logger: log})
+
+	srv := rpc.NewServer(cfg.ServerConfig(log))
+	drav1.RegisterDraServiceServer(srv.GRPC(), a)
+	srv.SetServing(drav1.DraService_ServiceDesc.ServiceName, true)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	agentActor := rpc.Actor{Execute: func() error { return a.Run(ctx) }, Interrupt: func(error) { cancel() }}
+	log.Info("Serving", "socket", cfg.Socket, "node", cfg.NodeName)
+	return rpc.RunServer(ctx, log, srv, agentActor, metrics)
+}

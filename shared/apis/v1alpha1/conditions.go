@@ -1,0 +1,45 @@
+package v1alpha1
+
+// NodeConfig condition types and reasons, written by dra.
+const (
+	// ConditionAccepted is True when the spec passed Validate, False
+	// with ReasonInvalid and the error as message otherwise.
+	ConditionAccepted = "Accepted"
+	// ConditionApplied is True when the node runs the accepted spec,
+	// False with ReasonApplyFailed or ReasonPending otherwise.
+	ConditionApplied = "Applied"
+
+	ReasonValid       = "Valid"
+	ReasonInvalid     = "Invalid"
+	ReasonApplied     = "Applied"
+	ReasonApplyFailed = "ApplyFailed"
+	ReasonPending     = "Pending"
+)
+
+// ClusterConfig condition types and reasons, written by the operator.
+const (
+	// ConditionConflicting is True, with ReasonConflict, while the
+	// ClusterConfig selects a node an older ClusterConfig governs; it
+	// then governs no node. It is False, with ReasonNoConflict, otherwise:
+	// the operator keeps it on every ClusterConfig rather than removing it.
+	ConditionConflicting = "netdra.io/ConflictingClusterConfiguration"
+	// ConditionInvalidNodeSelector is True, with ReasonInvalidNodeSelector,
+	// while the node selector cannot be parsed (it then selects no node);
+	// the operator removes it once the selector parses.
+	ConditionInvalidNodeSelector = "netdra.io/InvalidNodeSelector"
+
+	ReasonConflict            = "ConfigurationConflict"
+	ReasonNoConflict          = "NoConflict"
+	ReasonInvalidNodeSelector = "InvalidNodeSelector"
+)
+
+// Labels on the NodeConfigs the operator generates. A NodeConfig without
+// LabelManagedBy=ManagedByOperator is not the operator's, unless a
+// ClusterConfig selects its node: then the operator takes it over.
+const (
+	LabelManagedBy    = "netdra.io/managed-by"
+	ManagedByOperator = "operator"
+	// LabelClusterConfig names the ClusterConfig a generated NodeConfig
+	// mirrors.
+	LabelClusterConfig = "netdra.io/cluster-config"
+)
