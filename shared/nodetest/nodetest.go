@@ -41,12 +41,14 @@ func RequireRoot(t testing.TB) {
 func Binaries(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		out, err := exec.Command("go", "env", "GOMOD").Output()
+		// The product module's folder, from it or from a module that
+		// replaces it with a local path (the test world).
+		out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/netdra/netdra").Output()
 		if err != nil {
-			buildErr = err
+			buildErr = fmt.Errorf("finding the netdra module: %w", err)
 			return
 		}
-		root := filepath.Dir(strings.TrimSpace(string(out)))
+		root := strings.TrimSpace(string(out))
 		binDir, buildErr = os.MkdirTemp("", "netdra-bin")
 		if buildErr != nil {
 			return

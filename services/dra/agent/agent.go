@@ -7,9 +7,9 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -104,7 +104,7 @@ func (a *Agent) publish(ctx context.Context, res *resourceslice.DriverResources)
 	h := a.helper
 	a.mu.Unlock()
 	if h == nil {
-		return errors.New("not registered with the kubelet yet")
+		return fmt.Errorf("not registered with the kubelet yet: %w", publish.ErrNotReady)
 	}
 	if err := h.PublishResources(ctx, *res); err != nil {
 		return err
@@ -179,12 +179,18 @@ func (a *Agent) register(ctx context.Context, spec *v1alpha1.NodeConfigSpec, plu
 	interval := time.Duration(*spec.DRARegistrationRetryInterval) * time.Second
 	timeout := time.Duration(*spec.DRARegistrationTimeout) * time.Second
 	attempts := int(*spec.DRARegistrationMaxAttempts)
+	dataDir := filepath.Join(a.cfg.PluginDir, spec.DriverName)
+	for _, d := range []string{dataDir, a.cfg.RegistrarDir} {
+		if err := os.MkdirAll(d, 0o750); err != nil {
+			return fmt.Errorf("kubelet plugin directory: %w", err)
+		}
+	}
 	for attempt := 1; ; attempt++ {
 		h, err := kubeletplugin.Start(ctx, plugin,
 			kubeletplugin.DriverName(spec.DriverName),
 			kubeletplugin.KubeClient(a.cfg.Kube),
 			kubeletplugin.NodeName(a.cfg.NodeName),
-			kubeletplugin.PluginDataDirectoryPath(filepath.Join(a.cfg.PluginDir, spec.DriverName)),
+			kubeletplugin.PluginDataDirectoryPath(dataDir),
 			kubeletplugin.RegistrarDirectoryPath(a.cfg.RegistrarDir),
 			kubeletplugin.GRPCVerbosity(100))
 		if err == nil {

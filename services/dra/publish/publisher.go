@@ -2,6 +2,7 @@ package publish
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"maps"
 	"slices"
@@ -16,6 +17,10 @@ import (
 	"github.com/netdra/netdra/services/dra/pools"
 	"github.com/netdra/netdra/shared/statewatch"
 )
+
+// ErrNotReady is what a publish function returns while it cannot publish
+// yet (before registration): the publisher retries quietly.
+var ErrNotReady = errors.New("not ready to publish")
 
 // Publisher keeps the driver's ResourceSlices in line with the state
 // service's tables and the configured pools.
@@ -87,7 +92,11 @@ func (p *Publisher) Run(ctx context.Context) error {
 		case <-time.After(p.debounce):
 		}
 		if err := p.publishOnce(ctx); err != nil {
-			p.log.Warn("Publishing ResourceSlices", "error", err)
+			lvl := slog.LevelWarn
+			if errors.Is(err, ErrNotReady) {
+				lvl = slog.LevelDebug
+			}
+			p.log.Log(ctx, lvl, "Publishing ResourceSlices", "error", err)
 			time.AfterFunc(time.Second, p.poke)
 		}
 	}
