@@ -14,9 +14,11 @@ BUF_VERSION                 := v1.75.0
 PROTOC_GEN_GO_VERSION       := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION  := v1.6.2
 GRPCURL_VERSION             := v1.9.4
+CONTROLLER_TOOLS_VERSION    := v0.23.0
 
 BUF     := $(TOOLS_BIN)/buf
 GRPCURL := $(TOOLS_BIN)/grpcurl
+CONTROLLER_GEN := $(TOOLS_BIN)/controller-gen
 export PATH := $(TOOLS_BIN):$(PATH)
 
 # Tests: the state and rpc suites run real processes; keep parallelism sane
@@ -40,6 +42,7 @@ $(eval $(call tool,buf,github.com/bufbuild/buf/cmd/buf,$(BUF_VERSION)))
 $(eval $(call tool,protoc-gen-go,google.golang.org/protobuf/cmd/protoc-gen-go,$(PROTOC_GEN_GO_VERSION)))
 $(eval $(call tool,protoc-gen-go-grpc,google.golang.org/grpc/cmd/protoc-gen-go-grpc,$(PROTOC_GEN_GO_GRPC_VERSION)))
 $(eval $(call tool,grpcurl,github.com/fullstorydev/grpcurl/cmd/grpcurl,$(GRPCURL_VERSION)))
+$(eval $(call tool,controller-gen,sigs.k8s.io/controller-tools/cmd/controller-gen,$(CONTROLLER_TOOLS_VERSION)))
 
 .PHONY: tools
 tools: $(TOOL_STAMPS) ## Install the pinned tools into .tools/bin.
@@ -49,14 +52,19 @@ build: ## Build every service binary into _output/.
 	@mkdir -p $(OUT)
 	$(GO) build -o $(OUT)/ $(addprefix ./services/,$(SERVICES))
 
+# Generated code, checked by checkgenerate.
+GENERATED := protos shared/apis pods/crds
+
 .PHONY: generate
-generate: tools ## Generate the Go code of the protos with buf.
+generate: tools ## Generate the protos' Go code (buf), deepcopy and the CRDs (controller-gen).
 	$(BUF) generate
+	$(CONTROLLER_GEN) object paths=./shared/apis/...
+	$(CONTROLLER_GEN) crd paths=./shared/apis/... output:crd:artifacts:config=pods/crds
 
 .PHONY: checkgenerate
 checkgenerate: generate ## Fail when the committed generated code is stale.
-	@git diff --exit-code -- protos || { echo "generated code is stale: run make generate and commit"; exit 1; }
-	@test -z "$$(git status --porcelain -- protos)" || { git status --porcelain -- protos; echo "generated files are not committed"; exit 1; }
+	@git diff --exit-code -- $(GENERATED) || { echo "generated code is stale: run make generate and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- $(GENERATED))" || { git status --porcelain -- $(GENERATED); echo "generated files are not committed"; exit 1; }
 
 .PHONY: lint
 lint: tools ## buf lint, gofmt, go vet.

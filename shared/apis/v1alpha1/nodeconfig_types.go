@@ -13,7 +13,7 @@ import (
 // +kubebuilder:resource:scope=Cluster,shortName=ndnc,categories=netdra
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Driver",type=string,JSONPath=`.spec.driverName`
-// +kubebuilder:printcolumn:name="Pools",type=string,JSONPath=`.spec.pools[*].name`
+// +kubebuilder:printcolumn:name="Pools",type=integer,JSONPath=`.status.pools`,description="Pools dra publishes"
 // +kubebuilder:printcolumn:name="Accepted",type=string,JSONPath=`.status.conditions[?(@.type=="Accepted")].status`
 // +kubebuilder:printcolumn:name="Applied",type=string,JSONPath=`.status.conditions[?(@.type=="Applied")].status`
 // +kubebuilder:printcolumn:name="ClusterConfig",type=string,priority=1,JSONPath=`.metadata.labels.netdra\.io/cluster-config`
@@ -74,7 +74,7 @@ type NodeConfigSpec struct {
 	// +kubebuilder:default="netdra.io"
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
-	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="a driver name must be a DNS subdomain: lower-case letters, digits, '-' and '.', starting and ending with a letter or digit"
 	DriverName string `json:"driverName,omitempty"`
 
 	// DRARegistrationRetryInterval is the number of seconds between two
@@ -136,8 +136,8 @@ type Pool struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
-	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	// +kubebuilder:validation:XValidation:rule="!self.contains('/')",message="a pool name must not contain '/'"
+	// +kubebuilder:validation:XValidation:rule="self.contains('/') || self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="a pool name must be a DNS subdomain: lower-case letters, digits, '-' and '.', starting and ending with a letter or digit"
 	Name string `json:"name"`
 
 	// Filter selects the pool's devices. Set fields are ANDed; an empty
@@ -361,12 +361,19 @@ type HostConfig struct {
 	DeviceIDs []string `json:"deviceIDs,omitempty"`
 }
 
-// NodeConfigStatus is what dra reports about the NodeConfig it read.
+// NodeConfigStatus is what dra reports about the NodeConfig it read. The
+// operator never writes it.
 type NodeConfigStatus struct {
 	// ObservedGeneration is the generation dra last acted on.
 	//
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Pools is the number of pools dra publishes for the node.
+	//
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Pools int32 `json:"pools,omitempty"`
 
 	// Conditions are Accepted (the spec is valid) and Applied (the node
 	// runs it).
