@@ -1,0 +1,155 @@
+// Package controller runs the operator's one controller on a
+// controller-runtime manager: every change to a Node's labels, a
+// ClusterConfig's spec or a NodeConfig's spec or labels, and a periodic
+// refresh, trigger one cluster-wide reconcile that lists the three kinds
+// from the cache, asks package plan what they should be and makes the
+// writes. Leader election on a Lease keeps replicas from writing at the
+// same time.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/netdra/netdra/services/operator/plan"
+	"github.com/netdra/netdra/shared/apis/v1alpha1"
+)
+
+// Name is the controller's name, in its logs and metrics.
+const Name = "netdra-operator"
+
+// DefaultRefresh is how often the whole cluster is re-checked without any
+// event (the reference design's 5 minutes).
+const DefaultRefresh = 5 * time.Minute
+
+// everything is the one reconcile key: every decision is cluster-wide.
+var everything = reconcile.Request{NamespacedName: types.NamespacedName{Name: "cluster"}}
+
+// Reconciler keeps the NodeConfigs and ClusterConfig statuses where package
+// plan says they belong.
+//
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=netdra.io,resources=clusterconfigs,verbs=get;list;watch
+// +kubebuilder:rbac:groups=netdra.io,resources=clusterconfigs/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=netdra.io,resources=nodeconfigs,verbs=get;list;watch;create;update;delete
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+type Reconciler struct {
+	// Client reads (from the cache) and writes.
+	Client client.Client
+	// Log logs every write.
+	Log *slog.Logger
+	// Refresh is how long after a reconcile the next one comes at the
+	// latest; 0 is DefaultRefresh.
+	Refresh time.Duration
+	// Now is the clock for condition transitions; nil is time.Now.
+	Now func() time.Time
+}
+
+var _ reconcile.Reconciler = (*Reconciler)(nil)
+
+// SetupWithManager registers the controller and its watches with mgr.
+// Nodes are watched as metadata only, and only label changes count; status
+// writes (ours, dra's) do not trigger a reconcile.
+func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
+	all := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+		return []reconcile.Request{everything}
+	})
+	return builder.ControllerManagedBy(mgr).
+		Named(Name).
+		WatchesMetadata(&corev1.Node{}, all, builder.WithPredicates(predicate.LabelChangedPredicate{})).
+		Watches(&v1alpha1.ClusterConfig{}, all, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.NodeConfig{}, all, builder.WithPredicates(predicate.Or[client.Object](
+			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
+		Complete(r)
+}
+
+// Reconcile brings the whole cluster in line and asks to run again after
+// Refresh. Each write is tried; the error joins those that failed, and the
+// controller retries them with backoff.
+func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	nodes, configs, existing, err := r.list(ctx)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	now := time.Now
+	if r.Now != nil {
+		now = r.Now
+	}
+	res := plan.Compute(nodes, configs, metav1.NewTime(now()))
+	if err := r.apply(ctx, plan.Diff(res, existing, configs)); err != nil {
+		return reconcile.Result{}, err
+	}
+	refresh := r.Refresh
+	if refresh <= 0 {
+		refresh = DefaultRefresh
+	}
+	return reconcile.Result{RequeueAfter: refresh}, nil
+}
+
+func (r *Reconciler) list(ctx context.Context) ([]plan.Node, []v1alpha1.ClusterConfig, []v1alpha1.NodeConfig, error) {
+	var nodeList metav1.PartialObjectMetadataList
+	nodeList.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
+	if err := r.Client.List(ctx, &nodeList); err != nil {
+		return nil, nil, nil, fmt.Errorf("list nodes: %w", err)
+	}
+	nodes := make([]plan.Node, 0, len(nodeList.Items))
+	for _, n := range nodeList.Items {
+		nodes = append(nodes, plan.Node{Name: n.Name, Labels: n.Labels})
+	}
+	var configs v1alpha1.ClusterConfigList
+	if err := r.Client.List(ctx, &configs); err != nil {
+		return nil, nil, nil, fmt.Errorf("list ClusterConfigs: %w", err)
+	}
+	var existing v1alpha1.NodeConfigList
+	if err := r.Client.List(ctx, &existing); err != nil {
+		return nil, nil, nil, fmt.Errorf("list NodeConfigs: %w", err)
+	}
+	return nodes, configs.Items, existing.Items, nil
+}
+
+func (r *Reconciler) apply(ctx context.Context, acts plan.Actions) error {
+	var errs []error
+	for _, nc := range acts.Create {
+		r.Log.Info("Creating NodeConfig", "node", nc.Name, "clusterConfig", nc.Labels[v1alpha1.LabelClusterConfig])
+		if err := r.Client.Create(ctx, nc); err != nil {
+			errs = append(errs, fmt.Errorf("create NodeConfig %s: %w", nc.Name, err))
+		}
+	}
+	for _, nc := range acts.Update {
+		r.Log.Info("Updating NodeConfig", "node", nc.Name, "clusterConfig", nc.Labels[v1alpha1.LabelClusterConfig])
+		if err := r.Client.Update(ctx, nc); err != nil {
+			errs = append(errs, fmt.Errorf("update NodeConfig %s: %w", nc.Name, err))
+		}
+	}
+	for _, nc := range acts.Delete {
+		r.Log.Info("Deleting NodeConfig", "node", nc.Name, "clusterConfig", nc.Labels[v1alpha1.LabelClusterConfig])
+		// The preconditions keep a NodeConfig that changed since the
+		// cache saw it (a hand-made one in its place) from going.
+		err := r.Client.Delete(ctx, nc, client.Preconditions{UID: &nc.UID, ResourceVersion: &nc.ResourceVersion})
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("delete NodeConfig %s: %w", nc.Name, err))
+		}
+	}
+	for _, cc := range acts.Status {
+		r.Log.Info("Updating ClusterConfig status", "clusterConfig", cc.Name, "nodes", cc.Status.Nodes)
+		if err := r.Client.Status().Update(ctx, cc); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("update ClusterConfig %s status: %w", cc.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,107 @@
+package controller
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/netdra/netdra/shared/apis/v1alpha1"
+)
+
+// TestReconcile drives the client code against controller-runtime's fake
+// client; the rules themselves are tested in package plan, and against a
+// real apiserver in shared/testworld/operatortest.
+func TestReconcile(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := corev1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	spec := v1alpha1.NodeConfigSpec{DriverName: "a.example.com", Pools: []v1alpha1.Pool{{Name: "p"}}}
+	c := fake.NewClientBuilder().WithScheme(scheme).
+		WithStatusSubresource(&v1alpha1.ClusterConfig{}).
+		WithObjects(
+			&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"sriov": "yes"}}},
+			&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n2"}},
+			&v1alpha1.ClusterConfig{ObjectMeta: metav1.ObjectMeta{Name: "a", CreationTimestamp: t0},
+				Spec: v1alpha1.ClusterConfigSpec{NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"sriov": "yes"}}, Spec: spec}},
+			&v1alpha1.ClusterConfig{ObjectMeta: metav1.ObjectMeta{Name: "b", CreationTimestamp: metav1.NewTime(t0.Add(time.Second))}},
+			// Operator-made, for a node that is gone.
+			&v1alpha1.NodeConfig{ObjectMeta: metav1.ObjectMeta{Name: "gone", Labels: map[string]string{
+				v1alpha1.LabelManagedBy: v1alpha1.ManagedByOperator, v1alpha1.LabelClusterConfig: "a"}}},
+			// Hand-made, for a node nothing selects.
+			&v1alpha1.NodeConfig{ObjectMeta: metav1.ObjectMeta{Name: "mine"}, Spec: v1alpha1.NodeConfigSpec{DriverName: "mine.example.com"}},
+		).Build()
+	r := &Reconciler{Client: c, Log: slog.New(slog.DiscardHandler), Refresh: time.Minute}
+	ctx := context.Background()
+	res, err := r.Reconcile(ctx, everything)
+	if err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	if res.RequeueAfter != time.Minute {
+		t.Errorf("RequeueAfter %v, want the refresh period", res.RequeueAfter)
+	}
+
+	var ncs v1alpha1.NodeConfigList
+	if err := c.List(ctx, &ncs); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, nc := range ncs.Items {
+		got[nc.Name] = nc.Labels[v1alpha1.LabelClusterConfig] + " " + nc.Spec.DriverName
+	}
+	want := map[string]string{"n1": "a a.example.com", "mine": " mine.example.com"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("NodeConfigs (-want +got):\n%s", diff)
+	}
+
+	var b v1alpha1.ClusterConfig
+	if err := c.Get(ctx, client.ObjectKey{Name: "b"}, &b); err != nil {
+		t.Fatal(err)
+	}
+	cond := meta.FindStatusCondition(b.Status.Conditions, v1alpha1.ConditionConflicting)
+	if cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != v1alpha1.ReasonConflict {
+		t.Errorf("b's conflict condition is %+v, want True/%s", cond, v1alpha1.ReasonConflict)
+	}
+
+	// A second pass over a settled cluster writes nothing.
+	before := resourceVersions(t, c)
+	if _, err := r.Reconcile(ctx, everything); err != nil {
+		t.Fatalf("second Reconcile: %v", err)
+	}
+	if diff := cmp.Diff(before, resourceVersions(t, c)); diff != "" {
+		t.Errorf("the second pass wrote (-before +after):\n%s", diff)
+	}
+}
+
+func resourceVersions(t *testing.T, c client.Client) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	var ncs v1alpha1.NodeConfigList
+	var ccs v1alpha1.ClusterConfigList
+	if err := c.List(context.Background(), &ncs); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.List(context.Background(), &ccs); err != nil {
+		t.Fatal(err)
+	}
+	for _, nc := range ncs.Items {
+		out["NodeConfig/"+nc.Name] = nc.ResourceVersion
+	}
+	for _, cc := range ccs.Items {
+		out["ClusterConfig/"+cc.Name] = cc.ResourceVersion
+	}
+	return out
+}
