@@ -72,9 +72,10 @@ lint: tools ## buf lint, gofmt, go vet.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); test -z "$$out" || { echo "gofmt would change:"; echo "$$out"; exit 1; }
 	$(GO) vet ./...
 	$(GO) vet -tags kernelrig ./...
+	@cd shared/testworld && out=$$($(GO) mod tidy -diff 2>&1) || { echo "shared/testworld/go.mod is not tidy (run go mod tidy there):"; echo "$$out"; exit 1; }
 
 .PHONY: test
-test: tools checkgenerate lint test-unit test-kernel ## Run every test, all set-up included (as root).
+test: tools checkgenerate lint test-unit test-kernel test-world ## Run every test, all set-up included (as root).
 
 .PHONY: test-unit
 test-unit: ## Run the tests on this machine's kernel (root tests use throwaway netns).

@@ -1,0 +1,150 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/yaml"
+
+	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+	"github.com/netdra/netdra/shared/nodetest"
+	"github.com/netdra/netdra/shared/rpc"
+	"github.com/netdra/netdra/shared/testworld/controlplane"
+	"github.com/netdra/netdra/shared/testworld/node"
+	"github.com/netdra/netdra/shared/testworld/worldtest"
+)
+
+func TestMain(m *testing.M) { worldtest.Main(m) }
+
+var (
+	crdOnce sync.Once
+	crdErr  error
+)
+
+// installCRDs applies pods/crds once per test binary and waits until they
+// are served.
+func installCRDs(t *testing.T, cp *controlplane.ControlPlane) {
+	t.Helper()
+	crdOnce.Do(func() {
+		c, err := apiextclient.NewForConfig(cp.RESTConfig())
+		if err != nil {
+			crdErr = err
+			return
+		}
+		files, _ := filepath.Glob("../../../pods/crds/netdra.io_*.yaml")
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for _, f := range files {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				crdErr = err
+				return
+			}
+			crd := &apiextv1.CustomResourceDefinition{}
+			if err := yaml.Unmarshal(data, crd); err != nil {
+				crdErr = fmt.Errorf("%s: %w", f, err)
+				return
+			}
+			if _, err := c.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+				crdErr = err
+				return
+			}
+			crdErr = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+				got, err := c.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
+				if err != nil {
+					return false, nil
+				}
+				for _, cond := range got.Status.Conditions {
+					if cond.Type == apiextv1.Established && cond.Status == apiextv1.ConditionTrue {
+						return true, nil
+					}
+				}
+				return false, nil
+			})
+			if crdErr != nil {
+				return
+			}
+		}
+		if len(files) == 0 {
+			crdErr = fmt.Errorf("no CRDs under pods/crds")
+		}
+	})
+	if crdErr != nil {
+		t.Fatalf("installing the CRDs: %v", crdErr)
+	}
+}
+
+// netdraNode is one node running netdra: the world's node plus the four
+// netdra processes, the provisioner in a throwaway host netns.
+type netdraNode struct {
+	cp                     *controlplane.ControlPlane
+	node                   *node.Node
+	hostNS                 string
+	dir                    string
+	state, prov, dra, nriP *nodetest.Proc
+	stateClient            statev1.StateServiceClient
+	dyn                    dynamic.Interface
+}
+
+func startNetdra(t *testing.T, devices ...string) *netdraNode {
+	t.Helper()
+	nodetest.RequireRoot(t)
+	cp := worldtest.ControlPlane(t)
+	installCRDs(t, cp)
+	n := worldtest.Node(t, cp)
+	nn := &netdraNode{cp: cp, node: n, hostNS: nodetest.Netns(t, "e2h"), dir: nodetest.Dir(t)}
+	for i, d := range devices {
+		nodetest.IP(t, "-n", nn.hostNS, "link", "add", d, "address", fmt.Sprintf("02:00:00:00:0e:%02x", i),
+			"mtu", "1500", "type", "veth", "peer", "name", "p-"+d)
+	}
+	nn.state = nodetest.Start(t, "state", nn.dir, "", "-db", nn.dir+"/state.db")
+	nn.prov = nodetest.Start(t, "provisioner", nn.dir, nn.hostNS)
+	socks := []string{"-state-socket", nn.state.Socket, "-provisioner-socket", nn.prov.Socket, "-metrics-address", ""}
+	nn.nriP = nodetest.Start(t, "nri", nn.dir, "", append(socks, "-nri-socket", n.NRISocket())...)
+	nn.dra = nodetest.Start(t, "dra", nn.dir, "", append(socks, "-node-name", n.Name(), "-kubeconfig", cp.Kubeconfig(),
+		"-plugin-dir", nn.dir+"/plugins", "-registrar-dir", n.RegistryDir(), "-publish-debounce", "50ms")...)
+	conn, err := rpc.Dial(nn.state.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	nn.stateClient = statev1.NewStateServiceClient(conn)
+	if nn.dyn, err = dynamic.NewForConfig(cp.RESTConfig()); err != nil {
+		t.Fatal(err)
+	}
+	return nn
+}
+
+// applyNodeConfig creates or replaces the node's NodeConfig.
+func (nn *netdraNode) applyNodeConfig(t *testing.T, spec map[string]any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res := nn.dyn.Resource(nodeConfigs)
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "netdra.io/v1alpha1", "kind": "NodeConfig",
+		"metadata": map[string]any{"name": nn.node.Name()}, "spec": spec}}
+	cur, err := res.Get(ctx, nn.node.Name(), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = res.Create(ctx, u, metav1.CreateOptions{})
+	} else if err == nil {
+		u.SetResourceVersion(cur.GetResourceVersion())
+		_, err = res.Update(ctx, u, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		t.Fatalf("applying the NodeConfig: %v", err)
+	}
+	t.Cleanup(func() { _ = res.Delete(context.Background(), nn.node.Name(), metav1.DeleteOptions{}) })
+}

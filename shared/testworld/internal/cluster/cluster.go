@@ -1,0 +1,313 @@
+// Package cluster runs a real Kubernetes control plane — embedded etcd,
+// kube-apiserver, kube-controller-manager and kube-scheduler from
+// k8s.io/kubernetes — inside the calling process.
+//
+// The components keep process-global state (feature gates, metric
+// registries, klog and logsapi settings, configz, informer names), so Run can
+// be called once per process. The testworld command runs it in a child
+// process of its own for that reason; tests reach it through the controlplane
+// package, never by importing this one.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/wait"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	basecompatibility "k8s.io/component-base/compatibility"
+	logsapi "k8s.io/component-base/logs/api/v1"
+
+	apiserverapp "k8s.io/kubernetes/cmd/kube-apiserver/app"
+	apiserveroptions "k8s.io/kubernetes/cmd/kube-apiserver/app/options"
+	kcmapp "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	kcmoptions "k8s.io/kubernetes/cmd/kube-controller-manager/app/options"
+	schedapp "k8s.io/kubernetes/cmd/kube-scheduler/app"
+	schedoptions "k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+)
+
+// Config says where the control plane keeps its files and how much the
+// components log.
+type Config struct {
+	// Dir holds etcd's data, the PKI and the admin kubeconfig. It must exist.
+	Dir string
+	// Verbosity is the klog -v of every component; their logs go to stderr.
+	Verbosity int
+	// Logger receives the runner's own progress lines.
+	Logger *slog.Logger
+}
+
+// Info tells a client how to reach a ready control plane.
+type Info struct {
+	Kubeconfig string `json:"kubeconfig"`
+	Server     string `json:"server"`
+	Etcd       string `json:"etcd"`
+}
+
+// Controllers is the kube-controller-manager --controllers value: every
+// default controller but node-lifecycle, which would taint and evict a node
+// whose kubelet posts no heartbeats.
+const Controllers = "*,-node-lifecycle-controller"
+
+// shutdownWait bounds how long Run waits for each component to return once
+// its context is cancelled.
+const shutdownWait = 10 * time.Second
+
+// Run starts the control plane, calls ready once the apiserver answers
+// /readyz and the controller-manager and scheduler are running, and then
+// blocks until ctx is cancelled or a component fails. It stops the
+// components, closes etcd and returns; the error is nil after a cancel.
+// Run may be called once per process.
+func Run(ctx context.Context, cfg Config, ready func(Info)) error {
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	// Three components apply their logging options in one process.
+	logsapi.ReapplyHandling = logsapi.ReapplyHandlingIgnoreUnchanged
+
+	etcd, err := startEtcd(ctx, filepath.Join(cfg.Dir, "etcd"))
+	if err != nil {
+		return err
+	}
+	defer etcd.Close()
+	logger.Info("etcd ready", "url", etcd.url)
+
+	p, err := newPKI(filepath.Join(cfg.Dir, "pki"))
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("apiserver listener: %w", err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	server := fmt.Sprintf("https://127.0.0.1:%d", port)
+	kubeconfig := filepath.Join(cfg.Dir, "admin.kubeconfig")
+	if err := p.writeKubeconfig(kubeconfig, "admin", server); err != nil {
+		return err
+	}
+
+	compCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop()
+	errs := make(chan error, 3)
+	var wg sync.WaitGroup
+	run := func(name string, f func(context.Context) error) {
+		wg.Go(func() {
+			err := f(compCtx)
+			if compCtx.Err() == nil {
+				errs <- fmt.Errorf("%s exited: %w", name, errOrExit(err))
+			}
+		})
+	}
+	verbosity := "--v=" + strconv.Itoa(cfg.Verbosity)
+
+	run("kube-apiserver", func(ctx context.Context) error {
+		return runAPIServer(ctx, ln, []string{
+			"--etcd-servers=" + etcd.url,
+			"--bind-address=127.0.0.1",
+			"--advertise-address=127.0.0.1",
+			"--secure-port=" + strconv.Itoa(port),
+			"--cert-dir=" + filepath.Join(cfg.Dir, "apiserver-certs"),
+			"--tls-cert-file=" + p.servingCert,
+			"--tls-private-key-file=" + p.servingKey,
+			"--client-ca-file=" + p.caCert,
+			"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+			"--service-account-key-file=" + p.saKey,
+			"--service-account-signing-key-file=" + p.saKey,
+			"--authorization-mode=Node,RBAC",
+			"--service-cluster-ip-range=10.0.0.0/24",
+			// A loopback advertise address is no valid endpoint.
+			"--endpoint-reconciler-type=none",
+			verbosity,
+		})
+	})
+	client, err := clientFor(kubeconfig)
+	if err != nil {
+		return err
+	}
+	if err := waitReadyz(ctx, client, errs); err != nil {
+		stop()
+		waitBounded(&wg, logger)
+		return err
+	}
+	logger.Info("kube-apiserver ready", "server", server)
+
+	run("kube-controller-manager", func(ctx context.Context) error {
+		return runControllerManager(ctx, []string{
+			"--kubeconfig=" + kubeconfig,
+			"--leader-elect=false",
+			"--secure-port=0",
+			"--controllers=" + Controllers,
+			"--service-account-private-key-file=" + p.saKey,
+			"--root-ca-file=" + p.caCert,
+			"--use-service-account-credentials=false",
+			verbosity,
+		})
+	})
+	run("kube-scheduler", func(ctx context.Context) error {
+		return runScheduler(ctx, []string{
+			"--kubeconfig=" + kubeconfig,
+			"--leader-elect=false",
+			"--secure-port=0",
+			verbosity,
+		})
+	})
+	ready(Info{Kubeconfig: kubeconfig, Server: server, Etcd: etcd.url})
+
+	select {
+	case <-ctx.Done():
+		err = nil
+	case err = <-errs:
+	}
+	logger.Info("stopping control plane")
+	stop()
+	waitBounded(&wg, logger)
+	return err
+}
+
+func errOrExit(err error) error {
+	if err == nil {
+		return errors.New("returned without error")
+	}
+	return err
+}
+
+// waitBounded waits for the components, at most shutdownWait: the process
+// ends right after, which releases whatever a component still holds.
+func waitBounded(wg *sync.WaitGroup, logger *slog.Logger) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(shutdownWait):
+		logger.Warn("components still running after stop", "waited", shutdownWait)
+	}
+}
+
+func clientFor(kubeconfig string) (kubernetes.Interface, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
+	}
+	return kubernetes.NewForConfig(cfg)
+}
+
+func waitReadyz(ctx context.Context, client kubernetes.Interface, errs <-chan error) error {
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		select {
+		case err := <-errs:
+			return false, err
+		default:
+		}
+		body, err := client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		if err == nil && string(body) == "ok" {
+			return true, nil
+		}
+		last = err
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for kube-apiserver /readyz (last: %v): %w", last, err)
+	}
+	return nil
+}
+
+func parseFlags(name string, sets map[string]*pflag.FlagSet, args []string) error {
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	for _, s := range sets {
+		fs.AddFlagSet(s)
+	}
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%s flags: %w", name, err)
+	}
+	return nil
+}
+
+// runAPIServer is the kube-apiserver command's RunE without its signal
+// handler, serving on ln.
+func runAPIServer(ctx context.Context, ln net.Listener, args []string) error {
+	s := apiserveroptions.NewServerRunOptions()
+	if err := parseFlags("kube-apiserver", s.Flags().FlagSets, args); err != nil {
+		return err
+	}
+	s.SecureServing.Listener = ln
+	registry := s.GenericServerRunOptions.ComponentGlobalsRegistry
+	if err := registry.Set(); err != nil {
+		return fmt.Errorf("kube-apiserver feature gates: %w", err)
+	}
+	if err := logsapi.ValidateAndApply(s.Logs, registry.FeatureGateFor(basecompatibility.DefaultKubeComponent)); err != nil {
+		return fmt.Errorf("kube-apiserver logging: %w", err)
+	}
+	completed, err := s.Complete(ctx)
+	if err != nil {
+		return fmt.Errorf("kube-apiserver options: %w", err)
+	}
+	if errs := completed.Validate(); len(errs) > 0 {
+		return fmt.Errorf("kube-apiserver options: %w", errors.Join(errs...))
+	}
+	return apiserverapp.Run(ctx, completed)
+}
+
+// runControllerManager is the kube-controller-manager command's RunE, driven
+// by ctx instead of context.Background.
+func runControllerManager(ctx context.Context, args []string) error {
+	s, err := kcmoptions.NewKubeControllerManagerOptions()
+	if err != nil {
+		return fmt.Errorf("kube-controller-manager options: %w", err)
+	}
+	known, disabled, aliases := kcmapp.KnownControllers(), kcmapp.ControllersDisabledByDefault(), kcmapp.ControllerAliases()
+	nfs := s.Flags(known, disabled, aliases)
+	s.ParsedFlags = &nfs
+	if err := parseFlags("kube-controller-manager", nfs.FlagSets, args); err != nil {
+		return err
+	}
+	if err := s.ComponentGlobalsRegistry.Set(); err != nil {
+		return fmt.Errorf("kube-controller-manager feature gates: %w", err)
+	}
+	if err := logsapi.ValidateAndApply(s.Logs, utilfeature.DefaultFeatureGate); err != nil {
+		return fmt.Errorf("kube-controller-manager logging: %w", err)
+	}
+	c, err := s.Config(ctx, known, disabled, aliases)
+	if err != nil {
+		return fmt.Errorf("kube-controller-manager config: %w", err)
+	}
+	return kcmapp.Run(ctx, c.Complete())
+}
+
+// runScheduler drives the scheduler through options + Setup + Run: its
+// cobra command installs a second signal handler, which panics.
+func runScheduler(ctx context.Context, args []string) error {
+	opts := schedoptions.NewOptions()
+	if err := parseFlags("kube-scheduler", opts.Flags.FlagSets, args); err != nil {
+		return err
+	}
+	if err := opts.ComponentGlobalsRegistry.Set(); err != nil {
+		return fmt.Errorf("kube-scheduler feature gates: %w", err)
+	}
+	if err := logsapi.ValidateAndApply(opts.Logs, opts.ComponentGlobalsRegistry.FeatureGateFor(basecompatibility.DefaultKubeComponent)); err != nil {
+		return fmt.Errorf("kube-scheduler logging: %w", err)
+	}
+	name, err := cache.NewInformerName("kube-scheduler")
+	if err != nil {
+		return fmt.Errorf("kube-scheduler informer name: %w", err)
+	}
+	opts.InformerName = name
+	cc, sched, err := schedapp.Setup(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("kube-scheduler setup: %w", err)
+	}
+	return schedapp.Run(ctx, cc, sched)
+}
