@@ -17,6 +17,7 @@ import (
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
+	"github.com/netdra/netdra/services/provisioner/hostns"
 	"github.com/netdra/netdra/services/provisioner/manager"
 	"github.com/netdra/netdra/shared/fielderr"
 )
@@ -38,7 +39,7 @@ const driver = "dummy"
 type Manager struct {
 	log   *slog.Logger
 	count int
-	ns    nsOpener
+	ns    hostns.Opener
 }
 
 var _ manager.Manager = (*Manager)(nil)
@@ -52,7 +53,7 @@ type Option func(*Manager) error
 // now and whenever Setup or Free runs.
 func WithNetns(path string) Option {
 	return func(m *Manager) error {
-		ns, err := checkNetns(path)
+		ns, err := hostns.Check(path)
 		if err != nil {
 			return err
 		}

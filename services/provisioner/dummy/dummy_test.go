@@ -15,6 +15,7 @@ import (
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
+	"github.com/netdra/netdra/services/provisioner/hostns"
 	"github.com/netdra/netdra/shared/fielderr"
 )
 
@@ -69,7 +70,7 @@ func TestWithNetns_NotANetns(t *testing.T) {
 		want       error
 	}{
 		{"missing", filepath.Join(t.TempDir(), "nope"), fs.ErrNotExist},
-		{"regular file", file, errNotNetns},
+		{"regular file", file, hostns.ErrNotNetns},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(testLogger(t), &provisionerv1.DummyConfig{Count: 1}, WithNetns(tc.path))
@@ -218,7 +219,7 @@ func TestSetup_Invalid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.ns.path = filepath.Join(t.TempDir(), "never-opened")
+	m.ns = hostns.At(filepath.Join(t.TempDir(), "never-opened"))
 	_, err = m.Setup(t.Context(), dummyDev("dummy0"), &devicev1.DeviceConfig{Trust: proto.Bool(true)})
 	if !errors.Is(err, fielderr.ErrInvalid) {
 		t.Fatalf("Setup() = %v, want a field error", err)
@@ -232,7 +233,7 @@ func TestFree_Adopted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.ns.path = filepath.Join(t.TempDir(), "never-opened")
+	m.ns = hostns.At(filepath.Join(t.TempDir(), "never-opened"))
 	pd := &devicev1.PreparedDevice{Device: dummyDev("dummy0"), OriginalLink: &devicev1.LinkSnapshot{Name: "dummy0"}}
 	for range 2 {
 		if err := m.Free(t.Context(), pd); err != nil {

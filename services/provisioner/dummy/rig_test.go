@@ -25,6 +25,7 @@ import (
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
+	"github.com/netdra/netdra/services/provisioner/hostns"
 	"github.com/netdra/netdra/shared/kernelrig"
 )
 
@@ -49,7 +50,7 @@ func newRig(t *testing.T) *rig {
 // link returns the link name, or nil.
 func (r *rig) link(t *testing.T, name string) netlink.Link {
 	t.Helper()
-	l, err := lookup(r.h, name)
+	l, err := hostns.Lookup(r.h, name)
 	if err != nil {
 		t.Fatal(err)
 	}

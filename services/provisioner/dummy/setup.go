@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	"github.com/netdra/netdra/services/provisioner/hostns"
 )
 
 // createdAlias is the interface alias (IFLA_IFALIAS, `ip link show` prints
@@ -43,13 +44,13 @@ func (m *Manager) Setup(ctx context.Context, dev *devicev1.Device, cfg *devicev1
 	}
 	name := dev.GetKernelIfName()
 	log := m.log.With("device", dev.GetName())
-	h, err := m.ns.dial()
+	h, err := m.ns.Dial()
 	if err != nil {
 		return nil, err
 	}
 	defer h.Close()
 
-	l, err := lookup(h, name)
+	l, err := hostns.Lookup(h, name)
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +94,7 @@ func create(h *netlink.Handle, name string) (l netlink.Link, created bool, err e
 	default:
 		return nil, false, fmt.Errorf("creating dummy link %s: %w", name, err)
 	}
-	l, err = lookup(h, name)
+	l, err = hostns.Lookup(h, name)
 	if err == nil && l == nil {
 		err = fmt.Errorf("dummy link %s vanished after it was created", name)
 	}
@@ -136,12 +137,12 @@ func (m *Manager) Free(ctx context.Context, pd *devicev1.PreparedDevice) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	h, err := m.ns.dial()
+	h, err := m.ns.Dial()
 	if err != nil {
 		return err
 	}
 	defer h.Close()
-	l, err := lookup(h, name)
+	l, err := hostns.Lookup(h, name)
 	switch {
 	case err != nil:
 		return err
@@ -163,7 +164,7 @@ func (m *Manager) Free(ctx context.Context, pd *devicev1.PreparedDevice) error {
 // not known); a link that is gone is success.
 func deleteLink(h *netlink.Handle, l netlink.Link) error {
 	err := h.LinkDel(l)
-	if err != nil && !isNotFound(err) {
+	if err != nil && !hostns.IsNotFound(err) {
 		return fmt.Errorf("deleting dummy link %s: %w", l.Attrs().Name, err)
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
+	"github.com/netdra/netdra/services/provisioner/hostns"
 	"github.com/netdra/netdra/shared/fielderr"
 )
 
@@ -75,7 +76,7 @@ func TestNew_Options(t *testing.T) {
 		{"zero resync", WithResync(0), nil},
 		{"negative resync", WithResync(-time.Second), nil},
 		{"missing netns", WithNetns("/nonexistent/netns"), nil},
-		{"netns not a netns", WithNetns("/proc/self/ns/uts"), errNotNetns},
+		{"netns not a netns", WithNetns("/proc/self/ns/uts"), hostns.ErrNotNetns},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(testLogger(t), "", cfg, tc.opt)

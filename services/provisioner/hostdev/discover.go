@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	"github.com/netdra/netdra/services/provisioner/hostns"
 )
 
 // describe returns l as a host device, with what sysfs adds, if the
@@ -60,7 +61,7 @@ type scanner struct {
 
 // scan returns the devices the manager offers now, sorted by name.
 func (s *scanner) scan() ([]*devicev1.Device, error) {
-	links, err := retryDump(s.h.LinkList)
+	links, err := hostns.RetryDump(s.h.LinkList)
 	if err != nil {
 		return nil, fmt.Errorf("listing links: %w", err)
 	}
@@ -145,7 +146,7 @@ func defaultRouteLinks(h *netlink.Handle) (map[int]bool, error) {
 	links := map[int]bool{}
 	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
 		filter := &netlink.Route{Table: unix.RT_TABLE_MAIN, Dst: zeroPrefix(fam)}
-		routes, err := retryDump(func() ([]netlink.Route, error) {
+		routes, err := hostns.RetryDump(func() ([]netlink.Route, error) {
 			return h.RouteListFiltered(fam, filter, netlink.RT_FILTER_TABLE|netlink.RT_FILTER_DST)
 		})
 		if err != nil {

@@ -25,6 +25,7 @@ import (
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
+	"github.com/netdra/netdra/services/provisioner/hostns"
 	"github.com/netdra/netdra/services/provisioner/manager"
 )
 
@@ -38,7 +39,7 @@ type Manager struct {
 	log       *slog.Logger
 	sysfsRoot string
 	sel       selector
-	ns        nsOpener
+	ns        hostns.Opener
 	resync    time.Duration
 }
 
@@ -53,7 +54,7 @@ type Option func(*Manager) error
 // whenever the Manager works.
 func WithNetns(path string) Option {
 	return func(m *Manager) error {
-		ns, err := checkNetns(path)
+		ns, err := hostns.Check(path)
 		if err != nil {
 			return err
 		}
@@ -123,7 +124,7 @@ func (m *Manager) Run(ctx context.Context, publish func([]*devicev1.Device)) err
 		cancel()
 		w.Wait()
 	}()
-	h, err := m.ns.dial()
+	h, err := m.ns.Dial()
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	"github.com/netdra/netdra/services/provisioner/hostns"
 	"github.com/netdra/netdra/shared/fielderr"
 )
 
@@ -27,14 +28,14 @@ func (m *Manager) Setup(ctx context.Context, dev *devicev1.Device, cfg *devicev1
 		return nil, err
 	}
 	name := dev.GetKernelIfName()
-	h, err := m.ns.dial()
+	h, err := m.ns.Dial()
 	if err != nil {
 		return nil, err
 	}
 	defer h.Close()
 	l, err := h.LinkByName(name)
 	if err != nil {
-		if isNotFound(err) {
+		if hostns.IsNotFound(err) {
 			return nil, fmt.Errorf("interface %s: %w", name, ErrLinkNotFound)
 		}
 		return nil, fmt.Errorf("looking up interface %s: %w", name, err)
@@ -42,7 +43,7 @@ func (m *Manager) Setup(ctx context.Context, dev *devicev1.Device, cfg *devicev1
 	if m.describe(l) == nil {
 		return nil, fmt.Errorf("interface %s: %w", name, ErrNotSelected)
 	}
-	links, err := retryDump(h.LinkList)
+	links, err := hostns.RetryDump(h.LinkList)
 	if err != nil {
 		return nil, fmt.Errorf("listing links: %w", err)
 	}

@@ -99,7 +99,7 @@ func sleep(ctx context.Context, d time.Duration) bool {
 }
 
 func (m *Manager) subscribeLinks(ctx context.Context) (<-chan netlink.LinkUpdate, error) {
-	ns, done, err := m.ns.handle()
+	ns, done, err := m.ns.Handle()
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +116,7 @@ func (m *Manager) subscribeLinks(ctx context.Context) (<-chan netlink.LinkUpdate
 }
 
 func (m *Manager) subscribeRoutes(ctx context.Context) (<-chan netlink.RouteUpdate, error) {
-	ns, done, err := m.ns.handle()
+	ns, done, err := m.ns.Handle()
 	if err != nil {
 		return nil, err
 	}
