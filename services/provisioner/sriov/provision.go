@@ -17,7 +17,7 @@ import (
 const maxIfNameLen = 15
 
 // ValidateConfig checks cfg without touching anything: every interface has
-// a valid, unique ifName and a vfCount above zero. It returns a
+// a valid, unique ifName (a vfCount of 0 means: use the VFs it has). It returns a
 // *fielderr.Error with the field relative to cfg ("ifaces[0].vfCount"). A nil
 // cfg or one with no ifaces is valid (every VF on the node is published).
 func ValidateConfig(cfg *provisionerv1.SriovConfig) error {
@@ -31,9 +31,6 @@ func ValidateConfig(cfg *provisionerv1.SriovConfig) error {
 			return fielderr.New(field+".ifName", "%q is already ifaces[%d]", iface.GetIfName(), j)
 		}
 		seen[iface.GetIfName()] = i
-		if iface.GetVfCount() == 0 {
-			return fielderr.New(field+".vfCount", "must be more than 0")
-		}
 	}
 	return nil
 }
@@ -62,7 +59,9 @@ func validateIfName(field, name string) error {
 // ProvisionVFs makes sure every PF in ifaces has VFs, as the reference
 // design does at startup: a PF whose sriov_numvfs is non-zero is left alone,
 // with a warning (logged and returned) when its count differs from
-// vfCount; a PF with no VFs gets vfCount written to sriov_numvfs. A vfCount
+// vfCount; a PF with no VFs gets vfCount written to sriov_numvfs; a vfCount
+// of 0 leaves the PF's VFs as they are (the NodeConfig's "use what is
+// there"). A vfCount
 // above sriov_totalvfs is an error (ErrTooManyVFs) naming the PF and both
 // numbers, and so is a PF that does not exist (ErrPFNotFound) or has no
 // SR-IOV capability (ErrNotSriov). Every PF is tried; the errors are
@@ -100,6 +99,10 @@ func provisionPF(log *slog.Logger, sysfsRoot, pf string, want uint32) (string, e
 	}
 	if err != nil {
 		return "", fmt.Errorf("PF %s: %w", pf, err)
+	}
+	if want == 0 {
+		log.Debug("PF's VFs left as they are (vfCount 0)", "pf", pf)
+		return "", nil
 	}
 	if uint64(want) > total {
 		return "", fmt.Errorf("PF %s: vfCount %d is more than sriov_totalvfs %d: %w", pf, want, total, ErrTooManyVFs)

@@ -43,6 +43,8 @@ func TestProvisionVFs(t *testing.T) {
 		{name: "a different non-zero count is left alone with a warning", ifaces: ifaces("ens2f0np0", 5),
 			wantNumVFs: map[string]string{"ens2f0np0": "3"},
 			wantWarn:   []string{"ens2f0np0 has 3 VFs, not the 5 configured"}},
+		{name: "vfCount 0 leaves both kinds of PF alone, without a warning", ifaces: ifaces("ens3f0", 0, "ens2f0np0", 0),
+			wantNumVFs: map[string]string{"ens3f0": "0", "ens2f0np0": "3"}},
 		{name: "missing PF", ifaces: ifaces("ens9f9", 2),
 			wantErr: ErrPFNotFound, wantErrIn: []string{"ens9f9"}},
 		{name: "PF without SR-IOV", ifaces: ifaces("eno1", 2),
@@ -102,7 +104,7 @@ func TestValidateConfig(t *testing.T) {
 		{name: "space in ifName", cfg: &provisionerv1.SriovConfig{Ifaces: ifaces("a b", 4)}, wantField: "ifaces[0].ifName"},
 		{name: "dot ifName", cfg: &provisionerv1.SriovConfig{Ifaces: ifaces("..", 4)}, wantField: "ifaces[0].ifName"},
 		{name: "duplicate ifName", cfg: &provisionerv1.SriovConfig{Ifaces: ifaces("ens1f0", 1, "ens1f0", 2)}, wantField: "ifaces[1].ifName"},
-		{name: "zero vfCount", cfg: &provisionerv1.SriovConfig{Ifaces: ifaces("ens1f0", 0)}, wantField: "ifaces[0].vfCount"},
+		{name: "zero vfCount uses the VFs there are", cfg: &provisionerv1.SriovConfig{Ifaces: ifaces("ens1f0", 0)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			checkField(t, ValidateConfig(tc.cfg), tc.wantField)
