@@ -130,6 +130,23 @@ export DEV_SCRIPT
 dev: build $(TOOLS)/stamps/grpcurl-$(GRPCURL_VERSION) ## Run netdra's node processes locally until Ctrl-C.
 	@bash -c "$$DEV_SCRIPT"
 
+# The test world: a real control plane, an emulated kubelet and the NRI
+# runtime side, in its own Go module (shared/testworld). The first build of
+# Kubernetes from module sources takes about 7 minutes on 2 cores; later
+# builds reuse the Go build cache.
+.PHONY: test-world
+test-world: ## Run the test world's tests, the operator's and the end-to-end tests (real control plane).
+	@echo ">> test world: building Kubernetes v1.37.2 from module sources if not cached (about 7 minutes the first time)"
+	cd shared/testworld && $(GO) vet ./... && GRPCURL=$(GRPCURL) $(GO) test -count=1 -p 1 -timeout 40m ./...
+
+.PHONY: world
+world: ## Start the test world by hand (control plane + node) until Ctrl-C.
+	cd shared/testworld && $(GO) run ./cmd/testworld -dir /tmp/netdra-world
+
+.PHONY: bench
+bench: ## Run the benchmarks in bench/ (ratios against a baseline of the same run).
+	$(GO) test -run '^$$' -bench . -benchtime 2s -count 1 ./bench/...
+
 .PHONY: clean
 clean: ## Remove build output and the installed tools.
 	rm -rf $(OUT) $(TOOLS)
