@@ -9,6 +9,7 @@ import (
 	"context"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	"github.com/netdra/netdra/shared/fielderr"
 )
 
 // Manager discovers one class of devices and sets them up for claims.
@@ -30,4 +31,37 @@ type Manager interface {
 	// anything is touched, returning a *fielderr.Error naming the field
 	// ("config.vlanQoS").
 	Validate(dev *devicev1.Device, cfg *devicev1.DeviceConfig) error
+}
+
+// RefuseVFSettings returns a *fielderr.Error naming the first VF-only
+// setting cfg sets (vlan, vlanQoS, vlanProto, spoofChk, trust, linkState,
+// minTxRate, maxTxRate), for a manager without SR-IOV VFs called mgr, or nil. A field counts as set when it
+// is present, even at its zero value (vlan 0 asks to clear a VF's VLAN).
+func RefuseVFSettings(mgr string, cfg *devicev1.DeviceConfig) error {
+	if cfg == nil {
+		return nil
+	}
+	const (
+		noVLAN = "no hardware VLAN"
+		noVF   = "not an SR-IOV VF"
+	)
+	for _, f := range []struct {
+		field string
+		set   bool
+		why   string
+	}{
+		{"vlan", cfg.Vlan != nil, noVLAN},
+		{"vlanQoS", cfg.VlanQos != nil, noVLAN},
+		{"vlanProto", cfg.GetVlanProto() != devicev1.VlanProto_VLAN_PROTO_UNSPECIFIED, noVLAN},
+		{"spoofChk", cfg.SpoofChk != nil, noVF},
+		{"trust", cfg.Trust != nil, noVF},
+		{"linkState", cfg.GetLinkState() != devicev1.VfLinkState_VF_LINK_STATE_UNSPECIFIED, noVF},
+		{"minTxRate", cfg.MinTxRate != nil, noVF},
+		{"maxTxRate", cfg.MaxTxRate != nil, noVF},
+	} {
+		if f.set {
+			return fielderr.New("config."+f.field, "not supported by the %s manager (%s); only sr-iov devices take it", mgr, f.why)
+		}
+	}
+	return nil
 }
