@@ -225,3 +225,79 @@ func TestE2E_BadClaimConfig(t *testing.T) {
 		t.Errorf("allocations after a refused prepare: %v %v", resp.GetAllocations(), err)
 	}
 }
+
+// slicePools returns the pools this node's ResourceSlices publish, with the
+// number of devices in each.
+func slicePools(ctx context.Context, c kubernetes.Interface, node string) (map[string]int, error) {
+	slices, err := c.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for _, s := range slices.Items {
+		if s.Spec.Driver == driver && s.Spec.NodeName != nil && *s.Spec.NodeName == node {
+			out[s.Spec.Pool.Name] += len(s.Spec.Devices)
+		}
+	}
+	return out, nil
+}
+
+// TestE2E_NodeConfigChangeRepublishes: renaming a pool and adding a device
+// to it is applied without a restart: the slices follow.
+func TestE2E_NodeConfigChangeRepublishes(t *testing.T) {
+	nn := startNetdra(t, "data0", "data1")
+	c := nn.cp.Client()
+	host := func(names ...any) map[string]any {
+		return map[string]any{"host": map[string]any{"enabled": true, "ifNames": names}}
+	}
+	nn.applyNodeConfig(t, map[string]any{"deviceManagerConfigs": host("data0"), "pools": []any{map[string]any{"name": "red"}}})
+	waitFor(t, "pool red with data0", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		p, err := slicePools(ctx, c, nn.node.Name())
+		return err == nil && p["red"] == 1 && len(p) == 1, nil
+	})
+	nn.applyNodeConfig(t, map[string]any{"deviceManagerConfigs": host("data0", "data1"), "pools": []any{map[string]any{"name": "blue"}}})
+	var last map[string]int
+	waitFor(t, "pool blue with both devices, and red gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		p, err := slicePools(ctx, c, nn.node.Name())
+		last = p
+		return err == nil && p["blue"] == 2 && len(p) == 1, nil
+	})
+	t.Logf("published: %v", last)
+	if !strings.Contains(nn.dra.Log(), "NodeConfig applied") {
+		t.Error("dra did not log the new NodeConfig as applied")
+	}
+}
+
+// TestE2E_DraRestart: dra is killed (-9) while a pod holds its device and
+// started again; it recovers its state, and deleting the pod still returns
+// the device and removes the allocation: nothing leaked.
+func TestE2E_DraRestart(t *testing.T) {
+	nn := startNetdra(t, "data0")
+	c := nn.cp.Client()
+	nn.applyNodeConfig(t, map[string]any{
+		"deviceManagerConfigs": map[string]any{"host": map[string]any{"enabled": true, "ifNames": []any{"data0"}}},
+		"pools":                []any{map[string]any{"name": "net"}},
+	})
+	ns := worldtest.Namespace(t, c)
+	tmpl := claimTemplate(t, c, ns, deviceClass(t, c, "net"), map[string]any{"podIfName": "net1"})
+	pod := newPod(t, c, ns, "app", nn.node.Name(), tmpl)
+	waitFor(t, "the pod to run", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		p, err := c.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+		return err == nil && p.Status.Phase == corev1.PodRunning, nil
+	})
+	nn.dra.Restart()
+	if err := c.CoreV1().Pods(ns).Delete(context.Background(), pod.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the pod to be gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := c.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	waitFor(t, "the allocation to be gone", time.Minute, func(ctx context.Context) (bool, error) {
+		resp, err := nn.stateClient.ListAllocations(ctx, &statev1.ListAllocationsRequest{})
+		return err == nil && len(resp.GetAllocations()) == 0, nil
+	})
+	if _, ok := link(t, nn.hostNS, "data0"); !ok {
+		t.Error("data0 is not back in the host netns")
+	}
+}
