@@ -246,8 +246,9 @@ func reattach(log *slog.Logger, host, pod *conn, podName string, orig *devicev1.
 	return err
 }
 
-// configure adds want's addresses to l in pod, sets l up and adds want's
-// routes. Addresses and routes that exist already are fine.
+// configure adds want's addresses to l in pod, sets l up, adds want's
+// routes and announces the addresses (see announce). Addresses and routes
+// that exist already are fine.
 func configure(pod *conn, l netlink.Link, want config) error {
 	a := l.Attrs()
 	for _, addr := range want.addresses {
@@ -262,6 +263,13 @@ func configure(pod *conn, l netlink.Link, want config) error {
 		r.LinkIndex = a.Index
 		if err := pod.h.RouteAdd(r); err != nil && !errors.Is(err, unix.EEXIST) {
 			return fmt.Errorf("adding route %s via %s dev %s: %w", r.Dst, r.Gw, a.Name, err)
+		}
+	}
+	// Telling the neighbours is best effort, as in the SR-IOV CNI: they
+	// learn the address anyway, only later.
+	if cur, err := pod.h.LinkByIndex(a.Index); err == nil {
+		if err := announce(pod, cur, want.addresses); err != nil {
+			pod.log.Warn("the neighbours were not told of the addresses", "link", a.Name, "err", err)
 		}
 	}
 	return nil
