@@ -4,9 +4,19 @@
 // side, a network namespace per pod), until Ctrl-C.
 //
 //	testworld [-dir DIR] [-node-name NAME] [-nri-socket PATH]
-//	          [-plugins-registry DIR] [-plugins DIR]
+//	          [-plugins-registry DIR] [-plugins DIR] [-netns-prefix P]
+//	          [-start-timeout D] [-keep]
 //
-// Build it with `make world`: it needs the Kubernetes version ldflags.
+// It is ready once the control plane answers, the node is Ready and the
+// "default" namespace has its default ServiceAccount (no pod is admitted
+// before); then it writes DIR/world.env (KUBECONFIG, TESTWORLD_NODE,
+// TESTWORLD_NRI_SOCKET, TESTWORLD_PLUGINS_REGISTRY, TESTWORLD_PLUGINS,
+// TESTWORLD_NETNS_PREFIX) in one piece, for scripts to wait for and source.
+// At exit it removes what it created, and only that: DIR when it made it,
+// else the files and folders it made in it.
+//
+// Build it with `make world-bin` (into _output/testworld): it needs the
+// Kubernetes version ldflags (controlplane.LDFlags).
 // The "control-plane" subcommand is what the controlplane package runs in
 // a child process; people need not call it.
 package main
@@ -18,6 +28,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -26,6 +37,9 @@ import (
 	"syscall"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
 	"github.com/netdra/netdra/shared/testworld/controlplane"
@@ -50,13 +64,14 @@ type worldConfig struct {
 	logLevel                                                 slog.Level
 	verbosity                                                int
 	keep                                                     bool
+	startTimeout                                             time.Duration
 }
 
 func parseWorldFlags(args []string, stderr io.Writer) (worldConfig, error) {
 	var c worldConfig
 	fs := flag.NewFlagSet("testworld", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&c.dir, "dir", "/tmp/testworld", "working directory (control plane data, kubeconfig, sockets); emptied at exit unless -keep")
+	fs.StringVar(&c.dir, "dir", "/tmp/testworld", "working directory (control plane data, kubeconfig, sockets); what the world made in it is removed at exit unless -keep")
 	fs.StringVar(&c.nodeName, "node-name", "testworld-node", "name of the emulated node")
 	fs.StringVar(&c.nriSocket, "nri-socket", "", "NRI socket the runtime side listens on (default DIR/nri.sock)")
 	fs.StringVar(&c.registry, "plugins-registry", "", "kubelet plugin registration directory (default DIR/plugins_registry)")
@@ -64,12 +79,16 @@ func parseWorldFlags(args []string, stderr io.Writer) (worldConfig, error) {
 	fs.StringVar(&c.netnsPrefix, "netns-prefix", "testworld-", "prefix of the pods' network namespace names")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn, error")
 	fs.IntVar(&c.verbosity, "v", 0, "klog verbosity of the control-plane components (their log is DIR/controlplane/controlplane.log)")
-	fs.BoolVar(&c.keep, "keep", false, "keep DIR at exit")
+	fs.BoolVar(&c.keep, "keep", false, "keep what the world made at exit")
+	fs.DurationVar(&c.startTimeout, "start-timeout", 3*time.Minute, "how long the world may take to be ready (the binary is built already)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	if c.startTimeout <= 0 {
+		return c, fmt.Errorf("-start-timeout %s: must be positive", c.startTimeout)
 	}
 	if c.nriSocket == "" {
 		c.nriSocket = filepath.Join(c.dir, "nri.sock")
@@ -104,23 +123,32 @@ func runWorld(args []string, stdout, stderr io.Writer) int {
 }
 
 func world(ctx context.Context, c worldConfig, logger *slog.Logger, stdout io.Writer) (err error) {
-	cpDir := filepath.Join(c.dir, "controlplane")
-	if err := os.RemoveAll(cpDir); err != nil {
-		return fmt.Errorf("clearing %s: %w", cpDir, err)
+	var made madePaths
+	if !c.keep {
+		defer func() { err = errors.Join(err, made.remove()) }()
 	}
-	for _, d := range []string{cpDir, c.registry, c.plugins, filepath.Dir(c.nriSocket)} {
-		if err := os.MkdirAll(d, 0o750); err != nil {
-			return fmt.Errorf("creating %s: %w", d, err)
+	cpDir := filepath.Join(c.dir, "controlplane")
+	envFile := filepath.Join(c.dir, "world.env")
+	for _, p := range []string{cpDir, envFile, c.nriSocket} {
+		if _, err := os.Lstat(p); err == nil {
+			return fmt.Errorf("%s exists (left by a world run with -keep, or by one that was killed): remove it or choose another -dir", p)
 		}
 	}
-	if !c.keep {
-		defer func() { err = errors.Join(err, os.RemoveAll(c.dir)) }()
+	for _, d := range []string{c.dir, cpDir, c.registry, c.plugins, filepath.Dir(c.nriSocket)} {
+		if err := made.mkdirAll(d); err != nil {
+			return err
+		}
 	}
+	made.add(c.nriSocket, envFile)
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("finding this binary: %w", err)
 	}
-	cp, err := controlplane.Start(ctx, controlplane.Options{Dir: cpDir, Logger: logger, Binary: self, Verbosity: c.verbosity})
+	// The binary is this one: the start timeout covers no build.
+	startCtx, cancelStart := context.WithTimeout(ctx, c.startTimeout)
+	defer cancelStart()
+	cp, err := controlplane.Start(startCtx, controlplane.Options{Dir: cpDir, Logger: logger, Binary: self,
+		Verbosity: c.verbosity, StartTimeout: c.startTimeout})
 	if err != nil {
 		return err
 	}
@@ -134,8 +162,11 @@ func world(ctx context.Context, c worldConfig, logger *slog.Logger, stdout io.Wr
 		return err
 	}
 	defer func() { err = errors.Join(err, n.Stop()) }()
+	if err := waitDefaultServiceAccount(startCtx, cp.Client()); err != nil {
+		return fmt.Errorf("%w (start timeout %s)", err, c.startTimeout)
+	}
+	cancelStart()
 
-	envFile := filepath.Join(c.dir, "world.env")
 	if err := writeEnv(envFile, c, cp); err != nil {
 		return err
 	}
@@ -149,12 +180,76 @@ func world(ctx context.Context, c worldConfig, logger *slog.Logger, stdout io.Wr
 	return nil
 }
 
+// waitDefaultServiceAccount waits for the ServiceAccount "default" in the
+// namespace "default": the apiserver admits no pod before it exists.
+func waitDefaultServiceAccount(ctx context.Context, c kubernetes.Interface) error {
+	err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		_, err := c.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the default ServiceAccount in namespace default: %w", err)
+	}
+	return nil
+}
+
+// madePaths records the files and folders the world creates, to remove
+// those and nothing else at exit.
+type madePaths struct{ paths []string }
+
+// mkdirAll is os.MkdirAll that records the topmost folder it created.
+func (m *madePaths) mkdirAll(dir string) error {
+	dir = filepath.Clean(dir)
+	top := ""
+	for d := dir; ; d = filepath.Dir(d) {
+		_, err := os.Lstat(d)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("creating %s: %w", dir, err)
+		}
+		top = d
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return fmt.Errorf("creating %s: %w", dir, err)
+	}
+	if top != "" {
+		m.add(top)
+	}
+	return nil
+}
+
+// add records paths that did not exist and that the world will create.
+func (m *madePaths) add(paths ...string) { m.paths = append(m.paths, paths...) }
+
+// remove removes what was recorded, the last first. Paths already gone
+// are fine.
+func (m *madePaths) remove() error {
+	var errs []error
+	for i := len(m.paths) - 1; i >= 0; i-- {
+		if err := os.RemoveAll(m.paths[i]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // writeEnv writes the world's coordinates as shell variables, for scripts
-// such as make dev to source.
+// such as make dev to source. The file appears whole (written aside, then
+// renamed): its presence means the world is ready.
 func writeEnv(path string, c worldConfig, cp *controlplane.ControlPlane) error {
 	env := fmt.Sprintf("KUBECONFIG=%s\nTESTWORLD_NODE=%s\nTESTWORLD_NRI_SOCKET=%s\nTESTWORLD_PLUGINS_REGISTRY=%s\nTESTWORLD_PLUGINS=%s\nTESTWORLD_NETNS_PREFIX=%s\n",
 		cp.Kubeconfig(), c.nodeName, c.nriSocket, c.registry, c.plugins, c.netnsPrefix)
-	if err := os.WriteFile(path, []byte(env), 0o644); err != nil {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(env), 0o644); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil
