@@ -1,0 +1,313 @@
+package deploytest
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// nodeContainers are the node pod's containers: one per process.
+var nodeContainers = []string{"provisioner", "state", "dra", "nri"}
+
+// provisionerCaps are the only capabilities any netdra container adds.
+var provisionerCaps = []corev1.Capability{"NET_ADMIN", "SYS_ADMIN"}
+
+// hostPathOwners says which containers may mount a host path, by prefix.
+// A host path matching no prefix is a violation: a new one needs a rule.
+var hostPathOwners = []struct {
+	prefix     string
+	containers []string
+}{
+	{"/var/lib/kubelet/", []string{"dra"}},
+	{"/var/run/nri", []string{"nri"}},
+	{"/run/nri", []string{"nri"}},
+	{"/sys", []string{"provisioner"}},
+	{"/var/run/netns", []string{"provisioner"}},
+	{"/run/netns", []string{"provisioner"}},
+	{"/var/lib/netdra", []string{"state", "state-dir"}},
+}
+
+// podRules lists what is wrong with the node pod's spec.
+func podRules(ds *appsv1.DaemonSet) []string {
+	var bad []string
+	spec := ds.Spec.Template.Spec
+	var names []string
+	for _, c := range spec.Containers {
+		names = append(names, c.Name)
+	}
+	if !slices.Equal(names, nodeContainers) {
+		bad = append(bad, fmt.Sprintf("containers %v, want %v", names, nodeContainers))
+	}
+	if spec.PriorityClassName != "system-node-critical" {
+		bad = append(bad, fmt.Sprintf("priorityClassName %q", spec.PriorityClassName))
+	}
+	if !slices.ContainsFunc(spec.Tolerations, func(t corev1.Toleration) bool {
+		return t.Key == "" && t.Operator == corev1.TolerationOpExists && t.Effect == ""
+	}) {
+		bad = append(bad, fmt.Sprintf("no toleration of every taint (operator Exists, no key, no effect): %v", spec.Tolerations))
+	}
+	if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
+		bad = append(bad, "the ServiceAccount token is mounted into every container")
+	}
+	for _, c := range spec.Containers {
+		bad = append(bad, probeRules(c)...)
+		if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() ||
+			c.Resources.Limits.Cpu().IsZero() || c.Resources.Limits.Memory().IsZero() {
+			bad = append(bad, c.Name+": cpu and memory requests and limits must all be set")
+		}
+		if !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == "/run/netdra" }) {
+			bad = append(bad, c.Name+": does not mount the shared socket directory /run/netdra")
+		}
+	}
+	all := append(slices.Clone(spec.InitContainers), spec.Containers...)
+	for _, c := range all {
+		bad = append(bad, privilegeRules(c)...)
+		bad = append(bad, mountRules(c, spec.Volumes)...)
+	}
+	return bad
+}
+
+// privilegeRules: only the provisioner holds capabilities (exactly its
+// two), nobody is privileged, nothing can escalate, everything else drops
+// every capability, state runs as non-root.
+func privilegeRules(c corev1.Container) []string {
+	sc := c.SecurityContext
+	if sc == nil {
+		return []string{c.Name + ": no securityContext"}
+	}
+	var bad []string
+	if sc.Privileged != nil && *sc.Privileged {
+		bad = append(bad, c.Name+": privileged")
+	}
+	if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+		bad = append(bad, c.Name+": allowPrivilegeEscalation is not false")
+	}
+	var add, drop []corev1.Capability
+	if sc.Capabilities != nil {
+		add, drop = sc.Capabilities.Add, sc.Capabilities.Drop
+	}
+	if !slices.Contains(drop, "ALL") {
+		bad = append(bad, c.Name+": does not drop ALL capabilities")
+	}
+	want := []corev1.Capability(nil)
+	if c.Name == "provisioner" {
+		want = provisionerCaps
+	}
+	if got := slices.Sorted(slices.Values(add)); !slices.Equal(got, want) {
+		bad = append(bad, fmt.Sprintf("%s: adds capabilities %v, want %v", c.Name, got, want))
+	}
+	if c.Name == "state" && (sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.RunAsUser == nil || *sc.RunAsUser == 0) {
+		bad = append(bad, "state: not run as a non-root uid")
+	}
+	return bad
+}
+
+// mountRules: host paths only where hostPathOwners allows them, the
+// ServiceAccount token in dra only.
+func mountRules(c corev1.Container, volumes []corev1.Volume) []string {
+	var bad []string
+	for _, m := range c.VolumeMounts {
+		i := slices.IndexFunc(volumes, func(v corev1.Volume) bool { return v.Name == m.Name })
+		if i < 0 {
+			bad = append(bad, fmt.Sprintf("%s: mounts unknown volume %s", c.Name, m.Name))
+			continue
+		}
+		v := volumes[i]
+		if v.Projected != nil && slices.ContainsFunc(v.Projected.Sources, func(s corev1.VolumeProjection) bool {
+			return s.ServiceAccountToken != nil
+		}) && c.Name != "dra" {
+			bad = append(bad, c.Name+": mounts a ServiceAccount token")
+		}
+		if v.HostPath == nil {
+			continue
+		}
+		p := v.HostPath.Path
+		j := slices.IndexFunc(hostPathOwners, func(o struct {
+			prefix     string
+			containers []string
+		}) bool {
+			return p == strings.TrimSuffix(o.prefix, "/") || strings.HasPrefix(p, strings.TrimSuffix(o.prefix, "/")+"/")
+		})
+		switch {
+		case j < 0:
+			bad = append(bad, fmt.Sprintf("%s: mounts host path %s, which no rule allows", c.Name, p))
+		case !slices.Contains(hostPathOwners[j].containers, c.Name):
+			bad = append(bad, fmt.Sprintf("%s: mounts host path %s, which only %v may", c.Name, p, hostPathOwners[j].containers))
+		}
+	}
+	return bad
+}
+
+// probeRules: liveness and readiness probes run the container's own
+// binary's health subcommand against the socket it serves.
+func probeRules(c corev1.Container) []string {
+	var socket string
+	for _, a := range c.Args {
+		if s, ok := strings.CutPrefix(a, "-socket="); ok {
+			socket = s
+		}
+	}
+	if socket == "" {
+		return []string{c.Name + ": no -socket argument"}
+	}
+	want := []string{"/usr/local/bin/" + c.Name, "health", "-socket=" + socket}
+	var bad []string
+	for kind, p := range map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
+		if p == nil || p.Exec == nil {
+			bad = append(bad, fmt.Sprintf("%s: no exec %s probe", c.Name, kind))
+			continue
+		}
+		if !slices.Equal(p.Exec.Command, want) {
+			bad = append(bad, fmt.Sprintf("%s: %s probe runs %q, want %q", c.Name, kind, p.Exec.Command, want))
+		}
+	}
+	return bad
+}
+
+// TestDaemonSet_Privileges reads the rendered node DaemonSet of the base
+// and the dev overlay: only the provisioner has capabilities (NET_ADMIN
+// and SYS_ADMIN) and the host's /sys and netns directory; only dra mounts
+// kubelet directories and a ServiceAccount token; only nri the NRI socket;
+// every container has allowPrivilegeEscalation false, drops ALL,
+// resources, and exec probes through its health subcommand; the pod is
+// system-node-critical and tolerates every taint. In the base every
+// container also has a read-only root filesystem (the dev overlay lifts it
+// for Tilt's live update, and nothing else).
+func TestDaemonSet_Privileges(t *testing.T) {
+	for _, dir := range []string{base, dev} {
+		t.Run(dir, func(t *testing.T) {
+			ds := nodeDaemonSet(t, dir)
+			for _, v := range podRules(ds) {
+				t.Error(v)
+			}
+			for _, c := range append(slices.Clone(ds.Spec.Template.Spec.InitContainers), ds.Spec.Template.Spec.Containers...) {
+				ro := c.SecurityContext != nil && c.SecurityContext.ReadOnlyRootFilesystem != nil && *c.SecurityContext.ReadOnlyRootFilesystem
+				if want := dir == base || strings.HasSuffix(c.Name, "-dir"); ro != want {
+					t.Errorf("%s: readOnlyRootFilesystem %v, want %v", c.Name, ro, want)
+				}
+			}
+		})
+	}
+}
+
+// TestDaemonSet_PrivilegesDetected makes sure each rule bites: a broken
+// copy of the base DaemonSet yields the violation named.
+func TestDaemonSet_PrivilegesDetected(t *testing.T) {
+	byName := func(ds *appsv1.DaemonSet, name string) *corev1.Container {
+		for i := range ds.Spec.Template.Spec.Containers {
+			if ds.Spec.Template.Spec.Containers[i].Name == name {
+				return &ds.Spec.Template.Spec.Containers[i]
+			}
+		}
+		t.Fatalf("no container %s", name)
+		return nil
+	}
+	tests := []struct {
+		name   string
+		mutate func(ds *appsv1.DaemonSet)
+		want   string
+	}{
+		{"state gets a capability", func(ds *appsv1.DaemonSet) {
+			byName(ds, "state").SecurityContext.Capabilities.Add = []corev1.Capability{"NET_ADMIN"}
+		}, "state: adds capabilities [NET_ADMIN]"},
+		{"nri privileged", func(ds *appsv1.DaemonSet) {
+			p := true
+			byName(ds, "nri").SecurityContext.Privileged = &p
+		}, "nri: privileged"},
+		{"provisioner gets one more", func(ds *appsv1.DaemonSet) {
+			c := byName(ds, "provisioner")
+			c.SecurityContext.Capabilities.Add = append(c.SecurityContext.Capabilities.Add, "SYS_PTRACE")
+		}, "provisioner: adds capabilities"},
+		{"nri mounts kubelet plugins", func(ds *appsv1.DaemonSet) {
+			c := byName(ds, "nri")
+			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "kubelet-registry", MountPath: "/x"})
+		}, "nri: mounts host path /var/lib/kubelet/plugins_registry, which only [dra] may"},
+		{"dra mounts the NRI socket", func(ds *appsv1.DaemonSet) {
+			c := byName(ds, "dra")
+			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "nri", MountPath: "/var/run/nri"})
+		}, "dra: mounts host path /var/run/nri, which only [nri] may"},
+		{"an unknown host path", func(ds *appsv1.DaemonSet) {
+			ds.Spec.Template.Spec.Volumes = append(ds.Spec.Template.Spec.Volumes, corev1.Volume{Name: "etc",
+				VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/etc"}}})
+			c := byName(ds, "state")
+			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "etc", MountPath: "/etc/host"})
+		}, "state: mounts host path /etc, which no rule allows"},
+		{"escalation allowed", func(ds *appsv1.DaemonSet) {
+			e := true
+			byName(ds, "dra").SecurityContext.AllowPrivilegeEscalation = &e
+		}, "dra: allowPrivilegeEscalation is not false"},
+		{"token everywhere", func(ds *appsv1.DaemonSet) {
+			ds.Spec.Template.Spec.AutomountServiceAccountToken = nil
+		}, "the ServiceAccount token is mounted into every container"},
+		{"token in nri", func(ds *appsv1.DaemonSet) {
+			c := byName(ds, "nri")
+			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "dra-token", MountPath: "/t"})
+		}, "nri: mounts a ServiceAccount token"},
+		{"probe of another binary", func(ds *appsv1.DaemonSet) {
+			byName(ds, "state").LivenessProbe.Exec.Command[0] = "/usr/local/bin/dra"
+		}, "state: liveness probe runs"},
+		{"no limits", func(ds *appsv1.DaemonSet) {
+			byName(ds, "provisioner").Resources.Limits = nil
+		}, "provisioner: cpu and memory requests and limits must all be set"},
+		{"not critical", func(ds *appsv1.DaemonSet) {
+			ds.Spec.Template.Spec.PriorityClassName = ""
+		}, "priorityClassName"},
+		{"some taints only", func(ds *appsv1.DaemonSet) {
+			ds.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.TolerationOpExists}}
+		}, "no toleration of every taint"},
+		{"state as root", func(ds *appsv1.DaemonSet) {
+			var root int64
+			byName(ds, "state").SecurityContext.RunAsUser = &root
+		}, "state: not run as a non-root uid"},
+	}
+	good := nodeDaemonSet(t, base)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ds := good.DeepCopy()
+			tt.mutate(ds)
+			got := podRules(ds)
+			if !slices.ContainsFunc(got, func(v string) bool { return strings.Contains(v, tt.want) }) {
+				t.Errorf("violations %q, want one containing %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestOperator_Deployment: two replicas taking turns through a Lease,
+// non-root, no capabilities, read-only root, resources, probes.
+func TestOperator_Deployment(t *testing.T) {
+	dep := typed[appsv1.Deployment](t, find(t, render(t, base), "Deployment", "netdra-operator"))
+	if dep.Spec.Replicas == nil || *dep.Spec.Replicas != 2 {
+		t.Errorf("replicas %v, want 2", dep.Spec.Replicas)
+	}
+	spec := dep.Spec.Template.Spec
+	if len(spec.Containers) != 1 {
+		t.Fatalf("%d containers, want 1", len(spec.Containers))
+	}
+	c := spec.Containers[0]
+	if !slices.Contains(c.Args, "-leader-elect=true") {
+		t.Errorf("args %q: no -leader-elect=true", c.Args)
+	}
+	if spec.ServiceAccountName != "netdra-operator" {
+		t.Errorf("serviceAccountName %q", spec.ServiceAccountName)
+	}
+	psc, sc := spec.SecurityContext, c.SecurityContext
+	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.RunAsUser == nil || *psc.RunAsUser == 0 {
+		t.Error("the operator does not run as a non-root uid")
+	}
+	if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+		sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+		sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") || len(sc.Capabilities.Add) > 0 {
+		t.Errorf("securityContext %+v: want no escalation, read-only root, ALL dropped, none added", sc)
+	}
+	if c.Resources.Limits.Memory().IsZero() || c.Resources.Requests.Memory().IsZero() {
+		t.Error("no memory request or limit")
+	}
+	if c.LivenessProbe == nil || c.ReadinessProbe == nil {
+		t.Error("no liveness or readiness probe")
+	}
+}
