@@ -14,7 +14,7 @@ import (
 var nodeContainers = []string{"provisioner", "state", "dra", "nri"}
 
 // provisionerCaps are the only capabilities any netdra container adds.
-var provisionerCaps = []corev1.Capability{"NET_ADMIN", "SYS_ADMIN"}
+var provisionerCaps = []corev1.Capability{"BPF", "NET_ADMIN", "SYS_ADMIN"}
 
 // hostPathOwners says which containers may mount a host path, by prefix.
 // A host path matching no prefix is a violation: a new one needs a rule.
@@ -169,8 +169,8 @@ func probeRules(c corev1.Container) []string {
 }
 
 // TestDaemonSet_Privileges reads the rendered node DaemonSet of the base
-// and the dev overlay: only the provisioner has capabilities (NET_ADMIN
-// and SYS_ADMIN) and the host's /sys and netns directory; only dra mounts
+// and the dev overlay: only the provisioner has capabilities (NET_ADMIN,
+// SYS_ADMIN and BPF) and the host's /sys and netns directory; only dra mounts
 // kubelet directories and a ServiceAccount token; only nri the NRI socket;
 // every container has allowPrivilegeEscalation false, drops ALL,
 // resources, and exec probes through its health subcommand; the pod is
