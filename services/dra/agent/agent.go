@@ -1,21 +1,31 @@
 // Package agent wires dra's parts together: the NodeConfig watch, the
-// inventory pump, the ResourceSlice publisher, the prepare/unprepare driver
-// and the kubelet registration, in the order the node needs them: the
-// configuration first, then the inventory and the allocations (restart
-// recovery), and only then registration with the kubelet.
+// inventory pump, the ResourceSlice publisher, the prepare/unprepare driver,
+// device health and the kubelet registration, in the order the node needs
+// them: the configuration first, then the inventory and the allocations
+// (restart recovery), and only then registration with the kubelet.
+//
+// A change of the NodeConfig's driverName is applied without a restart
+// when no claim is prepared on the node: the kubelet plugin is stopped (its
+// sockets removed), the old driver's ResourceSlices of this node deleted,
+// and the plugin registered and the pools published under the new name.
+// While claims are prepared under the old name the change is refused (the
+// kubelet could not unprepare them under the new one): the Applied
+// condition says so with the number of claims, the old name stays, and the
+// change is retried until they are gone.
 package agent
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
@@ -26,6 +36,7 @@ import (
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 	"github.com/netdra/netdra/services/dra/config"
 	"github.com/netdra/netdra/services/dra/driver"
+	"github.com/netdra/netdra/services/dra/health"
 	"github.com/netdra/netdra/services/dra/inventory"
 	"github.com/netdra/netdra/services/dra/kube"
 	"github.com/netdra/netdra/services/dra/publish"
@@ -54,39 +65,202 @@ type Agent struct {
 	pump   *inventory.Pump
 	pub    *publish.Publisher
 	claims *kube.Claims
+	status *kube.StatusWriter
+	health *health.Watcher
+	fatal  chan error
+	// ipKick asks watchIPPools to look at the address pools now.
+	ipKick chan struct{}
+
+	// serveMu serializes starting and stopping the kubelet plugin.
+	serveMu sync.Mutex
 
 	mu         sync.Mutex
 	spec       *v1alpha1.NodeConfigSpec // in force; nil until the first is applied
 	generation int64
 	configured chan struct{}
-	helper     *kubeletplugin.Helper
-	driverName string
+	runCtx     context.Context // the lifetime of the plugin; set when it is first served
+	serving    *serving        // nil while the plugin is not served
+	driverName string          // the name registered under, "" before
+	attempts   int             // registration attempts under driverName
+	regErr     string          // the last failed attempt's error
+	watcher    *kube.NodeConfigWatcher
+	// waitingUnprepared is set while retryWhenUnprepared watches.
+	waitingUnprepared bool
+}
+
+// serving is the kubelet plugin as it runs under one driver name.
+type serving struct {
+	name   string
+	gate   *gate
+	helper *kubeletplugin.Helper
+	cancel context.CancelFunc // stops the driver's retry loop
+	done   chan struct{}
 }
 
 // New returns the agent.
 func New(cfg Config) *Agent {
-	a := &Agent{cfg: cfg, log: cfg.Logger, configured: make(chan struct{})}
+	a := &Agent{cfg: cfg, log: cfg.Logger, configured: make(chan struct{}), fatal: make(chan error, 4),
+		ipKick: make(chan struct{}, 1)}
 	a.pump = inventory.New(cfg.Logger.With("part", "inventory"), cfg.Provisioner, cfg.State)
 	a.pub = publish.NewPublisher(cfg.Logger.With("part", "publish"), cfg.State, cfg.Debounce, a.publish)
 	recorder := kube.NewRecorder(cfg.Kube, "netdra-dra", cfg.NodeName)
 	a.claims = kube.NewClaims(cfg.Kube, recorder)
+	a.status = kube.NewStatusWriter(cfg.Logger.With("part", "status"), cfg.Dynamic, cfg.NodeName)
+	a.health = health.New(a.pub, 0)
 	return a
 }
 
-// apply puts a valid NodeConfig spec in force: the provisioner first (it
-// may refuse), then the pools.
+// apply puts a valid NodeConfig spec in force: a driver name change is
+// checked first (it is refused while claims are prepared), then the
+// provisioner (it may refuse), then the pools, then the kubelet plugin
+// under the new name.
 func (a *Agent) apply(ctx context.Context, spec *v1alpha1.NodeConfigSpec, generation int64) error {
+	a.serveMu.Lock()
+	defer a.serveMu.Unlock()
 	a.mu.Lock()
-	if a.spec != nil && spec.DriverName != a.spec.DriverName {
-		a.mu.Unlock()
-		return fmt.Errorf("driverName changed from %s to %s: restart dra to register under the new name", a.spec.DriverName, spec.DriverName)
-	}
+	old, cur := a.serving, a.spec
 	a.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if _, err := a.pump.Configure(ctx, config.Managers(spec)); err != nil {
+	inForce := ""
+	switch {
+	case old != nil:
+		inForce = old.name
+	case cur != nil:
+		inForce = cur.DriverName
+	default:
+		// dra starts: claims prepared before may be under another name.
+		var err error
+		if inForce, err = a.preparedUnder(ctx, spec.DriverName); err != nil {
+			return err
+		}
+	}
+	rename := inForce != "" && inForce != spec.DriverName
+	if rename {
+		if err := a.refuseRename(ctx, inForce, spec.DriverName); err != nil {
+			a.retryWhenUnprepared()
+			if cur == nil {
+				// Serve the prepared claims under their name, with the
+				// rest of the configuration.
+				kept := spec.DeepCopy()
+				kept.DriverName = inForce
+				if aerr := a.putInForce(ctx, kept, generation); aerr != nil {
+					return aerr
+				}
+			}
+			return err
+		}
+		// No kubelet call under the old name from here on, once the last
+		// one's reply is out; a claim prepared meanwhile keeps the old
+		// name.
+		if old != nil {
+			if err := a.closeGate(ctx, old); err != nil {
+				return err
+			}
+		}
+	}
+	if err := a.configure(ctx, spec); err != nil {
+		if rename && old != nil {
+			old.gate.open()
+		}
 		return err
 	}
+	if rename {
+		knocked := false
+		if old != nil {
+			a.stopServingLocked()
+			knocked = old.gate.wasKnocked()
+		}
+		err := a.refuseRename(ctx, inForce, spec.DriverName)
+		if err == nil && knocked {
+			err = &kube.Refusal{Reason: v1alpha1.ReasonDriverNameInUse, Message: fmt.Sprintf(
+				"driverName change from %s to %s: the kubelet called the plugin while it was stopping; retried", inForce, spec.DriverName)}
+		}
+		if err != nil {
+			a.mu.Lock()
+			cur := a.spec
+			a.mu.Unlock()
+			if cerr := a.configure(ctx, cur); cerr != nil {
+				a.log.Error("Restoring the provisioner configuration in force", "error", cerr)
+			}
+			a.restartLocked() // under the old name, still in force
+			return err
+		}
+		if err := kube.DeleteSlices(ctx, a.cfg.Kube, a.cfg.NodeName, inForce); err != nil {
+			a.log.Warn("Deleting the old driver's ResourceSlices", "driver", inForce, "error", err)
+		}
+	}
+	a.setSpec(spec, generation)
+	if rename && old != nil {
+		a.restartLocked()
+	}
+	return nil
+}
+
+// closeGate waits until no kubelet call is under way in s (at most 30 s)
+// and closes its gate.
+func (a *Agent) closeGate(ctx context.Context, s *serving) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := s.gate.close(ctx); err != nil {
+		return fmt.Errorf("driverName change from %s: waiting for the kubelet's calls to end: %w", s.name, err)
+	}
+	return nil
+}
+
+// retryWhenUnprepared has the NodeConfig applied again as soon as the
+// node has no allocation left, for a refused driverName change. One
+// watch at a time; it ends with the agent's run.
+func (a *Agent) retryWhenUnprepared() {
+	a.mu.Lock()
+	ctx, w := a.runCtx, a.watcher
+	if a.waitingUnprepared || ctx == nil || w == nil {
+		a.mu.Unlock()
+		return
+	}
+	a.waitingUnprepared = true
+	a.mu.Unlock()
+	go func() {
+		defer func() {
+			a.mu.Lock()
+			a.waitingUnprepared = false
+			a.mu.Unlock()
+		}()
+		for {
+			v, changed := a.pub.View()
+			if v.Synced && len(v.Allocations) == 0 {
+				w.Retry()
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-changed:
+			}
+		}
+	}()
+}
+
+// putInForce configures the provisioner and the pools with spec and makes
+// it the spec in force.
+func (a *Agent) putInForce(ctx context.Context, spec *v1alpha1.NodeConfigSpec, generation int64) error {
+	if err := a.configure(ctx, spec); err != nil {
+		return err
+	}
+	a.setSpec(spec, generation)
+	return nil
+}
+
+// configure sends spec's configuration to the provisioner.
+func (a *Agent) configure(ctx context.Context, spec *v1alpha1.NodeConfigSpec) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := a.pump.Configure(ctx, config.Provisioner(spec)); err != nil {
+		return err
+	}
+	return a.syncIPPools(ctx, spec)
+}
+
+// setSpec makes spec the one in force and publishes its pools.
+func (a *Agent) setSpec(spec *v1alpha1.NodeConfigSpec, generation int64) {
 	a.pub.SetPools(config.Pools(spec))
 	a.mu.Lock()
 	first := a.spec == nil
@@ -95,22 +269,99 @@ func (a *Agent) apply(ctx context.Context, spec *v1alpha1.NodeConfigSpec, genera
 	if first {
 		close(a.configured)
 	}
+}
+
+// preparedUnder returns the driver name the node's prepared claims were
+// prepared under when it is not want (dra restarted with a changed
+// driverName), else "". It reads the claims of the state's allocations; a
+// claim that is gone tells nothing.
+func (a *Agent) preparedUnder(ctx context.Context, want string) (string, error) {
+	resp, err := a.cfg.State.ListAllocations(ctx, &statev1.ListAllocationsRequest{})
+	if err != nil {
+		return "", fmt.Errorf("listing the prepared claims: %w", err)
+	}
+	for _, row := range resp.GetAllocations() {
+		name, err := kube.ClaimDriver(ctx, a.cfg.Kube, row.GetClaimNamespace(), row.GetClaimName(), row.GetClaimUid(), row.GetPool(), row.GetDeviceName())
+		if err != nil {
+			return "", err
+		}
+		if name != "" && name != want {
+			return name, nil
+		}
+	}
+	return "", nil
+}
+
+// refuseRename returns a *kube.Refusal while claims are prepared (or
+// being prepared or freed) on the node: the kubelet unprepares a claim
+// through the driver that prepared it.
+func (a *Agent) refuseRename(ctx context.Context, from, to string) error {
+	resp, err := a.cfg.State.ListAllocations(ctx, &statev1.ListAllocationsRequest{})
+	if err != nil {
+		return fmt.Errorf("driverName change from %s to %s: listing the prepared claims: %w", from, to, err)
+	}
+	claims := map[string]bool{}
+	for _, row := range resp.GetAllocations() {
+		claims[row.GetClaimUid()] = true
+	}
+	if n := len(claims); n > 0 {
+		return &kube.Refusal{Reason: v1alpha1.ReasonDriverNameInUse, Message: fmt.Sprintf(
+			"driverName change from %s to %s refused: %d claims are prepared under %s; it is applied once they are unprepared",
+			from, to, n, from)}
+	}
 	return nil
 }
 
-// publish hands the slices to the kubelet plugin helper once registered.
+// restartLocked serves the plugin again, under the driver name in force
+// when it gets to it, in the background of the agent's run (serveMu is
+// held by the caller); a registration that fails for good stops dra.
+func (a *Agent) restartLocked() {
+	a.mu.Lock()
+	ctx := a.runCtx
+	a.mu.Unlock()
+	go func() {
+		a.serveMu.Lock()
+		defer a.serveMu.Unlock()
+		a.mu.Lock()
+		spec, running := a.spec, a.serving != nil
+		a.mu.Unlock()
+		if running || ctx.Err() != nil {
+			return
+		}
+		if err := a.serveLocked(ctx, spec.DriverName, spec); err != nil && ctx.Err() == nil {
+			a.fatal <- err
+		}
+	}()
+}
+
+// publish hands the slices to the kubelet plugin helper once registered,
+// and reports them on the NodeConfig's status.
 func (a *Agent) publish(ctx context.Context, res *resourceslice.DriverResources) error {
 	a.mu.Lock()
-	h := a.helper
+	s := a.serving
 	a.mu.Unlock()
-	if h == nil {
+	if s == nil || s.helper == nil {
 		return fmt.Errorf("not registered with the kubelet yet: %w", publish.ErrNotReady)
 	}
-	if err := h.PublishResources(ctx, *res); err != nil {
+	if err := s.helper.PublishResources(ctx, *res); err != nil {
 		return err
 	}
 	a.cfg.Metrics.published(res)
+	a.status.SetPublished(poolStatus(res))
 	return nil
+}
+
+// poolStatus is the NodeConfig status of the published pools, by name.
+func poolStatus(res *resourceslice.DriverResources) []v1alpha1.PoolStatus {
+	out := []v1alpha1.PoolStatus{}
+	for _, name := range sortedPools(res) {
+		n := 0
+		for _, s := range res.Pools[name].Slices {
+			n += len(s.Devices)
+		}
+		out = append(out, v1alpha1.PoolStatus{Name: name, Devices: int32(n)})
+	}
+	return out
 }
 
 // Run runs dra until ctx ends.
@@ -119,7 +370,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer cancel()
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	errs := make(chan error, 4)
+	errs := make(chan error, 6)
 	spawn := func(name string, f func(context.Context) error) {
 		wg.Add(1)
 		go func() {
@@ -131,7 +382,13 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	spawn("inventory", a.pump.Run)
 	spawn("publisher", a.pub.Run)
-	watcher := kube.NewNodeConfigWatcher(a.log.With("part", "nodeconfig"), a.cfg.Dynamic, kube.NewRecorder(a.cfg.Kube, "netdra-dra", a.cfg.NodeName), a.cfg.NodeName, a.apply)
+	spawn("nodeconfig status", a.status.Run)
+	spawn("ip pools", a.watchIPPools)
+	watcher := kube.NewNodeConfigWatcher(a.log.With("part", "nodeconfig"), a.cfg.Dynamic,
+		kube.NewRecorder(a.cfg.Kube, "netdra-dra", a.cfg.NodeName), a.status, a.cfg.NodeName, a.apply)
+	a.mu.Lock()
+	a.runCtx, a.watcher = ctx, watcher
+	a.mu.Unlock()
 	spawn("nodeconfig", watcher.Run)
 
 	select {
@@ -141,12 +398,37 @@ func (a *Agent) Run(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	if err := a.recover(ctx); err != nil {
+		return err
+	}
+	defer a.stopServing()
+	a.serveMu.Lock()
 	a.mu.Lock()
 	spec := a.spec
 	a.mu.Unlock()
-	drv, err := driver.New(driver.Config{DriverName: spec.DriverName, NodeName: a.cfg.NodeName, State: a.cfg.State,
-		Provisioner: a.cfg.Provisioner, Claims: a.claims, PodLookup: a.claims.PodLookup, Logger: a.log.With("part", "driver"),
-		OnFatalError: func(err error) { errs <- err }})
+	err := a.serveLocked(ctx, spec.DriverName, spec)
+	a.serveMu.Unlock()
+	if err != nil {
+		return err
+	}
+	select {
+	case err := <-errs:
+		return err
+	case err := <-a.fatal:
+		return err
+	case <-ctx.Done():
+		return nil
+	}
+}
+
+// recover reconciles the state with the claims of the node's pods, before
+// the kubelet is served. It does not depend on the driver name beyond the
+// claims' results, so it runs once, under the name first configured.
+func (a *Agent) recover(ctx context.Context) error {
+	a.mu.Lock()
+	spec := a.spec
+	a.mu.Unlock()
+	drv, err := a.newDriver(spec.DriverName)
 	if err != nil {
 		return err
 	}
@@ -157,67 +439,117 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := drv.Recover(ctx, claims); err != nil {
 		return fmt.Errorf("restart recovery: %w", err)
 	}
-	spawn("unprepare retries", drv.Run)
-	plugin := a.cfg.Metrics.wrap(drv)
-	if err := a.register(ctx, spec, plugin); err != nil {
+	return nil
+}
+
+func (a *Agent) newDriver(name string) (*driver.Driver, error) {
+	return driver.New(driver.Config{DriverName: name, NodeName: a.cfg.NodeName, State: a.cfg.State,
+		Provisioner: a.cfg.Provisioner, Claims: a.claims, PodLookup: a.claims.PodLookup, Health: a.health,
+		Logger: a.log.With("part", "driver"), OnFatalError: func(err error) { a.fatal <- err }})
+}
+
+// serveLocked starts the driver under name (its retry loop included) and
+// registers it with the kubelet, per spec's retry settings. serveMu is
+// held.
+func (a *Agent) serveLocked(ctx context.Context, name string, spec *v1alpha1.NodeConfigSpec) error {
+	drv, err := a.newDriver(name)
+	if err != nil {
 		return err
 	}
-	defer a.stopHelper()
-	select {
-	case err := <-errs:
+	dctx, cancel := context.WithCancel(ctx)
+	s := &serving{name: name, gate: &gate{}, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		_ = drv.Run(dctx)
+	}()
+	h, err := a.register(ctx, name, spec, &gated{DRAPlugin: a.cfg.Metrics.wrap(drv), g: s.gate})
+	if err != nil {
+		cancel()
+		<-s.done
 		return err
-	case <-ctx.Done():
-		return nil
 	}
+	s.helper = h
+	a.mu.Lock()
+	a.serving, a.driverName = s, name
+	a.mu.Unlock()
+	a.status.SetDriverName(name)
+	a.pub.SetPools(config.Pools(spec)) // publish now that we can
+	return nil
+}
+
+// stopServing stops the kubelet plugin and the driver's retry loop.
+func (a *Agent) stopServing() {
+	a.serveMu.Lock()
+	defer a.serveMu.Unlock()
+	a.stopServingLocked()
+}
+
+func (a *Agent) stopServingLocked() {
+	a.mu.Lock()
+	s := a.serving
+	a.serving = nil
+	a.mu.Unlock()
+	if s == nil {
+		return
+	}
+	s.helper.Stop()
+	s.cancel()
+	<-s.done
+	a.log.Info("Kubelet plugin stopped", "driver", s.name)
 }
 
 // register starts the kubelet plugin and waits for the kubelet to register
 // it, per the NodeConfig's retry settings: an attempt that is not
 // registered in time is stopped (its sockets removed) and started again, so
 // the kubelet's plugin watcher sees the socket anew.
-func (a *Agent) register(ctx context.Context, spec *v1alpha1.NodeConfigSpec, plugin kubeletplugin.DRAPlugin) error {
+func (a *Agent) register(ctx context.Context, name string, spec *v1alpha1.NodeConfigSpec, plugin kubeletplugin.DRAPlugin) (*kubeletplugin.Helper, error) {
 	interval := time.Duration(*spec.DRARegistrationRetryInterval) * time.Second
 	timeout := time.Duration(*spec.DRARegistrationTimeout) * time.Second
 	attempts := int(*spec.DRARegistrationMaxAttempts)
-	dataDir := filepath.Join(a.cfg.PluginDir, spec.DriverName)
+	dataDir := filepath.Join(a.cfg.PluginDir, name)
 	for _, d := range []string{dataDir, a.cfg.RegistrarDir} {
 		if err := os.MkdirAll(d, 0o750); err != nil {
-			return fmt.Errorf("kubelet plugin directory: %w", err)
+			return nil, fmt.Errorf("kubelet plugin directory: %w", err)
 		}
 	}
 	for attempt := 1; ; attempt++ {
+		a.mu.Lock()
+		a.attempts = attempt
+		a.mu.Unlock()
 		h, err := kubeletplugin.Start(ctx, plugin,
-			kubeletplugin.DriverName(spec.DriverName),
+			kubeletplugin.DriverName(name),
 			kubeletplugin.KubeClient(a.cfg.Kube),
 			kubeletplugin.NodeName(a.cfg.NodeName),
 			kubeletplugin.PluginDataDirectoryPath(dataDir),
 			kubeletplugin.RegistrarDirectoryPath(a.cfg.RegistrarDir),
 			kubeletplugin.GRPCVerbosity(100))
 		if err == nil {
-			if a.waitRegistered(ctx, h, timeout) {
+			if waitRegistered(ctx, h, timeout) {
 				a.mu.Lock()
-				a.helper, a.driverName = h, spec.DriverName
+				a.regErr = ""
 				a.mu.Unlock()
-				a.log.Info("Registered with the kubelet", "driver", spec.DriverName, "attempt", attempt)
-				a.pub.SetPools(config.Pools(spec)) // publish now that we can
-				return nil
+				a.log.Info("Registered with the kubelet", "driver", name, "attempt", attempt)
+				return h, nil
 			}
 			h.Stop()
 			err = fmt.Errorf("not registered within %s", timeout)
 		}
+		a.mu.Lock()
+		a.regErr = err.Error()
+		a.mu.Unlock()
 		if attempt >= attempts {
-			return fmt.Errorf("registration failed after %d attempts: %w", attempt, err)
+			return nil, fmt.Errorf("registration failed after %d attempts: %w", attempt, err)
 		}
 		a.log.Warn("Registration attempt failed; retrying", "attempt", attempt, "error", err)
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		case <-time.After(interval):
 		}
 	}
 }
 
-func (a *Agent) waitRegistered(ctx context.Context, h *kubeletplugin.Helper, timeout time.Duration) bool {
+func waitRegistered(ctx context.Context, h *kubeletplugin.Helper, timeout time.Duration) bool {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		if st := h.RegistrationStatus(); st != nil && st.PluginRegistered {
@@ -228,20 +560,14 @@ func (a *Agent) waitRegistered(ctx context.Context, h *kubeletplugin.Helper, tim
 	return false
 }
 
-func (a *Agent) stopHelper() {
-	a.mu.Lock()
-	h := a.helper
-	a.helper = nil
-	a.mu.Unlock()
-	if h != nil {
-		h.Stop()
-	}
-}
-
 // Status implements drav1.DraServiceServer.
 func (a *Agent) Status(context.Context, *drav1.StatusRequest) (*drav1.StatusResponse, error) {
 	a.mu.Lock()
-	out := &drav1.StatusResponse{DriverName: a.driverName, Registered: a.helper != nil, ConfigGeneration: a.generation}
+	out := &drav1.StatusResponse{DriverName: a.driverName, Registered: a.serving != nil, ConfigGeneration: a.generation,
+		RegistrationAttempts: uint32(a.attempts), RegistrationError: a.regErr}
+	if a.spec != nil {
+		out.ConfiguredDriverName = a.spec.DriverName
+	}
 	a.mu.Unlock()
 	last := a.pub.Last()
 	if !last.Time.IsZero() {
@@ -253,4 +579,6 @@ func (a *Agent) Status(context.Context, *drav1.StatusRequest) (*drav1.StatusResp
 	return out, nil
 }
 
-var _ = corev1.EventTypeNormal
+func sortedPools(res *resourceslice.DriverResources) []string {
+	return slices.Sorted(maps.Keys(res.Pools))
+}

@@ -8,7 +8,13 @@ import (
 	"github.com/netdra/netdra/shared/apis/v1alpha1"
 )
 
-// Managers is the provisioner configuration of spec.
+// Provisioner is the provisioner configuration of spec: its managers and
+// the sysfs root they read ("" leaves the provisioner's own default).
+func Provisioner(spec *v1alpha1.NodeConfigSpec) *provisionerv1.ConfigureRequest {
+	return &provisionerv1.ConfigureRequest{Managers: Managers(spec), SysfsRoot: spec.SysfsRoot}
+}
+
+// Managers is the device manager configuration of spec.
 func Managers(spec *v1alpha1.NodeConfigSpec) *provisionerv1.ManagerConfigs {
 	m := spec.DeviceManagerConfigs
 	out := &provisionerv1.ManagerConfigs{}
@@ -27,6 +33,11 @@ func Managers(spec *v1alpha1.NodeConfigSpec) *provisionerv1.ManagerConfigs {
 	if c := m.Host; c != nil {
 		out.Host = &provisionerv1.HostConfig{Enabled: c.Enabled, IfNames: c.IfNames, Drivers: c.Drivers,
 			VendorIds: c.VendorIDs, DeviceIds: c.DeviceIDs}
+		for _, p := range spec.Pools {
+			if p.KeepEBPFPrograms {
+				out.Host.KeepEbpfProgramsPools = append(out.Host.KeepEbpfProgramsPools, p.Name)
+			}
+		}
 	}
 	return out
 }

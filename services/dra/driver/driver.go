@@ -9,7 +9,8 @@
 // the host network, the opaque config parses strictly, interface names are
 // unique in the pod), with nothing touched. Then state.BeginPrepare records
 // durable intents for all the claim's devices at once, the provisioner sets
-// each device up, the claim status gets one Ready entry per device (with the
+// each device up and state.RecordPrepared stores its prepared device on its
+// intent right away, the claim status gets one Ready entry per device (with the
 // serialized prepared device, see [StatusData]) and state.CommitPrepare turns
 // the intents into allocations. Any failure frees what was set up (in
 // reverse), aborts the intents and records a PrepareFailed event on the
@@ -21,12 +22,15 @@
 // with backoff until it succeeds, whether or not the claim still exists.
 //
 // [Driver.Recover] reconciles the state with the claims after a restart. A
-// prepare that a crash interrupted leaves an intent (PREPARING, no prepared
-// device): it is completed from the claim status when the status was
-// written, else rolled back; a dummy device is freed with a prepared device
-// guessed from the inventory (the provisioner deletes only links it marked
-// as created), while the settings an interrupted Setup left on an SR-IOV VF
-// cannot be restored, since only the lost prepared device recorded them.
+// prepare that a crash interrupted leaves an intent (PREPARING): it is
+// completed from the claim status when the status was written, else rolled
+// back. Each device's prepared device is recorded on its intent
+// (state.RecordPrepared) right after Setup returns, so the rollback frees
+// it exactly, whatever its manager. Only a Setup whose reply was lost (the
+// crash came while the provisioner worked) leaves no prepared device: a
+// dummy device is then freed with one guessed from the inventory (the
+// provisioner deletes only links it marked as created), while what such a
+// Setup changed on an SR-IOV VF cannot be known.
 package driver
 
 import (
@@ -52,6 +56,7 @@ import (
 type StateClient interface {
 	ListDevices(ctx context.Context, in *statev1.ListDevicesRequest, opts ...grpc.CallOption) (*statev1.ListDevicesResponse, error)
 	BeginPrepare(ctx context.Context, in *statev1.BeginPrepareRequest, opts ...grpc.CallOption) (*statev1.BeginPrepareResponse, error)
+	RecordPrepared(ctx context.Context, in *statev1.RecordPreparedRequest, opts ...grpc.CallOption) (*statev1.RecordPreparedResponse, error)
 	CommitPrepare(ctx context.Context, in *statev1.CommitPrepareRequest, opts ...grpc.CallOption) (*statev1.CommitPrepareResponse, error)
 	AbortPrepare(ctx context.Context, in *statev1.AbortPrepareRequest, opts ...grpc.CallOption) (*statev1.AbortPrepareResponse, error)
 	RestoreAllocations(ctx context.Context, in *statev1.RestoreAllocationsRequest, opts ...grpc.CallOption) (*statev1.RestoreAllocationsResponse, error)
@@ -111,9 +116,9 @@ type Config struct {
 	// PodLookup, when set, is asked for the claim's pod so that a
 	// host-network pod is refused. Without it the check is skipped.
 	PodLookup PodLookup
-	// Health, when set, serves WatchHealthStatus; without it the driver
-	// answers kubeletplugin.ErrHealthNotSupported (device health is
-	// another component's concern).
+	// Health, when set, serves WatchHealthStatus (dra sets package
+	// health's watcher); without it the driver answers
+	// kubeletplugin.ErrHealthNotSupported.
 	Health HealthSource
 	// Logger defaults to a logger that discards.
 	Logger *slog.Logger

@@ -69,6 +69,7 @@ type fakeState struct {
 	rec                    *recorder
 	ListDevicesFunc        func(*statev1.ListDevicesRequest) (*statev1.ListDevicesResponse, error)
 	BeginPrepareFunc       func(*statev1.BeginPrepareRequest) (*statev1.BeginPrepareResponse, error)
+	RecordPreparedFunc     func(*statev1.RecordPreparedRequest) (*statev1.RecordPreparedResponse, error)
 	CommitPrepareFunc      func(*statev1.CommitPrepareRequest) (*statev1.CommitPrepareResponse, error)
 	AbortPrepareFunc       func(*statev1.AbortPrepareRequest) (*statev1.AbortPrepareResponse, error)
 	RestoreAllocationsFunc func(*statev1.RestoreAllocationsRequest) (*statev1.RestoreAllocationsResponse, error)
@@ -96,6 +97,15 @@ func (f *fakeState) CommitPrepare(_ context.Context, in *statev1.CommitPrepareRe
 	}
 	f.rec.add("state.CommitPrepare %s", keyNames(ks))
 	return f.CommitPrepareFunc(in)
+}
+
+func (f *fakeState) RecordPrepared(_ context.Context, in *statev1.RecordPreparedRequest, _ ...grpc.CallOption) (*statev1.RecordPreparedResponse, error) {
+	var ks []*statev1.AllocationKey
+	for _, a := range in.GetAllocations() {
+		ks = append(ks, a.GetKey())
+	}
+	f.rec.add("state.RecordPrepared %s", keyNames(ks))
+	return f.RecordPreparedFunc(in)
 }
 
 func (f *fakeState) AbortPrepare(_ context.Context, in *statev1.AbortPrepareRequest, _ ...grpc.CallOption) (*statev1.AbortPrepareResponse, error) {
@@ -154,6 +164,7 @@ func newMemState(rec *recorder, devices []*devicev1.Device, rows ...*statev1.All
 		return &statev1.ListDevicesResponse{Devices: m.devices}, nil
 	}
 	f.BeginPrepareFunc = m.beginPrepare
+	f.RecordPreparedFunc = m.recordPrepared
 	f.CommitPrepareFunc = m.commitPrepare
 	f.AbortPrepareFunc = m.abortPrepare
 	f.RestoreAllocationsFunc = m.restoreAllocations
@@ -220,6 +231,21 @@ func (m *memState) commitPrepare(in *statev1.CommitPrepareRequest) (*statev1.Com
 		}
 	}
 	return &statev1.CommitPrepareResponse{}, nil
+}
+
+func (m *memState) recordPrepared(in *statev1.RecordPreparedRequest) (*statev1.RecordPreparedResponse, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, p := range in.GetAllocations() {
+		r, ok := m.rows[rowKey(p.GetKey().GetPool(), p.GetKey().GetDeviceName())]
+		switch {
+		case !ok:
+			return nil, status.Error(codes.NotFound, "no intent")
+		case r.GetPhase() == statev1.Phase_PHASE_PREPARING:
+			r.PreparedDevice = p.GetPreparedDevice()
+		}
+	}
+	return &statev1.RecordPreparedResponse{}, nil
 }
 
 func (m *memState) abortPrepare(in *statev1.AbortPrepareRequest) (*statev1.AbortPrepareResponse, error) {

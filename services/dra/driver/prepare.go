@@ -263,9 +263,18 @@ func (d *Driver) begin(ctx context.Context, p *plan, devs []*devicev1.Device, in
 	if err != nil {
 		return callErr("reserving devices", err)
 	}
+	rowOf := map[string]*statev1.Allocation{}
 	for _, row := range resp.GetAllocations() {
 		if row.GetPhase() != statev1.Phase_PHASE_PREPARING {
 			return fmt.Errorf("%w: device %s became %s meanwhile", ErrClaimInUse, row.GetDeviceName(), row.GetPhase())
+		}
+		rowOf[row.GetDeviceName()] = row
+	}
+	// The state service's config is the one in force: it adds the
+	// addresses and routes of the ip pools the config names.
+	for i := range p.devices {
+		if row := rowOf[p.devices[i].device]; row.GetConfig() != nil {
+			p.devices[i].config = row.GetConfig()
 		}
 	}
 	return nil
@@ -285,7 +294,7 @@ func rowDevice(row *statev1.Allocation, inv map[string]*devicev1.Device) *device
 func (d *Driver) setUp(ctx context.Context, log *slog.Logger, p *plan, devs []*devicev1.Device) error {
 	rb := &rollback{p: p, devs: devs, uncertain: -1}
 	for i, dev := range p.devices {
-		resp, err := d.prov.Setup(ctx, &provisionerv1.SetupRequest{Device: devs[i], Config: dev.config})
+		resp, err := d.prov.Setup(ctx, &provisionerv1.SetupRequest{Device: devs[i], Config: dev.config, Pool: dev.pool})
 		if err == nil && resp.GetPreparedDevice() == nil {
 			err = status.Error(codes.Internal, "the provisioner returned no prepared device")
 		}
@@ -296,6 +305,12 @@ func (d *Driver) setUp(ctx context.Context, log *slog.Logger, p *plan, devs []*d
 			return d.rollBack(ctx, log, rb, fmt.Errorf("device %s (request %q): %w", dev.device, dev.request, callErr("setup", err)))
 		}
 		rb.prepared = append(rb.prepared, resp.GetPreparedDevice())
+		// Durable before anything else happens: a crash from here on is
+		// rolled back with Free and this prepared device (Recover).
+		if _, err := d.state.RecordPrepared(ctx, &statev1.RecordPreparedRequest{ClaimUid: string(p.claim.UID),
+			Allocations: []*statev1.PreparedAllocation{{Key: allocKey(dev.pool, dev.device), PreparedDevice: resp.GetPreparedDevice()}}}); err != nil {
+			return d.rollBack(ctx, log, rb, fmt.Errorf("device %s (request %q): %w", dev.device, dev.request, callErr("recording the prepared device", err)))
+		}
 	}
 	entries := make([]resourceapi.AllocatedDeviceStatus, len(p.devices))
 	commit := &statev1.CommitPrepareRequest{ClaimUid: string(p.claim.UID)}

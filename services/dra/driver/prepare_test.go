@@ -93,7 +93,7 @@ func TestPrepare(t *testing.T) {
 			claim:       twoVFs,
 			wantDevices: twoVFsResult,
 			wantCalls: calls(freshCalls, []string{
-				"prov.Setup vf1", "prov.Setup vf2",
+				"prov.Setup vf1", "state.RecordPrepared pool-a/vf1", "prov.Setup vf2", "state.RecordPrepared pool-a/vf2",
 				"claims.UpdateDeviceStatus pool-a/vf1 pool-a/vf2",
 				"state.CommitPrepare pool-a/vf1 pool-a/vf2",
 			}),
@@ -235,7 +235,7 @@ func TestPrepare(t *testing.T) {
 			},
 			wantMsg: `device vf2 (request "storage"): setup: setting up vf2: PF ens1f0 refused VLAN 100`,
 			wantCalls: calls(freshCalls, []string{
-				"prov.Setup vf1", "prov.Setup vf2",
+				"prov.Setup vf1", "state.RecordPrepared pool-a/vf1", "prov.Setup vf2",
 				"prov.Free vf1",
 				"state.AbortPrepare pool-a/vf1 pool-a/vf2",
 			}, event),
@@ -272,9 +272,29 @@ func TestPrepare(t *testing.T) {
 			wantMsg: "connection reset",
 			wantCalls: calls(freshCalls[:3], []string{
 				"state.BeginPrepare pool-a/vf1 pool-a/dummy0",
-				"prov.Setup vf1", "prov.Setup dummy0",
+				"prov.Setup vf1", "state.RecordPrepared pool-a/vf1", "prov.Setup dummy0",
 				"prov.Free dummy0", "prov.Free vf1",
 				"state.AbortPrepare pool-a/vf1 pool-a/dummy0",
+			}, event),
+			wantRows: []string{},
+		},
+		{
+			name:  "recording a prepared device fails: it is freed at once",
+			claim: twoVFs,
+			change: func(r *rig) {
+				record := r.state.RecordPreparedFunc
+				r.state.RecordPreparedFunc = func(in *statev1.RecordPreparedRequest) (*statev1.RecordPreparedResponse, error) {
+					if in.GetAllocations()[0].GetKey().GetDeviceName() == "vf2" {
+						return nil, status.Error(codes.Unavailable, "state service restarting")
+					}
+					return record(in)
+				}
+			},
+			wantMsg: `device vf2 (request "storage"): recording the prepared device: state service restarting`,
+			wantCalls: calls(freshCalls, []string{
+				"prov.Setup vf1", "state.RecordPrepared pool-a/vf1", "prov.Setup vf2", "state.RecordPrepared pool-a/vf2",
+				"prov.Free vf2", "prov.Free vf1",
+				"state.AbortPrepare pool-a/vf1 pool-a/vf2",
 			}, event),
 			wantRows: []string{},
 		},
@@ -288,7 +308,7 @@ func TestPrepare(t *testing.T) {
 			},
 			wantMsg: `writing claim status: resourceclaims.resource.k8s.io "c1" is forbidden`,
 			wantCalls: calls(freshCalls, []string{
-				"prov.Setup vf1", "prov.Setup vf2",
+				"prov.Setup vf1", "state.RecordPrepared pool-a/vf1", "prov.Setup vf2", "state.RecordPrepared pool-a/vf2",
 				"claims.UpdateDeviceStatus pool-a/vf1 pool-a/vf2",
 				"prov.Free vf2", "prov.Free vf1",
 				"state.AbortPrepare pool-a/vf1 pool-a/vf2",
@@ -314,7 +334,7 @@ func TestPrepare(t *testing.T) {
 				}
 			},
 			wantCalls: calls(freshCalls, []string{
-				"prov.Setup vf1", "prov.Setup vf2",
+				"prov.Setup vf1", "state.RecordPrepared pool-a/vf1", "prov.Setup vf2", "state.RecordPrepared pool-a/vf2",
 				"claims.UpdateDeviceStatus pool-a/vf1 pool-a/vf2",
 				"state.CommitPrepare pool-a/vf1 pool-a/vf2",
 				"claims.UpdateDeviceStatus pool-a/vf1 pool-a/vf2",
@@ -339,7 +359,7 @@ func TestPrepare(t *testing.T) {
 			},
 			wantMsg: "rollback: device vf1 stays set up, retried in the background: freeing device vf1: PF ens1f0 is busy",
 			wantCalls: calls(freshCalls, []string{
-				"prov.Setup vf1", "prov.Setup vf2",
+				"prov.Setup vf1", "state.RecordPrepared pool-a/vf1", "prov.Setup vf2",
 				"prov.Free vf1",
 				"state.AbortPrepare pool-a/vf2",
 				"state.CommitPrepare pool-a/vf1",
@@ -385,7 +405,7 @@ func TestPrepare(t *testing.T) {
 			wantCalls: calls(freshCalls[:1], []string{
 				"prov.Free vf1", "state.DeleteAllocation pool-a/vf1",
 			}, freshCalls[1:], []string{
-				"prov.Setup vf1", "prov.Setup vf2",
+				"prov.Setup vf1", "state.RecordPrepared pool-a/vf1", "prov.Setup vf2", "state.RecordPrepared pool-a/vf2",
 				"claims.UpdateDeviceStatus pool-a/vf1 pool-a/vf2",
 				"state.CommitPrepare pool-a/vf1 pool-a/vf2",
 			}),
@@ -404,7 +424,7 @@ func TestPrepare(t *testing.T) {
 				"state.ListAllocations claim=uid-c1",
 				"prov.Free vf3", "state.DeleteAllocation pool-a/vf3",
 				"state.ListDevices", "state.ListAllocations pod=uid-web",
-				"state.BeginPrepare pool-a/vf1", "prov.Setup vf1",
+				"state.BeginPrepare pool-a/vf1", "prov.Setup vf1", "state.RecordPrepared pool-a/vf1",
 				"claims.UpdateDeviceStatus pool-a/vf1", "state.CommitPrepare pool-a/vf1",
 			},
 			wantRows: []string{"pool-a/vf1 PHASE_PREPARED uid-c1 pod=uid-web if= pd"},
@@ -419,7 +439,7 @@ func TestPrepare(t *testing.T) {
 				"state.ListAllocations claim=uid-c1",
 				"state.ListDevices", "state.AbortPrepare pool-a/vf1",
 				"state.ListDevices", "state.ListAllocations pod=uid-web",
-				"state.BeginPrepare pool-a/vf1", "prov.Setup vf1",
+				"state.BeginPrepare pool-a/vf1", "prov.Setup vf1", "state.RecordPrepared pool-a/vf1",
 				"claims.UpdateDeviceStatus pool-a/vf1", "state.CommitPrepare pool-a/vf1",
 			},
 			wantRows: []string{"pool-a/vf1 PHASE_PREPARED uid-c1 pod=uid-web if= pd"},

@@ -28,7 +28,9 @@ import (
 //     not; the allocation is restored from the status data (the
 //     provisioner's Restore rebuilds the prepared device);
 //   - otherwise the prepare never reached the cluster: the device is freed
-//     (with a guessed prepared device, see guessPrepared) and the intent
+//     with the prepared device recorded on the intent after Setup
+//     (state.RecordPrepared), or, when the crash came before Setup
+//     returned, with a guessed one (see guessPrepared), and the intent
 //     aborted. A Free that fails leaves it FREEING_FAILED for Run.
 //
 // When the state holds no allocation at all (a node reboot, a lost state

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 )
@@ -55,6 +56,8 @@ func TestRecover(t *testing.T) {
 	})
 	unrecorded := twoVFs
 	other := row("c0", "db", "vf3", prepared, nil)
+	recordedVF1 := preparedOf(deviceByName("vf1"))
+	recordedVF1.OriginalVf = &devicev1.VfSnapshot{MacAddress: "02:00:00:00:00:01", Vlan: 7, SpoofChk: true}
 
 	tests := []struct {
 		name      string
@@ -65,6 +68,8 @@ func TestRecover(t *testing.T) {
 		wantCalls []string
 		// wantRows are the rows after, in full.
 		wantRows []*statev1.Allocation
+		// check checks more after the first Recover.
+		check func(*testing.T, *rig)
 	}{
 		{
 			name:   "empty state: allocations rebuilt from the claim status",
@@ -120,6 +125,35 @@ func TestRecover(t *testing.T) {
 			wantCalls: []string{
 				"state.ListAllocations ",
 				"state.ListDevices", "state.AbortPrepare pool-a/vf1",
+			},
+			wantRows: []*statev1.Allocation{other},
+		},
+		{
+			// Setup returned and its prepared device was recorded, then the
+			// process died before the claim status: the VF's settings are
+			// restored from the recorded original state, which before
+			// RecordPrepared was lost with the process.
+			name: "an uncommitted SR-IOV intent with its recorded prepared device is freed with it",
+			rows: []*statev1.Allocation{other, func() *statev1.Allocation {
+				r := row("c1", "web", "vf1", preparing, nil)
+				r.PreparedDevice = recordedVF1
+				return r
+			}()},
+			claims: []claimSpec{unrecorded},
+			change: func(r *rig) {
+				r.prov.FreeFunc = func(in *provisionerv1.FreeRequest) (*provisionerv1.FreeResponse, error) {
+					r.freed = append(r.freed, in.GetPreparedDevice())
+					return &provisionerv1.FreeResponse{}, nil
+				}
+			},
+			check: func(t *testing.T, r *rig) {
+				if diff := cmp.Diff([]*devicev1.PreparedDevice{recordedVF1}, r.freed, protocmp.Transform()); diff != "" {
+					t.Errorf("freed (-want +got):\n%s", diff)
+				}
+			},
+			wantCalls: []string{
+				"state.ListAllocations ",
+				"prov.Free vf1", "state.AbortPrepare pool-a/vf1",
 			},
 			wantRows: []*statev1.Allocation{other},
 		},
@@ -185,6 +219,9 @@ func TestRecover(t *testing.T) {
 			}
 			if diff := cmp.Diff(tt.wantRows, r.mem.snapshot(), protocmp.Transform()); diff != "" {
 				t.Errorf("state rows (-want +got):\n%s", diff)
+			}
+			if tt.check != nil {
+				tt.check(t, r)
 			}
 			// Recovering again changes nothing.
 			if tt.wantErr != "" {

@@ -85,8 +85,8 @@ func (d *Driver) release(ctx context.Context, log *slog.Logger, row *statev1.All
 }
 
 // guessPrepared makes the prepared device that Free needs for a device
-// whose real one was never recorded (a crash between Setup and the claim
-// status, or a Setup whose reply was lost). Only a dummy device can be
+// whose real one was never recorded (a crash while Setup ran, before
+// RecordPrepared, or a Setup whose reply was lost). Only a dummy device can be
 // undone without it: the provisioner marks the links it creates, so Free
 // with link_created deletes the link only if Setup made it. What Setup
 // changed on an SR-IOV VF or a host interface is known only from the

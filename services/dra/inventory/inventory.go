@@ -26,7 +26,7 @@ type Pump struct {
 	state       statev1.StateServiceClient
 
 	mu     sync.Mutex
-	config *provisionerv1.ManagerConfigs
+	config *provisionerv1.ConfigureRequest
 }
 
 // New returns a pump; nothing is configured until Configure.
@@ -37,8 +37,8 @@ func New(log *slog.Logger, provisioner provisionerv1.ProvisionerServiceClient, s
 // Configure sends cfg to the provisioner now and remembers it for every
 // reconnection. An error (the provisioner refused the config, or is
 // unreachable within ctx) leaves the previous config in force.
-func (p *Pump) Configure(ctx context.Context, cfg *provisionerv1.ManagerConfigs) (*provisionerv1.ConfigureResponse, error) {
-	resp, err := p.provisioner.Configure(ctx, &provisionerv1.ConfigureRequest{Managers: cfg})
+func (p *Pump) Configure(ctx context.Context, cfg *provisionerv1.ConfigureRequest) (*provisionerv1.ConfigureResponse, error) {
+	resp, err := p.provisioner.Configure(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("configuring the provisioner: %w", err)
 	}
@@ -61,7 +61,7 @@ func (p *Pump) pumpOnce(ctx context.Context) error {
 	cfg := p.config
 	p.mu.Unlock()
 	if cfg != nil {
-		if _, err := p.provisioner.Configure(ctx, &provisionerv1.ConfigureRequest{Managers: cfg}); err != nil {
+		if _, err := p.provisioner.Configure(ctx, cfg); err != nil {
 			return fmt.Errorf("re-sending the configuration: %w", err)
 		}
 	}

@@ -43,7 +43,7 @@ type fakeProvisioner struct {
 }
 
 func (f *fakeProvisioner) Configure(_ context.Context, r *provisionerv1.ConfigureRequest, _ ...grpc.CallOption) (*provisionerv1.ConfigureResponse, error) {
-	f.calls.add("configure " + r.GetManagers().String())
+	f.calls.add("configure " + r.String())
 	if r.GetManagers().GetDummy().GetCount() > 100 {
 		return nil, errors.New("count: too many")
 	}
@@ -104,12 +104,14 @@ func TestPump(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	cfg := &provisionerv1.ManagerConfigs{Dummy: &provisionerv1.DummyConfig{Enabled: true, Count: 1}}
+	cfg := &provisionerv1.ConfigureRequest{SysfsRoot: "/host/sys",
+		Managers: &provisionerv1.ManagerConfigs{Dummy: &provisionerv1.DummyConfig{Enabled: true, Count: 1}}}
+	bad := &provisionerv1.ConfigureRequest{Managers: &provisionerv1.ManagerConfigs{Dummy: &provisionerv1.DummyConfig{Enabled: true, Count: 500}}}
 	if _, err := p.Configure(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
 	// A refused config leaves the good one in force.
-	if _, err := p.Configure(ctx, &provisionerv1.ManagerConfigs{Dummy: &provisionerv1.DummyConfig{Enabled: true, Count: 500}}); err == nil {
+	if _, err := p.Configure(ctx, bad); err == nil {
 		t.Fatal("a refused config was accepted")
 	}
 	go p.Run(ctx)
@@ -118,7 +120,7 @@ func TestPump(t *testing.T) {
 	prov.feed <- nil // the provisioner restarts
 	prov.feed <- &provisionerv1.WatchDevicesResponse{Manager: dummy, Devices: []*devicev1.Device{{Name: "dummy0"}, {Name: "dummy1"}}}
 	good := "configure " + cfg.String()
-	want := []string{good, "configure " + (&provisionerv1.ManagerConfigs{Dummy: &provisionerv1.DummyConfig{Enabled: true, Count: 500}}).String(),
+	want := []string{good, "configure " + bad.String(),
 		good, "watch", "replace DEVICE_MANAGER_DUMMY dummy0",
 		good, "watch", "replace DEVICE_MANAGER_DUMMY dummy0 dummy1"}
 	if diff := cmp.Diff(want, waitCalls(t, c, len(want))); diff != "" {

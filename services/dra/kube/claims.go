@@ -114,3 +114,40 @@ func NodeClaims(ctx context.Context, log *slog.Logger, client kubernetes.Interfa
 	log.Info("Claims of the node's pods", "pods", len(pods.Items), "claims", len(out))
 	return out, nil
 }
+
+// DeleteSlices deletes the ResourceSlices driver published for node, after
+// dra stopped publishing under that name. Slices already gone are fine.
+func DeleteSlices(ctx context.Context, client kubernetes.Interface, node, driver string) error {
+	rs := client.ResourceV1().ResourceSlices()
+	list, err := rs.List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node + ",spec.driver=" + driver})
+	if err != nil {
+		return fmt.Errorf("listing the ResourceSlices of %s: %w", driver, err)
+	}
+	for _, s := range list.Items {
+		if err := rs.Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting ResourceSlice %s: %w", s.Name, err)
+		}
+	}
+	return nil
+}
+
+// ClaimDriver returns the driver of the claim's allocated device (pool,
+// device), or "" when the claim (of that UID) or the device is gone.
+func ClaimDriver(ctx context.Context, client kubernetes.Interface, namespace, name, uid, pool, device string) (string, error) {
+	claim, err := client.ResourceV1().ResourceClaims(namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("claim %s/%s: %w", namespace, name, err)
+	}
+	if string(claim.UID) != uid || claim.Status.Allocation == nil {
+		return "", nil
+	}
+	for _, r := range claim.Status.Allocation.Devices.Results {
+		if r.Pool == pool && r.Device == device {
+			return r.Driver, nil
+		}
+	}
+	return "", nil
+}

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -24,24 +25,54 @@ import (
 var NodeConfigsResource = v1alpha1.GroupVersion.WithResource("nodeconfigs")
 
 // Applier applies a valid node configuration; an error leaves the previous
-// one in force and is reported on the NodeConfig.
+// one in force and is reported on the NodeConfig (with the reason of a
+// *Refusal, else ApplyFailed). A failed apply is retried after a backoff
+// (minApplyRetry doubled per failure, at most maxApplyRetry) and at every
+// change of the NodeConfig.
 type Applier func(ctx context.Context, spec *v1alpha1.NodeConfigSpec, generation int64) error
+
+// Refusal is an Applier's error for a configuration it will not apply as
+// things are: Reason goes on the Applied condition.
+type Refusal struct {
+	Reason  string
+	Message string
+}
+
+func (r *Refusal) Error() string { return r.Message }
+
+// Backoff of a failed apply.
+const (
+	minApplyRetry = 2 * time.Second
+	maxApplyRetry = time.Minute
+)
 
 // NodeConfigWatcher follows the NodeConfig named after the node: a valid
 // spec (defaults filled in) is applied at once, without a restart; an
 // invalid one is reported on the NodeConfig's status (Accepted=False with
 // the reason) and as an event, and the last good one stays in force.
 type NodeConfigWatcher struct {
+	queue    chan struct{}
 	log      *slog.Logger
 	client   dynamic.Interface
 	recorder record.EventRecorder
+	status   *StatusWriter
 	node     string
 	apply    Applier
 }
 
-// NewNodeConfigWatcher returns the watcher for node.
-func NewNodeConfigWatcher(log *slog.Logger, client dynamic.Interface, recorder record.EventRecorder, node string, apply Applier) *NodeConfigWatcher {
-	return &NodeConfigWatcher{log: log, client: client, recorder: recorder, node: node, apply: apply}
+// NewNodeConfigWatcher returns the watcher for node; it reports on the
+// NodeConfig's status through status.
+func NewNodeConfigWatcher(log *slog.Logger, client dynamic.Interface, recorder record.EventRecorder, status *StatusWriter, node string, apply Applier) *NodeConfigWatcher {
+	return &NodeConfigWatcher{queue: make(chan struct{}, 1), log: log, client: client, recorder: recorder, status: status, node: node, apply: apply}
+}
+
+// Retry has a configuration whose apply failed tried again now, rather
+// than after its backoff.
+func (w *NodeConfigWatcher) Retry() {
+	select {
+	case w.queue <- struct{}{}:
+	default:
+	}
 }
 
 // Run watches until ctx ends.
@@ -50,13 +81,8 @@ func (w *NodeConfigWatcher) Run(ctx context.Context) error {
 		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", w.node).String()
 	})
 	inf := factory.ForResource(NodeConfigsResource).Informer()
-	queue := make(chan struct{}, 1)
-	kick := func(any) {
-		select {
-		case queue <- struct{}{}:
-		default:
-		}
-	}
+	queue := w.queue
+	kick := func(any) { w.Retry() }
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: kick, UpdateFunc: func(_, o any) { kick(o) }, DeleteFunc: kick,
 	}); err != nil {
@@ -65,6 +91,7 @@ func (w *NodeConfigWatcher) Run(ctx context.Context) error {
 	factory.Start(ctx.Done())
 	defer factory.Shutdown()
 	var applied int64 = -1
+	var retry time.Duration
 	for {
 		select {
 		case <-ctx.Done():
@@ -91,12 +118,20 @@ func (w *NodeConfigWatcher) Run(ctx context.Context) error {
 			continue
 		}
 		if nc.Generation == applied {
+			w.status.Check(nc.Status) // rewritten when someone changed it
 			continue
 		}
 		applied = nc.Generation
-		if !w.handle(ctx, nc) {
-			applied = -1 // retried at the next resync or change
+		if w.handle(ctx, nc) {
+			retry = 0
+			continue
 		}
+		// Retried at the next change, or after a backoff: a refusal (a
+		// driverName change while claims are prepared) or an unreachable
+		// provisioner may clear by itself.
+		applied = -1
+		retry = min(max(2*retry, minApplyRetry), maxApplyRetry)
+		time.AfterFunc(retry, func() { kick(nil) })
 	}
 }
 
@@ -117,32 +152,20 @@ func (w *NodeConfigWatcher) handle(ctx context.Context, nc *v1alpha1.NodeConfig)
 		w.log.Warn("Invalid NodeConfig; the last good one stays", "generation", nc.Generation, "error", err)
 	} else if err := w.apply(ctx, spec, nc.Generation); err != nil {
 		ok = false
-		applied.Status, applied.Reason, applied.Message = metav1.ConditionFalse, v1alpha1.ReasonApplyFailed, err.Error()
-		w.recorder.Event(nc, corev1.EventTypeWarning, "ApplyFailed", err.Error())
+		reason := v1alpha1.ReasonApplyFailed
+		if r := (*Refusal)(nil); errors.As(err, &r) {
+			reason = r.Reason
+		}
+		applied.Status, applied.Reason, applied.Message = metav1.ConditionFalse, reason, err.Error()
+		if c := meta.FindStatusCondition(nc.Status.Conditions, v1alpha1.ConditionApplied); c == nil || c.Message != applied.Message || c.ObservedGeneration != nc.Generation {
+			w.recorder.Event(nc, corev1.EventTypeWarning, reason, err.Error()) // once, not at every retry
+		}
 		w.log.Error("Applying the NodeConfig", "generation", nc.Generation, "error", err)
 	} else {
 		w.recorder.Event(nc, corev1.EventTypeNormal, "Applied", fmt.Sprintf("generation %d applied", nc.Generation))
 		w.log.Info("NodeConfig applied", "generation", nc.Generation)
 	}
-	if err := w.writeStatus(ctx, nc, accepted, applied); err != nil {
-		w.log.Warn("Writing the NodeConfig status", "error", err)
-	}
+	w.status.SetConditions(nc.Generation, nc.Status.Conditions, accepted, applied)
+	w.status.Check(nc.Status)
 	return ok
-}
-
-func (w *NodeConfigWatcher) writeStatus(ctx context.Context, nc *v1alpha1.NodeConfig, conds ...metav1.Condition) error {
-	next := nc.DeepCopy()
-	next.Status.ObservedGeneration = nc.Generation
-	for _, c := range conds {
-		meta.SetStatusCondition(&next.Status.Conditions, c)
-	}
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(next)
-	if err != nil {
-		return err
-	}
-	u := &unstructured.Unstructured{Object: obj}
-	u.SetAPIVersion(v1alpha1.GroupVersion.String())
-	u.SetKind("NodeConfig")
-	_, err = w.client.Resource(NodeConfigsResource).UpdateStatus(ctx, u, metav1.UpdateOptions{})
-	return err
 }

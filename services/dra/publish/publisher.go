@@ -37,6 +37,21 @@ type Publisher struct {
 	allocs  map[string]*statev1.Allocation
 	synced  bool
 	last    Publication
+	// changed is closed (and replaced) at every change of the view.
+	changed chan struct{}
+}
+
+// View is the publisher's picture of the node, for device health.
+type View struct {
+	// Synced is false until the first complete view of the state
+	// service's tables; the rest is empty then.
+	Synced bool
+	// Devices is the inventory, by device name.
+	Devices map[string]*devicev1.Device
+	// Allocations are the allocations, in no order.
+	Allocations []*statev1.Allocation
+	// Pools is the pool each device was last published in, by device name.
+	Pools map[string]string
 }
 
 // Publication is what was published last.
@@ -50,7 +65,30 @@ type Publication struct {
 func NewPublisher(log *slog.Logger, state statev1.StateServiceClient, debounce time.Duration,
 	publish func(context.Context, *resourceslice.DriverResources) error) *Publisher {
 	return &Publisher{log: log, state: state, publish: publish, debounce: debounce, kick: make(chan struct{}, 1),
-		devices: map[string]*devicev1.Device{}, allocs: map[string]*statev1.Allocation{}}
+		devices: map[string]*devicev1.Device{}, allocs: map[string]*statev1.Allocation{}, changed: make(chan struct{})}
+}
+
+// View returns the current view and a channel closed at its next change.
+// The view is the caller's to keep: later changes do not alter it.
+func (p *Publisher) View() (View, <-chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	v := View{Synced: p.synced, Devices: maps.Clone(p.devices), Pools: map[string]string{}}
+	for _, a := range p.allocs {
+		v.Allocations = append(v.Allocations, a)
+	}
+	for _, pool := range p.last.Pools {
+		for _, d := range pool.Devices {
+			v.Pools[d.GetName()] = pool.Name
+		}
+	}
+	return v, p.changed
+}
+
+// changedLocked wakes the View watchers.
+func (p *Publisher) changedLocked() {
+	close(p.changed)
+	p.changed = make(chan struct{})
 }
 
 // SetPools replaces the configured pools and republishes.
@@ -118,6 +156,7 @@ func (p *Publisher) publishOnce(ctx context.Context) error {
 	}
 	p.mu.Lock()
 	p.last = Publication{Time: time.Now(), Pools: assigned}
+	p.changedLocked()
 	p.mu.Unlock()
 	p.log.Info("Published ResourceSlices", "pools", Summary(assigned))
 	return nil
@@ -130,6 +169,7 @@ func (p *Publisher) apply(ev *statev1.WatchResponse) error {
 	switch ev.GetType() {
 	case statev1.EventType_EVENT_TYPE_RESET:
 		p.devices, p.allocs, p.synced = map[string]*devicev1.Device{}, map[string]*statev1.Allocation{}, false
+		p.changedLocked()
 		return nil
 	case statev1.EventType_EVENT_TYPE_SYNCED:
 		p.synced = true
@@ -147,6 +187,7 @@ func (p *Publisher) apply(ev *statev1.WatchResponse) error {
 		}
 	}
 	if p.synced {
+		p.changedLocked()
 		p.poke()
 	}
 	return nil

@@ -34,6 +34,7 @@ func (m *Manager) describe(l netlink.Link) *devicev1.Device {
 		PcieRoot:     hw.pcieRoot,
 		MacAddress:   a.HardwareAddr.String(),
 		Mtu:          uint32(a.MTU),
+		LinkState:    linkState(a),
 	}
 	if !m.sel.matchDevice(d) {
 		return nil

@@ -186,6 +186,8 @@ type recorder struct {
 	mu     sync.Mutex
 	latest []*devicev1.Device
 	count  int
+	// all is every publication, in order.
+	all [][]*devicev1.Device
 }
 
 // startRun runs m until the test ends, when Run must return nil.
@@ -200,6 +202,7 @@ func startRun(t *testing.T, m *Manager) *recorder {
 			defer r.mu.Unlock()
 			r.latest = devs
 			r.count++
+			r.all = append(r.all, devs)
 		})
 	}()
 	t.Cleanup(func() {

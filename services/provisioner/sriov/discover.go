@@ -118,6 +118,9 @@ func readNetdev(d *devicev1.Device, dir string) error {
 		return err
 	}
 	d.MacAddress = mac
+	if d.LinkState, err = readLinkState(dir); err != nil {
+		return err
+	}
 	mtu, err := readString(filepath.Join(dir, "mtu"))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil

@@ -72,6 +72,21 @@ func TestDiscover(t *testing.T) {
 				node{path: pf + "ens2f0_0/phys_port_name", file: "pf0vf0"},
 				node{path: pf + "ens2f0_1/phys_port_name", file: "pf0vf1"})
 		}, want: fixtureVFs()},
+		{name: "link state from the netdev's flags and operstate", tree: func(t *testing.T) string {
+			vf0 := "devices/pci0000:00/0000:00:02.0/0000:03:02.0/net/ens1f0v0/"
+			vf1 := "devices/pci0000:00/0000:00:02.0/0000:03:02.1/net/ens1f0v1/"
+			mlx := "devices/pci0000:5d/0000:5d:00.0/0000:5e:00.2/net/ens2f0v0/"
+			return fixtureTree(t,
+				node{path: vf0 + "flags", file: "0x1003"}, node{path: vf0 + "operstate", file: "up"},
+				node{path: vf1 + "flags", file: "0x1003"}, node{path: vf1 + "operstate", file: "lowerlayerdown"},
+				node{path: mlx + "flags", file: "0x1002"}, node{path: mlx + "operstate", file: "down"})
+		}, want: func() []*devicev1.Device {
+			w := fixtureVFs()
+			w[0].LinkState = devicev1.LinkState_LINK_STATE_UP
+			w[1].LinkState = devicev1.LinkState_LINK_STATE_DOWN
+			w[2].LinkState = devicev1.LinkState_LINK_STATE_ADMIN_DOWN
+			return w
+		}()},
 		{name: "a netdev without address and mtu files", tree: func(t *testing.T) string {
 			root := fixtureTree(t)
 			rm(t, root, "devices/pci0000:00/0000:00:02.0/0000:03:02.0/net/ens1f0v0/address")

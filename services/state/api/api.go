@@ -49,6 +49,11 @@ func (s *Server) CommitPrepare(_ context.Context, req *statev1.CommitPrepareRequ
 	return call(s.store.CommitPrepare, req)
 }
 
+// RecordPrepared implements StateServiceServer.
+func (s *Server) RecordPrepared(_ context.Context, req *statev1.RecordPreparedRequest) (*statev1.RecordPreparedResponse, error) {
+	return call(s.store.RecordPrepared, req)
+}
+
 // AbortPrepare implements StateServiceServer.
 func (s *Server) AbortPrepare(_ context.Context, req *statev1.AbortPrepareRequest) (*statev1.AbortPrepareResponse, error) {
 	return call(s.store.AbortPrepare, req)
@@ -85,6 +90,14 @@ func (s *Server) DeleteAllocation(_ context.Context, req *statev1.DeleteAllocati
 }
 
 // Dump implements StateServiceServer.
+func (s *Server) ReplaceIPPools(_ context.Context, req *statev1.ReplaceIPPoolsRequest) (*statev1.ReplaceIPPoolsResponse, error) {
+	return call(s.store.ReplaceIPPools, req)
+}
+
+func (s *Server) ListIPPools(context.Context, *statev1.ListIPPoolsRequest) (*statev1.ListIPPoolsResponse, error) {
+	return s.store.ListIPPools(), nil
+}
+
 func (s *Server) Dump(context.Context, *statev1.DumpRequest) (*statev1.DumpResponse, error) {
 	return s.store.Dump(), nil
 }
@@ -101,7 +114,8 @@ func (s *Server) Watch(req *statev1.WatchRequest, stream statev1.StateService_Wa
 // Status maps a store error to a gRPC status: a bad field (a
 // *fielderr.Error) is InvalidArgument with the field named, a device
 // held elsewhere AlreadyExists, a missing row NotFound, a wrong phase
-// FailedPrecondition, a closed store Unavailable.
+// FailedPrecondition, a closed store Unavailable, an exhausted address
+// pool ResourceExhausted.
 func Status(err error) error {
 	if err == nil {
 		return nil
@@ -118,6 +132,8 @@ func Status(err error) error {
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, store.ErrClosed):
 		return status.Error(codes.Unavailable, err.Error())
+	case errors.Is(err, store.ErrExhausted):
+		return status.Error(codes.ResourceExhausted, err.Error())
 	}
 	return status.Error(codes.Internal, err.Error())
 }

@@ -72,6 +72,9 @@ func (w *writer) beginPrepare(a *statev1.Allocation) (*statev1.Allocation, error
 	}
 	row := proto.CloneOf(a)
 	row.Phase = preparing
+	if err := w.assignAddresses(row); err != nil {
+		return nil, err
+	}
 	return row, w.putAlloc(row)
 }
 
@@ -96,20 +99,8 @@ func (w *writer) held(a *statev1.Allocation) (row *statev1.Allocation, ok bool, 
 // to PREPARED, all or none. Rows must be the claim's and PREPARING; an
 // already PREPARED row is left as it is (idempotent).
 func (s *Store) CommitPrepare(req *statev1.CommitPrepareRequest) (*statev1.CommitPrepareResponse, error) {
-	if err := validUID("claimUid", req.GetClaimUid(), true); err != nil {
+	if err := validPreparedAllocations(req.GetClaimUid(), req.GetAllocations()); err != nil {
 		return nil, err
-	}
-	if len(req.GetAllocations()) == 0 {
-		return nil, fieldErr("allocations", "required")
-	}
-	for i, p := range req.GetAllocations() {
-		f := indexed("allocations", i)
-		if err := validKey(f+".key", p.GetKey()); err != nil {
-			return nil, err
-		}
-		if err := validPrepared(f+".preparedDevice", p.GetPreparedDevice(), p.GetKey().GetDeviceName()); err != nil {
-			return nil, err
-		}
 	}
 	rev, err := s.write(func(w *writer) error {
 		for _, p := range req.GetAllocations() {
@@ -136,6 +127,66 @@ func (s *Store) CommitPrepare(req *statev1.CommitPrepareRequest) (*statev1.Commi
 		return nil, err
 	}
 	return &statev1.CommitPrepareResponse{Revision: rev}, nil
+}
+
+// RecordPrepared stores the prepared device of each of a claim's intents,
+// all or none, keeping them PREPARING, so that a prepare interrupted before
+// CommitPrepare can be undone with Free. Rows must be the claim's and
+// PREPARING; an already PREPARED row is left as it is (idempotent, like
+// CommitPrepare); another phase is ErrPhase.
+func (s *Store) RecordPrepared(req *statev1.RecordPreparedRequest) (*statev1.RecordPreparedResponse, error) {
+	if err := validPreparedAllocations(req.GetClaimUid(), req.GetAllocations()); err != nil {
+		return nil, err
+	}
+	rev, err := s.write(func(w *writer) error {
+		for _, p := range req.GetAllocations() {
+			row, err := w.claimRow(keyFromProto(p.GetKey()), req.GetClaimUid())
+			if err != nil {
+				return err
+			}
+			switch row.GetPhase() {
+			case prepared:
+				continue
+			case preparing:
+			default:
+				return fmt.Errorf("allocation %s is %s, not PREPARING: %w", KeyOf(row), row.GetPhase(), ErrPhase)
+			}
+			if proto.Equal(row.GetPreparedDevice(), p.GetPreparedDevice()) {
+				continue
+			}
+			row = proto.CloneOf(row)
+			row.PreparedDevice = p.GetPreparedDevice()
+			if err := w.putAlloc(row); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &statev1.RecordPreparedResponse{Revision: rev}, nil
+}
+
+// validPreparedAllocations checks the claim UID and the prepared devices of
+// a CommitPrepare or RecordPrepared request.
+func validPreparedAllocations(claimUID string, allocs []*statev1.PreparedAllocation) error {
+	if err := validUID("claimUid", claimUID, true); err != nil {
+		return err
+	}
+	if len(allocs) == 0 {
+		return fieldErr("allocations", "required")
+	}
+	for i, p := range allocs {
+		f := indexed("allocations", i)
+		if err := validKey(f+".key", p.GetKey()); err != nil {
+			return err
+		}
+		if err := validPrepared(f+".preparedDevice", p.GetPreparedDevice(), p.GetKey().GetDeviceName()); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // AbortPrepare deletes a claim's uncommitted intents. Missing rows are

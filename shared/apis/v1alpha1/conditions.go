@@ -14,6 +14,18 @@ const (
 	ReasonApplied     = "Applied"
 	ReasonApplyFailed = "ApplyFailed"
 	ReasonPending     = "Pending"
+	// ReasonDriverNameInUse: Applied is False because the spec changes
+	// driverName while claims are prepared under the name in force.
+	ReasonDriverNameInUse = "DriverNameInUse"
+
+	// ConditionIPPoolsDraining is True, with ReasonIPPoolsDraining, while
+	// address pools removed from the spec or shrunk still hold addresses
+	// of live claims (they keep them until the claims are unprepared);
+	// False, with ReasonIPPoolsSettled, otherwise. Absent without pools.
+	ConditionIPPoolsDraining = "IPPoolsDraining"
+
+	ReasonIPPoolsDraining = "AddressesInUse"
+	ReasonIPPoolsSettled  = "Settled"
 )
 
 // ClusterConfig condition types and reasons, written by the operator.

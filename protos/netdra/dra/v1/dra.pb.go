@@ -114,16 +114,26 @@ func (x *PoolStatus) GetDevices() uint32 {
 }
 
 type StatusResponse struct {
-	state      protoimpl.MessageState `protogen:"open.v1"`
-	DriverName string                 `protobuf:"bytes,1,opt,name=driver_name,json=driverName,proto3" json:"driver_name,omitempty"`
-	// Whether the kubelet registered the plugin.
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The driver name the plugin is registered under ("" before).
+	DriverName string `protobuf:"bytes,1,opt,name=driver_name,json=driverName,proto3" json:"driver_name,omitempty"`
+	// Whether the kubelet registered the plugin (false while it registers,
+	// or re-registers under a new driver name).
 	Registered bool `protobuf:"varint,2,opt,name=registered,proto3" json:"registered,omitempty"`
 	// The NodeConfig generation in force; 0 for the defaults.
 	ConfigGeneration int64                  `protobuf:"varint,3,opt,name=config_generation,json=configGeneration,proto3" json:"config_generation,omitempty"`
 	LastPublication  *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=last_publication,json=lastPublication,proto3" json:"last_publication,omitempty"`
-	Pools            []*PoolStatus          `protobuf:"bytes,5,rep,name=pools,proto3" json:"pools,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The pools of the last publication, in name order.
+	Pools []*PoolStatus `protobuf:"bytes,5,rep,name=pools,proto3" json:"pools,omitempty"`
+	// The driver name of the configuration in force; it differs from
+	// driver_name while the plugin re-registers under it.
+	ConfiguredDriverName string `protobuf:"bytes,6,opt,name=configured_driver_name,json=configuredDriverName,proto3" json:"configured_driver_name,omitempty"`
+	// Registration attempts made under driver_name (or being made).
+	RegistrationAttempts uint32 `protobuf:"varint,7,opt,name=registration_attempts,json=registrationAttempts,proto3" json:"registration_attempts,omitempty"`
+	// Why the last registration attempt failed; empty once registered.
+	RegistrationError string `protobuf:"bytes,8,opt,name=registration_error,json=registrationError,proto3" json:"registration_error,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -191,6 +201,27 @@ func (x *StatusResponse) GetPools() []*PoolStatus {
 	return nil
 }
 
+func (x *StatusResponse) GetConfiguredDriverName() string {
+	if x != nil {
+		return x.ConfiguredDriverName
+	}
+	return ""
+}
+
+func (x *StatusResponse) GetRegistrationAttempts() uint32 {
+	if x != nil {
+		return x.RegistrationAttempts
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetRegistrationError() string {
+	if x != nil {
+		return x.RegistrationError
+	}
+	return ""
+}
+
 var File_netdra_dra_v1_dra_proto protoreflect.FileDescriptor
 
 const file_netdra_dra_v1_dra_proto_rawDesc = "" +
@@ -200,7 +231,7 @@ const file_netdra_dra_v1_dra_proto_rawDesc = "" +
 	"\n" +
 	"PoolStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
-	"\adevices\x18\x02 \x01(\rR\adevices\"\xf6\x01\n" +
+	"\adevices\x18\x02 \x01(\rR\adevices\"\x90\x03\n" +
 	"\x0eStatusResponse\x12\x1f\n" +
 	"\vdriver_name\x18\x01 \x01(\tR\n" +
 	"driverName\x12\x1e\n" +
@@ -209,7 +240,10 @@ const file_netdra_dra_v1_dra_proto_rawDesc = "" +
 	"registered\x12+\n" +
 	"\x11config_generation\x18\x03 \x01(\x03R\x10configGeneration\x12E\n" +
 	"\x10last_publication\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x0flastPublication\x12/\n" +
-	"\x05pools\x18\x05 \x03(\v2\x19.netdra.dra.v1.PoolStatusR\x05pools2S\n" +
+	"\x05pools\x18\x05 \x03(\v2\x19.netdra.dra.v1.PoolStatusR\x05pools\x124\n" +
+	"\x16configured_driver_name\x18\x06 \x01(\tR\x14configuredDriverName\x123\n" +
+	"\x15registration_attempts\x18\a \x01(\rR\x14registrationAttempts\x12-\n" +
+	"\x12registration_error\x18\b \x01(\tR\x11registrationError2S\n" +
 	"\n" +
 	"DraService\x12E\n" +
 	"\x06Status\x12\x1c.netdra.dra.v1.StatusRequest\x1a\x1d.netdra.dra.v1.StatusResponseB\xa8\x01\n" +

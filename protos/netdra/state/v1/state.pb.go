@@ -212,14 +212,19 @@ type Allocation struct {
 	Request string           `protobuf:"bytes,7,opt,name=request,proto3" json:"request,omitempty"`
 	PodUid  string           `protobuf:"bytes,8,opt,name=pod_uid,json=podUid,proto3" json:"pod_uid,omitempty"`
 	Config  *v1.DeviceConfig `protobuf:"bytes,9,opt,name=config,proto3" json:"config,omitempty"`
-	// Set by CommitPrepare; absent while PREPARING.
+	// Set by CommitPrepare, or by RecordPrepared while PREPARING (absent
+	// before Setup returned).
 	PreparedDevice *v1.PreparedDevice `protobuf:"bytes,10,opt,name=prepared_device,json=preparedDevice,proto3" json:"prepared_device,omitempty"`
 	Phase          Phase              `protobuf:"varint,11,opt,name=phase,proto3,enum=netdra.state.v1.Phase" json:"phase,omitempty"`
 	// The pod network namespace the device is in, while ATTACHED.
 	NetnsPath string `protobuf:"bytes,12,opt,name=netns_path,json=netnsPath,proto3" json:"netns_path,omitempty"`
 	LastError string `protobuf:"bytes,13,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
 	// Free attempts that failed.
-	Attempts      uint32 `protobuf:"varint,14,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	Attempts uint32 `protobuf:"varint,14,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	// The addresses the state service took from node-local pools (config
+	// ipPools) for this allocation, in CIDR form; they are also in
+	// config.addresses. Released with the allocation.
+	PoolAddresses []string `protobuf:"bytes,20,rep,name=pool_addresses,json=poolAddresses,proto3" json:"pool_addresses,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -350,6 +355,13 @@ func (x *Allocation) GetAttempts() uint32 {
 		return x.Attempts
 	}
 	return 0
+}
+
+func (x *Allocation) GetPoolAddresses() []string {
+	if x != nil {
+		return x.PoolAddresses
+	}
+	return nil
 }
 
 type ReplaceDevicesRequest struct {
@@ -787,6 +799,102 @@ func (x *CommitPrepareResponse) GetRevision() uint64 {
 	return 0
 }
 
+type RecordPreparedRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ClaimUid      string                 `protobuf:"bytes,1,opt,name=claim_uid,json=claimUid,proto3" json:"claim_uid,omitempty"`
+	Allocations   []*PreparedAllocation  `protobuf:"bytes,2,rep,name=allocations,proto3" json:"allocations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordPreparedRequest) Reset() {
+	*x = RecordPreparedRequest{}
+	mi := &file_netdra_state_v1_state_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordPreparedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordPreparedRequest) ProtoMessage() {}
+
+func (x *RecordPreparedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_netdra_state_v1_state_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordPreparedRequest.ProtoReflect.Descriptor instead.
+func (*RecordPreparedRequest) Descriptor() ([]byte, []int) {
+	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *RecordPreparedRequest) GetClaimUid() string {
+	if x != nil {
+		return x.ClaimUid
+	}
+	return ""
+}
+
+func (x *RecordPreparedRequest) GetAllocations() []*PreparedAllocation {
+	if x != nil {
+		return x.Allocations
+	}
+	return nil
+}
+
+type RecordPreparedResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Revision      uint64                 `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordPreparedResponse) Reset() {
+	*x = RecordPreparedResponse{}
+	mi := &file_netdra_state_v1_state_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordPreparedResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordPreparedResponse) ProtoMessage() {}
+
+func (x *RecordPreparedResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_netdra_state_v1_state_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordPreparedResponse.ProtoReflect.Descriptor instead.
+func (*RecordPreparedResponse) Descriptor() ([]byte, []int) {
+	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *RecordPreparedResponse) GetRevision() uint64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
 type AbortPrepareRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ClaimUid      string                 `protobuf:"bytes,1,opt,name=claim_uid,json=claimUid,proto3" json:"claim_uid,omitempty"`
@@ -797,7 +905,7 @@ type AbortPrepareRequest struct {
 
 func (x *AbortPrepareRequest) Reset() {
 	*x = AbortPrepareRequest{}
-	mi := &file_netdra_state_v1_state_proto_msgTypes[11]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -809,7 +917,7 @@ func (x *AbortPrepareRequest) String() string {
 func (*AbortPrepareRequest) ProtoMessage() {}
 
 func (x *AbortPrepareRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_state_v1_state_proto_msgTypes[11]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -822,7 +930,7 @@ func (x *AbortPrepareRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortPrepareRequest.ProtoReflect.Descriptor instead.
 func (*AbortPrepareRequest) Descriptor() ([]byte, []int) {
-	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{11}
+	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AbortPrepareRequest) GetClaimUid() string {
@@ -848,7 +956,7 @@ type AbortPrepareResponse struct {
 
 func (x *AbortPrepareResponse) Reset() {
 	*x = AbortPrepareResponse{}
-	mi := &file_netdra_state_v1_state_proto_msgTypes[12]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -860,7 +968,7 @@ func (x *AbortPrepareResponse) String() string {
 func (*AbortPrepareResponse) ProtoMessage() {}
 
 func (x *AbortPrepareResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_state_v1_state_proto_msgTypes[12]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -873,7 +981,7 @@ func (x *AbortPrepareResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortPrepareResponse.ProtoReflect.Descriptor instead.
 func (*AbortPrepareResponse) Descriptor() ([]byte, []int) {
-	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{12}
+	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AbortPrepareResponse) GetRevision() uint64 {
@@ -893,7 +1001,7 @@ type RestoreAllocationsRequest struct {
 
 func (x *RestoreAllocationsRequest) Reset() {
 	*x = RestoreAllocationsRequest{}
-	mi := &file_netdra_state_v1_state_proto_msgTypes[13]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -905,7 +1013,7 @@ func (x *RestoreAllocationsRequest) String() string {
 func (*RestoreAllocationsRequest) ProtoMessage() {}
 
 func (x *RestoreAllocationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_state_v1_state_proto_msgTypes[13]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -918,7 +1026,7 @@ func (x *RestoreAllocationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreAllocationsRequest.ProtoReflect.Descriptor instead.
 func (*RestoreAllocationsRequest) Descriptor() ([]byte, []int) {
-	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{13}
+	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RestoreAllocationsRequest) GetAllocations() []*Allocation {
@@ -939,7 +1047,7 @@ type RestoreAllocationsResponse struct {
 
 func (x *RestoreAllocationsResponse) Reset() {
 	*x = RestoreAllocationsResponse{}
-	mi := &file_netdra_state_v1_state_proto_msgTypes[14]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -951,7 +1059,7 @@ func (x *RestoreAllocationsResponse) String() string {
 func (*RestoreAllocationsResponse) ProtoMessage() {}
 
 func (x *RestoreAllocationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_state_v1_state_proto_msgTypes[14]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -964,7 +1072,7 @@ func (x *RestoreAllocationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreAllocationsResponse.ProtoReflect.Descriptor instead.
 func (*RestoreAllocationsResponse) Descriptor() ([]byte, []int) {
-	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{14}
+	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RestoreAllocationsResponse) GetRestored() uint32 {
@@ -993,7 +1101,7 @@ type ListAllocationsRequest struct {
 
 func (x *ListAllocationsRequest) Reset() {
 	*x = ListAllocationsRequest{}
-	mi := &file_netdra_state_v1_state_proto_msgTypes[15]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1005,7 +1113,7 @@ func (x *ListAllocationsRequest) String() string {
 func (*ListAllocationsRequest) ProtoMessage() {}
 
 func (x *ListAllocationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_state_v1_state_proto_msgTypes[15]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1018,7 +1126,7 @@ func (x *ListAllocationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAllocationsRequest.ProtoReflect.Descriptor instead.
 func (*ListAllocationsRequest) Descriptor() ([]byte, []int) {
-	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{15}
+	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListAllocationsRequest) GetClaimUid() string {
@@ -1058,7 +1166,7 @@ type ListAllocationsResponse struct {
 
 func (x *ListAllocationsResponse) Reset() {
 	*x = ListAllocationsResponse{}
-	mi := &file_netdra_state_v1_state_proto_msgTypes[16]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1070,7 +1178,7 @@ func (x *ListAllocationsResponse) String() string {
 func (*ListAllocationsResponse) ProtoMessage() {}
 
 func (x *ListAllocationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_state_v1_state_proto_msgTypes[16]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1083,7 +1191,7 @@ func (x *ListAllocationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAllocationsResponse.ProtoReflect.Descriptor instead.
 func (*ListAllocationsResponse) Descriptor() ([]byte, []int) {
-	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{16}
+	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListAllocationsResponse) GetAllocations() []*Allocation {
@@ -1106,7 +1214,7 @@ type MarkAttachedRequest struct {
 
 func (x *MarkAttachedRequest) Reset() {
 	*x = MarkAttachedRequest{}
-	mi := &file_netdra_state_v1_state_proto_msgTypes[17]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1118,7 +1226,7 @@ func (x *MarkAttachedRequest) String() string {
 func (*MarkAttachedRequest) ProtoMessage() {}
 
 func (x *MarkAttachedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_state_v1_state_proto_msgTypes[17]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1131,7 +1239,7 @@ func (x *MarkAttachedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkAttachedRequest.ProtoReflect.Descriptor instead.
 func (*MarkAttachedRequest) Descriptor() ([]byte, []int) {
-	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{17}
+	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *MarkAttachedRequest) GetKey() *AllocationKey {
@@ -1171,7 +1279,7 @@ type MarkAttachedResponse struct {
 
 func (x *MarkAttachedResponse) Reset() {
 	*x = MarkAttachedResponse{}
-	mi := &file_netdra_state_v1_state_proto_msgTypes[18]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1183,7 +1291,7 @@ func (x *MarkAttachedResponse) String() string {
 func (*MarkAttachedResponse) ProtoMessage() {}
 
 func (x *MarkAttachedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_state_v1_state_proto_msgTypes[18]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1196,7 +1304,7 @@ func (x *MarkAttachedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkAttachedResponse.ProtoReflect.Descriptor instead.
 func (*MarkAttachedResponse) Descriptor() ([]byte, []int) {
-	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{18}
+	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *MarkAttachedResponse) GetRevision() uint64 {
@@ -1215,7 +1323,7 @@ type MarkDetachedRequest struct {
 
 func (x *MarkDetachedRequest) Reset() {
 	*x = MarkDetachedRequest{}
-	mi := &file_netdra_state_v1_state_proto_msgTypes[19]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1227,7 +1335,7 @@ func (x *MarkDetachedRequest) String() string {
 func (*MarkDetachedRequest) ProtoMessage() {}
 
 func (x *MarkDetachedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_state_v1_state_proto_msgTypes[19]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1240,7 +1348,7 @@ func (x *MarkDetachedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkDetachedRequest.ProtoReflect.Descriptor instead.
 func (*MarkDetachedRequest) Descriptor() ([]byte, []int) {
-	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{19}
+	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *MarkDetachedRequest) GetKey() *AllocationKey {
@@ -1259,7 +1367,7 @@ type MarkDetachedResponse struct {
 
 func (x *MarkDetachedResponse) Reset() {
 	*x = MarkDetachedResponse{}
-	mi := &file_netdra_state_v1_state_proto_msgTypes[20]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1271,7 +1379,7 @@ func (x *MarkDetachedResponse) String() string {
 func (*MarkDetachedResponse) ProtoMessage() {}
 
 func (x *MarkDetachedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_state_v1_state_proto_msgTypes[20]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1284,7 +1392,7 @@ func (x *MarkDetachedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkDetachedResponse.ProtoReflect.Descriptor instead.
 func (*MarkDetachedResponse) Descriptor() ([]byte, []int) {
-	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{20}
+	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *MarkDetachedResponse) GetRevision() uint64 {
@@ -1304,7 +1412,7 @@ type MarkFreeFailedRequest struct {
 
 func (x *MarkFreeFailedRequest) Reset() {
 	*x = MarkFreeFailedRequest{}
-	mi := &file_netdra_state_v1_state_proto_msgTypes[21]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1316,7 +1424,7 @@ func (x *MarkFreeFailedRequest) String() string {
 func (*MarkFreeFailedRequest) ProtoMessage() {}
 
 func (x *MarkFreeFailedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_state_v1_state_proto_msgTypes[21]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1329,7 +1437,7 @@ func (x *MarkFreeFailedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkFreeFailedRequest.ProtoReflect.Descriptor instead.
 func (*MarkFreeFailedRequest) Descriptor() ([]byte, []int) {
-	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{21}
+	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *MarkFreeFailedRequest) GetKey() *AllocationKey {
@@ -1356,7 +1464,7 @@ type MarkFreeFailedResponse struct {
 
 func (x *MarkFreeFailedResponse) Reset() {
 	*x = MarkFreeFailedResponse{}
-	mi := &file_netdra_state_v1_state_proto_msgTypes[22]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1368,7 +1476,7 @@ func (x *MarkFreeFailedResponse) String() string {
 func (*MarkFreeFailedResponse) ProtoMessage() {}
 
 func (x *MarkFreeFailedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_state_v1_state_proto_msgTypes[22]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1381,7 +1489,7 @@ func (x *MarkFreeFailedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkFreeFailedResponse.ProtoReflect.Descriptor instead.
 func (*MarkFreeFailedResponse) Descriptor() ([]byte, []int) {
-	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{22}
+	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *MarkFreeFailedResponse) GetAttempts() uint32 {
@@ -1409,7 +1517,7 @@ type DeleteAllocationRequest struct {
 
 func (x *DeleteAllocationRequest) Reset() {
 	*x = DeleteAllocationRequest{}
-	mi := &file_netdra_state_v1_state_proto_msgTypes[23]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1421,7 +1529,7 @@ func (x *DeleteAllocationRequest) String() string {
 func (*DeleteAllocationRequest) ProtoMessage() {}
 
 func (x *DeleteAllocationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_state_v1_state_proto_msgTypes[23]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1434,7 +1542,7 @@ func (x *DeleteAllocationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAllocationRequest.ProtoReflect.Descriptor instead.
 func (*DeleteAllocationRequest) Descriptor() ([]byte, []int) {
-	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{23}
+	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeleteAllocationRequest) GetKey() *AllocationKey {
@@ -1460,7 +1568,7 @@ type DeleteAllocationResponse struct {
 
 func (x *DeleteAllocationResponse) Reset() {
 	*x = DeleteAllocationResponse{}
-	mi := &file_netdra_state_v1_state_proto_msgTypes[24]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1472,7 +1580,7 @@ func (x *DeleteAllocationResponse) String() string {
 func (*DeleteAllocationResponse) ProtoMessage() {}
 
 func (x *DeleteAllocationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_state_v1_state_proto_msgTypes[24]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1485,7 +1593,7 @@ func (x *DeleteAllocationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAllocationResponse.ProtoReflect.Descriptor instead.
 func (*DeleteAllocationResponse) Descriptor() ([]byte, []int) {
-	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{24}
+	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DeleteAllocationResponse) GetRevision() uint64 {
@@ -1507,7 +1615,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_netdra_state_v1_state_proto_msgTypes[25]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1519,7 +1627,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_state_v1_state_proto_msgTypes[25]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1532,7 +1640,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{25}
+	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *WatchRequest) GetEpoch() string {
@@ -1565,7 +1673,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_netdra_state_v1_state_proto_msgTypes[26]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1577,7 +1685,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_state_v1_state_proto_msgTypes[26]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1590,7 +1698,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{26}
+	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *WatchResponse) GetEpoch() string {
@@ -1663,7 +1771,7 @@ type DumpRequest struct {
 
 func (x *DumpRequest) Reset() {
 	*x = DumpRequest{}
-	mi := &file_netdra_state_v1_state_proto_msgTypes[27]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1675,7 +1783,7 @@ func (x *DumpRequest) String() string {
 func (*DumpRequest) ProtoMessage() {}
 
 func (x *DumpRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_state_v1_state_proto_msgTypes[27]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1688,7 +1796,7 @@ func (x *DumpRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DumpRequest.ProtoReflect.Descriptor instead.
 func (*DumpRequest) Descriptor() ([]byte, []int) {
-	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{27}
+	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{29}
 }
 
 type DumpResponse struct {
@@ -1697,13 +1805,14 @@ type DumpResponse struct {
 	Revision      uint64                 `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
 	Devices       []*v1.Device           `protobuf:"bytes,3,rep,name=devices,proto3" json:"devices,omitempty"`
 	Allocations   []*Allocation          `protobuf:"bytes,4,rep,name=allocations,proto3" json:"allocations,omitempty"`
+	IpPools       []*IPPoolStatus        `protobuf:"bytes,5,rep,name=ip_pools,json=ipPools,proto3" json:"ip_pools,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DumpResponse) Reset() {
 	*x = DumpResponse{}
-	mi := &file_netdra_state_v1_state_proto_msgTypes[28]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1715,7 +1824,7 @@ func (x *DumpResponse) String() string {
 func (*DumpResponse) ProtoMessage() {}
 
 func (x *DumpResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_state_v1_state_proto_msgTypes[28]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1728,7 +1837,7 @@ func (x *DumpResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DumpResponse.ProtoReflect.Descriptor instead.
 func (*DumpResponse) Descriptor() ([]byte, []int) {
-	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{28}
+	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DumpResponse) GetEpoch() string {
@@ -1759,6 +1868,466 @@ func (x *DumpResponse) GetAllocations() []*Allocation {
 	return nil
 }
 
+func (x *DumpResponse) GetIpPools() []*IPPoolStatus {
+	if x != nil {
+		return x.IpPools
+	}
+	return nil
+}
+
+// IPPool is a node-local range of addresses claims take one address from
+// (config ipPools), like the CNI host-local IPAM: at BeginPrepare the state
+// service picks the next free address of each pool a device's config names
+// and adds it, with the pool's routes, to the allocation's config.
+type IPPool struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// CIDR, IPv4 or IPv6.
+	Subnet string `protobuf:"bytes,2,opt,name=subnet,proto3" json:"subnet,omitempty"`
+	// The range handed out; the subnet's first and last host addresses when
+	// unset.
+	RangeStart string `protobuf:"bytes,3,opt,name=range_start,json=rangeStart,proto3" json:"range_start,omitempty"`
+	RangeEnd   string `protobuf:"bytes,4,opt,name=range_end,json=rangeEnd,proto3" json:"range_end,omitempty"`
+	// Never handed out; the default gateway of routes that name none.
+	Gateway string      `protobuf:"bytes,5,opt,name=gateway,proto3" json:"gateway,omitempty"`
+	Routes  []*v1.Route `protobuf:"bytes,6,rep,name=routes,proto3" json:"routes,omitempty"`
+	// Addresses or CIDRs never handed out.
+	Exclude       []string `protobuf:"bytes,7,rep,name=exclude,proto3" json:"exclude,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IPPool) Reset() {
+	*x = IPPool{}
+	mi := &file_netdra_state_v1_state_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IPPool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IPPool) ProtoMessage() {}
+
+func (x *IPPool) ProtoReflect() protoreflect.Message {
+	mi := &file_netdra_state_v1_state_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IPPool.ProtoReflect.Descriptor instead.
+func (*IPPool) Descriptor() ([]byte, []int) {
+	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *IPPool) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *IPPool) GetSubnet() string {
+	if x != nil {
+		return x.Subnet
+	}
+	return ""
+}
+
+func (x *IPPool) GetRangeStart() string {
+	if x != nil {
+		return x.RangeStart
+	}
+	return ""
+}
+
+func (x *IPPool) GetRangeEnd() string {
+	if x != nil {
+		return x.RangeEnd
+	}
+	return ""
+}
+
+func (x *IPPool) GetGateway() string {
+	if x != nil {
+		return x.Gateway
+	}
+	return ""
+}
+
+func (x *IPPool) GetRoutes() []*v1.Route {
+	if x != nil {
+		return x.Routes
+	}
+	return nil
+}
+
+func (x *IPPool) GetExclude() []string {
+	if x != nil {
+		return x.Exclude
+	}
+	return nil
+}
+
+// IPLease is an address of a pool held by an allocation.
+type IPLease struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The address in CIDR form with the subnet's prefix length.
+	Address        string         `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
+	Allocation     *AllocationKey `protobuf:"bytes,2,opt,name=allocation,proto3" json:"allocation,omitempty"`
+	ClaimUid       string         `protobuf:"bytes,3,opt,name=claim_uid,json=claimUid,proto3" json:"claim_uid,omitempty"`
+	ClaimNamespace string         `protobuf:"bytes,4,opt,name=claim_namespace,json=claimNamespace,proto3" json:"claim_namespace,omitempty"`
+	ClaimName      string         `protobuf:"bytes,5,opt,name=claim_name,json=claimName,proto3" json:"claim_name,omitempty"`
+	// The claim config named the address (addresses) rather than the pool.
+	Static        bool `protobuf:"varint,6,opt,name=static,proto3" json:"static,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IPLease) Reset() {
+	*x = IPLease{}
+	mi := &file_netdra_state_v1_state_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IPLease) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IPLease) ProtoMessage() {}
+
+func (x *IPLease) ProtoReflect() protoreflect.Message {
+	mi := &file_netdra_state_v1_state_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IPLease.ProtoReflect.Descriptor instead.
+func (*IPLease) Descriptor() ([]byte, []int) {
+	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *IPLease) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *IPLease) GetAllocation() *AllocationKey {
+	if x != nil {
+		return x.Allocation
+	}
+	return nil
+}
+
+func (x *IPLease) GetClaimUid() string {
+	if x != nil {
+		return x.ClaimUid
+	}
+	return ""
+}
+
+func (x *IPLease) GetClaimNamespace() string {
+	if x != nil {
+		return x.ClaimNamespace
+	}
+	return ""
+}
+
+func (x *IPLease) GetClaimName() string {
+	if x != nil {
+		return x.ClaimName
+	}
+	return ""
+}
+
+func (x *IPLease) GetStatic() bool {
+	if x != nil {
+		return x.Static
+	}
+	return false
+}
+
+// IPPoolStatus is a pool and its use.
+type IPPoolStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Pool  *IPPool                `protobuf:"bytes,1,opt,name=pool,proto3" json:"pool,omitempty"`
+	// Removed from the configuration; kept while addresses of it are in use.
+	Retired bool `protobuf:"varint,2,opt,name=retired,proto3" json:"retired,omitempty"`
+	// Addresses the pool can hand out, in use, and free. Decimal strings: an
+	// IPv6 range can hold more than 2^64.
+	Size   string     `protobuf:"bytes,3,opt,name=size,proto3" json:"size,omitempty"`
+	Used   uint32     `protobuf:"varint,4,opt,name=used,proto3" json:"used,omitempty"`
+	Free   string     `protobuf:"bytes,5,opt,name=free,proto3" json:"free,omitempty"`
+	Leases []*IPLease `protobuf:"bytes,6,rep,name=leases,proto3" json:"leases,omitempty"`
+	// Leases outside the current range (the pool shrank).
+	OutOfRange    uint32 `protobuf:"varint,7,opt,name=out_of_range,json=outOfRange,proto3" json:"out_of_range,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IPPoolStatus) Reset() {
+	*x = IPPoolStatus{}
+	mi := &file_netdra_state_v1_state_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IPPoolStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IPPoolStatus) ProtoMessage() {}
+
+func (x *IPPoolStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_netdra_state_v1_state_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IPPoolStatus.ProtoReflect.Descriptor instead.
+func (*IPPoolStatus) Descriptor() ([]byte, []int) {
+	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *IPPoolStatus) GetPool() *IPPool {
+	if x != nil {
+		return x.Pool
+	}
+	return nil
+}
+
+func (x *IPPoolStatus) GetRetired() bool {
+	if x != nil {
+		return x.Retired
+	}
+	return false
+}
+
+func (x *IPPoolStatus) GetSize() string {
+	if x != nil {
+		return x.Size
+	}
+	return ""
+}
+
+func (x *IPPoolStatus) GetUsed() uint32 {
+	if x != nil {
+		return x.Used
+	}
+	return 0
+}
+
+func (x *IPPoolStatus) GetFree() string {
+	if x != nil {
+		return x.Free
+	}
+	return ""
+}
+
+func (x *IPPoolStatus) GetLeases() []*IPLease {
+	if x != nil {
+		return x.Leases
+	}
+	return nil
+}
+
+func (x *IPPoolStatus) GetOutOfRange() uint32 {
+	if x != nil {
+		return x.OutOfRange
+	}
+	return 0
+}
+
+type ReplaceIPPoolsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Pools         []*IPPool              `protobuf:"bytes,1,rep,name=pools,proto3" json:"pools,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplaceIPPoolsRequest) Reset() {
+	*x = ReplaceIPPoolsRequest{}
+	mi := &file_netdra_state_v1_state_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplaceIPPoolsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplaceIPPoolsRequest) ProtoMessage() {}
+
+func (x *ReplaceIPPoolsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_netdra_state_v1_state_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplaceIPPoolsRequest.ProtoReflect.Descriptor instead.
+func (*ReplaceIPPoolsRequest) Descriptor() ([]byte, []int) {
+	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ReplaceIPPoolsRequest) GetPools() []*IPPool {
+	if x != nil {
+		return x.Pools
+	}
+	return nil
+}
+
+type ReplaceIPPoolsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Pools         []*IPPoolStatus        `protobuf:"bytes,1,rep,name=pools,proto3" json:"pools,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplaceIPPoolsResponse) Reset() {
+	*x = ReplaceIPPoolsResponse{}
+	mi := &file_netdra_state_v1_state_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplaceIPPoolsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplaceIPPoolsResponse) ProtoMessage() {}
+
+func (x *ReplaceIPPoolsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_netdra_state_v1_state_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplaceIPPoolsResponse.ProtoReflect.Descriptor instead.
+func (*ReplaceIPPoolsResponse) Descriptor() ([]byte, []int) {
+	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ReplaceIPPoolsResponse) GetPools() []*IPPoolStatus {
+	if x != nil {
+		return x.Pools
+	}
+	return nil
+}
+
+type ListIPPoolsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListIPPoolsRequest) Reset() {
+	*x = ListIPPoolsRequest{}
+	mi := &file_netdra_state_v1_state_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListIPPoolsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListIPPoolsRequest) ProtoMessage() {}
+
+func (x *ListIPPoolsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_netdra_state_v1_state_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListIPPoolsRequest.ProtoReflect.Descriptor instead.
+func (*ListIPPoolsRequest) Descriptor() ([]byte, []int) {
+	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{36}
+}
+
+type ListIPPoolsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Pools         []*IPPoolStatus        `protobuf:"bytes,1,rep,name=pools,proto3" json:"pools,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListIPPoolsResponse) Reset() {
+	*x = ListIPPoolsResponse{}
+	mi := &file_netdra_state_v1_state_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListIPPoolsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListIPPoolsResponse) ProtoMessage() {}
+
+func (x *ListIPPoolsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_netdra_state_v1_state_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListIPPoolsResponse.ProtoReflect.Descriptor instead.
+func (*ListIPPoolsResponse) Descriptor() ([]byte, []int) {
+	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *ListIPPoolsResponse) GetPools() []*IPPoolStatus {
+	if x != nil {
+		return x.Pools
+	}
+	return nil
+}
+
 var File_netdra_state_v1_state_proto protoreflect.FileDescriptor
 
 const file_netdra_state_v1_state_proto_rawDesc = "" +
@@ -1767,7 +2336,7 @@ const file_netdra_state_v1_state_proto_rawDesc = "" +
 	"\rAllocationKey\x12\x12\n" +
 	"\x04pool\x18\x01 \x01(\tR\x04pool\x12\x1f\n" +
 	"\vdevice_name\x18\x02 \x01(\tR\n" +
-	"deviceName\"\x9f\x04\n" +
+	"deviceName\"\xc6\x04\n" +
 	"\n" +
 	"Allocation\x12\x12\n" +
 	"\x04pool\x18\x01 \x01(\tR\x04pool\x12\x1f\n" +
@@ -1788,7 +2357,8 @@ const file_netdra_state_v1_state_proto_rawDesc = "" +
 	"netns_path\x18\f \x01(\tR\tnetnsPath\x12\x1d\n" +
 	"\n" +
 	"last_error\x18\r \x01(\tR\tlastError\x12\x1a\n" +
-	"\battempts\x18\x0e \x01(\rR\battempts\"\x86\x01\n" +
+	"\battempts\x18\x0e \x01(\rR\battempts\x12%\n" +
+	"\x0epool_addresses\x18\x14 \x03(\tR\rpoolAddresses\"\x86\x01\n" +
 	"\x15ReplaceDevicesRequest\x129\n" +
 	"\amanager\x18\x01 \x01(\x0e2\x1f.netdra.device.v1.DeviceManagerR\amanager\x122\n" +
 	"\adevices\x18\x02 \x03(\v2\x18.netdra.device.v1.DeviceR\adevices\"4\n" +
@@ -1810,6 +2380,11 @@ const file_netdra_state_v1_state_proto_rawDesc = "" +
 	"\tclaim_uid\x18\x01 \x01(\tR\bclaimUid\x12E\n" +
 	"\vallocations\x18\x02 \x03(\v2#.netdra.state.v1.PreparedAllocationR\vallocations\"3\n" +
 	"\x15CommitPrepareResponse\x12\x1a\n" +
+	"\brevision\x18\x01 \x01(\x04R\brevision\"{\n" +
+	"\x15RecordPreparedRequest\x12\x1b\n" +
+	"\tclaim_uid\x18\x01 \x01(\tR\bclaimUid\x12E\n" +
+	"\vallocations\x18\x02 \x03(\v2#.netdra.state.v1.PreparedAllocationR\vallocations\"4\n" +
+	"\x16RecordPreparedResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x04R\brevision\"f\n" +
 	"\x13AbortPrepareRequest\x12\x1b\n" +
 	"\tclaim_uid\x18\x01 \x01(\tR\bclaimUid\x122\n" +
@@ -1864,12 +2439,48 @@ const file_netdra_state_v1_state_proto_rawDesc = "" +
 	"allocation\x18\x05 \x01(\v2\x1b.netdra.state.v1.AllocationH\x00R\n" +
 	"allocationB\b\n" +
 	"\x06object\"\r\n" +
-	"\vDumpRequest\"\xb3\x01\n" +
+	"\vDumpRequest\"\xed\x01\n" +
 	"\fDumpResponse\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\tR\x05epoch\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\x04R\brevision\x122\n" +
 	"\adevices\x18\x03 \x03(\v2\x18.netdra.device.v1.DeviceR\adevices\x12=\n" +
-	"\vallocations\x18\x04 \x03(\v2\x1b.netdra.state.v1.AllocationR\vallocations*u\n" +
+	"\vallocations\x18\x04 \x03(\v2\x1b.netdra.state.v1.AllocationR\vallocations\x128\n" +
+	"\bip_pools\x18\x05 \x03(\v2\x1d.netdra.state.v1.IPPoolStatusR\aipPools\"\xd7\x01\n" +
+	"\x06IPPool\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06subnet\x18\x02 \x01(\tR\x06subnet\x12\x1f\n" +
+	"\vrange_start\x18\x03 \x01(\tR\n" +
+	"rangeStart\x12\x1b\n" +
+	"\trange_end\x18\x04 \x01(\tR\brangeEnd\x12\x18\n" +
+	"\agateway\x18\x05 \x01(\tR\agateway\x12/\n" +
+	"\x06routes\x18\x06 \x03(\v2\x17.netdra.device.v1.RouteR\x06routes\x12\x18\n" +
+	"\aexclude\x18\a \x03(\tR\aexclude\"\xe0\x01\n" +
+	"\aIPLease\x12\x18\n" +
+	"\aaddress\x18\x01 \x01(\tR\aaddress\x12>\n" +
+	"\n" +
+	"allocation\x18\x02 \x01(\v2\x1e.netdra.state.v1.AllocationKeyR\n" +
+	"allocation\x12\x1b\n" +
+	"\tclaim_uid\x18\x03 \x01(\tR\bclaimUid\x12'\n" +
+	"\x0fclaim_namespace\x18\x04 \x01(\tR\x0eclaimNamespace\x12\x1d\n" +
+	"\n" +
+	"claim_name\x18\x05 \x01(\tR\tclaimName\x12\x16\n" +
+	"\x06static\x18\x06 \x01(\bR\x06static\"\xe5\x01\n" +
+	"\fIPPoolStatus\x12+\n" +
+	"\x04pool\x18\x01 \x01(\v2\x17.netdra.state.v1.IPPoolR\x04pool\x12\x18\n" +
+	"\aretired\x18\x02 \x01(\bR\aretired\x12\x12\n" +
+	"\x04size\x18\x03 \x01(\tR\x04size\x12\x12\n" +
+	"\x04used\x18\x04 \x01(\rR\x04used\x12\x12\n" +
+	"\x04free\x18\x05 \x01(\tR\x04free\x120\n" +
+	"\x06leases\x18\x06 \x03(\v2\x18.netdra.state.v1.IPLeaseR\x06leases\x12 \n" +
+	"\fout_of_range\x18\a \x01(\rR\n" +
+	"outOfRange\"F\n" +
+	"\x15ReplaceIPPoolsRequest\x12-\n" +
+	"\x05pools\x18\x01 \x03(\v2\x17.netdra.state.v1.IPPoolR\x05pools\"M\n" +
+	"\x16ReplaceIPPoolsResponse\x123\n" +
+	"\x05pools\x18\x01 \x03(\v2\x1d.netdra.state.v1.IPPoolStatusR\x05pools\"\x14\n" +
+	"\x12ListIPPoolsRequest\"J\n" +
+	"\x13ListIPPoolsResponse\x123\n" +
+	"\x05pools\x18\x01 \x03(\v2\x1d.netdra.state.v1.IPPoolStatusR\x05pools*u\n" +
 	"\x05Phase\x12\x15\n" +
 	"\x11PHASE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fPHASE_PREPARING\x10\x01\x12\x12\n" +
@@ -1881,12 +2492,13 @@ const file_netdra_state_v1_state_proto_rawDesc = "" +
 	"\x10EVENT_TYPE_RESET\x10\x01\x12\x15\n" +
 	"\x11EVENT_TYPE_UPSERT\x10\x02\x12\x15\n" +
 	"\x11EVENT_TYPE_DELETE\x10\x03\x12\x15\n" +
-	"\x11EVENT_TYPE_SYNCED\x10\x042\xcf\t\n" +
+	"\x11EVENT_TYPE_SYNCED\x10\x042\xef\v\n" +
 	"\fStateService\x12a\n" +
 	"\x0eReplaceDevices\x12&.netdra.state.v1.ReplaceDevicesRequest\x1a'.netdra.state.v1.ReplaceDevicesResponse\x12X\n" +
 	"\vListDevices\x12#.netdra.state.v1.ListDevicesRequest\x1a$.netdra.state.v1.ListDevicesResponse\x12[\n" +
 	"\fBeginPrepare\x12$.netdra.state.v1.BeginPrepareRequest\x1a%.netdra.state.v1.BeginPrepareResponse\x12^\n" +
-	"\rCommitPrepare\x12%.netdra.state.v1.CommitPrepareRequest\x1a&.netdra.state.v1.CommitPrepareResponse\x12[\n" +
+	"\rCommitPrepare\x12%.netdra.state.v1.CommitPrepareRequest\x1a&.netdra.state.v1.CommitPrepareResponse\x12a\n" +
+	"\x0eRecordPrepared\x12&.netdra.state.v1.RecordPreparedRequest\x1a'.netdra.state.v1.RecordPreparedResponse\x12[\n" +
 	"\fAbortPrepare\x12$.netdra.state.v1.AbortPrepareRequest\x1a%.netdra.state.v1.AbortPrepareResponse\x12m\n" +
 	"\x12RestoreAllocations\x12*.netdra.state.v1.RestoreAllocationsRequest\x1a+.netdra.state.v1.RestoreAllocationsResponse\x12d\n" +
 	"\x0fListAllocations\x12'.netdra.state.v1.ListAllocationsRequest\x1a(.netdra.state.v1.ListAllocationsResponse\x12[\n" +
@@ -1895,7 +2507,9 @@ const file_netdra_state_v1_state_proto_rawDesc = "" +
 	"\x0eMarkFreeFailed\x12&.netdra.state.v1.MarkFreeFailedRequest\x1a'.netdra.state.v1.MarkFreeFailedResponse\x12g\n" +
 	"\x10DeleteAllocation\x12(.netdra.state.v1.DeleteAllocationRequest\x1a).netdra.state.v1.DeleteAllocationResponse\x12H\n" +
 	"\x05Watch\x12\x1d.netdra.state.v1.WatchRequest\x1a\x1e.netdra.state.v1.WatchResponse0\x01\x12C\n" +
-	"\x04Dump\x12\x1c.netdra.state.v1.DumpRequest\x1a\x1d.netdra.state.v1.DumpResponseB\xb8\x01\n" +
+	"\x04Dump\x12\x1c.netdra.state.v1.DumpRequest\x1a\x1d.netdra.state.v1.DumpResponse\x12a\n" +
+	"\x0eReplaceIPPools\x12&.netdra.state.v1.ReplaceIPPoolsRequest\x1a'.netdra.state.v1.ReplaceIPPoolsResponse\x12X\n" +
+	"\vListIPPools\x12#.netdra.state.v1.ListIPPoolsRequest\x1a$.netdra.state.v1.ListIPPoolsResponseB\xb8\x01\n" +
 	"\x13com.netdra.state.v1B\n" +
 	"StateProtoP\x01Z7github.com/netdra/netdra/protos/netdra/state/v1;statev1\xa2\x02\x03NSX\xaa\x02\x0fNetdra.State.V1\xca\x02\x0fNetdra\\State\\V1\xe2\x02\x1bNetdra\\State\\V1\\GPBMetadata\xea\x02\x11Netdra::State::V1b\x06proto3"
 
@@ -1912,7 +2526,7 @@ func file_netdra_state_v1_state_proto_rawDescGZIP() []byte {
 }
 
 var file_netdra_state_v1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_netdra_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_netdra_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_netdra_state_v1_state_proto_goTypes = []any{
 	(Phase)(0),                         // 0: netdra.state.v1.Phase
 	(EventType)(0),                     // 1: netdra.state.v1.EventType
@@ -1927,88 +2541,113 @@ var file_netdra_state_v1_state_proto_goTypes = []any{
 	(*PreparedAllocation)(nil),         // 10: netdra.state.v1.PreparedAllocation
 	(*CommitPrepareRequest)(nil),       // 11: netdra.state.v1.CommitPrepareRequest
 	(*CommitPrepareResponse)(nil),      // 12: netdra.state.v1.CommitPrepareResponse
-	(*AbortPrepareRequest)(nil),        // 13: netdra.state.v1.AbortPrepareRequest
-	(*AbortPrepareResponse)(nil),       // 14: netdra.state.v1.AbortPrepareResponse
-	(*RestoreAllocationsRequest)(nil),  // 15: netdra.state.v1.RestoreAllocationsRequest
-	(*RestoreAllocationsResponse)(nil), // 16: netdra.state.v1.RestoreAllocationsResponse
-	(*ListAllocationsRequest)(nil),     // 17: netdra.state.v1.ListAllocationsRequest
-	(*ListAllocationsResponse)(nil),    // 18: netdra.state.v1.ListAllocationsResponse
-	(*MarkAttachedRequest)(nil),        // 19: netdra.state.v1.MarkAttachedRequest
-	(*MarkAttachedResponse)(nil),       // 20: netdra.state.v1.MarkAttachedResponse
-	(*MarkDetachedRequest)(nil),        // 21: netdra.state.v1.MarkDetachedRequest
-	(*MarkDetachedResponse)(nil),       // 22: netdra.state.v1.MarkDetachedResponse
-	(*MarkFreeFailedRequest)(nil),      // 23: netdra.state.v1.MarkFreeFailedRequest
-	(*MarkFreeFailedResponse)(nil),     // 24: netdra.state.v1.MarkFreeFailedResponse
-	(*DeleteAllocationRequest)(nil),    // 25: netdra.state.v1.DeleteAllocationRequest
-	(*DeleteAllocationResponse)(nil),   // 26: netdra.state.v1.DeleteAllocationResponse
-	(*WatchRequest)(nil),               // 27: netdra.state.v1.WatchRequest
-	(*WatchResponse)(nil),              // 28: netdra.state.v1.WatchResponse
-	(*DumpRequest)(nil),                // 29: netdra.state.v1.DumpRequest
-	(*DumpResponse)(nil),               // 30: netdra.state.v1.DumpResponse
-	(v1.DeviceManager)(0),              // 31: netdra.device.v1.DeviceManager
-	(*v1.DeviceConfig)(nil),            // 32: netdra.device.v1.DeviceConfig
-	(*v1.PreparedDevice)(nil),          // 33: netdra.device.v1.PreparedDevice
-	(*v1.Device)(nil),                  // 34: netdra.device.v1.Device
+	(*RecordPreparedRequest)(nil),      // 13: netdra.state.v1.RecordPreparedRequest
+	(*RecordPreparedResponse)(nil),     // 14: netdra.state.v1.RecordPreparedResponse
+	(*AbortPrepareRequest)(nil),        // 15: netdra.state.v1.AbortPrepareRequest
+	(*AbortPrepareResponse)(nil),       // 16: netdra.state.v1.AbortPrepareResponse
+	(*RestoreAllocationsRequest)(nil),  // 17: netdra.state.v1.RestoreAllocationsRequest
+	(*RestoreAllocationsResponse)(nil), // 18: netdra.state.v1.RestoreAllocationsResponse
+	(*ListAllocationsRequest)(nil),     // 19: netdra.state.v1.ListAllocationsRequest
+	(*ListAllocationsResponse)(nil),    // 20: netdra.state.v1.ListAllocationsResponse
+	(*MarkAttachedRequest)(nil),        // 21: netdra.state.v1.MarkAttachedRequest
+	(*MarkAttachedResponse)(nil),       // 22: netdra.state.v1.MarkAttachedResponse
+	(*MarkDetachedRequest)(nil),        // 23: netdra.state.v1.MarkDetachedRequest
+	(*MarkDetachedResponse)(nil),       // 24: netdra.state.v1.MarkDetachedResponse
+	(*MarkFreeFailedRequest)(nil),      // 25: netdra.state.v1.MarkFreeFailedRequest
+	(*MarkFreeFailedResponse)(nil),     // 26: netdra.state.v1.MarkFreeFailedResponse
+	(*DeleteAllocationRequest)(nil),    // 27: netdra.state.v1.DeleteAllocationRequest
+	(*DeleteAllocationResponse)(nil),   // 28: netdra.state.v1.DeleteAllocationResponse
+	(*WatchRequest)(nil),               // 29: netdra.state.v1.WatchRequest
+	(*WatchResponse)(nil),              // 30: netdra.state.v1.WatchResponse
+	(*DumpRequest)(nil),                // 31: netdra.state.v1.DumpRequest
+	(*DumpResponse)(nil),               // 32: netdra.state.v1.DumpResponse
+	(*IPPool)(nil),                     // 33: netdra.state.v1.IPPool
+	(*IPLease)(nil),                    // 34: netdra.state.v1.IPLease
+	(*IPPoolStatus)(nil),               // 35: netdra.state.v1.IPPoolStatus
+	(*ReplaceIPPoolsRequest)(nil),      // 36: netdra.state.v1.ReplaceIPPoolsRequest
+	(*ReplaceIPPoolsResponse)(nil),     // 37: netdra.state.v1.ReplaceIPPoolsResponse
+	(*ListIPPoolsRequest)(nil),         // 38: netdra.state.v1.ListIPPoolsRequest
+	(*ListIPPoolsResponse)(nil),        // 39: netdra.state.v1.ListIPPoolsResponse
+	(v1.DeviceManager)(0),              // 40: netdra.device.v1.DeviceManager
+	(*v1.DeviceConfig)(nil),            // 41: netdra.device.v1.DeviceConfig
+	(*v1.PreparedDevice)(nil),          // 42: netdra.device.v1.PreparedDevice
+	(*v1.Device)(nil),                  // 43: netdra.device.v1.Device
+	(*v1.Route)(nil),                   // 44: netdra.device.v1.Route
 }
 var file_netdra_state_v1_state_proto_depIdxs = []int32{
-	31, // 0: netdra.state.v1.Allocation.manager:type_name -> netdra.device.v1.DeviceManager
-	32, // 1: netdra.state.v1.Allocation.config:type_name -> netdra.device.v1.DeviceConfig
-	33, // 2: netdra.state.v1.Allocation.prepared_device:type_name -> netdra.device.v1.PreparedDevice
+	40, // 0: netdra.state.v1.Allocation.manager:type_name -> netdra.device.v1.DeviceManager
+	41, // 1: netdra.state.v1.Allocation.config:type_name -> netdra.device.v1.DeviceConfig
+	42, // 2: netdra.state.v1.Allocation.prepared_device:type_name -> netdra.device.v1.PreparedDevice
 	0,  // 3: netdra.state.v1.Allocation.phase:type_name -> netdra.state.v1.Phase
-	31, // 4: netdra.state.v1.ReplaceDevicesRequest.manager:type_name -> netdra.device.v1.DeviceManager
-	34, // 5: netdra.state.v1.ReplaceDevicesRequest.devices:type_name -> netdra.device.v1.Device
-	31, // 6: netdra.state.v1.ListDevicesRequest.manager:type_name -> netdra.device.v1.DeviceManager
-	34, // 7: netdra.state.v1.ListDevicesResponse.devices:type_name -> netdra.device.v1.Device
+	40, // 4: netdra.state.v1.ReplaceDevicesRequest.manager:type_name -> netdra.device.v1.DeviceManager
+	43, // 5: netdra.state.v1.ReplaceDevicesRequest.devices:type_name -> netdra.device.v1.Device
+	40, // 6: netdra.state.v1.ListDevicesRequest.manager:type_name -> netdra.device.v1.DeviceManager
+	43, // 7: netdra.state.v1.ListDevicesResponse.devices:type_name -> netdra.device.v1.Device
 	3,  // 8: netdra.state.v1.BeginPrepareRequest.allocations:type_name -> netdra.state.v1.Allocation
 	3,  // 9: netdra.state.v1.BeginPrepareResponse.allocations:type_name -> netdra.state.v1.Allocation
 	2,  // 10: netdra.state.v1.PreparedAllocation.key:type_name -> netdra.state.v1.AllocationKey
-	33, // 11: netdra.state.v1.PreparedAllocation.prepared_device:type_name -> netdra.device.v1.PreparedDevice
+	42, // 11: netdra.state.v1.PreparedAllocation.prepared_device:type_name -> netdra.device.v1.PreparedDevice
 	10, // 12: netdra.state.v1.CommitPrepareRequest.allocations:type_name -> netdra.state.v1.PreparedAllocation
-	2,  // 13: netdra.state.v1.AbortPrepareRequest.keys:type_name -> netdra.state.v1.AllocationKey
-	3,  // 14: netdra.state.v1.RestoreAllocationsRequest.allocations:type_name -> netdra.state.v1.Allocation
-	0,  // 15: netdra.state.v1.ListAllocationsRequest.phase:type_name -> netdra.state.v1.Phase
-	3,  // 16: netdra.state.v1.ListAllocationsResponse.allocations:type_name -> netdra.state.v1.Allocation
-	2,  // 17: netdra.state.v1.MarkAttachedRequest.key:type_name -> netdra.state.v1.AllocationKey
-	33, // 18: netdra.state.v1.MarkAttachedRequest.prepared_device:type_name -> netdra.device.v1.PreparedDevice
-	2,  // 19: netdra.state.v1.MarkDetachedRequest.key:type_name -> netdra.state.v1.AllocationKey
-	2,  // 20: netdra.state.v1.MarkFreeFailedRequest.key:type_name -> netdra.state.v1.AllocationKey
-	2,  // 21: netdra.state.v1.DeleteAllocationRequest.key:type_name -> netdra.state.v1.AllocationKey
-	1,  // 22: netdra.state.v1.WatchResponse.type:type_name -> netdra.state.v1.EventType
-	34, // 23: netdra.state.v1.WatchResponse.device:type_name -> netdra.device.v1.Device
-	3,  // 24: netdra.state.v1.WatchResponse.allocation:type_name -> netdra.state.v1.Allocation
-	34, // 25: netdra.state.v1.DumpResponse.devices:type_name -> netdra.device.v1.Device
-	3,  // 26: netdra.state.v1.DumpResponse.allocations:type_name -> netdra.state.v1.Allocation
-	4,  // 27: netdra.state.v1.StateService.ReplaceDevices:input_type -> netdra.state.v1.ReplaceDevicesRequest
-	6,  // 28: netdra.state.v1.StateService.ListDevices:input_type -> netdra.state.v1.ListDevicesRequest
-	8,  // 29: netdra.state.v1.StateService.BeginPrepare:input_type -> netdra.state.v1.BeginPrepareRequest
-	11, // 30: netdra.state.v1.StateService.CommitPrepare:input_type -> netdra.state.v1.CommitPrepareRequest
-	13, // 31: netdra.state.v1.StateService.AbortPrepare:input_type -> netdra.state.v1.AbortPrepareRequest
-	15, // 32: netdra.state.v1.StateService.RestoreAllocations:input_type -> netdra.state.v1.RestoreAllocationsRequest
-	17, // 33: netdra.state.v1.StateService.ListAllocations:input_type -> netdra.state.v1.ListAllocationsRequest
-	19, // 34: netdra.state.v1.StateService.MarkAttached:input_type -> netdra.state.v1.MarkAttachedRequest
-	21, // 35: netdra.state.v1.StateService.MarkDetached:input_type -> netdra.state.v1.MarkDetachedRequest
-	23, // 36: netdra.state.v1.StateService.MarkFreeFailed:input_type -> netdra.state.v1.MarkFreeFailedRequest
-	25, // 37: netdra.state.v1.StateService.DeleteAllocation:input_type -> netdra.state.v1.DeleteAllocationRequest
-	27, // 38: netdra.state.v1.StateService.Watch:input_type -> netdra.state.v1.WatchRequest
-	29, // 39: netdra.state.v1.StateService.Dump:input_type -> netdra.state.v1.DumpRequest
-	5,  // 40: netdra.state.v1.StateService.ReplaceDevices:output_type -> netdra.state.v1.ReplaceDevicesResponse
-	7,  // 41: netdra.state.v1.StateService.ListDevices:output_type -> netdra.state.v1.ListDevicesResponse
-	9,  // 42: netdra.state.v1.StateService.BeginPrepare:output_type -> netdra.state.v1.BeginPrepareResponse
-	12, // 43: netdra.state.v1.StateService.CommitPrepare:output_type -> netdra.state.v1.CommitPrepareResponse
-	14, // 44: netdra.state.v1.StateService.AbortPrepare:output_type -> netdra.state.v1.AbortPrepareResponse
-	16, // 45: netdra.state.v1.StateService.RestoreAllocations:output_type -> netdra.state.v1.RestoreAllocationsResponse
-	18, // 46: netdra.state.v1.StateService.ListAllocations:output_type -> netdra.state.v1.ListAllocationsResponse
-	20, // 47: netdra.state.v1.StateService.MarkAttached:output_type -> netdra.state.v1.MarkAttachedResponse
-	22, // 48: netdra.state.v1.StateService.MarkDetached:output_type -> netdra.state.v1.MarkDetachedResponse
-	24, // 49: netdra.state.v1.StateService.MarkFreeFailed:output_type -> netdra.state.v1.MarkFreeFailedResponse
-	26, // 50: netdra.state.v1.StateService.DeleteAllocation:output_type -> netdra.state.v1.DeleteAllocationResponse
-	28, // 51: netdra.state.v1.StateService.Watch:output_type -> netdra.state.v1.WatchResponse
-	30, // 52: netdra.state.v1.StateService.Dump:output_type -> netdra.state.v1.DumpResponse
-	40, // [40:53] is the sub-list for method output_type
-	27, // [27:40] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	10, // 13: netdra.state.v1.RecordPreparedRequest.allocations:type_name -> netdra.state.v1.PreparedAllocation
+	2,  // 14: netdra.state.v1.AbortPrepareRequest.keys:type_name -> netdra.state.v1.AllocationKey
+	3,  // 15: netdra.state.v1.RestoreAllocationsRequest.allocations:type_name -> netdra.state.v1.Allocation
+	0,  // 16: netdra.state.v1.ListAllocationsRequest.phase:type_name -> netdra.state.v1.Phase
+	3,  // 17: netdra.state.v1.ListAllocationsResponse.allocations:type_name -> netdra.state.v1.Allocation
+	2,  // 18: netdra.state.v1.MarkAttachedRequest.key:type_name -> netdra.state.v1.AllocationKey
+	42, // 19: netdra.state.v1.MarkAttachedRequest.prepared_device:type_name -> netdra.device.v1.PreparedDevice
+	2,  // 20: netdra.state.v1.MarkDetachedRequest.key:type_name -> netdra.state.v1.AllocationKey
+	2,  // 21: netdra.state.v1.MarkFreeFailedRequest.key:type_name -> netdra.state.v1.AllocationKey
+	2,  // 22: netdra.state.v1.DeleteAllocationRequest.key:type_name -> netdra.state.v1.AllocationKey
+	1,  // 23: netdra.state.v1.WatchResponse.type:type_name -> netdra.state.v1.EventType
+	43, // 24: netdra.state.v1.WatchResponse.device:type_name -> netdra.device.v1.Device
+	3,  // 25: netdra.state.v1.WatchResponse.allocation:type_name -> netdra.state.v1.Allocation
+	43, // 26: netdra.state.v1.DumpResponse.devices:type_name -> netdra.device.v1.Device
+	3,  // 27: netdra.state.v1.DumpResponse.allocations:type_name -> netdra.state.v1.Allocation
+	35, // 28: netdra.state.v1.DumpResponse.ip_pools:type_name -> netdra.state.v1.IPPoolStatus
+	44, // 29: netdra.state.v1.IPPool.routes:type_name -> netdra.device.v1.Route
+	2,  // 30: netdra.state.v1.IPLease.allocation:type_name -> netdra.state.v1.AllocationKey
+	33, // 31: netdra.state.v1.IPPoolStatus.pool:type_name -> netdra.state.v1.IPPool
+	34, // 32: netdra.state.v1.IPPoolStatus.leases:type_name -> netdra.state.v1.IPLease
+	33, // 33: netdra.state.v1.ReplaceIPPoolsRequest.pools:type_name -> netdra.state.v1.IPPool
+	35, // 34: netdra.state.v1.ReplaceIPPoolsResponse.pools:type_name -> netdra.state.v1.IPPoolStatus
+	35, // 35: netdra.state.v1.ListIPPoolsResponse.pools:type_name -> netdra.state.v1.IPPoolStatus
+	4,  // 36: netdra.state.v1.StateService.ReplaceDevices:input_type -> netdra.state.v1.ReplaceDevicesRequest
+	6,  // 37: netdra.state.v1.StateService.ListDevices:input_type -> netdra.state.v1.ListDevicesRequest
+	8,  // 38: netdra.state.v1.StateService.BeginPrepare:input_type -> netdra.state.v1.BeginPrepareRequest
+	11, // 39: netdra.state.v1.StateService.CommitPrepare:input_type -> netdra.state.v1.CommitPrepareRequest
+	13, // 40: netdra.state.v1.StateService.RecordPrepared:input_type -> netdra.state.v1.RecordPreparedRequest
+	15, // 41: netdra.state.v1.StateService.AbortPrepare:input_type -> netdra.state.v1.AbortPrepareRequest
+	17, // 42: netdra.state.v1.StateService.RestoreAllocations:input_type -> netdra.state.v1.RestoreAllocationsRequest
+	19, // 43: netdra.state.v1.StateService.ListAllocations:input_type -> netdra.state.v1.ListAllocationsRequest
+	21, // 44: netdra.state.v1.StateService.MarkAttached:input_type -> netdra.state.v1.MarkAttachedRequest
+	23, // 45: netdra.state.v1.StateService.MarkDetached:input_type -> netdra.state.v1.MarkDetachedRequest
+	25, // 46: netdra.state.v1.StateService.MarkFreeFailed:input_type -> netdra.state.v1.MarkFreeFailedRequest
+	27, // 47: netdra.state.v1.StateService.DeleteAllocation:input_type -> netdra.state.v1.DeleteAllocationRequest
+	29, // 48: netdra.state.v1.StateService.Watch:input_type -> netdra.state.v1.WatchRequest
+	31, // 49: netdra.state.v1.StateService.Dump:input_type -> netdra.state.v1.DumpRequest
+	36, // 50: netdra.state.v1.StateService.ReplaceIPPools:input_type -> netdra.state.v1.ReplaceIPPoolsRequest
+	38, // 51: netdra.state.v1.StateService.ListIPPools:input_type -> netdra.state.v1.ListIPPoolsRequest
+	5,  // 52: netdra.state.v1.StateService.ReplaceDevices:output_type -> netdra.state.v1.ReplaceDevicesResponse
+	7,  // 53: netdra.state.v1.StateService.ListDevices:output_type -> netdra.state.v1.ListDevicesResponse
+	9,  // 54: netdra.state.v1.StateService.BeginPrepare:output_type -> netdra.state.v1.BeginPrepareResponse
+	12, // 55: netdra.state.v1.StateService.CommitPrepare:output_type -> netdra.state.v1.CommitPrepareResponse
+	14, // 56: netdra.state.v1.StateService.RecordPrepared:output_type -> netdra.state.v1.RecordPreparedResponse
+	16, // 57: netdra.state.v1.StateService.AbortPrepare:output_type -> netdra.state.v1.AbortPrepareResponse
+	18, // 58: netdra.state.v1.StateService.RestoreAllocations:output_type -> netdra.state.v1.RestoreAllocationsResponse
+	20, // 59: netdra.state.v1.StateService.ListAllocations:output_type -> netdra.state.v1.ListAllocationsResponse
+	22, // 60: netdra.state.v1.StateService.MarkAttached:output_type -> netdra.state.v1.MarkAttachedResponse
+	24, // 61: netdra.state.v1.StateService.MarkDetached:output_type -> netdra.state.v1.MarkDetachedResponse
+	26, // 62: netdra.state.v1.StateService.MarkFreeFailed:output_type -> netdra.state.v1.MarkFreeFailedResponse
+	28, // 63: netdra.state.v1.StateService.DeleteAllocation:output_type -> netdra.state.v1.DeleteAllocationResponse
+	30, // 64: netdra.state.v1.StateService.Watch:output_type -> netdra.state.v1.WatchResponse
+	32, // 65: netdra.state.v1.StateService.Dump:output_type -> netdra.state.v1.DumpResponse
+	37, // 66: netdra.state.v1.StateService.ReplaceIPPools:output_type -> netdra.state.v1.ReplaceIPPoolsResponse
+	39, // 67: netdra.state.v1.StateService.ListIPPools:output_type -> netdra.state.v1.ListIPPoolsResponse
+	52, // [52:68] is the sub-list for method output_type
+	36, // [36:52] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_netdra_state_v1_state_proto_init() }
@@ -2016,7 +2655,7 @@ func file_netdra_state_v1_state_proto_init() {
 	if File_netdra_state_v1_state_proto != nil {
 		return
 	}
-	file_netdra_state_v1_state_proto_msgTypes[26].OneofWrappers = []any{
+	file_netdra_state_v1_state_proto_msgTypes[28].OneofWrappers = []any{
 		(*WatchResponse_Device)(nil),
 		(*WatchResponse_Allocation)(nil),
 	}
@@ -2026,7 +2665,7 @@ func file_netdra_state_v1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_netdra_state_v1_state_proto_rawDesc), len(file_netdra_state_v1_state_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   29,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,6 +27,7 @@ const (
 	StateService_ListDevices_FullMethodName        = "/netdra.state.v1.StateService/ListDevices"
 	StateService_BeginPrepare_FullMethodName       = "/netdra.state.v1.StateService/BeginPrepare"
 	StateService_CommitPrepare_FullMethodName      = "/netdra.state.v1.StateService/CommitPrepare"
+	StateService_RecordPrepared_FullMethodName     = "/netdra.state.v1.StateService/RecordPrepared"
 	StateService_AbortPrepare_FullMethodName       = "/netdra.state.v1.StateService/AbortPrepare"
 	StateService_RestoreAllocations_FullMethodName = "/netdra.state.v1.StateService/RestoreAllocations"
 	StateService_ListAllocations_FullMethodName    = "/netdra.state.v1.StateService/ListAllocations"
@@ -36,6 +37,8 @@ const (
 	StateService_DeleteAllocation_FullMethodName   = "/netdra.state.v1.StateService/DeleteAllocation"
 	StateService_Watch_FullMethodName              = "/netdra.state.v1.StateService/Watch"
 	StateService_Dump_FullMethodName               = "/netdra.state.v1.StateService/Dump"
+	StateService_ReplaceIPPools_FullMethodName     = "/netdra.state.v1.StateService/ReplaceIPPools"
+	StateService_ListIPPools_FullMethodName        = "/netdra.state.v1.StateService/ListIPPools"
 )
 
 // StateServiceClient is the client API for StateService service.
@@ -60,6 +63,12 @@ type StateServiceClient interface {
 	// CommitPrepare turns intents into prepared allocations with the prepared
 	// devices. Idempotent.
 	CommitPrepare(ctx context.Context, in *CommitPrepareRequest, opts ...grpc.CallOption) (*CommitPrepareResponse, error)
+	// RecordPrepared stores the prepared devices of a claim's intents right
+	// after Setup, keeping them PREPARING: a prepare that a crash interrupts
+	// before CommitPrepare can then be rolled back with Free, which needs the
+	// device's original state. Rows must be the claim's and PREPARING (a
+	// PREPARED row is left as it is); all or none. Idempotent.
+	RecordPrepared(ctx context.Context, in *RecordPreparedRequest, opts ...grpc.CallOption) (*RecordPreparedResponse, error)
 	// AbortPrepare deletes intents that were not committed. Idempotent; a
 	// committed allocation is FailedPrecondition.
 	AbortPrepare(ctx context.Context, in *AbortPrepareRequest, opts ...grpc.CallOption) (*AbortPrepareResponse, error)
@@ -87,6 +96,15 @@ type StateServiceClient interface {
 	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error)
 	// Dump returns both tables, for people (grpcurl prints it as JSON).
 	Dump(ctx context.Context, in *DumpRequest, opts ...grpc.CallOption) (*DumpResponse, error)
+	// ReplaceIPPools replaces the node-local address pools (NodeConfig
+	// ipPools), durably. A pool removed or shrunk while addresses of it are in
+	// use keeps them until they are released: it is reported as retired, or
+	// with the addresses outside its range. Bad pools are InvalidArgument and
+	// nothing changes.
+	ReplaceIPPools(ctx context.Context, in *ReplaceIPPoolsRequest, opts ...grpc.CallOption) (*ReplaceIPPoolsResponse, error)
+	// ListIPPools lists the pools: size, used, free, and who holds each
+	// address.
+	ListIPPools(ctx context.Context, in *ListIPPoolsRequest, opts ...grpc.CallOption) (*ListIPPoolsResponse, error)
 }
 
 type stateServiceClient struct {
@@ -131,6 +149,16 @@ func (c *stateServiceClient) CommitPrepare(ctx context.Context, in *CommitPrepar
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CommitPrepareResponse)
 	err := c.cc.Invoke(ctx, StateService_CommitPrepare_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *stateServiceClient) RecordPrepared(ctx context.Context, in *RecordPreparedRequest, opts ...grpc.CallOption) (*RecordPreparedResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RecordPreparedResponse)
+	err := c.cc.Invoke(ctx, StateService_RecordPrepared_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -236,6 +264,26 @@ func (c *stateServiceClient) Dump(ctx context.Context, in *DumpRequest, opts ...
 	return out, nil
 }
 
+func (c *stateServiceClient) ReplaceIPPools(ctx context.Context, in *ReplaceIPPoolsRequest, opts ...grpc.CallOption) (*ReplaceIPPoolsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReplaceIPPoolsResponse)
+	err := c.cc.Invoke(ctx, StateService_ReplaceIPPools_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *stateServiceClient) ListIPPools(ctx context.Context, in *ListIPPoolsRequest, opts ...grpc.CallOption) (*ListIPPoolsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListIPPoolsResponse)
+	err := c.cc.Invoke(ctx, StateService_ListIPPools_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // StateServiceServer is the server API for StateService service.
 // All implementations must embed UnimplementedStateServiceServer
 // for forward compatibility.
@@ -258,6 +306,12 @@ type StateServiceServer interface {
 	// CommitPrepare turns intents into prepared allocations with the prepared
 	// devices. Idempotent.
 	CommitPrepare(context.Context, *CommitPrepareRequest) (*CommitPrepareResponse, error)
+	// RecordPrepared stores the prepared devices of a claim's intents right
+	// after Setup, keeping them PREPARING: a prepare that a crash interrupts
+	// before CommitPrepare can then be rolled back with Free, which needs the
+	// device's original state. Rows must be the claim's and PREPARING (a
+	// PREPARED row is left as it is); all or none. Idempotent.
+	RecordPrepared(context.Context, *RecordPreparedRequest) (*RecordPreparedResponse, error)
 	// AbortPrepare deletes intents that were not committed. Idempotent; a
 	// committed allocation is FailedPrecondition.
 	AbortPrepare(context.Context, *AbortPrepareRequest) (*AbortPrepareResponse, error)
@@ -285,6 +339,15 @@ type StateServiceServer interface {
 	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error
 	// Dump returns both tables, for people (grpcurl prints it as JSON).
 	Dump(context.Context, *DumpRequest) (*DumpResponse, error)
+	// ReplaceIPPools replaces the node-local address pools (NodeConfig
+	// ipPools), durably. A pool removed or shrunk while addresses of it are in
+	// use keeps them until they are released: it is reported as retired, or
+	// with the addresses outside its range. Bad pools are InvalidArgument and
+	// nothing changes.
+	ReplaceIPPools(context.Context, *ReplaceIPPoolsRequest) (*ReplaceIPPoolsResponse, error)
+	// ListIPPools lists the pools: size, used, free, and who holds each
+	// address.
+	ListIPPools(context.Context, *ListIPPoolsRequest) (*ListIPPoolsResponse, error)
 	mustEmbedUnimplementedStateServiceServer()
 }
 
@@ -306,6 +369,9 @@ func (UnimplementedStateServiceServer) BeginPrepare(context.Context, *BeginPrepa
 }
 func (UnimplementedStateServiceServer) CommitPrepare(context.Context, *CommitPrepareRequest) (*CommitPrepareResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CommitPrepare not implemented")
+}
+func (UnimplementedStateServiceServer) RecordPrepared(context.Context, *RecordPreparedRequest) (*RecordPreparedResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RecordPrepared not implemented")
 }
 func (UnimplementedStateServiceServer) AbortPrepare(context.Context, *AbortPrepareRequest) (*AbortPrepareResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AbortPrepare not implemented")
@@ -333,6 +399,12 @@ func (UnimplementedStateServiceServer) Watch(*WatchRequest, grpc.ServerStreaming
 }
 func (UnimplementedStateServiceServer) Dump(context.Context, *DumpRequest) (*DumpResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Dump not implemented")
+}
+func (UnimplementedStateServiceServer) ReplaceIPPools(context.Context, *ReplaceIPPoolsRequest) (*ReplaceIPPoolsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReplaceIPPools not implemented")
+}
+func (UnimplementedStateServiceServer) ListIPPools(context.Context, *ListIPPoolsRequest) (*ListIPPoolsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListIPPools not implemented")
 }
 func (UnimplementedStateServiceServer) mustEmbedUnimplementedStateServiceServer() {}
 func (UnimplementedStateServiceServer) testEmbeddedByValue()                      {}
@@ -423,6 +495,24 @@ func _StateService_CommitPrepare_Handler(srv interface{}, ctx context.Context, d
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(StateServiceServer).CommitPrepare(ctx, req.(*CommitPrepareRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _StateService_RecordPrepared_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RecordPreparedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(StateServiceServer).RecordPrepared(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: StateService_RecordPrepared_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(StateServiceServer).RecordPrepared(ctx, req.(*RecordPreparedRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -582,6 +672,42 @@ func _StateService_Dump_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _StateService_ReplaceIPPools_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReplaceIPPoolsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(StateServiceServer).ReplaceIPPools(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: StateService_ReplaceIPPools_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(StateServiceServer).ReplaceIPPools(ctx, req.(*ReplaceIPPoolsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _StateService_ListIPPools_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListIPPoolsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(StateServiceServer).ListIPPools(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: StateService_ListIPPools_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(StateServiceServer).ListIPPools(ctx, req.(*ListIPPoolsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // StateService_ServiceDesc is the grpc.ServiceDesc for StateService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -604,6 +730,10 @@ var StateService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CommitPrepare",
 			Handler:    _StateService_CommitPrepare_Handler,
+		},
+		{
+			MethodName: "RecordPrepared",
+			Handler:    _StateService_RecordPrepared_Handler,
 		},
 		{
 			MethodName: "AbortPrepare",
@@ -636,6 +766,14 @@ var StateService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Dump",
 			Handler:    _StateService_Dump_Handler,
+		},
+		{
+			MethodName: "ReplaceIPPools",
+			Handler:    _StateService_ReplaceIPPools_Handler,
+		},
+		{
+			MethodName: "ListIPPools",
+			Handler:    _StateService_ListIPPools_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

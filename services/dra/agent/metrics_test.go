@@ -1,0 +1,105 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+)
+
+// fakePlugin answers each claim with an error when its name says so.
+type fakePlugin struct{ kubeletplugin.DRAPlugin }
+
+func (fakePlugin) PrepareResourceClaims(_ context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+	out := map[types.UID]kubeletplugin.PrepareResult{}
+	for _, c := range claims {
+		var err error
+		if strings.HasPrefix(c.Name, "bad") {
+			err = errors.New("refused")
+		}
+		out[c.UID] = kubeletplugin.PrepareResult{Err: err}
+	}
+	return out, nil
+}
+
+func (fakePlugin) UnprepareResourceClaims(_ context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
+	if len(claims) > 1 {
+		return nil, errors.New("state service unreachable")
+	}
+	return map[types.UID]error{claims[0].UID: nil}, nil
+}
+
+func claim(name string) *resourceapi.ResourceClaim {
+	return &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name)}}
+}
+
+// TestMetrics: prepare and unprepare counted per claim and result, timed
+// per call; published devices per pool (a pool that is gone is dropped)
+// and the time of the last publication.
+func TestMetrics(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m := NewMetrics(reg)
+	p := m.wrap(fakePlugin{})
+	ctx := context.Background()
+	if _, err := p.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{claim("a"), claim("bad1"), claim("b")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UnprepareResourceClaims(ctx, []kubeletplugin.NamespacedObject{{UID: "uid-a"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UnprepareResourceClaims(ctx, []kubeletplugin.NamespacedObject{{UID: "uid-a"}, {UID: "uid-b"}}); err == nil {
+		t.Fatal("want the unprepare error")
+	}
+	slice := func(n int) resourceslice.Pool {
+		return resourceslice.Pool{Slices: []resourceslice.Slice{{Devices: make([]resourceapi.Device, n)}}}
+	}
+	m.published(&resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{"red": slice(2), "gone": slice(1)}})
+	m.published(&resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{"red": slice(3), "empty": slice(0)}})
+
+	got := map[string]float64{}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			key := mf.GetName()
+			for _, l := range m.GetLabel() {
+				key += " " + l.GetName() + "=" + l.GetValue()
+			}
+			switch {
+			case m.GetCounter() != nil:
+				got[key] = m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				got[key] = m.GetGauge().GetValue()
+			case m.GetHistogram() != nil:
+				got[key+" count"] = float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	if got["netdra_dra_last_publish_timestamp_seconds"] <= 0 {
+		t.Errorf("last publish time not set: %v", got)
+	}
+	delete(got, "netdra_dra_last_publish_timestamp_seconds")
+	want := map[string]float64{
+		"netdra_dra_claims_total op=prepare result=error":     1,
+		"netdra_dra_claims_total op=prepare result=ok":        2,
+		"netdra_dra_claims_total op=unprepare result=error":   2,
+		"netdra_dra_claims_total op=unprepare result=ok":      1,
+		"netdra_dra_call_duration_seconds op=prepare count":   1,
+		"netdra_dra_call_duration_seconds op=unprepare count": 2,
+		"netdra_dra_published_devices pool=empty":             0,
+		"netdra_dra_published_devices pool=red":               3,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("metrics (-want +got):\n%s", diff)
+	}
+}
