@@ -22,6 +22,7 @@ import (
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 	"github.com/netdra/netdra/services/dra/agent"
+	"github.com/netdra/netdra/services/dra/counters"
 	"github.com/netdra/netdra/shared/process"
 	"github.com/netdra/netdra/shared/rpc"
 )
@@ -82,6 +83,8 @@ func run(ctx context.Context, log *slog.Logger, cfg *config) error {
 	}
 	defer prov.Close()
 	reg := process.NewRegistry()
+	reg.MustRegister(counters.New(log.With("component", "counters"), provisionerv1.NewProvisionerServiceClient(prov),
+		statev1.NewStateServiceClient(state), &counters.KubePods{Kube: kc, NodeName: cfg.NodeName}))
 	metrics, err := process.ServeMetrics(cfg.Metrics, reg)
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	"github.com/netdra/netdra/services/provisioner/dummy"
+	"github.com/netdra/netdra/services/provisioner/ebpf"
 	"github.com/netdra/netdra/services/provisioner/hostdev"
 	"github.com/netdra/netdra/services/provisioner/link"
 	"github.com/netdra/netdra/services/provisioner/manager"
@@ -29,6 +31,10 @@ type config struct {
 	SysfsRoot string
 	// Resync is how often the managers rediscover besides link events.
 	Resync time.Duration
+	// BPFFS is where the provisioner mounts a bpffs (if none is there) and
+	// pins its eBPF programs; "" runs without them.
+	BPFFS   string
+	handoff *ebpf.Handoff
 }
 
 func main() {
@@ -37,20 +43,27 @@ func main() {
 	cfg.Register(fs, "provisioner")
 	fs.StringVar(&cfg.SysfsRoot, "sysfs-root", "/sys", "where the host's sysfs is mounted")
 	fs.DurationVar(&cfg.Resync, "resync", 30*time.Second, "how often device managers rediscover, besides link events")
+	fs.StringVar(&cfg.BPFFS, "bpffs", ebpf.DefaultBPFFS, "where to mount a bpffs (if none is there) and pin the eBPF programs on devices; empty: no eBPF (no counters, software VLAN, spoof check or hand-off)")
 	os.Exit(process.Main(fs, os.Args[1:], &cfg.Flags, cfg.run))
 }
 
-// factories builds the managers; the host netns is the process's own.
+// factories builds the managers; the host netns is the process's own, the
+// sysfs root the one Configure names, else -sysfs-root.
 func (cfg *config) factories(log *slog.Logger) server.Factories {
+	root := func(r string) string { return cmp.Or(r, cfg.SysfsRoot) }
 	return server.Factories{
-		Sriov: func(c *provisionerv1.SriovConfig) (manager.Manager, error) {
-			return sriov.New(log.With("manager", "sr-iov"), cfg.SysfsRoot, c, sriov.WithResync(cfg.Resync))
+		Sriov: func(sysfsRoot string, c *provisionerv1.SriovConfig) (manager.Manager, error) {
+			return sriov.New(log.With("manager", "sr-iov", "sysfs", root(sysfsRoot)), root(sysfsRoot), c, sriov.WithResync(cfg.Resync))
 		},
 		Dummy: func(c *provisionerv1.DummyConfig) (manager.Manager, error) {
 			return dummy.New(log.With("manager", "dummy"), c)
 		},
-		Host: func(c *provisionerv1.HostConfig) (manager.Manager, error) {
-			return hostdev.New(log.With("manager", "host"), cfg.SysfsRoot, c, hostdev.WithResync(cfg.Resync))
+		Host: func(sysfsRoot string, c *provisionerv1.HostConfig) (manager.Manager, error) {
+			opts := []hostdev.Option{hostdev.WithResync(cfg.Resync)}
+			if cfg.handoff != nil {
+				opts = append(opts, hostdev.WithHandoff(cfg.handoff))
+			}
+			return hostdev.New(log.With("manager", "host", "sysfs", root(sysfsRoot)), root(sysfsRoot), c, opts...)
 		},
 	}
 }
@@ -61,7 +74,19 @@ func (cfg *config) run(ctx context.Context, log *slog.Logger) error {
 		return err
 	}
 	defer mover.Close()
+	var programs *ebpf.Programs
+	if cfg.BPFFS != "" {
+		if programs, err = ebpf.New(log.With("component", "ebpf"), cfg.BPFFS); err != nil {
+			return err
+		}
+		if cfg.handoff, err = ebpf.NewHandoff(log.With("component", "ebpf"), cfg.BPFFS); err != nil {
+			return err
+		}
+	}
 	svc := server.New(log, cfg.factories(log), mover)
+	if programs != nil {
+		svc.SetPrograms(programs)
+	}
 	srv := rpc.NewServer(cfg.ServerConfig(log))
 	provisionerv1.RegisterProvisionerServiceServer(srv.GRPC(), svc)
 	srv.SetServing(provisionerv1.ProvisionerService_ServiceDesc.ServiceName, true)

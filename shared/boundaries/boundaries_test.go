@@ -20,6 +20,47 @@ var rules = map[string][]string{
 	"operator":    {"github.com/vishvananda/netlink", "github.com/cilium/ebpf"},
 }
 
+// owners says, per import path prefix, the only packages (path prefixes in
+// this module) that may import it directly: eBPF is the provisioner's, and
+// within it the ebpf package's (its tests and test helpers included).
+var owners = map[string][]string{
+	"github.com/cilium/ebpf": {module + "services/provisioner/ebpf"},
+}
+
+func TestImportOwners(t *testing.T) {
+	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}`, "./...")
+	cmd.Dir = moduleRoot(t)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	found := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		pkg, imports := f[0], f[1:]
+		for _, imp := range imports {
+			for prefix, allowed := range owners {
+				if imp != prefix && !strings.HasPrefix(imp, prefix+"/") {
+					continue
+				}
+				found[prefix] = true
+				ok := false
+				for _, a := range allowed {
+					ok = ok || pkg == a || strings.HasPrefix(pkg, a+"/")
+				}
+				if !ok {
+					t.Errorf("%s imports %s; only %v may", pkg, imp, allowed)
+				}
+			}
+		}
+	}
+	for prefix := range owners {
+		if !found[prefix] {
+			t.Errorf("no package imports %s: the rule checks nothing (or go list missed it)", prefix)
+		}
+	}
+}
+
 func TestImportRules(t *testing.T) {
 	root := moduleRoot(t)
 	services, err := os.ReadDir(filepath.Join(root, "services"))

@@ -25,6 +25,7 @@ import (
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
+	"github.com/netdra/netdra/services/provisioner/ebpf"
 	"github.com/netdra/netdra/services/provisioner/hostns"
 	"github.com/netdra/netdra/services/provisioner/manager"
 )
@@ -41,6 +42,10 @@ type Manager struct {
 	sel       selector
 	ns        hostns.Opener
 	resync    time.Duration
+	// handoff, when set, takes the host's eBPF programs off an interface
+	// at Setup, except for the pools in keep.
+	handoff *ebpf.Handoff
+	keep    map[string]bool
 }
 
 var _ manager.Manager = (*Manager)(nil)
@@ -93,7 +98,10 @@ func New(log *slog.Logger, sysfsRoot string, cfg *provisionerv1.HostConfig, opts
 	if err != nil {
 		return nil, err
 	}
-	m := &Manager{log: log, sysfsRoot: sysfsRoot, sel: sel, resync: DefaultResync}
+	m := &Manager{log: log, sysfsRoot: sysfsRoot, sel: sel, resync: DefaultResync, keep: map[string]bool{}}
+	for _, p := range cfg.GetKeepEbpfProgramsPools() {
+		m.keep[p] = true
+	}
 	for _, o := range opts {
 		if err := o(m); err != nil {
 			return nil, err

@@ -16,8 +16,11 @@ import (
 // Setup checks that the device's interface is in the host network namespace
 // and still one the manager offers (selected by the configuration, no
 // default route through it), and records its name, MAC, MTU and up state as
-// original_link, what Detach brings it back to. It changes nothing: the
-// interface moves into the pod at Attach. dev and cfg are checked with
+// original_link, what Detach brings it back to. With a hand-off (WithHandoff)
+// and unless the pool keeps them (manager.Pool), it then takes the host's
+// eBPF programs off the interface and records them as
+// detached_ebpf_programs, so they do not travel into the pod; it changes
+// nothing else: the interface moves into the pod at Attach. dev and cfg are checked with
 // Validate first. A missing interface is ErrLinkNotFound; one that a
 // default route goes through, ErrDefaultRoute; one the configuration no longer selects,
 // ErrNotSelected.
@@ -56,8 +59,7 @@ func (m *Manager) Setup(ctx context.Context, dev *devicev1.Device, cfg *devicev1
 	if up[a.Index] {
 		return nil, fmt.Errorf("interface %s: %w", name, ErrDefaultRoute)
 	}
-	m.log.Debug("recorded host interface", "device", dev.GetName(), "interface", name)
-	return &devicev1.PreparedDevice{
+	pd := &devicev1.PreparedDevice{
 		Device: proto.CloneOf(dev),
 		OriginalLink: &devicev1.LinkSnapshot{
 			Name:       a.Name,
@@ -65,13 +67,24 @@ func (m *Manager) Setup(ctx context.Context, dev *devicev1.Device, cfg *devicev1
 			Mtu:        uint32(a.MTU),
 			Up:         a.Flags&net.FlagUp != 0,
 		},
-	}, nil
+	}
+	// The last step, so a failure leaves nothing to undo (Take puts back
+	// what it took when it fails).
+	if err := m.takePrograms(ctx, pd); err != nil {
+		return nil, err
+	}
+	m.log.Debug("recorded host interface", "device", dev.GetName(), "interface", name, "ebpfProgramsTaken", len(pd.GetDetachedEbpfPrograms()))
+	return pd, nil
 }
 
-// Free has nothing to undo: Setup changed nothing, and the interface is
-// back in the host (Detach) or goes back there when its pod's namespace is
-// destroyed. Idempotent; it always succeeds.
-func (m *Manager) Free(_ context.Context, pd *devicev1.PreparedDevice) error {
+// Free gives the host back the eBPF programs Setup took off the interface
+// (detached_ebpf_programs), logging as warnings those it could not; the
+// rest Setup did not change, and the interface is back in the host
+// (Detach) or goes back there when its pod's namespace is destroyed.
+// Idempotent (a program given back is unpinned, so a second Free finds it
+// gone and only warns); it always succeeds.
+func (m *Manager) Free(ctx context.Context, pd *devicev1.PreparedDevice) error {
+	m.givePrograms(ctx, pd)
 	m.log.Debug("freed host interface", "device", pd.GetDevice().GetName(), "interface", pd.GetOriginalLink().GetName())
 	return nil
 }

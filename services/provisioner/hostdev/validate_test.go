@@ -41,16 +41,20 @@ func TestValidate(t *testing.T) {
 			PodIfName: "net1", MacAddress: "02:00:00:00:00:01", Mtu: 9000,
 			Addresses: []string{"192.0.2.1/24"}, Routes: []*devicev1.Route{{Destination: "10.0.0.0/8"}},
 		}, ""},
-		{"vlan", dev, &devicev1.DeviceConfig{Vlan: u32(100)}, "config.vlan"},
-		{"vlan zero is set", dev, &devicev1.DeviceConfig{Vlan: u32(0)}, "config.vlan"},
-		{"vlanQoS", dev, &devicev1.DeviceConfig{VlanQos: u32(3)}, "config.vlanQoS"},
-		{"vlanProto", dev, &devicev1.DeviceConfig{VlanProto: devicev1.VlanProto_VLAN_PROTO_8021Q}, "config.vlanProto"},
-		{"spoofChk", dev, &devicev1.DeviceConfig{SpoofChk: yes}, "config.spoofChk"},
 		{"trust", dev, &devicev1.DeviceConfig{Trust: proto.Bool(false)}, "config.trust"},
 		{"linkState", dev, &devicev1.DeviceConfig{LinkState: devicev1.VfLinkState_VF_LINK_STATE_DISABLE}, "config.linkState"},
 		{"minTxRate", dev, &devicev1.DeviceConfig{MinTxRate: u32(10)}, "config.minTxRate"},
 		{"maxTxRate", dev, &devicev1.DeviceConfig{MaxTxRate: u32(100)}, "config.maxTxRate"},
-		{"first VF field wins", dev, &devicev1.DeviceConfig{MaxTxRate: u32(1), SpoofChk: yes}, "config.spoofChk"},
+		// The VLAN settings and the spoof check are enforced in software (eBPF).
+		{"software vlan", dev, &devicev1.DeviceConfig{Vlan: u32(100), VlanQos: u32(3), VlanProto: devicev1.VlanProto_VLAN_PROTO_8021Q}, ""},
+		{"vlan zero is no vlan", dev, &devicev1.DeviceConfig{Vlan: u32(0)}, ""},
+		{"spoofChk", dev, &devicev1.DeviceConfig{SpoofChk: yes}, ""},
+		{"spoofChk false", dev, &devicev1.DeviceConfig{SpoofChk: proto.Bool(false)}, ""},
+		{"vlan above 4094", dev, &devicev1.DeviceConfig{Vlan: u32(4095)}, "config.vlan"},
+		{"vlanQoS above 7", dev, &devicev1.DeviceConfig{Vlan: u32(1), VlanQos: u32(8)}, "config.vlanQoS"},
+		{"vlanQoS without vlan", dev, &devicev1.DeviceConfig{VlanQos: u32(3)}, "config.vlanQoS"},
+		{"vlanProto without vlan", dev, &devicev1.DeviceConfig{VlanProto: devicev1.VlanProto_VLAN_PROTO_8021Q}, "config.vlanProto"},
+		{"first hardware-only field wins", dev, &devicev1.DeviceConfig{Trust: yes, MaxTxRate: u32(1), Vlan: u32(5)}, "config.trust"},
 		{"other manager", &devicev1.Device{Name: "eth1", Manager: devicev1.DeviceManager_DEVICE_MANAGER_DUMMY, KernelIfName: "eth1"}, nil, "device.manager"},
 		{"no interface", &devicev1.Device{Name: "eth1", Manager: devicev1.DeviceManager_DEVICE_MANAGER_HOST}, nil, "device.kernelIfName"},
 	} {
@@ -75,8 +79,8 @@ func TestValidate(t *testing.T) {
 }
 
 func TestValidate_Message(t *testing.T) {
-	err := newTestManager(t).Validate(hostDev("eth1"), &devicev1.DeviceConfig{Vlan: proto.Uint32(10)})
-	want := "config.vlan: not supported by the host manager (no hardware VLAN); only sr-iov devices take it"
+	err := newTestManager(t).Validate(hostDev("eth1"), &devicev1.DeviceConfig{Trust: proto.Bool(true)})
+	want := "config.trust: not supported by the host manager (not an SR-IOV VF); only sr-iov devices take it"
 	if err == nil || err.Error() != want {
 		t.Errorf("Validate() = %v, want %q", err, want)
 	}

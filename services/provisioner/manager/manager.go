@@ -33,35 +33,67 @@ type Manager interface {
 	Validate(dev *devicev1.Device, cfg *devicev1.DeviceConfig) error
 }
 
-// RefuseVFSettings returns a *fielderr.Error naming the first VF-only
-// setting cfg sets (vlan, vlanQoS, vlanProto, spoofChk, trust, linkState,
-// minTxRate, maxTxRate), for a manager without SR-IOV VFs called mgr, or nil. A field counts as set when it
-// is present, even at its zero value (vlan 0 asks to clear a VF's VLAN).
+// RefuseVFSettings returns a *fielderr.Error naming the first setting cfg
+// sets that a manager without SR-IOV VFs, called mgr, cannot enforce
+// (trust, linkState, minTxRate, maxTxRate), or a bad software VLAN, or
+// nil. A field counts as set when it is present, even at its zero value.
+//
+// vlan, vlanQoS, vlanProto and spoofChk are accepted: the provisioner
+// enforces them in software, with eBPF programs on the device in the pod
+// (package ebpf), so the same claim config means the same on every
+// manager. vlan 0 is no VLAN; vlanQoS (0..7) and vlanProto need a vlan.
 func RefuseVFSettings(mgr string, cfg *devicev1.DeviceConfig) error {
 	if cfg == nil {
 		return nil
 	}
-	const (
-		noVLAN = "no hardware VLAN"
-		noVF   = "not an SR-IOV VF"
-	)
+	const noVF = "not an SR-IOV VF"
 	for _, f := range []struct {
 		field string
 		set   bool
-		why   string
 	}{
-		{"vlan", cfg.Vlan != nil, noVLAN},
-		{"vlanQoS", cfg.VlanQos != nil, noVLAN},
-		{"vlanProto", cfg.GetVlanProto() != devicev1.VlanProto_VLAN_PROTO_UNSPECIFIED, noVLAN},
-		{"spoofChk", cfg.SpoofChk != nil, noVF},
-		{"trust", cfg.Trust != nil, noVF},
-		{"linkState", cfg.GetLinkState() != devicev1.VfLinkState_VF_LINK_STATE_UNSPECIFIED, noVF},
-		{"minTxRate", cfg.MinTxRate != nil, noVF},
-		{"maxTxRate", cfg.MaxTxRate != nil, noVF},
+		{"trust", cfg.Trust != nil},
+		{"linkState", cfg.GetLinkState() != devicev1.VfLinkState_VF_LINK_STATE_UNSPECIFIED},
+		{"minTxRate", cfg.MinTxRate != nil},
+		{"maxTxRate", cfg.MaxTxRate != nil},
 	} {
 		if f.set {
-			return fielderr.New("config."+f.field, "not supported by the %s manager (%s); only sr-iov devices take it", mgr, f.why)
+			return fielderr.New("config."+f.field, "not supported by the %s manager (%s); only sr-iov devices take it", mgr, noVF)
 		}
 	}
+	return checkSoftwareVLAN(cfg)
+}
+
+// checkSoftwareVLAN checks the VLAN settings the eBPF programs enforce.
+func checkSoftwareVLAN(cfg *devicev1.DeviceConfig) error {
+	vlan := cfg.GetVlan()
+	switch {
+	case vlan > 4094:
+		return fielderr.New("config.vlan", "%d is out of range 0..4094", vlan)
+	case cfg.GetVlanQos() > 7:
+		return fielderr.New("config.vlanQoS", "%d is out of range 0..7", cfg.GetVlanQos())
+	case cfg.GetVlanQos() != 0 && vlan == 0:
+		return fielderr.New("config.vlanQoS", "needs a non-zero vlan")
+	case cfg.GetVlanProto() != devicev1.VlanProto_VLAN_PROTO_UNSPECIFIED && vlan == 0:
+		return fielderr.New("config.vlanProto", "needs a non-zero vlan")
+	}
+	if _, ok := devicev1.VlanProto_name[int32(cfg.GetVlanProto())]; !ok {
+		return fielderr.New("config.vlanProto", "unknown VLAN protocol %d", cfg.GetVlanProto())
+	}
 	return nil
+}
+
+// poolKey is the context key of the pool a Setup is for.
+type poolKey struct{}
+
+// WithPool returns ctx carrying the pool the device of a Setup was
+// allocated from (SetupRequest.pool), for managers with per-pool behaviour
+// (the host manager's keepEbpfPrograms).
+func WithPool(ctx context.Context, pool string) context.Context {
+	return context.WithValue(ctx, poolKey{}, pool)
+}
+
+// Pool returns the pool WithPool put in ctx, or "".
+func Pool(ctx context.Context) string {
+	s, _ := ctx.Value(poolKey{}).(string)
+	return s
 }

@@ -119,6 +119,16 @@ type NodeConfigSpec struct {
 	// +optional
 	DeviceManagerConfigs *DeviceManagerConfigs `json:"deviceManagerConfigs,omitempty"`
 
+	// IPPools are node-local address pools claims take addresses from
+	// (claim config ipPools). Names are unique; ranges of one family do not
+	// overlap.
+	//
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	IPPools []IPPool `json:"ipPools,omitempty"`
+
 	// SysfsRoot is where the host's sysfs is mounted for the provisioner
 	// (/sys by default; /host/sys in a pod), an absolute path.
 	//
@@ -145,6 +155,15 @@ type Pool struct {
 	//
 	// +optional
 	Filter *PoolFilter `json:"filter,omitempty"`
+
+	// KeepEBPFPrograms lets the pool's host interfaces keep the eBPF
+	// programs the host attached to them (tcx, tc bpf filters, XDP) when
+	// they go into a pod. By default they are handed off clean: the
+	// programs are detached before the interface goes to the pod and
+	// reattached when the claim is freed.
+	//
+	// +optional
+	KeepEBPFPrograms bool `json:"keepEbpfPrograms,omitempty"`
 }
 
 // DeviceManager names a device manager, as published in the deviceManager
@@ -375,6 +394,23 @@ type NodeConfigStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	Pools int32 `json:"pools,omitempty"`
 
+	// PublishedPools are the pools dra last published for the node, with
+	// the number of devices in each.
+	//
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	PublishedPools []PoolStatus `json:"publishedPools,omitempty"`
+
+	// DriverName is the DRA driver name dra is registered under; it
+	// differs from the spec's while a change of it is refused (see the
+	// Applied condition).
+	//
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	DriverName string `json:"driverName,omitempty"`
+
 	// Conditions are Accepted (the spec is valid) and Applied (the node
 	// runs it).
 	//
@@ -383,4 +419,19 @@ type NodeConfigStatus struct {
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=8
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// PoolStatus is one published pool.
+type PoolStatus struct {
+	// Name is the pool's name.
+	//
+	// +required
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+
+	// Devices is the number of devices the pool publishes.
+	//
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Devices int32 `json:"devices"`
 }

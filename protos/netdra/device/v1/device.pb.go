@@ -189,6 +189,128 @@ func (VfLinkState) EnumDescriptor() ([]byte, []int) {
 	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{2}
 }
 
+// LinkState is what a manager sees of a device's link, for device health.
+type LinkState int32
+
+const (
+	// The manager watches no link for the device (a dummy not created yet, a
+	// vfio-bound VF): only its presence is known.
+	LinkState_LINK_STATE_UNSPECIFIED LinkState = 0
+	// Administratively up and operationally up (or up with no carrier
+	// concept, like a dummy).
+	LinkState_LINK_STATE_UP LinkState = 1
+	// Administratively up but operationally down: no carrier, or its lower
+	// link is down.
+	LinkState_LINK_STATE_DOWN LinkState = 2
+	// Administratively down: not in use, nothing known about its carrier.
+	LinkState_LINK_STATE_ADMIN_DOWN LinkState = 3
+)
+
+// Enum value maps for LinkState.
+var (
+	LinkState_name = map[int32]string{
+		0: "LINK_STATE_UNSPECIFIED",
+		1: "LINK_STATE_UP",
+		2: "LINK_STATE_DOWN",
+		3: "LINK_STATE_ADMIN_DOWN",
+	}
+	LinkState_value = map[string]int32{
+		"LINK_STATE_UNSPECIFIED": 0,
+		"LINK_STATE_UP":          1,
+		"LINK_STATE_DOWN":        2,
+		"LINK_STATE_ADMIN_DOWN":  3,
+	}
+)
+
+func (x LinkState) Enum() *LinkState {
+	p := new(LinkState)
+	*p = x
+	return p
+}
+
+func (x LinkState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (LinkState) Descriptor() protoreflect.EnumDescriptor {
+	return file_netdra_device_v1_device_proto_enumTypes[3].Descriptor()
+}
+
+func (LinkState) Type() protoreflect.EnumType {
+	return &file_netdra_device_v1_device_proto_enumTypes[3]
+}
+
+func (x LinkState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use LinkState.Descriptor instead.
+func (LinkState) EnumDescriptor() ([]byte, []int) {
+	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{3}
+}
+
+// EbpfAttachPoint is where an eBPF program was attached to an interface.
+type EbpfAttachPoint int32
+
+const (
+	EbpfAttachPoint_EBPF_ATTACH_POINT_UNSPECIFIED EbpfAttachPoint = 0
+	// A tcx program (bpf_mprog), through a bpf_link or not.
+	EbpfAttachPoint_EBPF_ATTACH_POINT_TCX_INGRESS EbpfAttachPoint = 1
+	EbpfAttachPoint_EBPF_ATTACH_POINT_TCX_EGRESS  EbpfAttachPoint = 2
+	// A classic tc bpf filter on the clsact (or ingress) qdisc.
+	EbpfAttachPoint_EBPF_ATTACH_POINT_TC_INGRESS EbpfAttachPoint = 3
+	EbpfAttachPoint_EBPF_ATTACH_POINT_TC_EGRESS  EbpfAttachPoint = 4
+	// An XDP program.
+	EbpfAttachPoint_EBPF_ATTACH_POINT_XDP EbpfAttachPoint = 5
+)
+
+// Enum value maps for EbpfAttachPoint.
+var (
+	EbpfAttachPoint_name = map[int32]string{
+		0: "EBPF_ATTACH_POINT_UNSPECIFIED",
+		1: "EBPF_ATTACH_POINT_TCX_INGRESS",
+		2: "EBPF_ATTACH_POINT_TCX_EGRESS",
+		3: "EBPF_ATTACH_POINT_TC_INGRESS",
+		4: "EBPF_ATTACH_POINT_TC_EGRESS",
+		5: "EBPF_ATTACH_POINT_XDP",
+	}
+	EbpfAttachPoint_value = map[string]int32{
+		"EBPF_ATTACH_POINT_UNSPECIFIED": 0,
+		"EBPF_ATTACH_POINT_TCX_INGRESS": 1,
+		"EBPF_ATTACH_POINT_TCX_EGRESS":  2,
+		"EBPF_ATTACH_POINT_TC_INGRESS":  3,
+		"EBPF_ATTACH_POINT_TC_EGRESS":   4,
+		"EBPF_ATTACH_POINT_XDP":         5,
+	}
+)
+
+func (x EbpfAttachPoint) Enum() *EbpfAttachPoint {
+	p := new(EbpfAttachPoint)
+	*p = x
+	return p
+}
+
+func (x EbpfAttachPoint) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (EbpfAttachPoint) Descriptor() protoreflect.EnumDescriptor {
+	return file_netdra_device_v1_device_proto_enumTypes[4].Descriptor()
+}
+
+func (EbpfAttachPoint) Type() protoreflect.EnumType {
+	return &file_netdra_device_v1_device_proto_enumTypes[4]
+}
+
+func (x EbpfAttachPoint) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use EbpfAttachPoint.Descriptor instead.
+func (EbpfAttachPoint) EnumDescriptor() ([]byte, []int) {
+	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{4}
+}
+
 // Device is one device as a manager reports it now.
 type Device struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -218,7 +340,9 @@ type Device struct {
 	MacAddress string `protobuf:"bytes,12,opt,name=mac_address,json=macAddress,proto3" json:"mac_address,omitempty"`
 	Mtu        uint32 `protobuf:"varint,13,opt,name=mtu,proto3" json:"mtu,omitempty"`
 	// Further attributes the manager publishes as they are.
-	Attributes    map[string]string `protobuf:"bytes,14,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Attributes map[string]string `protobuf:"bytes,14,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The link's state as the manager last saw it (device health).
+	LinkState     LinkState `protobuf:"varint,15,opt,name=link_state,json=linkState,proto3,enum=netdra.device.v1.LinkState" json:"link_state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -349,6 +473,13 @@ func (x *Device) GetAttributes() map[string]string {
 		return x.Attributes
 	}
 	return nil
+}
+
+func (x *Device) GetLinkState() LinkState {
+	if x != nil {
+		return x.LinkState
+	}
+	return LinkState_LINK_STATE_UNSPECIFIED
 }
 
 // Route is a route added inside the pod for a device.
@@ -753,9 +884,13 @@ type PreparedDevice struct {
 	// The VF's settings before Setup; absent when not a VF.
 	OriginalVf *VfSnapshot `protobuf:"bytes,3,opt,name=original_vf,json=originalVf,proto3" json:"original_vf,omitempty"`
 	// Whether the link was created by netdra (dummy) and is deleted at Free.
-	LinkCreated   bool `protobuf:"varint,4,opt,name=link_created,json=linkCreated,proto3" json:"link_created,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LinkCreated bool `protobuf:"varint,4,opt,name=link_created,json=linkCreated,proto3" json:"link_created,omitempty"`
+	// The eBPF programs the host had on the interface, which Setup detached
+	// so that they do not travel into the pod; Free reattaches them (host
+	// manager; empty when the pool keeps them, keepEbpfPrograms).
+	DetachedEbpfPrograms []*EbpfProgram `protobuf:"bytes,5,rep,name=detached_ebpf_programs,json=detachedEbpfPrograms,proto3" json:"detached_ebpf_programs,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *PreparedDevice) Reset() {
@@ -816,11 +951,134 @@ func (x *PreparedDevice) GetLinkCreated() bool {
 	return false
 }
 
+func (x *PreparedDevice) GetDetachedEbpfPrograms() []*EbpfProgram {
+	if x != nil {
+		return x.DetachedEbpfPrograms
+	}
+	return nil
+}
+
+// EbpfProgram is an eBPF program found on a host interface.
+type EbpfProgram struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	AttachPoint EbpfAttachPoint        `protobuf:"varint,1,opt,name=attach_point,json=attachPoint,proto3,enum=netdra.device.v1.EbpfAttachPoint" json:"attach_point,omitempty"`
+	// The kernel's program ID and name when it was found.
+	ProgramId uint32 `protobuf:"varint,2,opt,name=program_id,json=programId,proto3" json:"program_id,omitempty"`
+	Name      string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// Where the provisioner pinned the program (on its bpffs) to keep it
+	// loaded for Free; empty when it could not.
+	Pin string `protobuf:"bytes,4,opt,name=pin,proto3" json:"pin,omitempty"`
+	// A tc filter's priority, handle and name, and whether it ran in
+	// direct-action mode.
+	TcPriority     uint32 `protobuf:"varint,5,opt,name=tc_priority,json=tcPriority,proto3" json:"tc_priority,omitempty"`
+	TcHandle       uint32 `protobuf:"varint,6,opt,name=tc_handle,json=tcHandle,proto3" json:"tc_handle,omitempty"`
+	TcDirectAction bool   `protobuf:"varint,7,opt,name=tc_direct_action,json=tcDirectAction,proto3" json:"tc_direct_action,omitempty"`
+	// An XDP program's attach flags (the mode: generic, driver, offload).
+	XdpFlags uint32 `protobuf:"varint,8,opt,name=xdp_flags,json=xdpFlags,proto3" json:"xdp_flags,omitempty"`
+	// A tc filter's protocol (ETH_P_ALL: 3), host byte order.
+	TcProtocol    uint32 `protobuf:"varint,9,opt,name=tc_protocol,json=tcProtocol,proto3" json:"tc_protocol,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EbpfProgram) Reset() {
+	*x = EbpfProgram{}
+	mi := &file_netdra_device_v1_device_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EbpfProgram) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EbpfProgram) ProtoMessage() {}
+
+func (x *EbpfProgram) ProtoReflect() protoreflect.Message {
+	mi := &file_netdra_device_v1_device_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EbpfProgram.ProtoReflect.Descriptor instead.
+func (*EbpfProgram) Descriptor() ([]byte, []int) {
+	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *EbpfProgram) GetAttachPoint() EbpfAttachPoint {
+	if x != nil {
+		return x.AttachPoint
+	}
+	return EbpfAttachPoint_EBPF_ATTACH_POINT_UNSPECIFIED
+}
+
+func (x *EbpfProgram) GetProgramId() uint32 {
+	if x != nil {
+		return x.ProgramId
+	}
+	return 0
+}
+
+func (x *EbpfProgram) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *EbpfProgram) GetPin() string {
+	if x != nil {
+		return x.Pin
+	}
+	return ""
+}
+
+func (x *EbpfProgram) GetTcPriority() uint32 {
+	if x != nil {
+		return x.TcPriority
+	}
+	return 0
+}
+
+func (x *EbpfProgram) GetTcHandle() uint32 {
+	if x != nil {
+		return x.TcHandle
+	}
+	return 0
+}
+
+func (x *EbpfProgram) GetTcDirectAction() bool {
+	if x != nil {
+		return x.TcDirectAction
+	}
+	return false
+}
+
+func (x *EbpfProgram) GetXdpFlags() uint32 {
+	if x != nil {
+		return x.XdpFlags
+	}
+	return 0
+}
+
+func (x *EbpfProgram) GetTcProtocol() uint32 {
+	if x != nil {
+		return x.TcProtocol
+	}
+	return 0
+}
+
 var File_netdra_device_v1_device_proto protoreflect.FileDescriptor
 
 const file_netdra_device_v1_device_proto_rawDesc = "" +
 	"\n" +
-	"\x1dnetdra/device/v1/device.proto\x12\x10netdra.device.v1\"\xbf\x04\n" +
+	"\x1dnetdra/device/v1/device.proto\x12\x10netdra.device.v1\"\xfb\x04\n" +
 	"\x06Device\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x129\n" +
 	"\amanager\x18\x02 \x01(\x0e2\x1f.netdra.device.v1.DeviceManagerR\amanager\x12$\n" +
@@ -840,7 +1098,9 @@ const file_netdra_device_v1_device_proto_rawDesc = "" +
 	"\x03mtu\x18\r \x01(\rR\x03mtu\x12H\n" +
 	"\n" +
 	"attributes\x18\x0e \x03(\v2(.netdra.device.v1.Device.AttributesEntryR\n" +
-	"attributes\x1a=\n" +
+	"attributes\x12:\n" +
+	"\n" +
+	"link_state\x18\x0f \x01(\x0e2\x1b.netdra.device.v1.LinkStateR\tlinkState\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\v\n" +
@@ -895,13 +1155,27 @@ const file_netdra_device_v1_device_proto_rawDesc = "" +
 	"\n" +
 	"link_state\x18\a \x01(\x0e2\x1d.netdra.device.v1.VfLinkStateR\tlinkState\x12\x1e\n" +
 	"\vmin_tx_rate\x18\b \x01(\rR\tminTxRate\x12\x1e\n" +
-	"\vmax_tx_rate\x18\t \x01(\rR\tmaxTxRate\"\xe9\x01\n" +
+	"\vmax_tx_rate\x18\t \x01(\rR\tmaxTxRate\"\xbe\x02\n" +
 	"\x0ePreparedDevice\x120\n" +
 	"\x06device\x18\x01 \x01(\v2\x18.netdra.device.v1.DeviceR\x06device\x12C\n" +
 	"\roriginal_link\x18\x02 \x01(\v2\x1e.netdra.device.v1.LinkSnapshotR\foriginalLink\x12=\n" +
 	"\voriginal_vf\x18\x03 \x01(\v2\x1c.netdra.device.v1.VfSnapshotR\n" +
 	"originalVf\x12!\n" +
-	"\flink_created\x18\x04 \x01(\bR\vlinkCreated*|\n" +
+	"\flink_created\x18\x04 \x01(\bR\vlinkCreated\x12S\n" +
+	"\x16detached_ebpf_programs\x18\x05 \x03(\v2\x1d.netdra.device.v1.EbpfProgramR\x14detachedEbpfPrograms\"\xbe\x02\n" +
+	"\vEbpfProgram\x12D\n" +
+	"\fattach_point\x18\x01 \x01(\x0e2!.netdra.device.v1.EbpfAttachPointR\vattachPoint\x12\x1d\n" +
+	"\n" +
+	"program_id\x18\x02 \x01(\rR\tprogramId\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x10\n" +
+	"\x03pin\x18\x04 \x01(\tR\x03pin\x12\x1f\n" +
+	"\vtc_priority\x18\x05 \x01(\rR\n" +
+	"tcPriority\x12\x1b\n" +
+	"\ttc_handle\x18\x06 \x01(\rR\btcHandle\x12(\n" +
+	"\x10tc_direct_action\x18\a \x01(\bR\x0etcDirectAction\x12\x1b\n" +
+	"\txdp_flags\x18\b \x01(\rR\bxdpFlags\x12\x1f\n" +
+	"\vtc_protocol\x18\t \x01(\rR\n" +
+	"tcProtocol*|\n" +
 	"\rDeviceManager\x12\x1e\n" +
 	"\x1aDEVICE_MANAGER_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14DEVICE_MANAGER_SRIOV\x10\x01\x12\x18\n" +
@@ -915,7 +1189,19 @@ const file_netdra_device_v1_device_proto_rawDesc = "" +
 	"\x19VF_LINK_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12VF_LINK_STATE_AUTO\x10\x01\x12\x18\n" +
 	"\x14VF_LINK_STATE_ENABLE\x10\x02\x12\x19\n" +
-	"\x15VF_LINK_STATE_DISABLE\x10\x03B\xc0\x01\n" +
+	"\x15VF_LINK_STATE_DISABLE\x10\x03*j\n" +
+	"\tLinkState\x12\x1a\n" +
+	"\x16LINK_STATE_UNSPECIFIED\x10\x00\x12\x11\n" +
+	"\rLINK_STATE_UP\x10\x01\x12\x13\n" +
+	"\x0fLINK_STATE_DOWN\x10\x02\x12\x19\n" +
+	"\x15LINK_STATE_ADMIN_DOWN\x10\x03*\xd7\x01\n" +
+	"\x0fEbpfAttachPoint\x12!\n" +
+	"\x1dEBPF_ATTACH_POINT_UNSPECIFIED\x10\x00\x12!\n" +
+	"\x1dEBPF_ATTACH_POINT_TCX_INGRESS\x10\x01\x12 \n" +
+	"\x1cEBPF_ATTACH_POINT_TCX_EGRESS\x10\x02\x12 \n" +
+	"\x1cEBPF_ATTACH_POINT_TC_INGRESS\x10\x03\x12\x1f\n" +
+	"\x1bEBPF_ATTACH_POINT_TC_EGRESS\x10\x04\x12\x19\n" +
+	"\x15EBPF_ATTACH_POINT_XDP\x10\x05B\xc0\x01\n" +
 	"\x14com.netdra.device.v1B\vDeviceProtoP\x01Z9github.com/netdra/netdra/protos/netdra/device/v1;devicev1\xa2\x02\x03NDX\xaa\x02\x10Netdra.Device.V1\xca\x02\x10Netdra\\Device\\V1\xe2\x02\x1cNetdra\\Device\\V1\\GPBMetadata\xea\x02\x12Netdra::Device::V1b\x06proto3"
 
 var (
@@ -930,36 +1216,42 @@ func file_netdra_device_v1_device_proto_rawDescGZIP() []byte {
 	return file_netdra_device_v1_device_proto_rawDescData
 }
 
-var file_netdra_device_v1_device_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_netdra_device_v1_device_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_netdra_device_v1_device_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_netdra_device_v1_device_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_netdra_device_v1_device_proto_goTypes = []any{
 	(DeviceManager)(0),     // 0: netdra.device.v1.DeviceManager
 	(VlanProto)(0),         // 1: netdra.device.v1.VlanProto
 	(VfLinkState)(0),       // 2: netdra.device.v1.VfLinkState
-	(*Device)(nil),         // 3: netdra.device.v1.Device
-	(*Route)(nil),          // 4: netdra.device.v1.Route
-	(*DeviceConfig)(nil),   // 5: netdra.device.v1.DeviceConfig
-	(*LinkSnapshot)(nil),   // 6: netdra.device.v1.LinkSnapshot
-	(*VfSnapshot)(nil),     // 7: netdra.device.v1.VfSnapshot
-	(*PreparedDevice)(nil), // 8: netdra.device.v1.PreparedDevice
-	nil,                    // 9: netdra.device.v1.Device.AttributesEntry
+	(LinkState)(0),         // 3: netdra.device.v1.LinkState
+	(EbpfAttachPoint)(0),   // 4: netdra.device.v1.EbpfAttachPoint
+	(*Device)(nil),         // 5: netdra.device.v1.Device
+	(*Route)(nil),          // 6: netdra.device.v1.Route
+	(*DeviceConfig)(nil),   // 7: netdra.device.v1.DeviceConfig
+	(*LinkSnapshot)(nil),   // 8: netdra.device.v1.LinkSnapshot
+	(*VfSnapshot)(nil),     // 9: netdra.device.v1.VfSnapshot
+	(*PreparedDevice)(nil), // 10: netdra.device.v1.PreparedDevice
+	(*EbpfProgram)(nil),    // 11: netdra.device.v1.EbpfProgram
+	nil,                    // 12: netdra.device.v1.Device.AttributesEntry
 }
 var file_netdra_device_v1_device_proto_depIdxs = []int32{
 	0,  // 0: netdra.device.v1.Device.manager:type_name -> netdra.device.v1.DeviceManager
-	9,  // 1: netdra.device.v1.Device.attributes:type_name -> netdra.device.v1.Device.AttributesEntry
-	1,  // 2: netdra.device.v1.DeviceConfig.vlan_proto:type_name -> netdra.device.v1.VlanProto
-	2,  // 3: netdra.device.v1.DeviceConfig.link_state:type_name -> netdra.device.v1.VfLinkState
-	4,  // 4: netdra.device.v1.DeviceConfig.routes:type_name -> netdra.device.v1.Route
-	1,  // 5: netdra.device.v1.VfSnapshot.vlan_proto:type_name -> netdra.device.v1.VlanProto
-	2,  // 6: netdra.device.v1.VfSnapshot.link_state:type_name -> netdra.device.v1.VfLinkState
-	3,  // 7: netdra.device.v1.PreparedDevice.device:type_name -> netdra.device.v1.Device
-	6,  // 8: netdra.device.v1.PreparedDevice.original_link:type_name -> netdra.device.v1.LinkSnapshot
-	7,  // 9: netdra.device.v1.PreparedDevice.original_vf:type_name -> netdra.device.v1.VfSnapshot
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	12, // 1: netdra.device.v1.Device.attributes:type_name -> netdra.device.v1.Device.AttributesEntry
+	3,  // 2: netdra.device.v1.Device.link_state:type_name -> netdra.device.v1.LinkState
+	1,  // 3: netdra.device.v1.DeviceConfig.vlan_proto:type_name -> netdra.device.v1.VlanProto
+	2,  // 4: netdra.device.v1.DeviceConfig.link_state:type_name -> netdra.device.v1.VfLinkState
+	6,  // 5: netdra.device.v1.DeviceConfig.routes:type_name -> netdra.device.v1.Route
+	1,  // 6: netdra.device.v1.VfSnapshot.vlan_proto:type_name -> netdra.device.v1.VlanProto
+	2,  // 7: netdra.device.v1.VfSnapshot.link_state:type_name -> netdra.device.v1.VfLinkState
+	5,  // 8: netdra.device.v1.PreparedDevice.device:type_name -> netdra.device.v1.Device
+	8,  // 9: netdra.device.v1.PreparedDevice.original_link:type_name -> netdra.device.v1.LinkSnapshot
+	9,  // 10: netdra.device.v1.PreparedDevice.original_vf:type_name -> netdra.device.v1.VfSnapshot
+	11, // 11: netdra.device.v1.PreparedDevice.detached_ebpf_programs:type_name -> netdra.device.v1.EbpfProgram
+	4,  // 12: netdra.device.v1.EbpfProgram.attach_point:type_name -> netdra.device.v1.EbpfAttachPoint
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_netdra_device_v1_device_proto_init() }
@@ -974,8 +1266,8 @@ func file_netdra_device_v1_device_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_netdra_device_v1_device_proto_rawDesc), len(file_netdra_device_v1_device_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   7,
+			NumEnums:      5,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -193,12 +193,17 @@ type HostConfig struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Enabled bool                   `protobuf:"varint,1,opt,name=enabled,proto3" json:"enabled,omitempty"`
 	// Interface names or shell globs (eth*).
-	IfNames       []string `protobuf:"bytes,2,rep,name=if_names,json=ifNames,proto3" json:"if_names,omitempty"`
-	Drivers       []string `protobuf:"bytes,3,rep,name=drivers,proto3" json:"drivers,omitempty"`
-	VendorIds     []string `protobuf:"bytes,4,rep,name=vendor_ids,json=vendorIds,proto3" json:"vendor_ids,omitempty"`
-	DeviceIds     []string `protobuf:"bytes,5,rep,name=device_ids,json=deviceIds,proto3" json:"device_ids,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	IfNames   []string `protobuf:"bytes,2,rep,name=if_names,json=ifNames,proto3" json:"if_names,omitempty"`
+	Drivers   []string `protobuf:"bytes,3,rep,name=drivers,proto3" json:"drivers,omitempty"`
+	VendorIds []string `protobuf:"bytes,4,rep,name=vendor_ids,json=vendorIds,proto3" json:"vendor_ids,omitempty"`
+	DeviceIds []string `protobuf:"bytes,5,rep,name=device_ids,json=deviceIds,proto3" json:"device_ids,omitempty"`
+	// Pools whose host interfaces keep the eBPF programs the host attached
+	// to them when they go into a pod (keepEbpfPrograms). Any other host
+	// interface is handed off clean: Setup detaches the programs and Free
+	// reattaches them. Matched against SetupRequest.pool.
+	KeepEbpfProgramsPools []string `protobuf:"bytes,6,rep,name=keep_ebpf_programs_pools,json=keepEbpfProgramsPools,proto3" json:"keep_ebpf_programs_pools,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *HostConfig) Reset() {
@@ -266,6 +271,13 @@ func (x *HostConfig) GetDeviceIds() []string {
 	return nil
 }
 
+func (x *HostConfig) GetKeepEbpfProgramsPools() []string {
+	if x != nil {
+		return x.KeepEbpfProgramsPools
+	}
+	return nil
+}
+
 // ManagerConfigs configures every manager at once; an absent manager is
 // stopped.
 type ManagerConfigs struct {
@@ -329,8 +341,12 @@ func (x *ManagerConfigs) GetHost() *HostConfig {
 }
 
 type ConfigureRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Managers      *ManagerConfigs        `protobuf:"bytes,1,opt,name=managers,proto3" json:"managers,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Managers *ManagerConfigs        `protobuf:"bytes,1,opt,name=managers,proto3" json:"managers,omitempty"`
+	// Where the host's sysfs is mounted for the sr-iov and host managers: an
+	// absolute path to an existing directory (InvalidArgument otherwise).
+	// Empty: the provisioner's -sysfs-root. A change restarts those managers.
+	SysfsRoot     string `protobuf:"bytes,2,opt,name=sysfs_root,json=sysfsRoot,proto3" json:"sysfs_root,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -370,6 +386,13 @@ func (x *ConfigureRequest) GetManagers() *ManagerConfigs {
 		return x.Managers
 	}
 	return nil
+}
+
+func (x *ConfigureRequest) GetSysfsRoot() string {
+	if x != nil {
+		return x.SysfsRoot
+	}
+	return ""
 }
 
 // ManagerStatus is one manager's state after Configure.
@@ -568,9 +591,12 @@ func (x *WatchDevicesResponse) GetDevices() []*v1.Device {
 }
 
 type SetupRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Device        *v1.Device             `protobuf:"bytes,1,opt,name=device,proto3" json:"device,omitempty"`
-	Config        *v1.DeviceConfig       `protobuf:"bytes,2,opt,name=config,proto3" json:"config,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Device *v1.Device             `protobuf:"bytes,1,opt,name=device,proto3" json:"device,omitempty"`
+	Config *v1.DeviceConfig       `protobuf:"bytes,2,opt,name=config,proto3" json:"config,omitempty"`
+	// The pool the device was allocated from, for per-pool behaviour
+	// (HostConfig.keep_ebpf_programs_pools); may be empty.
+	Pool          string `protobuf:"bytes,3,opt,name=pool,proto3" json:"pool,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -617,6 +643,13 @@ func (x *SetupRequest) GetConfig() *v1.DeviceConfig {
 		return x.Config
 	}
 	return nil
+}
+
+func (x *SetupRequest) GetPool() string {
+	if x != nil {
+		return x.Pool
+	}
+	return ""
 }
 
 type SetupResponse struct {
@@ -1041,6 +1074,245 @@ func (x *RestoreResponse) GetPreparedDevice() *v1.PreparedDevice {
 	return nil
 }
 
+type DeviceCountersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The devices to read; empty: every device with netdra's programs.
+	Devices       []string `protobuf:"bytes,1,rep,name=devices,proto3" json:"devices,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeviceCountersRequest) Reset() {
+	*x = DeviceCountersRequest{}
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceCountersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceCountersRequest) ProtoMessage() {}
+
+func (x *DeviceCountersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceCountersRequest.ProtoReflect.Descriptor instead.
+func (*DeviceCountersRequest) Descriptor() ([]byte, []int) {
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *DeviceCountersRequest) GetDevices() []string {
+	if x != nil {
+		return x.Devices
+	}
+	return nil
+}
+
+// PolicyDrops is what one policy dropped on a device.
+type PolicyDrops struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "spoofChk" (egress frames with another source MAC) or "vlan" (ingress
+	// frames with another VLAN tag or none).
+	Policy        string `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
+	Packets       uint64 `protobuf:"varint,2,opt,name=packets,proto3" json:"packets,omitempty"`
+	Bytes         uint64 `protobuf:"varint,3,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PolicyDrops) Reset() {
+	*x = PolicyDrops{}
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicyDrops) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicyDrops) ProtoMessage() {}
+
+func (x *PolicyDrops) ProtoReflect() protoreflect.Message {
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicyDrops.ProtoReflect.Descriptor instead.
+func (*PolicyDrops) Descriptor() ([]byte, []int) {
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *PolicyDrops) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
+}
+
+func (x *PolicyDrops) GetPackets() uint64 {
+	if x != nil {
+		return x.Packets
+	}
+	return 0
+}
+
+func (x *PolicyDrops) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+// DeviceCounters is what netdra's eBPF programs counted on one device
+// since it was attached to its pod. rx is what the pod received, tx what
+// it sent (drops excluded).
+type DeviceCounters struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Device        string                 `protobuf:"bytes,1,opt,name=device,proto3" json:"device,omitempty"`
+	RxPackets     uint64                 `protobuf:"varint,2,opt,name=rx_packets,json=rxPackets,proto3" json:"rx_packets,omitempty"`
+	RxBytes       uint64                 `protobuf:"varint,3,opt,name=rx_bytes,json=rxBytes,proto3" json:"rx_bytes,omitempty"`
+	TxPackets     uint64                 `protobuf:"varint,4,opt,name=tx_packets,json=txPackets,proto3" json:"tx_packets,omitempty"`
+	TxBytes       uint64                 `protobuf:"varint,5,opt,name=tx_bytes,json=txBytes,proto3" json:"tx_bytes,omitempty"`
+	Drops         []*PolicyDrops         `protobuf:"bytes,6,rep,name=drops,proto3" json:"drops,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeviceCounters) Reset() {
+	*x = DeviceCounters{}
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceCounters) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceCounters) ProtoMessage() {}
+
+func (x *DeviceCounters) ProtoReflect() protoreflect.Message {
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceCounters.ProtoReflect.Descriptor instead.
+func (*DeviceCounters) Descriptor() ([]byte, []int) {
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *DeviceCounters) GetDevice() string {
+	if x != nil {
+		return x.Device
+	}
+	return ""
+}
+
+func (x *DeviceCounters) GetRxPackets() uint64 {
+	if x != nil {
+		return x.RxPackets
+	}
+	return 0
+}
+
+func (x *DeviceCounters) GetRxBytes() uint64 {
+	if x != nil {
+		return x.RxBytes
+	}
+	return 0
+}
+
+func (x *DeviceCounters) GetTxPackets() uint64 {
+	if x != nil {
+		return x.TxPackets
+	}
+	return 0
+}
+
+func (x *DeviceCounters) GetTxBytes() uint64 {
+	if x != nil {
+		return x.TxBytes
+	}
+	return 0
+}
+
+func (x *DeviceCounters) GetDrops() []*PolicyDrops {
+	if x != nil {
+		return x.Drops
+	}
+	return nil
+}
+
+type DeviceCountersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Devices       []*DeviceCounters      `protobuf:"bytes,1,rep,name=devices,proto3" json:"devices,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeviceCountersResponse) Reset() {
+	*x = DeviceCountersResponse{}
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceCountersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceCountersResponse) ProtoMessage() {}
+
+func (x *DeviceCountersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceCountersResponse.ProtoReflect.Descriptor instead.
+func (*DeviceCountersResponse) Descriptor() ([]byte, []int) {
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *DeviceCountersResponse) GetDevices() []*DeviceCounters {
+	if x != nil {
+		return x.Devices
+	}
+	return nil
+}
+
 var File_netdra_provisioner_v1_provisioner_proto protoreflect.FileDescriptor
 
 const file_netdra_provisioner_v1_provisioner_proto_rawDesc = "" +
@@ -1054,7 +1326,7 @@ const file_netdra_provisioner_v1_provisioner_proto_rawDesc = "" +
 	"\x06ifaces\x18\x02 \x03(\v2%.netdra.provisioner.v1.SriovInterfaceR\x06ifaces\"=\n" +
 	"\vDummyConfig\x12\x18\n" +
 	"\aenabled\x18\x01 \x01(\bR\aenabled\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\rR\x05count\"\x99\x01\n" +
+	"\x05count\x18\x02 \x01(\rR\x05count\"\xd2\x01\n" +
 	"\n" +
 	"HostConfig\x12\x18\n" +
 	"\aenabled\x18\x01 \x01(\bR\aenabled\x12\x19\n" +
@@ -1063,13 +1335,16 @@ const file_netdra_provisioner_v1_provisioner_proto_rawDesc = "" +
 	"\n" +
 	"vendor_ids\x18\x04 \x03(\tR\tvendorIds\x12\x1d\n" +
 	"\n" +
-	"device_ids\x18\x05 \x03(\tR\tdeviceIds\"\xbb\x01\n" +
+	"device_ids\x18\x05 \x03(\tR\tdeviceIds\x127\n" +
+	"\x18keep_ebpf_programs_pools\x18\x06 \x03(\tR\x15keepEbpfProgramsPools\"\xbb\x01\n" +
 	"\x0eManagerConfigs\x128\n" +
 	"\x05sriov\x18\x01 \x01(\v2\".netdra.provisioner.v1.SriovConfigR\x05sriov\x128\n" +
 	"\x05dummy\x18\x02 \x01(\v2\".netdra.provisioner.v1.DummyConfigR\x05dummy\x125\n" +
-	"\x04host\x18\x03 \x01(\v2!.netdra.provisioner.v1.HostConfigR\x04host\"U\n" +
+	"\x04host\x18\x03 \x01(\v2!.netdra.provisioner.v1.HostConfigR\x04host\"t\n" +
 	"\x10ConfigureRequest\x12A\n" +
-	"\bmanagers\x18\x01 \x01(\v2%.netdra.provisioner.v1.ManagerConfigsR\bmanagers\"~\n" +
+	"\bmanagers\x18\x01 \x01(\v2%.netdra.provisioner.v1.ManagerConfigsR\bmanagers\x12\x1d\n" +
+	"\n" +
+	"sysfs_root\x18\x02 \x01(\tR\tsysfsRoot\"~\n" +
 	"\rManagerStatus\x129\n" +
 	"\amanager\x18\x01 \x01(\x0e2\x1f.netdra.device.v1.DeviceManagerR\amanager\x12\x18\n" +
 	"\arunning\x18\x02 \x01(\bR\arunning\x12\x18\n" +
@@ -1079,10 +1354,11 @@ const file_netdra_provisioner_v1_provisioner_proto_rawDesc = "" +
 	"\x13WatchDevicesRequest\"\x85\x01\n" +
 	"\x14WatchDevicesResponse\x129\n" +
 	"\amanager\x18\x01 \x01(\x0e2\x1f.netdra.device.v1.DeviceManagerR\amanager\x122\n" +
-	"\adevices\x18\x02 \x03(\v2\x18.netdra.device.v1.DeviceR\adevices\"x\n" +
+	"\adevices\x18\x02 \x03(\v2\x18.netdra.device.v1.DeviceR\adevices\"\x8c\x01\n" +
 	"\fSetupRequest\x120\n" +
 	"\x06device\x18\x01 \x01(\v2\x18.netdra.device.v1.DeviceR\x06device\x126\n" +
-	"\x06config\x18\x02 \x01(\v2\x1e.netdra.device.v1.DeviceConfigR\x06config\"Z\n" +
+	"\x06config\x18\x02 \x01(\v2\x1e.netdra.device.v1.DeviceConfigR\x06config\x12\x12\n" +
+	"\x04pool\x18\x03 \x01(\tR\x04pool\"Z\n" +
 	"\rSetupResponse\x12I\n" +
 	"\x0fprepared_device\x18\x01 \x01(\v2 .netdra.device.v1.PreparedDeviceR\x0epreparedDevice\"\x90\x01\n" +
 	"\vFreeRequest\x12I\n" +
@@ -1105,7 +1381,24 @@ const file_netdra_provisioner_v1_provisioner_proto_rawDesc = "" +
 	"\x0eRestoreRequest\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\"\\\n" +
 	"\x0fRestoreResponse\x12I\n" +
-	"\x0fprepared_device\x18\x01 \x01(\v2 .netdra.device.v1.PreparedDeviceR\x0epreparedDevice2\x8c\x05\n" +
+	"\x0fprepared_device\x18\x01 \x01(\v2 .netdra.device.v1.PreparedDeviceR\x0epreparedDevice\"1\n" +
+	"\x15DeviceCountersRequest\x12\x18\n" +
+	"\adevices\x18\x01 \x03(\tR\adevices\"U\n" +
+	"\vPolicyDrops\x12\x16\n" +
+	"\x06policy\x18\x01 \x01(\tR\x06policy\x12\x18\n" +
+	"\apackets\x18\x02 \x01(\x04R\apackets\x12\x14\n" +
+	"\x05bytes\x18\x03 \x01(\x04R\x05bytes\"\xd6\x01\n" +
+	"\x0eDeviceCounters\x12\x16\n" +
+	"\x06device\x18\x01 \x01(\tR\x06device\x12\x1d\n" +
+	"\n" +
+	"rx_packets\x18\x02 \x01(\x04R\trxPackets\x12\x19\n" +
+	"\brx_bytes\x18\x03 \x01(\x04R\arxBytes\x12\x1d\n" +
+	"\n" +
+	"tx_packets\x18\x04 \x01(\x04R\ttxPackets\x12\x19\n" +
+	"\btx_bytes\x18\x05 \x01(\x04R\atxBytes\x128\n" +
+	"\x05drops\x18\x06 \x03(\v2\".netdra.provisioner.v1.PolicyDropsR\x05drops\"Y\n" +
+	"\x16DeviceCountersResponse\x12?\n" +
+	"\adevices\x18\x01 \x03(\v2%.netdra.provisioner.v1.DeviceCountersR\adevices2\xfb\x05\n" +
 	"\x12ProvisionerService\x12^\n" +
 	"\tConfigure\x12'.netdra.provisioner.v1.ConfigureRequest\x1a(.netdra.provisioner.v1.ConfigureResponse\x12i\n" +
 	"\fWatchDevices\x12*.netdra.provisioner.v1.WatchDevicesRequest\x1a+.netdra.provisioner.v1.WatchDevicesResponse0\x01\x12R\n" +
@@ -1113,7 +1406,8 @@ const file_netdra_provisioner_v1_provisioner_proto_rawDesc = "" +
 	"\x04Free\x12\".netdra.provisioner.v1.FreeRequest\x1a#.netdra.provisioner.v1.FreeResponse\x12U\n" +
 	"\x06Attach\x12$.netdra.provisioner.v1.AttachRequest\x1a%.netdra.provisioner.v1.AttachResponse\x12U\n" +
 	"\x06Detach\x12$.netdra.provisioner.v1.DetachRequest\x1a%.netdra.provisioner.v1.DetachResponse\x12X\n" +
-	"\aRestore\x12%.netdra.provisioner.v1.RestoreRequest\x1a&.netdra.provisioner.v1.RestoreResponseB\xe8\x01\n" +
+	"\aRestore\x12%.netdra.provisioner.v1.RestoreRequest\x1a&.netdra.provisioner.v1.RestoreResponse\x12m\n" +
+	"\x0eDeviceCounters\x12,.netdra.provisioner.v1.DeviceCountersRequest\x1a-.netdra.provisioner.v1.DeviceCountersResponseB\xe8\x01\n" +
 	"\x19com.netdra.provisioner.v1B\x10ProvisionerProtoP\x01ZCgithub.com/netdra/netdra/protos/netdra/provisioner/v1;provisionerv1\xa2\x02\x03NPX\xaa\x02\x15Netdra.Provisioner.V1\xca\x02\x15Netdra\\Provisioner\\V1\xe2\x02!Netdra\\Provisioner\\V1\\GPBMetadata\xea\x02\x17Netdra::Provisioner::V1b\x06proto3"
 
 var (
@@ -1128,32 +1422,36 @@ func file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP() []byte {
 	return file_netdra_provisioner_v1_provisioner_proto_rawDescData
 }
 
-var file_netdra_provisioner_v1_provisioner_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_netdra_provisioner_v1_provisioner_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_netdra_provisioner_v1_provisioner_proto_goTypes = []any{
-	(*SriovInterface)(nil),       // 0: netdra.provisioner.v1.SriovInterface
-	(*SriovConfig)(nil),          // 1: netdra.provisioner.v1.SriovConfig
-	(*DummyConfig)(nil),          // 2: netdra.provisioner.v1.DummyConfig
-	(*HostConfig)(nil),           // 3: netdra.provisioner.v1.HostConfig
-	(*ManagerConfigs)(nil),       // 4: netdra.provisioner.v1.ManagerConfigs
-	(*ConfigureRequest)(nil),     // 5: netdra.provisioner.v1.ConfigureRequest
-	(*ManagerStatus)(nil),        // 6: netdra.provisioner.v1.ManagerStatus
-	(*ConfigureResponse)(nil),    // 7: netdra.provisioner.v1.ConfigureResponse
-	(*WatchDevicesRequest)(nil),  // 8: netdra.provisioner.v1.WatchDevicesRequest
-	(*WatchDevicesResponse)(nil), // 9: netdra.provisioner.v1.WatchDevicesResponse
-	(*SetupRequest)(nil),         // 10: netdra.provisioner.v1.SetupRequest
-	(*SetupResponse)(nil),        // 11: netdra.provisioner.v1.SetupResponse
-	(*FreeRequest)(nil),          // 12: netdra.provisioner.v1.FreeRequest
-	(*FreeResponse)(nil),         // 13: netdra.provisioner.v1.FreeResponse
-	(*AttachRequest)(nil),        // 14: netdra.provisioner.v1.AttachRequest
-	(*AttachResponse)(nil),       // 15: netdra.provisioner.v1.AttachResponse
-	(*DetachRequest)(nil),        // 16: netdra.provisioner.v1.DetachRequest
-	(*DetachResponse)(nil),       // 17: netdra.provisioner.v1.DetachResponse
-	(*RestoreRequest)(nil),       // 18: netdra.provisioner.v1.RestoreRequest
-	(*RestoreResponse)(nil),      // 19: netdra.provisioner.v1.RestoreResponse
-	(v1.DeviceManager)(0),        // 20: netdra.device.v1.DeviceManager
-	(*v1.Device)(nil),            // 21: netdra.device.v1.Device
-	(*v1.DeviceConfig)(nil),      // 22: netdra.device.v1.DeviceConfig
-	(*v1.PreparedDevice)(nil),    // 23: netdra.device.v1.PreparedDevice
+	(*SriovInterface)(nil),         // 0: netdra.provisioner.v1.SriovInterface
+	(*SriovConfig)(nil),            // 1: netdra.provisioner.v1.SriovConfig
+	(*DummyConfig)(nil),            // 2: netdra.provisioner.v1.DummyConfig
+	(*HostConfig)(nil),             // 3: netdra.provisioner.v1.HostConfig
+	(*ManagerConfigs)(nil),         // 4: netdra.provisioner.v1.ManagerConfigs
+	(*ConfigureRequest)(nil),       // 5: netdra.provisioner.v1.ConfigureRequest
+	(*ManagerStatus)(nil),          // 6: netdra.provisioner.v1.ManagerStatus
+	(*ConfigureResponse)(nil),      // 7: netdra.provisioner.v1.ConfigureResponse
+	(*WatchDevicesRequest)(nil),    // 8: netdra.provisioner.v1.WatchDevicesRequest
+	(*WatchDevicesResponse)(nil),   // 9: netdra.provisioner.v1.WatchDevicesResponse
+	(*SetupRequest)(nil),           // 10: netdra.provisioner.v1.SetupRequest
+	(*SetupResponse)(nil),          // 11: netdra.provisioner.v1.SetupResponse
+	(*FreeRequest)(nil),            // 12: netdra.provisioner.v1.FreeRequest
+	(*FreeResponse)(nil),           // 13: netdra.provisioner.v1.FreeResponse
+	(*AttachRequest)(nil),          // 14: netdra.provisioner.v1.AttachRequest
+	(*AttachResponse)(nil),         // 15: netdra.provisioner.v1.AttachResponse
+	(*DetachRequest)(nil),          // 16: netdra.provisioner.v1.DetachRequest
+	(*DetachResponse)(nil),         // 17: netdra.provisioner.v1.DetachResponse
+	(*RestoreRequest)(nil),         // 18: netdra.provisioner.v1.RestoreRequest
+	(*RestoreResponse)(nil),        // 19: netdra.provisioner.v1.RestoreResponse
+	(*DeviceCountersRequest)(nil),  // 20: netdra.provisioner.v1.DeviceCountersRequest
+	(*PolicyDrops)(nil),            // 21: netdra.provisioner.v1.PolicyDrops
+	(*DeviceCounters)(nil),         // 22: netdra.provisioner.v1.DeviceCounters
+	(*DeviceCountersResponse)(nil), // 23: netdra.provisioner.v1.DeviceCountersResponse
+	(v1.DeviceManager)(0),          // 24: netdra.device.v1.DeviceManager
+	(*v1.Device)(nil),              // 25: netdra.device.v1.Device
+	(*v1.DeviceConfig)(nil),        // 26: netdra.device.v1.DeviceConfig
+	(*v1.PreparedDevice)(nil),      // 27: netdra.device.v1.PreparedDevice
 }
 var file_netdra_provisioner_v1_provisioner_proto_depIdxs = []int32{
 	0,  // 0: netdra.provisioner.v1.SriovConfig.ifaces:type_name -> netdra.provisioner.v1.SriovInterface
@@ -1161,40 +1459,44 @@ var file_netdra_provisioner_v1_provisioner_proto_depIdxs = []int32{
 	2,  // 2: netdra.provisioner.v1.ManagerConfigs.dummy:type_name -> netdra.provisioner.v1.DummyConfig
 	3,  // 3: netdra.provisioner.v1.ManagerConfigs.host:type_name -> netdra.provisioner.v1.HostConfig
 	4,  // 4: netdra.provisioner.v1.ConfigureRequest.managers:type_name -> netdra.provisioner.v1.ManagerConfigs
-	20, // 5: netdra.provisioner.v1.ManagerStatus.manager:type_name -> netdra.device.v1.DeviceManager
+	24, // 5: netdra.provisioner.v1.ManagerStatus.manager:type_name -> netdra.device.v1.DeviceManager
 	6,  // 6: netdra.provisioner.v1.ConfigureResponse.managers:type_name -> netdra.provisioner.v1.ManagerStatus
-	20, // 7: netdra.provisioner.v1.WatchDevicesResponse.manager:type_name -> netdra.device.v1.DeviceManager
-	21, // 8: netdra.provisioner.v1.WatchDevicesResponse.devices:type_name -> netdra.device.v1.Device
-	21, // 9: netdra.provisioner.v1.SetupRequest.device:type_name -> netdra.device.v1.Device
-	22, // 10: netdra.provisioner.v1.SetupRequest.config:type_name -> netdra.device.v1.DeviceConfig
-	23, // 11: netdra.provisioner.v1.SetupResponse.prepared_device:type_name -> netdra.device.v1.PreparedDevice
-	23, // 12: netdra.provisioner.v1.FreeRequest.prepared_device:type_name -> netdra.device.v1.PreparedDevice
-	22, // 13: netdra.provisioner.v1.FreeRequest.config:type_name -> netdra.device.v1.DeviceConfig
-	23, // 14: netdra.provisioner.v1.AttachRequest.prepared_device:type_name -> netdra.device.v1.PreparedDevice
-	22, // 15: netdra.provisioner.v1.AttachRequest.config:type_name -> netdra.device.v1.DeviceConfig
-	23, // 16: netdra.provisioner.v1.AttachResponse.prepared_device:type_name -> netdra.device.v1.PreparedDevice
-	23, // 17: netdra.provisioner.v1.DetachRequest.prepared_device:type_name -> netdra.device.v1.PreparedDevice
-	22, // 18: netdra.provisioner.v1.DetachRequest.config:type_name -> netdra.device.v1.DeviceConfig
-	23, // 19: netdra.provisioner.v1.RestoreResponse.prepared_device:type_name -> netdra.device.v1.PreparedDevice
-	5,  // 20: netdra.provisioner.v1.ProvisionerService.Configure:input_type -> netdra.provisioner.v1.ConfigureRequest
-	8,  // 21: netdra.provisioner.v1.ProvisionerService.WatchDevices:input_type -> netdra.provisioner.v1.WatchDevicesRequest
-	10, // 22: netdra.provisioner.v1.ProvisionerService.Setup:input_type -> netdra.provisioner.v1.SetupRequest
-	12, // 23: netdra.provisioner.v1.ProvisionerService.Free:input_type -> netdra.provisioner.v1.FreeRequest
-	14, // 24: netdra.provisioner.v1.ProvisionerService.Attach:input_type -> netdra.provisioner.v1.AttachRequest
-	16, // 25: netdra.provisioner.v1.ProvisionerService.Detach:input_type -> netdra.provisioner.v1.DetachRequest
-	18, // 26: netdra.provisioner.v1.ProvisionerService.Restore:input_type -> netdra.provisioner.v1.RestoreRequest
-	7,  // 27: netdra.provisioner.v1.ProvisionerService.Configure:output_type -> netdra.provisioner.v1.ConfigureResponse
-	9,  // 28: netdra.provisioner.v1.ProvisionerService.WatchDevices:output_type -> netdra.provisioner.v1.WatchDevicesResponse
-	11, // 29: netdra.provisioner.v1.ProvisionerService.Setup:output_type -> netdra.provisioner.v1.SetupResponse
-	13, // 30: netdra.provisioner.v1.ProvisionerService.Free:output_type -> netdra.provisioner.v1.FreeResponse
-	15, // 31: netdra.provisioner.v1.ProvisionerService.Attach:output_type -> netdra.provisioner.v1.AttachResponse
-	17, // 32: netdra.provisioner.v1.ProvisionerService.Detach:output_type -> netdra.provisioner.v1.DetachResponse
-	19, // 33: netdra.provisioner.v1.ProvisionerService.Restore:output_type -> netdra.provisioner.v1.RestoreResponse
-	27, // [27:34] is the sub-list for method output_type
-	20, // [20:27] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	24, // 7: netdra.provisioner.v1.WatchDevicesResponse.manager:type_name -> netdra.device.v1.DeviceManager
+	25, // 8: netdra.provisioner.v1.WatchDevicesResponse.devices:type_name -> netdra.device.v1.Device
+	25, // 9: netdra.provisioner.v1.SetupRequest.device:type_name -> netdra.device.v1.Device
+	26, // 10: netdra.provisioner.v1.SetupRequest.config:type_name -> netdra.device.v1.DeviceConfig
+	27, // 11: netdra.provisioner.v1.SetupResponse.prepared_device:type_name -> netdra.device.v1.PreparedDevice
+	27, // 12: netdra.provisioner.v1.FreeRequest.prepared_device:type_name -> netdra.device.v1.PreparedDevice
+	26, // 13: netdra.provisioner.v1.FreeRequest.config:type_name -> netdra.device.v1.DeviceConfig
+	27, // 14: netdra.provisioner.v1.AttachRequest.prepared_device:type_name -> netdra.device.v1.PreparedDevice
+	26, // 15: netdra.provisioner.v1.AttachRequest.config:type_name -> netdra.device.v1.DeviceConfig
+	27, // 16: netdra.provisioner.v1.AttachResponse.prepared_device:type_name -> netdra.device.v1.PreparedDevice
+	27, // 17: netdra.provisioner.v1.DetachRequest.prepared_device:type_name -> netdra.device.v1.PreparedDevice
+	26, // 18: netdra.provisioner.v1.DetachRequest.config:type_name -> netdra.device.v1.DeviceConfig
+	27, // 19: netdra.provisioner.v1.RestoreResponse.prepared_device:type_name -> netdra.device.v1.PreparedDevice
+	21, // 20: netdra.provisioner.v1.DeviceCounters.drops:type_name -> netdra.provisioner.v1.PolicyDrops
+	22, // 21: netdra.provisioner.v1.DeviceCountersResponse.devices:type_name -> netdra.provisioner.v1.DeviceCounters
+	5,  // 22: netdra.provisioner.v1.ProvisionerService.Configure:input_type -> netdra.provisioner.v1.ConfigureRequest
+	8,  // 23: netdra.provisioner.v1.ProvisionerService.WatchDevices:input_type -> netdra.provisioner.v1.WatchDevicesRequest
+	10, // 24: netdra.provisioner.v1.ProvisionerService.Setup:input_type -> netdra.provisioner.v1.SetupRequest
+	12, // 25: netdra.provisioner.v1.ProvisionerService.Free:input_type -> netdra.provisioner.v1.FreeRequest
+	14, // 26: netdra.provisioner.v1.ProvisionerService.Attach:input_type -> netdra.provisioner.v1.AttachRequest
+	16, // 27: netdra.provisioner.v1.ProvisionerService.Detach:input_type -> netdra.provisioner.v1.DetachRequest
+	18, // 28: netdra.provisioner.v1.ProvisionerService.Restore:input_type -> netdra.provisioner.v1.RestoreRequest
+	20, // 29: netdra.provisioner.v1.ProvisionerService.DeviceCounters:input_type -> netdra.provisioner.v1.DeviceCountersRequest
+	7,  // 30: netdra.provisioner.v1.ProvisionerService.Configure:output_type -> netdra.provisioner.v1.ConfigureResponse
+	9,  // 31: netdra.provisioner.v1.ProvisionerService.WatchDevices:output_type -> netdra.provisioner.v1.WatchDevicesResponse
+	11, // 32: netdra.provisioner.v1.ProvisionerService.Setup:output_type -> netdra.provisioner.v1.SetupResponse
+	13, // 33: netdra.provisioner.v1.ProvisionerService.Free:output_type -> netdra.provisioner.v1.FreeResponse
+	15, // 34: netdra.provisioner.v1.ProvisionerService.Attach:output_type -> netdra.provisioner.v1.AttachResponse
+	17, // 35: netdra.provisioner.v1.ProvisionerService.Detach:output_type -> netdra.provisioner.v1.DetachResponse
+	19, // 36: netdra.provisioner.v1.ProvisionerService.Restore:output_type -> netdra.provisioner.v1.RestoreResponse
+	23, // 37: netdra.provisioner.v1.ProvisionerService.DeviceCounters:output_type -> netdra.provisioner.v1.DeviceCountersResponse
+	30, // [30:38] is the sub-list for method output_type
+	22, // [22:30] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_netdra_provisioner_v1_provisioner_proto_init() }
@@ -1208,7 +1510,7 @@ func file_netdra_provisioner_v1_provisioner_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_netdra_provisioner_v1_provisioner_proto_rawDesc), len(file_netdra_provisioner_v1_provisioner_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

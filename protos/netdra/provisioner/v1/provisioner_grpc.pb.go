@@ -23,13 +23,14 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ProvisionerService_Configure_FullMethodName    = "/netdra.provisioner.v1.ProvisionerService/Configure"
-	ProvisionerService_WatchDevices_FullMethodName = "/netdra.provisioner.v1.ProvisionerService/WatchDevices"
-	ProvisionerService_Setup_FullMethodName        = "/netdra.provisioner.v1.ProvisionerService/Setup"
-	ProvisionerService_Free_FullMethodName         = "/netdra.provisioner.v1.ProvisionerService/Free"
-	ProvisionerService_Attach_FullMethodName       = "/netdra.provisioner.v1.ProvisionerService/Attach"
-	ProvisionerService_Detach_FullMethodName       = "/netdra.provisioner.v1.ProvisionerService/Detach"
-	ProvisionerService_Restore_FullMethodName      = "/netdra.provisioner.v1.ProvisionerService/Restore"
+	ProvisionerService_Configure_FullMethodName      = "/netdra.provisioner.v1.ProvisionerService/Configure"
+	ProvisionerService_WatchDevices_FullMethodName   = "/netdra.provisioner.v1.ProvisionerService/WatchDevices"
+	ProvisionerService_Setup_FullMethodName          = "/netdra.provisioner.v1.ProvisionerService/Setup"
+	ProvisionerService_Free_FullMethodName           = "/netdra.provisioner.v1.ProvisionerService/Free"
+	ProvisionerService_Attach_FullMethodName         = "/netdra.provisioner.v1.ProvisionerService/Attach"
+	ProvisionerService_Detach_FullMethodName         = "/netdra.provisioner.v1.ProvisionerService/Detach"
+	ProvisionerService_Restore_FullMethodName        = "/netdra.provisioner.v1.ProvisionerService/Restore"
+	ProvisionerService_DeviceCounters_FullMethodName = "/netdra.provisioner.v1.ProvisionerService/DeviceCounters"
 )
 
 // ProvisionerServiceClient is the client API for ProvisionerService service.
@@ -62,6 +63,9 @@ type ProvisionerServiceClient interface {
 	// Restore rebuilds a prepared device from its serialized form (what the
 	// claim status holds), after a restart or a node reboot.
 	Restore(ctx context.Context, in *RestoreRequest, opts ...grpc.CallOption) (*RestoreResponse, error)
+	// DeviceCounters reads the counters of netdra's eBPF programs on devices
+	// in pods: packets and bytes each way and drops by each policy.
+	DeviceCounters(ctx context.Context, in *DeviceCountersRequest, opts ...grpc.CallOption) (*DeviceCountersResponse, error)
 }
 
 type provisionerServiceClient struct {
@@ -151,6 +155,16 @@ func (c *provisionerServiceClient) Restore(ctx context.Context, in *RestoreReque
 	return out, nil
 }
 
+func (c *provisionerServiceClient) DeviceCounters(ctx context.Context, in *DeviceCountersRequest, opts ...grpc.CallOption) (*DeviceCountersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeviceCountersResponse)
+	err := c.cc.Invoke(ctx, ProvisionerService_DeviceCounters_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ProvisionerServiceServer is the server API for ProvisionerService service.
 // All implementations must embed UnimplementedProvisionerServiceServer
 // for forward compatibility.
@@ -181,6 +195,9 @@ type ProvisionerServiceServer interface {
 	// Restore rebuilds a prepared device from its serialized form (what the
 	// claim status holds), after a restart or a node reboot.
 	Restore(context.Context, *RestoreRequest) (*RestoreResponse, error)
+	// DeviceCounters reads the counters of netdra's eBPF programs on devices
+	// in pods: packets and bytes each way and drops by each policy.
+	DeviceCounters(context.Context, *DeviceCountersRequest) (*DeviceCountersResponse, error)
 	mustEmbedUnimplementedProvisionerServiceServer()
 }
 
@@ -211,6 +228,9 @@ func (UnimplementedProvisionerServiceServer) Detach(context.Context, *DetachRequ
 }
 func (UnimplementedProvisionerServiceServer) Restore(context.Context, *RestoreRequest) (*RestoreResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Restore not implemented")
+}
+func (UnimplementedProvisionerServiceServer) DeviceCounters(context.Context, *DeviceCountersRequest) (*DeviceCountersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeviceCounters not implemented")
 }
 func (UnimplementedProvisionerServiceServer) mustEmbedUnimplementedProvisionerServiceServer() {}
 func (UnimplementedProvisionerServiceServer) testEmbeddedByValue()                            {}
@@ -352,6 +372,24 @@ func _ProvisionerService_Restore_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ProvisionerService_DeviceCounters_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeviceCountersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProvisionerServiceServer).DeviceCounters(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ProvisionerService_DeviceCounters_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProvisionerServiceServer).DeviceCounters(ctx, req.(*DeviceCountersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ProvisionerService_ServiceDesc is the grpc.ServiceDesc for ProvisionerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -382,6 +420,10 @@ var ProvisionerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Restore",
 			Handler:    _ProvisionerService_Restore_Handler,
+		},
+		{
+			MethodName: "DeviceCounters",
+			Handler:    _ProvisionerService_DeviceCounters_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

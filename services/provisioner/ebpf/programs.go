@@ -1,0 +1,298 @@
+package ebpf
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netns"
+)
+
+// Pin names under a device's directory.
+const (
+	pinIngress  = "ingress"
+	pinEgress   = "egress"
+	pinStats    = "stats"
+	pinPolicies = "policies"
+)
+
+// Programs attaches netdra's programs to devices and keeps them pinned
+// under Root, one directory per device name. Its methods are safe for
+// concurrent use on different devices; calls for one device must not
+// overlap (the provisioner serializes them).
+type Programs struct {
+	log  *slog.Logger
+	root string
+}
+
+// DefaultBPFFS is where the provisioner mounts its bpffs by default.
+const DefaultBPFFS = "/sys/fs/bpf"
+
+// New returns Programs that pin under <bpffs>/netdra/net-<host netns inode>, mounting a bpffs on
+// bpffs first unless one is there. A nil log discards.
+func New(log *slog.Logger, bpffs string) (*Programs, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := mountBPFFS(bpffs); err != nil {
+		return nil, err
+	}
+	id, err := hostNetnsID()
+	if err != nil {
+		return nil, err
+	}
+	root := filepath.Join(bpffs, "netdra", id)
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return nil, fmt.Errorf("creating pin directory: %w", err)
+	}
+	return &Programs{log: log, root: root}, nil
+}
+
+// Root is the directory the device directories are pinned under.
+func (p *Programs) Root() string { return p.root }
+
+func (p *Programs) dir(device string) string { return filepath.Join(p.root, device) }
+
+// Attach puts netdra's programs on the interface ifName in the network
+// namespace at netnsPath (the pod's) with policy pol, and pins them under
+// the device's directory. It is idempotent: when the device's programs are
+// attached already, only the policy is updated, and the counters go on.
+// On error nothing of the attach is left (the counters of an earlier
+// attach stay until Remove).
+func (p *Programs) Attach(ctx context.Context, device, netnsPath, ifName string, pol Policy) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	dir := p.dir(device)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("creating pin directory: %w", err)
+	}
+	if ok, err := p.attached(dir); err != nil || ok {
+		if err == nil {
+			err = p.setPolicy(dir, pol)
+		}
+		return err
+	}
+	// A half-done earlier attach: start again.
+	if err := p.detach(dir); err != nil {
+		return err
+	}
+	ns, err := netns.GetFromPath(netnsPath)
+	if err != nil {
+		return fmt.Errorf("opening netns %s: %w", netnsPath, err)
+	}
+	defer ns.Close()
+
+	objs, err := p.load(dir, pol)
+	if err != nil {
+		return err
+	}
+	defer objs.Close()
+	err = inNetns(ns, func() error {
+		ifc, err := net.InterfaceByName(ifName)
+		if err != nil {
+			return fmt.Errorf("interface %s in %s: %w", ifName, netnsPath, err)
+		}
+		if err := attachTCX(dir, pinIngress, ifc.Index, objs.NetdraIngress, ebpf.AttachTCXIngress); err != nil {
+			return err
+		}
+		return attachTCX(dir, pinEgress, ifc.Index, objs.NetdraEgress, ebpf.AttachTCXEgress)
+	})
+	if err != nil {
+		if derr := p.detach(dir); derr != nil {
+			err = errors.Join(err, derr)
+		}
+		return fmt.Errorf("attaching eBPF programs to %s: %w", ifName, err)
+	}
+	p.log.Debug("attached eBPF programs", "device", device, "interface", ifName, "netns", netnsPath,
+		"spoofChk", pol.SpoofChk, "vlan", pol.VLAN)
+	return nil
+}
+
+// load loads the collection with its maps pinned in dir (reused when they
+// are pinned already) and the policy set.
+func (p *Programs) load(dir string, pol Policy) (*netdraObjects, error) {
+	spec, err := loadNetdra()
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range spec.Maps {
+		m.Pinning = ebpf.PinByName
+	}
+	var objs netdraObjects
+	if err := spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: dir}}); err != nil {
+		return nil, fmt.Errorf("loading eBPF programs: %w", err)
+	}
+	v := pol.value()
+	if err := objs.Policies.Put(uint32(0), &v); err != nil {
+		objs.Close()
+		return nil, fmt.Errorf("setting the policy: %w", err)
+	}
+	return &objs, nil
+}
+
+func attachTCX(dir, name string, ifindex int, prog *ebpf.Program, at ebpf.AttachType) error {
+	l, err := link.AttachTCX(link.TCXOptions{Interface: ifindex, Program: prog, Attach: at})
+	if err != nil {
+		return fmt.Errorf("tcx %s: %w", name, err)
+	}
+	defer l.Close()
+	if err := l.Pin(filepath.Join(dir, name)); err != nil {
+		return errors.Join(fmt.Errorf("pinning the %s link: %w", name, err), l.Detach())
+	}
+	return nil
+}
+
+// attached reports whether both links are pinned in dir and still attached.
+func (p *Programs) attached(dir string) (bool, error) {
+	for _, name := range []string{pinIngress, pinEgress} {
+		l, err := link.LoadPinnedLink(filepath.Join(dir, name), nil)
+		if errors.Is(err, fs.ErrNotExist) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("opening pinned link %s: %w", name, err)
+		}
+		info, err := l.Info()
+		l.Close()
+		if err != nil {
+			return false, fmt.Errorf("pinned link %s: %w", name, err)
+		}
+		if tcx := info.TCX(); tcx == nil || tcx.Ifindex == 0 {
+			return false, nil // detached: its device went away
+		}
+	}
+	return true, nil
+}
+
+func (p *Programs) setPolicy(dir string, pol Policy) error {
+	m, err := ebpf.LoadPinnedMap(filepath.Join(dir, pinPolicies), nil)
+	if err != nil {
+		return fmt.Errorf("opening the policy map: %w", err)
+	}
+	defer m.Close()
+	v := pol.value()
+	if err := m.Put(uint32(0), &v); err != nil {
+		return fmt.Errorf("setting the policy: %w", err)
+	}
+	return nil
+}
+
+// detach detaches and unpins the links pinned in dir, if any.
+func (p *Programs) detach(dir string) error {
+	var errs []error
+	for _, name := range []string{pinIngress, pinEgress} {
+		path := filepath.Join(dir, name)
+		l, err := link.LoadPinnedLink(path, nil)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("opening pinned link %s: %w", name, err))
+			continue
+		}
+		// BPF_LINK_DETACH takes the program off even if another process
+		// still holds the link; a link whose device is gone is detached
+		// already.
+		if err := l.Detach(); err != nil && !errors.Is(err, ebpf.ErrNotSupported) {
+			errs = append(errs, fmt.Errorf("detaching link %s: %w", name, err))
+		}
+		if err := l.Unpin(); err != nil {
+			errs = append(errs, fmt.Errorf("unpinning link %s: %w", name, err))
+		}
+		l.Close()
+	}
+	return errors.Join(errs...)
+}
+
+// Detach takes the device's programs off its interface, wherever the
+// interface is (the pinned links know it), and unpins the links. The
+// counters stay until Remove. Idempotent: a device with nothing attached
+// is success.
+func (p *Programs) Detach(device string) error {
+	if err := p.detach(p.dir(device)); err != nil {
+		return fmt.Errorf("detaching the eBPF programs of %s: %w", device, err)
+	}
+	return nil
+}
+
+// Remove detaches the device's programs and removes everything netdra
+// pinned for it. Idempotent.
+func (p *Programs) Remove(device string) error {
+	dir := p.dir(device)
+	if err := p.Detach(device); err != nil {
+		return err
+	}
+	for _, name := range []string{pinStats, pinPolicies} {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("unpinning %s of %s: %w", name, device, err)
+		}
+	}
+	if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("removing the pin directory of %s: %w", device, err)
+	}
+	return nil
+}
+
+// Counters is what the programs on one device counted.
+type Counters struct {
+	RxPackets, RxBytes uint64
+	TxPackets, TxBytes uint64
+	// Dropped by the spoof check (egress) and by the software VLAN
+	// (ingress: another tag or none).
+	SpoofDropPackets, SpoofDropBytes uint64
+	VlanDropPackets, VlanDropBytes   uint64
+}
+
+// Counters reads the device's counters, summed over the CPUs. A device
+// without pinned counters is ErrNotAttached.
+func (p *Programs) Counters(device string) (Counters, error) {
+	m, err := ebpf.LoadPinnedMap(filepath.Join(p.dir(device), pinStats), nil)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Counters{}, fmt.Errorf("%s: %w", device, ErrNotAttached)
+	}
+	if err != nil {
+		return Counters{}, fmt.Errorf("opening the counters of %s: %w", device, err)
+	}
+	defer m.Close()
+	var sums [4]netdraStatValue
+	for i := range sums {
+		var per []netdraStatValue
+		if err := m.Lookup(uint32(i), &per); err != nil {
+			return Counters{}, fmt.Errorf("reading the counters of %s: %w", device, err)
+		}
+		for _, v := range per {
+			sums[i].Packets += v.Packets
+			sums[i].Bytes += v.Bytes
+		}
+	}
+	return Counters{
+		RxPackets: sums[0].Packets, RxBytes: sums[0].Bytes,
+		TxPackets: sums[1].Packets, TxBytes: sums[1].Bytes,
+		SpoofDropPackets: sums[2].Packets, SpoofDropBytes: sums[2].Bytes,
+		VlanDropPackets: sums[3].Packets, VlanDropBytes: sums[3].Bytes,
+	}, nil
+}
+
+// Devices lists the devices with something pinned, for the counters RPC
+// and for finding what a restart left.
+func (p *Programs) Devices() ([]string, error) {
+	ents, err := os.ReadDir(p.root)
+	if err != nil {
+		return nil, fmt.Errorf("listing %s: %w", p.root, err)
+	}
+	var out []string
+	for _, e := range ents {
+		if e.IsDir() {
+			out = append(out, e.Name())
+		}
+	}
+	return out, nil
+}
