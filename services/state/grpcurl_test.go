@@ -29,7 +29,9 @@ func TestGrpcurl(t *testing.T) {
 	if out := grpcurltest.Call(t, bin, sock, "", "describe", "netdra.state.v1.StateService"); !strings.Contains(out, "rpc BeginPrepare") {
 		t.Errorf("describe: %s", out)
 	}
-	grpcurltest.Call(t, bin, sock, `{"allocations":[{"pool":"p","deviceName":"dummy0","manager":"DEVICE_MANAGER_DUMMY","claimUid":"c1","podUid":"p1","config":{"podIfName":"net1"}}]}`,
+	grpcurltest.Call(t, bin, sock, `{"pools":[{"name":"v4","subnet":"10.0.0.0/24","rangeStart":"10.0.0.10","rangeEnd":"10.0.0.19"}]}`,
+		"netdra.state.v1.StateService/ReplaceIPPools")
+	grpcurltest.Call(t, bin, sock, `{"allocations":[{"pool":"p","deviceName":"dummy0","manager":"DEVICE_MANAGER_DUMMY","claimUid":"c1","podUid":"p1","config":{"podIfName":"net1","ipPools":["v4"]}}]}`,
 		"netdra.state.v1.StateService/BeginPrepare")
 
 	p.kill()
@@ -47,6 +49,22 @@ func TestGrpcurl(t *testing.T) {
 	if len(dump.Allocations) != 1 || dump.Allocations[0].DeviceName != "dummy0" ||
 		dump.Allocations[0].Phase != "PHASE_PREPARING" || dump.Allocations[0].Config.PodIfName != "net1" {
 		t.Errorf("after kill -9 and restart the dump is %s", out)
+	}
+	// The pools, and who holds each address, survive the restart too.
+	var pools struct {
+		Pools []struct {
+			Size, Free string
+			Used       int
+			Leases     []struct{ Address, ClaimUID string }
+		}
+	}
+	out = grpcurltest.Call(t, bin, sock, "", "netdra.state.v1.StateService/ListIPPools")
+	if err := json.Unmarshal([]byte(out), &pools); err != nil {
+		t.Fatalf("ListIPPools is not JSON: %v\n%s", err, out)
+	}
+	if len(pools.Pools) != 1 || pools.Pools[0].Size != "10" || pools.Pools[0].Used != 1 || pools.Pools[0].Free != "9" ||
+		len(pools.Pools[0].Leases) != 1 || pools.Pools[0].Leases[0].Address != "10.0.0.10/24" || pools.Pools[0].Leases[0].ClaimUID != "c1" {
+		t.Errorf("ListIPPools after kill -9 and restart: %s", out)
 	}
 	p.stop()
 }

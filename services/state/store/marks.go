@@ -162,5 +162,6 @@ func (s *Store) Dump() *statev1.DumpResponse {
 	for r := range s.allocs.All(txn) {
 		out.Allocations = append(out.Allocations, r.Allocation)
 	}
+	out.IpPools = s.poolStatusLocked(s.leasesLocked(txn, s.pools))
 	return out
 }

@@ -27,6 +27,8 @@ type Store struct {
 	devices statedb.RWTable[deviceRow]
 	allocs  statedb.RWTable[allocRow]
 	file    *file
+	// pools are the address pools (see ippools.go), guarded by mu.
+	pools map[string]*ipPool
 
 	// mu serializes writes, so revisions follow commit order.
 	mu      sync.Mutex
@@ -68,7 +70,12 @@ func Open(path string, log *slog.Logger) (*Store, error) {
 		}
 	}
 	txn.Commit()
-	s := &Store{log: log, db: db, devices: devices, allocs: allocs, file: f}
+	pools, err := f.loadPools()
+	if err != nil {
+		_ = f.close()
+		return nil, fmt.Errorf("loading %s: %w", path, err)
+	}
+	s := &Store{log: log, db: db, devices: devices, allocs: allocs, file: f, pools: pools}
 	s.changes.init(newEpoch())
 	log.Info("state loaded", "file", path, "allocations", len(rows), "epoch", s.changes.epoch)
 	return s, nil

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/netdra/netdra/shared/fielderr"
+	"github.com/netdra/netdra/shared/ippool"
 )
 
 var (
@@ -45,6 +46,9 @@ func Validate(spec *NodeConfigSpec) error {
 		}
 	}
 	if err := validatePools(spec.Pools); err != nil {
+		return err
+	}
+	if _, err := ippool.ParseAll("ipPools", IPPoolSpecs(spec.IPPools)); err != nil {
 		return err
 	}
 	if err := fielderr.Prefix("deviceManagerConfigs", validateManagers(spec.DeviceManagerConfigs)); err != nil {

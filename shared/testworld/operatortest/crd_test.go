@@ -46,6 +46,11 @@ func fullSpec() v1alpha1.NodeConfigSpec {
 			Dummy: &v1alpha1.DummyConfig{Enabled: true, Count: 3},
 			Host:  &v1alpha1.HostConfig{Enabled: true, IfNames: []string{"eth*"}, Drivers: []string{"virtio_net"}},
 		},
+		IPPools: []v1alpha1.IPPool{
+			{Name: "v4", Subnet: "10.20.0.0/24", RangeStart: "10.20.0.10", RangeEnd: "10.20.0.99", Gateway: "10.20.0.1",
+				Routes: []v1alpha1.IPPoolRoute{{Destination: "0.0.0.0/0"}}, Exclude: []string{"10.20.0.50", "10.20.0.64/28"}},
+			{Name: "v6", Subnet: "fd00:20::/64", Gateway: "fd00:20::1", Routes: []v1alpha1.IPPoolRoute{{Destination: "fd00:30::/64", Gateway: "fd00:20::2"}}},
+		},
 		SysfsRoot: "/host/sys",
 	}
 }
@@ -92,6 +97,20 @@ func TestCRD_RejectsBadSpecs(t *testing.T) {
 			"pools[0].filter.pfNames[0]", "{p}pools[0].filter.pfNames[0]: Too long: may not be more than 15 bytes"},
 		{"host manager selecting everything", func(s *v1alpha1.NodeConfigSpec) { s.DeviceManagerConfigs.Host = &v1alpha1.HostConfig{Enabled: true} },
 			"deviceManagerConfigs.host.enabled", "{p}deviceManagerConfigs.host: Invalid value: an enabled host manager needs ifNames, drivers, vendorIDs or deviceIDs"},
+		{"duplicate ip pool names", func(s *v1alpha1.NodeConfigSpec) { s.IPPools[1].Name = "v4" },
+			"ipPools[1].name", `{p}ipPools[1]: Duplicate value: {"name":"v4"}`},
+		{"ip pool subnet with host bits", func(s *v1alpha1.NodeConfigSpec) { s.IPPools[0].Subnet = "10.20.0.1/24" },
+			"ipPools[0].subnet", `{p}ipPools[0].subnet: Invalid value: "10.20.0.1/24": subnet must be a CIDR without host bits`},
+		{"ip pool range outside the subnet", func(s *v1alpha1.NodeConfigSpec) { s.IPPools[0].RangeStart = "10.21.0.10" },
+			"ipPools[0].rangeStart", `{p}ipPools[0].rangeStart: Invalid value: rangeStart must be inside subnet`},
+		{"ip pool gateway at the range's end", func(s *v1alpha1.NodeConfigSpec) { s.IPPools[0].Gateway = "10.20.0.99" },
+			"ipPools[0].gateway", `{p}ipPools[0].gateway: Invalid value: the gateway must be outside the range`},
+		{"ip pool gateway outside the subnet", func(s *v1alpha1.NodeConfigSpec) { s.IPPools[1].Gateway = "fd00:21::1" },
+			"ipPools[1].gateway", `{p}ipPools[1].gateway: Invalid value: gateway must be inside subnet`},
+		{"ip pool exclude outside the subnet", func(s *v1alpha1.NodeConfigSpec) { s.IPPools[0].Exclude = []string{"10.9.0.0/16"} },
+			"ipPools[0].exclude[0]", `{p}ipPools[0].exclude: Invalid value: excluded addresses must be inside subnet`},
+		{"ip pool route not a CIDR", func(s *v1alpha1.NodeConfigSpec) { s.IPPools[0].Routes[0].Destination = "default" },
+			"ipPools[0].routes[0].destination", `{p}ipPools[0].routes[0].destination: Invalid value: "default": destination must be a CIDR`},
 		{"relative sysfs root", func(s *v1alpha1.NodeConfigSpec) { s.SysfsRoot = "host/sys" },
 			"sysfsRoot", `{p}sysfsRoot: Invalid value: "host/sys": {p}sysfsRoot in body should match '^/'`},
 	}
