@@ -53,13 +53,17 @@ build: ## Build every service binary into _output/.
 	$(GO) build -o $(OUT)/ $(addprefix ./services/,$(SERVICES))
 
 # Generated code, checked by checkgenerate.
-GENERATED := protos shared/apis pods/crds
+GENERATED := protos shared/apis pods/crds services/provisioner/ebpf
 
 .PHONY: generate
-generate: tools ## Generate the protos' Go code (buf), deepcopy and the CRDs (controller-gen).
+generate: tools ## Generate the protos' Go code (buf), deepcopy and the CRDs (controller-gen), the eBPF objects (bpf2go, clang).
 	$(BUF) generate
 	$(CONTROLLER_GEN) object paths=./shared/apis/...
 	$(CONTROLLER_GEN) crd paths=./shared/apis/... output:crd:artifacts:config=pods/crds
+	@command -v clang-14 >/dev/null && command -v llvm-strip-14 >/dev/null && test -e /usr/include/bpf/bpf_helpers.h || { \
+		echo ">> installing clang-14, llvm-14 and libbpf-dev from Debian to compile the eBPF programs"; \
+		apt-get install -y --no-install-recommends clang-14 llvm-14 libbpf-dev; }
+	$(GO) generate ./services/provisioner/ebpf/
 
 .PHONY: checkgenerate
 checkgenerate: generate ## Fail when the committed generated code is stale.
@@ -89,46 +93,33 @@ test-kernel: ## Run the kernel-rig tests in QEMU (dummy, VLAN, SR-IOV VFs); buil
 	bash shared/kernelrig/setup.sh
 	CGO_ENABLED=0 $(GO) test -tags kernelrig -exec "$(CURDIR)/shared/kernelrig/vmrun.sh" -p 1 -count=1 -timeout 30m $(KERNEL_PKGS)
 
-# Where `make dev` keeps its sockets and state; removed when it stops.
-DEV_DIR ?= /tmp/netdra-dev
-
-define DEV_SCRIPT
-set -euo pipefail
-dir=$(DEV_DIR); bin=$(OUT); grpcurl=$(GRPCURL)
-rm -rf "$$dir"; mkdir -p "$$dir"
-cleanup() {
-  trap - INT TERM EXIT
-  kill $$(jobs -p) 2>/dev/null || true; wait || true
-  ip link del ndemo0 2>/dev/null || true
-  rm -rf "$$dir"; echo ">> stopped; processes, the demo veth and $$dir removed"
-}
-trap cleanup INT TERM EXIT
-$$bin/state -socket "$$dir/state.sock" -db "$$dir/state.db" 2>"$$dir/state.log" &
-$$bin/provisioner -socket "$$dir/provisioner.sock" 2>"$$dir/provisioner.log" &
-for p in state provisioner; do
-  for i in $$(seq 100); do $$bin/$$p health -socket "$$dir/$$p.sock" 2>/dev/null && break; sleep 0.1; done
-  $$bin/$$p health -socket "$$dir/$$p.sock" || { cat "$$dir/$$p.log"; exit 1; }
-  echo ">> $$p serving on $$dir/$$p.sock (log: $$dir/$$p.log)"
-done
-echo ">> demo device: veth ndemo0 (peer ndemo1), offered by the host manager"
-ip link add ndemo0 type veth peer name ndemo1
-$$grpcurl -plaintext -unix -d '{"managers":{"host":{"enabled":true,"ifNames":["ndemo0"]}}}' \
-  "$$dir/provisioner.sock" netdra.provisioner.v1.ProvisionerService/Configure
-echo
-echo "Look around:"
-echo "  $$grpcurl -plaintext -unix $$dir/state.sock list"
-echo "  $$grpcurl -plaintext -unix $$dir/provisioner.sock list"
-echo "  $$grpcurl -plaintext -unix -max-time 2 $$dir/provisioner.sock netdra.provisioner.v1.ProvisionerService/WatchDevices"
-echo "  $$grpcurl -plaintext -unix $$dir/state.sock netdra.state.v1.StateService/Dump"
-echo
-echo "Running until Ctrl-C."
-wait
-endef
-export DEV_SCRIPT
+# `make dev`: netdra's whole job on this machine, as root (see the README):
+# the test world, the four node processes, demo veths, a NodeConfig, a
+# DeviceClass, a ResourceClaimTemplate and a pod that gets net1; until
+# Ctrl-C, then everything it made is removed. DEV_ONESHOT=1 checks the pod
+# and net1, cleans up and exits (shared/testworld/e2e/dev_test.go runs the
+# same in CI). The program is shared/testworld/cmd/devdemo.
+DEV_DIR     ?= /tmp/netdra-dev
+DEV_ONESHOT ?=
 
 .PHONY: dev
-dev: build $(TOOLS)/stamps/grpcurl-$(GRPCURL_VERSION) ## Run netdra's node processes locally until Ctrl-C.
-	@bash -c "$$DEV_SCRIPT"
+dev: build world-bin dev-bin $(TOOLS)/stamps/grpcurl-$(GRPCURL_VERSION) ## Run netdra's whole job here (as root): test world, node processes, a pod with a device; until Ctrl-C (DEV_ONESHOT=1: once).
+	@$(OUT)/devdemo -dir $(DEV_DIR) -bin $(OUT) -testworld $(OUT)/testworld -grpcurl $(GRPCURL) \
+		-crds $(CURDIR)/pods/crds $(if $(filter 1 yes true,$(DEV_ONESHOT)),-oneshot)
+
+.PHONY: dev-bin
+dev-bin: ## Build make dev's program into _output/devdemo.
+	@echo ">> building make dev's program (shared/testworld/cmd/devdemo) into $(OUT)/devdemo"
+	@bash shared/testworld/dev/gobuild.sh shared/testworld $(OUT)/devdemo ./cmd/devdemo
+
+# The Kubernetes version the test world's components report; the same as
+# controlplane.LDFlags (cmd/testworld's tests check it).
+TESTWORLD_LDFLAGS := -X k8s.io/component-base/version.gitVersion=v1.37.2 -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37 -X k8s.io/component-base/version.gitTreeState=clean
+
+.PHONY: world-bin
+world-bin: ## Build the test world (Kubernetes v1.37.2 from module sources) into _output/testworld.
+	@echo ">> building Kubernetes v1.37.2 from module sources into $(OUT)/testworld (about 7 minutes the first time, cached after)"
+	@bash shared/testworld/dev/gobuild.sh shared/testworld $(OUT)/testworld ./cmd/testworld -ldflags '$(TESTWORLD_LDFLAGS)'
 
 # The test world: a real control plane, an emulated kubelet and the NRI
 # runtime side, in its own Go module (shared/testworld). The first build of
@@ -140,12 +131,49 @@ test-world: ## Run the test world's tests, the operator's and the end-to-end tes
 	cd shared/testworld && $(GO) vet ./... && GRPCURL=$(GRPCURL) $(GO) test -count=1 -p 1 -timeout 40m ./...
 
 .PHONY: world
-world: ## Start the test world by hand (control plane + node) until Ctrl-C.
-	cd shared/testworld && $(GO) run ./cmd/testworld -dir /tmp/netdra-world
+world: world-bin ## Start the test world by hand (control plane + node, as root) until Ctrl-C.
+	$(OUT)/testworld -dir /tmp/netdra-world
+
+# Images: pods/Dockerfile, one target per service. No container engine runs
+# on the project's machines: CI checks the manifests against the test
+# world's apiserver instead (shared/testworld/deploytest).
+CONTAINER_ENGINE ?= docker
+IMAGE_PREFIX     ?= netdra
+IMAGE_TAG        ?= latest
+
+.PHONY: images
+images: ## Build every service's image (pods/Dockerfile) with a container engine; fails clearly without one.
+	@$(CONTAINER_ENGINE) info >/dev/null 2>&1 || { \
+	  echo "make images: no container engine reachable ('$(CONTAINER_ENGINE) info' failed): start one, or set CONTAINER_ENGINE (e.g. podman). Nothing was built." >&2; exit 1; }
+	@set -e; for s in $(SERVICES); do \
+	  echo ">> $(IMAGE_PREFIX)/$$s:$(IMAGE_TAG)"; \
+	  $(CONTAINER_ENGINE) build -f pods/Dockerfile --target $$s -t $(IMAGE_PREFIX)/$$s:$(IMAGE_TAG) .; \
+	done
+
+# Tilt's image build (see the Tiltfile): SERVICE's binary from _output/,
+# built by `CGO_ENABLED=0 make build`, and a static grpcurl, into the dev
+# image IMAGE.
+DEV_GRPCURL := $(OUT)/dev/grpcurl
+
+$(DEV_GRPCURL):
+	@mkdir -p $(OUT)/dev
+	CGO_ENABLED=0 GOBIN=$(OUT)/dev $(GO) install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
+
+.PHONY: image-dev
+image-dev: $(DEV_GRPCURL)
+	@test -n "$(SERVICE)" && test -n "$(IMAGE)" || { echo "usage: make image-dev SERVICE=<service> IMAGE=<image ref>" >&2; exit 2; }
+	@test -x $(OUT)/$(SERVICE) || { echo "make image-dev: $(OUT)/$(SERVICE) is missing: run CGO_ENABLED=0 make build" >&2; exit 1; }
+	$(CONTAINER_ENGINE) build -f pods/Dockerfile --target dev --build-arg SERVICE=$(SERVICE) -t $(IMAGE) $(OUT)
 
 .PHONY: bench
-bench: ## Run the benchmarks in bench/ (ratios against a baseline of the same run).
-	$(GO) test -run '^$$' -bench . -benchtime 2s -count 1 ./bench/...
+bench: ## Run the benchmarks (bench/, shared/testworld/benchworld) and regenerate bench/RESULTS.md and bench/latency.png (root; ~10 min).
+	@out=$$(mktemp -d /tmp/netdra-bench.XXXXXX); start=$$(date +%s); \
+	{ NETDRA_BENCH_OUT=$$out $(GO) test -run '^$$' -bench 'State|Sriov' -benchtime 2s -count 1 ./bench/ && \
+	  NETDRA_BENCH_OUT=$$out $(GO) test -run '^$$' -bench 'Attach' -benchtime 1x -count 1 -timeout 30m ./bench/ && \
+	  ( cd shared/testworld && NETDRA_BENCH_OUT=$$out $(GO) test -p 1 -run '^$$' -bench . -benchtime 1x -count 1 -timeout 30m ./benchworld/ ) ; \
+	} 2>&1 | grep --line-buffered -v 'level=info' | tee $$out/bench.txt; rc=$$?; \
+	if [ $$rc = 0 ]; then $(GO) run ./bench/cmd/benchreport -in $$out -out bench/RESULTS.md -png bench/latency.png -elapsed $$(( $$(date +%s) - start ))s; rc=$$?; fi; \
+	rm -rf $$out; exit $$rc
 
 .PHONY: clean
 clean: ## Remove build output and the installed tools.
