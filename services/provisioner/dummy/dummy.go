@@ -1,11 +1,15 @@
 // Package dummy is the dummy device manager: it offers Linux dummy links
-// dummy0..dummy<N-1>, where N is the configured count. The inventory is
-// synthesised from the count alone, so it is published once and never
-// changes; a link is created in the host network namespace only when a
-// claim sets its device up, and deleted when the claim frees it. A dummy
-// link that exists already under that name is adopted and left in place at
-// Free. Dummy links carry no traffic off the node: they are for testing the
-// whole claim path and for workloads that only need an interface.
+// dummy0..dummy<N-1>, where N is the configured count. The devices are
+// virtual: the inventory is synthesised from the count alone, so it is
+// published once and never changes, and no link exists for a device until a
+// pod has it. Setup only records what the link will be; the provisioner
+// creates the link directly inside the pod's network namespace at Attach and
+// deletes it there at Detach (or the kernel does, with the namespace), so a
+// dummy device costs no namespace move at all (a move holds the kernel's
+// RTNL lock for about 16 ms). A link called dummyN in the host namespace is
+// not the device and is left alone. Dummy links carry no traffic off the
+// node: they are for testing the whole claim path and for workloads that
+// only need an interface.
 package dummy
 
 import (
@@ -47,10 +51,11 @@ var _ manager.Manager = (*Manager)(nil)
 // Option configures a Manager.
 type Option func(*Manager) error
 
-// WithNetns makes the Manager create and delete links in the network
-// namespace at path instead of the host namespace it runs in. Tests use it
-// to work in a throwaway namespace. The path must name a network namespace
-// now and whenever Setup or Free runs.
+// WithNetns makes the Manager treat the network namespace at path as the
+// host's, instead of the namespace it runs in: where Free looks for a link
+// an older provisioner created at Setup. Tests use it to work in a
+// throwaway namespace. The path must name a network namespace now and
+// whenever Free runs.
 func WithNetns(path string) Option {
 	return func(m *Manager) error {
 		ns, err := hostns.Check(path)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -157,17 +158,20 @@ func TestValidate(t *testing.T) {
 			PodIfName: "net1", MacAddress: "02:00:00:00:00:01", Mtu: 9000,
 			Addresses: []string{"192.0.2.1/24"}, Routes: []*devicev1.Route{{Destination: "10.0.0.0/8"}},
 		}, ""},
-		{"vlan", dev, &devicev1.DeviceConfig{Vlan: u32(100)}, "config.vlan"},
-		{"vlan zero is set", dev, &devicev1.DeviceConfig{Vlan: u32(0)}, "config.vlan"},
-		{"vlanQoS", dev, &devicev1.DeviceConfig{VlanQos: u32(3)}, "config.vlanQoS"},
-		{"vlanProto", dev, &devicev1.DeviceConfig{VlanProto: devicev1.VlanProto_VLAN_PROTO_8021AD}, "config.vlanProto"},
-		{"spoofChk", dev, &devicev1.DeviceConfig{SpoofChk: yes}, "config.spoofChk"},
-		{"spoofChk false is set", dev, &devicev1.DeviceConfig{SpoofChk: proto.Bool(false)}, "config.spoofChk"},
 		{"trust", dev, &devicev1.DeviceConfig{Trust: yes}, "config.trust"},
 		{"linkState", dev, &devicev1.DeviceConfig{LinkState: devicev1.VfLinkState_VF_LINK_STATE_ENABLE}, "config.linkState"},
 		{"minTxRate", dev, &devicev1.DeviceConfig{MinTxRate: u32(10)}, "config.minTxRate"},
 		{"maxTxRate", dev, &devicev1.DeviceConfig{MaxTxRate: u32(0)}, "config.maxTxRate"},
-		{"first VF field wins", dev, &devicev1.DeviceConfig{Trust: yes, MaxTxRate: u32(1), Vlan: u32(5)}, "config.vlan"},
+		// The VLAN settings and the spoof check are enforced in software (eBPF).
+		{"software vlan", dev, &devicev1.DeviceConfig{Vlan: u32(100), VlanQos: u32(3), VlanProto: devicev1.VlanProto_VLAN_PROTO_8021AD}, ""},
+		{"vlan zero is no vlan", dev, &devicev1.DeviceConfig{Vlan: u32(0)}, ""},
+		{"spoofChk", dev, &devicev1.DeviceConfig{SpoofChk: yes}, ""},
+		{"spoofChk false", dev, &devicev1.DeviceConfig{SpoofChk: proto.Bool(false)}, ""},
+		{"vlan above 4094", dev, &devicev1.DeviceConfig{Vlan: u32(4095)}, "config.vlan"},
+		{"vlanQoS above 7", dev, &devicev1.DeviceConfig{Vlan: u32(1), VlanQos: u32(8)}, "config.vlanQoS"},
+		{"vlanQoS without vlan", dev, &devicev1.DeviceConfig{VlanQos: u32(3)}, "config.vlanQoS"},
+		{"vlanProto without vlan", dev, &devicev1.DeviceConfig{VlanProto: devicev1.VlanProto_VLAN_PROTO_8021AD}, "config.vlanProto"},
+		{"first hardware-only field wins", dev, &devicev1.DeviceConfig{Trust: yes, MaxTxRate: u32(1), Vlan: u32(5)}, "config.trust"},
 		{"other manager", &devicev1.Device{Name: "dummy1", Manager: devicev1.DeviceManager_DEVICE_MANAGER_HOST, KernelIfName: "dummy1"}, nil, "device.manager"},
 		{"index out of range", dummyDev("dummy3"), nil, "device.name"},
 		{"not a dummy name", dummyDev("eth0"), nil, "device.name"},
@@ -205,8 +209,8 @@ func TestValidate_Message(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = m.Validate(dummyDev("dummy0"), &devicev1.DeviceConfig{Vlan: proto.Uint32(10)})
-	want := "config.vlan: not supported by the dummy manager (no hardware VLAN); only sr-iov devices take it"
+	err = m.Validate(dummyDev("dummy0"), &devicev1.DeviceConfig{Trust: proto.Bool(true)})
+	want := "config.trust: not supported by the dummy manager (not an SR-IOV VF); only sr-iov devices take it"
 	if err == nil || err.Error() != want {
 		t.Errorf("Validate() = %v, want %q", err, want)
 	}
@@ -239,5 +243,42 @@ func TestFree_Adopted(t *testing.T) {
 		if err := m.Free(t.Context(), pd); err != nil {
 			t.Fatalf("Free() = %v, want nil", err)
 		}
+	}
+}
+
+// TestSetup_TouchesNothing needs no kernel: Setup only records what the
+// link made in the pod at Attach will be, so it never opens a socket (the
+// Manager's netns here cannot be opened).
+func TestSetup_TouchesNothing(t *testing.T) {
+	m, err := New(testLogger(t), &provisionerv1.DummyConfig{Count: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.ns = hostns.At(filepath.Join(t.TempDir(), "never-opened"))
+	pd, err := m.Setup(t.Context(), dummyDev("dummy1"), &devicev1.DeviceConfig{PodIfName: "net1", Mtu: 9000})
+	if err != nil {
+		t.Fatalf("Setup() = %v", err)
+	}
+	mac, err := net.ParseMAC(pd.GetOriginalLink().GetMacAddress())
+	if err != nil || len(mac) != 6 {
+		t.Fatalf("original MAC %q: %v", pd.GetOriginalLink().GetMacAddress(), err)
+	}
+	if mac[0]&0x01 != 0 || mac[0]&0x02 == 0 {
+		t.Errorf("MAC %s is not a locally administered unicast address", mac)
+	}
+	want := &devicev1.PreparedDevice{
+		Device:       dummyDev("dummy1"),
+		OriginalLink: &devicev1.LinkSnapshot{Name: "dummy1", MacAddress: mac.String(), Mtu: 1500},
+		LinkCreated:  true,
+	}
+	if diff := cmp.Diff(want, pd, protocmp.Transform()); diff != "" {
+		t.Errorf("prepared device (-want +got):\n%s", diff)
+	}
+	other, err := m.Setup(t.Context(), dummyDev("dummy0"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other.GetOriginalLink().GetMacAddress() == mac.String() {
+		t.Errorf("two devices got the same MAC %s", mac)
 	}
 }

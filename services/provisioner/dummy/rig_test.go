@@ -2,10 +2,11 @@
 
 package dummy
 
-// Setup and Free create and delete dummy links, which need the dummy module:
-// these tests run only inside the kernel rig (make test-kernel). Each test
-// works in its own throwaway network namespace, which the Manager is told
-// is the host's (WithNetns).
+// Free deletes dummy links an older provisioner created in the host, and
+// Setup and Free must leave other dummy links alone; dummy links need the
+// dummy module: these tests run only inside the kernel rig (make
+// test-kernel). Each test works in its own throwaway network namespace,
+// which the Manager is told is the host's (WithNetns).
 
 import (
 	"errors"
@@ -26,6 +27,7 @@ import (
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	"github.com/netdra/netdra/services/provisioner/hostns"
+	"github.com/netdra/netdra/services/provisioner/link"
 	"github.com/netdra/netdra/shared/kernelrig"
 )
 
@@ -62,15 +64,22 @@ func (r *rig) setup(t *testing.T, name string) (*devicev1.PreparedDevice, error)
 	return r.m.Setup(t.Context(), dummyDev(name), &devicev1.DeviceConfig{PodIfName: "net1"})
 }
 
-// addDummy creates a dummy link name with MTU 9000, up, and no alias: a
-// link someone else made.
-func (r *rig) addDummy(t *testing.T, name string) {
+// addDummy creates a dummy link name with MTU 9000, up, with the alias
+// given: none for a link someone else made, link.CreatedAlias for one an
+// older provisioner created at Setup.
+func (r *rig) addDummy(t *testing.T, name, alias string) {
 	t.Helper()
 	if err := r.h.LinkAdd(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: name, MTU: 9000}}); err != nil {
 		t.Fatalf("adding dummy %s: %v", name, err)
 	}
-	if err := r.h.LinkSetUp(r.link(t, name)); err != nil {
+	l := r.link(t, name)
+	if err := r.h.LinkSetUp(l); err != nil {
 		t.Fatal(err)
+	}
+	if alias != "" {
+		if err := r.h.LinkSetAlias(l, alias); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -80,146 +89,133 @@ func snapshotOf(t *testing.T, l netlink.Link) *devicev1.LinkSnapshot {
 	return &devicev1.LinkSnapshot{Name: a.Name, MacAddress: a.HardwareAddr.String(), Mtu: uint32(a.MTU), Up: a.Flags&net.FlagUp != 0}
 }
 
-func TestRig_SetupCreatesFreeDeletes(t *testing.T) {
+// linkNames lists the links of the rig's host.
+func (r *rig) linkNames(t *testing.T) []string {
+	t.Helper()
+	links, err := hostns.RetryDump(r.h.LinkList)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, l := range links {
+		names = append(names, l.Attrs().Name)
+	}
+	return names
+}
+
+// TestRig_SetupFreeTouchNothing: a dummy device's link is made in the pod
+// at Attach, so Setup and Free change nothing in the host.
+func TestRig_SetupFreeTouchNothing(t *testing.T) {
 	r := newRig(t)
+	before := r.linkNames(t)
 	pd, err := r.setup(t, "dummy0")
 	if err != nil {
 		t.Fatalf("Setup() = %v", err)
 	}
-	l := r.link(t, "dummy0")
-	if l == nil {
-		t.Fatal("Setup did not create dummy0")
+	if diff := cmp.Diff(before, r.linkNames(t)); diff != "" {
+		t.Errorf("host links after Setup (-before +after):\n%s", diff)
 	}
-	if l.Type() != "dummy" || l.Attrs().Alias != createdAlias {
-		t.Errorf("dummy0 is a %s link with alias %q, want a dummy with alias %q", l.Type(), l.Attrs().Alias, createdAlias)
-	}
-	want := &devicev1.PreparedDevice{
-		Device:       dummyDev("dummy0"),
-		OriginalLink: &devicev1.LinkSnapshot{Name: "dummy0", MacAddress: l.Attrs().HardwareAddr.String(), Mtu: 1500, Up: false},
-		LinkCreated:  true,
-	}
-	if diff := cmp.Diff(want, pd, protocmp.Transform()); diff != "" {
-		t.Errorf("prepared device (-want +got):\n%s", diff)
+	if !pd.GetLinkCreated() || pd.GetOriginalLink().GetName() != "dummy0" {
+		t.Errorf("prepared device %v, want link_created and the name dummy0", pd)
 	}
 	for i := range 2 {
 		if err := r.m.Free(t.Context(), pd); err != nil {
 			t.Fatalf("Free() #%d = %v, want nil", i+1, err)
 		}
-		if r.link(t, "dummy0") != nil {
-			t.Fatalf("dummy0 still exists after Free #%d", i+1)
-		}
+	}
+	if diff := cmp.Diff(before, r.linkNames(t)); diff != "" {
+		t.Errorf("host links after Free (-before +after):\n%s", diff)
 	}
 }
 
-func TestRig_SetupAdoptsExistingDummy(t *testing.T) {
-	r := newRig(t)
-	r.addDummy(t, "dummy1")
-	before := snapshotOf(t, r.link(t, "dummy1"))
-	pd, err := r.setup(t, "dummy1")
-	if err != nil {
-		t.Fatalf("Setup() = %v", err)
-	}
-	want := &devicev1.PreparedDevice{Device: dummyDev("dummy1"), OriginalLink: before, LinkCreated: false}
-	if diff := cmp.Diff(want, pd, protocmp.Transform()); diff != "" {
-		t.Errorf("prepared device (-want +got):\n%s", diff)
-	}
-	for i := range 2 {
-		if err := r.m.Free(t.Context(), pd); err != nil {
-			t.Fatalf("Free() #%d = %v, want nil", i+1, err)
-		}
-		l := r.link(t, "dummy1")
-		if l == nil {
-			t.Fatalf("Free #%d deleted the adopted dummy1", i+1)
-		}
-		if diff := cmp.Diff(before, snapshotOf(t, l), protocmp.Transform()); diff != "" {
-			t.Errorf("dummy1 after Free #%d (-before +after):\n%s", i+1, diff)
-		}
-	}
-}
-
-func TestRig_SetupRefusesOtherLink(t *testing.T) {
-	r := newRig(t)
-	if err := r.h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "dummy2"}, PeerName: "peer2"}); err != nil {
-		t.Fatal(err)
-	}
-	before := snapshotOf(t, r.link(t, "dummy2"))
-	pd, err := r.setup(t, "dummy2")
-	if !errors.Is(err, ErrNotDummy) {
-		t.Fatalf("Setup() = %v, %v; want ErrNotDummy", pd, err)
-	}
-	t.Log(err)
-	l := r.link(t, "dummy2")
-	if l == nil || l.Type() != "veth" {
-		t.Fatalf("dummy2 is %v after a refused Setup, want the veth", l)
-	}
-	if diff := cmp.Diff(before, snapshotOf(t, l), protocmp.Transform()); diff != "" {
-		t.Errorf("dummy2 changed (-before +after):\n%s", diff)
-	}
-}
-
-// TestRig_SetupAgain is a Setup whose prepared device was lost (the agent
-// stopped before the claim status recorded it): the link it created is
-// taken again as created, and Free deletes it.
-func TestRig_SetupAgain(t *testing.T) {
-	r := newRig(t)
-	first, err := r.setup(t, "dummy3")
-	if err != nil {
-		t.Fatalf("first Setup() = %v", err)
-	}
-	again, err := r.setup(t, "dummy3")
-	if err != nil {
-		t.Fatalf("second Setup() = %v", err)
-	}
-	if diff := cmp.Diff(first, again, protocmp.Transform()); diff != "" {
-		t.Errorf("second Setup (-first +second):\n%s", diff)
-	}
-	if !again.GetLinkCreated() {
-		t.Error("second Setup did not record the link as created")
-	}
-	if err := r.m.Free(t.Context(), again); err != nil {
-		t.Fatalf("Free() = %v", err)
-	}
-	if r.link(t, "dummy3") != nil {
-		t.Error("dummy3 still exists after Free")
-	}
-}
-
-// TestRig_FreeLeavesReplacement: the link Setup created is gone and another
-// link took its name; Free leaves that one alone.
-func TestRig_FreeLeavesReplacement(t *testing.T) {
+// TestRig_HostLinkOfTheSameName: a link called like the device in the host
+// is not the device: Setup does not adopt it and Free leaves it as it was.
+func TestRig_HostLinkOfTheSameName(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		add  func(t *testing.T, r *rig)
 	}{
-		{"foreign dummy", func(t *testing.T, r *rig) { r.addDummy(t, "dummy0") }},
-		{"veth", func(t *testing.T, r *rig) {
-			if err := r.h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "dummy0"}, PeerName: "peer0"}); err != nil {
+		{"someone else's dummy", func(t *testing.T, r *rig) { r.addDummy(t, "dummy1", "") }},
+		{"a marked link that is not a dummy", func(t *testing.T, r *rig) {
+			if err := r.h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "dummy1"}, PeerName: "peer1"}); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.h.LinkSetAlias(r.link(t, "dummy1"), link.CreatedAlias); err != nil {
 				t.Fatal(err)
 			}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t)
-			pd, err := r.setup(t, "dummy0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := r.h.LinkDel(r.link(t, "dummy0")); err != nil {
-				t.Fatal(err)
-			}
 			tc.add(t, r)
-			if err := r.m.Free(t.Context(), pd); err != nil {
-				t.Fatalf("Free() = %v, want nil", err)
+			before := snapshotOf(t, r.link(t, "dummy1"))
+			pd, err := r.setup(t, "dummy1")
+			if err != nil {
+				t.Fatalf("Setup() = %v", err)
 			}
-			if r.link(t, "dummy0") == nil {
-				t.Error("Free deleted a link it did not create")
+			if pd.GetOriginalLink().GetMacAddress() == before.GetMacAddress() {
+				t.Errorf("Setup took the host link's MAC %s", before.GetMacAddress())
+			}
+			for i := range 2 {
+				if err := r.m.Free(t.Context(), pd); err != nil {
+					t.Fatalf("Free() #%d = %v, want nil", i+1, err)
+				}
+				l := r.link(t, "dummy1")
+				if l == nil {
+					t.Fatalf("Free #%d deleted the host's dummy1", i+1)
+				}
+				if diff := cmp.Diff(before, snapshotOf(t, l), protocmp.Transform()); diff != "" {
+					t.Errorf("dummy1 after Free #%d (-before +after):\n%s", i+1, diff)
+				}
 			}
 		})
 	}
 }
 
-// TestRig_SetupUnknownDevice: a device beyond the count is refused before
-// anything is created.
+// TestRig_FreeDeletesOlderLink: an older provisioner created the link in the
+// host at Setup, marked; Free of its prepared device deletes it (and of a
+// prepared device that dra had to guess after a crash: name and
+// link_created only).
+func TestRig_FreeDeletesOlderLink(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		pd   *devicev1.PreparedDevice
+	}{
+		{"recorded", &devicev1.PreparedDevice{Device: dummyDev("dummy2"), LinkCreated: true,
+			OriginalLink: &devicev1.LinkSnapshot{Name: "dummy2", MacAddress: "02:00:00:00:00:02", Mtu: 1500}}},
+		{"guessed", &devicev1.PreparedDevice{Device: dummyDev("dummy2"), LinkCreated: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t)
+			r.addDummy(t, "dummy2", link.CreatedAlias)
+			for i := range 2 {
+				if err := r.m.Free(t.Context(), tc.pd); err != nil {
+					t.Fatalf("Free() #%d = %v, want nil", i+1, err)
+				}
+				if l := r.link(t, "dummy2"); l != nil {
+					t.Fatalf("dummy2 still exists after Free #%d", i+1)
+				}
+			}
+		})
+	}
+}
+
+// TestRig_FreeLeavesAdopted: a link an older provisioner adopted (no
+// link_created) stays, mark or not.
+func TestRig_FreeLeavesAdopted(t *testing.T) {
+	r := newRig(t)
+	r.addDummy(t, "dummy3", link.CreatedAlias)
+	before := snapshotOf(t, r.link(t, "dummy3"))
+	pd := &devicev1.PreparedDevice{Device: dummyDev("dummy3"), OriginalLink: before}
+	if err := r.m.Free(t.Context(), pd); err != nil {
+		t.Fatalf("Free() = %v", err)
+	}
+	if l := r.link(t, "dummy3"); l == nil {
+		t.Fatal("Free deleted an adopted link")
+	}
+}
+
+// TestRig_SetupUnknownDevice: a device beyond the count is refused.
 func TestRig_SetupUnknownDevice(t *testing.T) {
 	r := newRig(t)
 	if _, err := r.setup(t, "dummy4"); err == nil {

@@ -36,3 +36,32 @@ func BenchmarkMover_AttachDetach_Veth(b *testing.B) {
 	}
 	b.ReportMetric(float64(moves)/b.Elapsed().Seconds(), "moves/s")
 }
+
+// BenchmarkMover_CreateRemove_Virtual creates a virtual link in the pod
+// with the same full config and removes it: a dummy device's attach and
+// detach, no namespace move (ifb stands in for dummy on kernels without
+// it).
+func BenchmarkMover_CreateRemove_Virtual(b *testing.B) {
+	r := newRig(b)
+	m, err := NewMover(testLogger(b), WithHostNetns(r.hostPath), WithVirtualKind(newIfb))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { m.Close() })
+	cfg := &devicev1.DeviceConfig{
+		PodIfName:  "net1",
+		MacAddress: podMAC,
+		Mtu:        9000,
+		Addresses:  []string{"192.0.2.10/24", "2001:db8::10/64"},
+		Routes:     []*devicev1.Route{{Destination: "10.0.0.0/8", Gateway: "192.0.2.1"}},
+	}
+	ctx := b.Context()
+	for b.Loop() {
+		if err := m.Create(ctx, dummyOrig, r.podPath, cfg); err != nil {
+			b.Fatal(err)
+		}
+		if err := m.Remove(ctx, dummyOrig, r.podPath, cfg); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -7,12 +7,15 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -21,6 +24,7 @@ import (
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	"github.com/netdra/netdra/services/provisioner/dummy"
 	"github.com/netdra/netdra/services/provisioner/link"
+	"github.com/netdra/netdra/services/provisioner/link/linktest"
 	"github.com/netdra/netdra/services/provisioner/manager"
 	"github.com/netdra/netdra/shared/kernelrig"
 )
@@ -48,10 +52,12 @@ func newPodNetns(t *testing.T, name string) string {
 }
 
 // TestKernel_DummyEndToEnd: Configure, WatchDevices' inventory, Setup
-// (creates the link), Attach into a pod netns with name, MAC, MTU,
-// addresses and a route, Detach (back as it was), Free (deleted). The guest
-// loads the dummy module with its default numdummies=1, so dummy1 exists
-// already and would be adopted, not created: the test uses dummy1.
+// (nothing made in the host), Attach (the dummy link created in the pod
+// netns with name, MAC, MTU, addresses and a route), Detach (deleted
+// there), Free; no link moves at any step, as the kernel's own link
+// notifications show. The guest loads the dummy module with its default
+// numdummies=1, so the host has a dummy0 of its own, which must stay as it
+// is: the test uses both devices.
 func TestKernel_DummyEndToEnd(t *testing.T) {
 	kernelrig.Require(t)
 	log := slog.New(slog.NewTextHandler(testWriter{t}, nil))
@@ -71,13 +77,20 @@ func TestKernel_DummyEndToEnd(t *testing.T) {
 		Dummy: &provisionerv1.DummyConfig{Enabled: true, Count: 2}}}); err != nil {
 		t.Fatal(err)
 	}
+	for _, name := range []string{"dummy0", "dummy1"} {
+		t.Run(name, func(t *testing.T) { dummyEndToEnd(t, ctx, srv, name) })
+	}
+}
+
+func dummyEndToEnd(t *testing.T, ctx context.Context, srv *Server, name string) {
 	var dev *devicev1.Device
 	for deadline := time.Now().Add(10 * time.Second); dev == nil; time.Sleep(10 * time.Millisecond) {
-		dev, _ = srv.inv.find(devicev1.DeviceManager_DEVICE_MANAGER_DUMMY, "dummy1")
+		dev, _ = srv.inv.find(devicev1.DeviceManager_DEVICE_MANAGER_DUMMY, name)
 		if time.Now().After(deadline) {
-			t.Fatal("dummy1 never published")
+			t.Fatalf("%s never published", name)
 		}
 	}
+	hostBefore := hostLinks(t)
 	cfg := &devicev1.DeviceConfig{PodIfName: "net1", MacAddress: "02:00:00:00:00:42", Mtu: 1400,
 		Addresses: []string{"192.168.50.2/24", "fd00:50::2/64"},
 		Routes:    []*devicev1.Route{{Destination: "192.168.60.0/24", Gateway: "192.168.50.1"}}}
@@ -87,16 +100,19 @@ func TestKernel_DummyEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	pd := setup.GetPreparedDevice()
-	if _, err := netlink.LinkByName("dummy1"); err != nil {
-		t.Fatalf("Setup did not create dummy1: %v", err)
+	if diff := cmp.Diff(hostBefore, hostLinks(t)); diff != "" {
+		t.Errorf("host links after Setup (-before +after):\n%s", diff)
 	}
 
-	podNS := newPodNetns(t, "pod-e2e")
-	if _, err := srv.Attach(ctx, &provisionerv1.AttachRequest{PreparedDevice: pd, NetnsPath: podNS, Config: cfg}); err != nil {
-		t.Fatal(err)
+	podNS := newPodNetns(t, "pod-e2e-"+name)
+	moves := linktest.CountMoves(t, "/proc/self/ns/net", podNS)
+	for range 2 {
+		if _, err := srv.Attach(ctx, &provisionerv1.AttachRequest{PreparedDevice: pd, NetnsPath: podNS, Config: cfg}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if _, err := netlink.LinkByName("dummy1"); err == nil {
-		t.Error("dummy1 is still in the host after Attach")
+	if diff := cmp.Diff(hostBefore, hostLinks(t)); diff != "" {
+		t.Errorf("host links after Attach (-before +after):\n%s", diff)
 	}
 	ns, err := netns.GetFromPath(podNS)
 	if err != nil {
@@ -112,8 +128,8 @@ func TestKernel_DummyEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatalf("net1 not in the pod: %v", err)
 	}
-	if a := l.Attrs(); a.HardwareAddr.String() != "02:00:00:00:00:42" || a.MTU != 1400 || a.Flags&net.FlagUp == 0 {
-		t.Errorf("net1 in the pod: mac %s mtu %d flags %v", a.HardwareAddr, a.MTU, a.Flags)
+	if a := l.Attrs(); l.Type() != "dummy" || a.HardwareAddr.String() != "02:00:00:00:00:42" || a.MTU != 1400 || a.Flags&net.FlagUp == 0 {
+		t.Errorf("net1 in the pod: a %s link, mac %s mtu %d flags %v", l.Type(), a.HardwareAddr, a.MTU, a.Flags)
 	}
 	addrs, err := h.AddrList(l, netlink.FAMILY_ALL)
 	if err != nil {
@@ -134,24 +150,95 @@ func TestKernel_DummyEndToEnd(t *testing.T) {
 		t.Errorf("route in the pod: %v %v", routes, err)
 	}
 
-	if _, err := srv.Detach(ctx, &provisionerv1.DetachRequest{PreparedDevice: pd, NetnsPath: podNS, Config: cfg}); err != nil {
-		t.Fatal(err)
+	for range 2 {
+		if _, err := srv.Detach(ctx, &provisionerv1.DetachRequest{PreparedDevice: pd, NetnsPath: podNS, Config: cfg}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	back, err := netlink.LinkByName("dummy1")
-	if err != nil {
-		t.Fatalf("dummy1 not back in the host: %v", err)
-	}
-	if orig := pd.GetOriginalLink(); back.Attrs().HardwareAddr.String() != orig.GetMacAddress() || uint32(back.Attrs().MTU) != orig.GetMtu() {
-		t.Errorf("dummy1 back with mac %s mtu %d, want %s %d", back.Attrs().HardwareAddr, back.Attrs().MTU, orig.GetMacAddress(), orig.GetMtu())
+	if _, err := h.LinkByName("net1"); err == nil {
+		t.Error("net1 still in the pod after Detach")
 	}
 	if _, err := srv.Free(ctx, &provisionerv1.FreeRequest{PreparedDevice: pd}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := netlink.LinkByName("dummy1"); err == nil {
-		t.Error("Free left dummy1 behind")
+	if diff := cmp.Diff(hostBefore, hostLinks(t)); diff != "" {
+		t.Errorf("host links after Free (-before +after):\n%s", diff)
+	}
+	if out, in := moves.Out("/proc/self/ns/net"), moves.Out(podNS); out != 0 || in != 0 {
+		t.Errorf("moves: %d out of the host, %d out of the pod; want none", out, in)
 	}
 	// Free again is fine.
 	if _, err := srv.Free(ctx, &provisionerv1.FreeRequest{PreparedDevice: pd}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// hostLinks lists the names and kinds of the guest's host links, and the
+// dummies' MACs, MTUs and aliases: what must not change.
+func hostLinks(t *testing.T) []string {
+	t.Helper()
+	links, err := netlink.LinkList()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, l := range links {
+		a := l.Attrs()
+		out = append(out, fmt.Sprintf("%s %s %s %d %q", a.Name, l.Type(), a.HardwareAddr, a.MTU, a.Alias))
+	}
+	return out
+}
+
+// TestKernel_AdoptedDummyMoves: a dummy link an older provisioner adopted
+// in the host (link_created false: the reference design's way, and this
+// provisioner's before dummies were created in the pod) still moves, once
+// in and once out, and comes back as it was. It is also the "before" of
+// the dummy's move count: 2 a lifecycle, now 0 (TestKernel_DummyEndToEnd).
+func TestKernel_AdoptedDummyMoves(t *testing.T) {
+	kernelrig.Require(t)
+	log := slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	mover, err := link.NewMover(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mover.Close()
+	srv := New(log, Factories{}, mover)
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := netlink.LinkAdd(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: "dummy7"}}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = netlink.LinkDel(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: "dummy7"}}) }()
+	l, err := netlink.LinkByName("dummy7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := l.Attrs()
+	pd := &devicev1.PreparedDevice{
+		Device:       &devicev1.Device{Name: "dummy7", Manager: devicev1.DeviceManager_DEVICE_MANAGER_DUMMY, KernelIfName: "dummy7"},
+		OriginalLink: &devicev1.LinkSnapshot{Name: "dummy7", MacAddress: a.HardwareAddr.String(), Mtu: uint32(a.MTU)},
+	}
+	hostBefore := hostLinks(t)
+	podNS := newPodNetns(t, "pod-adopted")
+	moves := linktest.CountMoves(t, "/proc/self/ns/net", podNS)
+	cfg := &devicev1.DeviceConfig{PodIfName: "net7", Addresses: []string{"192.168.70.2/24"}}
+	if _, err := srv.Attach(ctx, &provisionerv1.AttachRequest{PreparedDevice: pd, NetnsPath: podNS, Config: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	if in, out := moves.Out("/proc/self/ns/net"), moves.Out(podNS); in != 1 || out != 0 {
+		t.Errorf("after Attach: %d moves in, %d out; want 1, 0", in, out)
+	}
+	if _, err := srv.Detach(ctx, &provisionerv1.DetachRequest{PreparedDevice: pd, NetnsPath: podNS, Config: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	if in, out := moves.Out("/proc/self/ns/net"), moves.Out(podNS); in != 1 || out != 1 {
+		t.Errorf("after Detach: %d moves in, %d out; want 1, 1", in, out)
+	}
+	after := hostLinks(t)
+	slices.Sort(hostBefore)
+	slices.Sort(after)
+	if diff := cmp.Diff(hostBefore, after); diff != "" {
+		t.Errorf("host links (-before +after):\n%s", diff)
 	}
 }

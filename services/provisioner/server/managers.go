@@ -16,19 +16,24 @@ import (
 )
 
 // Factories build the managers from their configuration. A factory returns
-// a *fielderr.Error (field relative to its config) for a bad config.
+// a *fielderr.Error (field relative to its config) for a bad config. The
+// sr-iov and host factories get the sysfs root Configure named, checked to
+// be an existing directory, or "" for the provisioner's default.
 type Factories struct {
-	Sriov func(*provisionerv1.SriovConfig) (manager.Manager, error)
+	Sriov func(sysfsRoot string, cfg *provisionerv1.SriovConfig) (manager.Manager, error)
 	Dummy func(*provisionerv1.DummyConfig) (manager.Manager, error)
-	Host  func(*provisionerv1.HostConfig) (manager.Manager, error)
+	Host  func(sysfsRoot string, cfg *provisionerv1.HostConfig) (manager.Manager, error)
 }
 
 // running is one started manager.
 type running struct {
 	mgr    manager.Manager
 	config proto.Message
-	cancel context.CancelFunc
-	done   chan struct{}
+	// sysfsRoot is the root it was built with ("" for a manager that
+	// reads no sysfs).
+	sysfsRoot string
+	cancel    context.CancelFunc
+	done      chan struct{}
 	// failed is why Run returned early, if it did.
 	failed atomic.Pointer[error]
 }
@@ -56,20 +61,21 @@ type managers struct {
 
 // wanted is one manager's desired state from a Configure.
 type wanted struct {
-	kind   devicev1.DeviceManager
-	field  string
-	config proto.Message // nil when disabled
-	build  func() (manager.Manager, error)
+	kind      devicev1.DeviceManager
+	field     string
+	config    proto.Message // nil when disabled
+	sysfsRoot string
+	build     func() (manager.Manager, error)
 }
 
-func (ms *managers) wanted(cfg *provisionerv1.ManagerConfigs) []wanted {
+func (ms *managers) wanted(cfg *provisionerv1.ManagerConfigs, sysfsRoot string) []wanted {
 	w := []wanted{
-		{kind: devicev1.DeviceManager_DEVICE_MANAGER_SRIOV, field: "managers.sriov",
-			build: func() (manager.Manager, error) { return ms.new.Sriov(cfg.GetSriov()) }},
+		{kind: devicev1.DeviceManager_DEVICE_MANAGER_SRIOV, field: "managers.sriov", sysfsRoot: sysfsRoot,
+			build: func() (manager.Manager, error) { return ms.new.Sriov(sysfsRoot, cfg.GetSriov()) }},
 		{kind: devicev1.DeviceManager_DEVICE_MANAGER_DUMMY, field: "managers.dummy",
 			build: func() (manager.Manager, error) { return ms.new.Dummy(cfg.GetDummy()) }},
-		{kind: devicev1.DeviceManager_DEVICE_MANAGER_HOST, field: "managers.host",
-			build: func() (manager.Manager, error) { return ms.new.Host(cfg.GetHost()) }},
+		{kind: devicev1.DeviceManager_DEVICE_MANAGER_HOST, field: "managers.host", sysfsRoot: sysfsRoot,
+			build: func() (manager.Manager, error) { return ms.new.Host(sysfsRoot, cfg.GetHost()) }},
 	}
 	if cfg.GetSriov().GetEnabled() {
 		w[0].config = cfg.GetSriov()
@@ -83,19 +89,19 @@ func (ms *managers) wanted(cfg *provisionerv1.ManagerConfigs) []wanted {
 	return w
 }
 
-// configure builds every enabled manager whose config changed, then, only
-// when all of them built, stops the replaced and disabled ones and starts
-// the new ones. A bad config changes nothing.
-func (ms *managers) configure(cfg *provisionerv1.ManagerConfigs) ([]*provisionerv1.ManagerStatus, error) {
+// configure builds every enabled manager whose config (or sysfs root)
+// changed, then, only when all of them built, stops the replaced and
+// disabled ones and starts the new ones. A bad config changes nothing.
+func (ms *managers) configure(cfg *provisionerv1.ManagerConfigs, sysfsRoot string) ([]*provisionerv1.ManagerStatus, error) {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
 	built := map[devicev1.DeviceManager]manager.Manager{}
-	plan := ms.wanted(cfg)
+	plan := ms.wanted(cfg, sysfsRoot)
 	for _, w := range plan {
 		if w.config == nil {
 			continue
 		}
-		if r := ms.running[w.kind]; r != nil && proto.Equal(r.config, w.config) && r.err() == nil {
+		if r := ms.running[w.kind]; r != nil && proto.Equal(r.config, w.config) && r.sysfsRoot == w.sysfsRoot && r.err() == nil {
 			continue
 		}
 		m, err := w.build()
@@ -114,15 +120,15 @@ func (ms *managers) configure(cfg *provisionerv1.ManagerConfigs) ([]*provisioner
 			ms.inv.set(w.kind, nil)
 		}
 		if rebuilt {
-			ms.startLocked(w.kind, built[w.kind], w.config)
+			ms.startLocked(w.kind, built[w.kind], w.config, w.sysfsRoot)
 		}
 	}
 	return ms.statusLocked(), nil
 }
 
-func (ms *managers) startLocked(kind devicev1.DeviceManager, m manager.Manager, cfg proto.Message) {
+func (ms *managers) startLocked(kind devicev1.DeviceManager, m manager.Manager, cfg proto.Message, sysfsRoot string) {
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{mgr: m, config: cfg, cancel: cancel, done: make(chan struct{})}
+	r := &running{mgr: m, config: cfg, sysfsRoot: sysfsRoot, cancel: cancel, done: make(chan struct{})}
 	ms.running[kind], ms.last[kind] = r, m
 	log := ms.log.With("manager", kind.String())
 	go func() {

@@ -1,8 +1,11 @@
 // Package server implements netdra.provisioner.v1.ProvisionerService: it
 // runs the device managers as Configure says, streams their inventory,
-// dispatches Setup and Free to the device's manager, and moves prepared
-// devices into pods and back with package link. Every call validates its
-// input before touching anything, and calls for one device are serialized.
+// dispatches Setup and Free to the device's manager, and puts prepared
+// devices into pods and takes them out with package link: a dummy device's
+// link is created in the pod and deleted there (no namespace move), every
+// other device's link is moved in and back (one move each way). Every call
+// validates its input before touching anything, and calls for one device
+// are serialized.
 package server
 
 import (
@@ -10,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 
 	"google.golang.org/grpc/codes"
@@ -23,11 +27,14 @@ import (
 	"github.com/netdra/netdra/shared/fielderr"
 )
 
-// Mover moves links between the host and pod network namespaces; it is
-// *link.Mover in production.
+// Mover moves links between the host and pod network namespaces (Attach,
+// Detach), and creates virtual links inside pod namespaces and deletes them
+// there (Create, Remove); it is *link.Mover in production.
 type Mover interface {
 	Attach(ctx context.Context, hostIfName string, orig *devicev1.LinkSnapshot, netnsPath string, cfg *devicev1.DeviceConfig) error
 	Detach(ctx context.Context, orig *devicev1.LinkSnapshot, netnsPath string, cfg *devicev1.DeviceConfig) error
+	Create(ctx context.Context, orig *devicev1.LinkSnapshot, netnsPath string, cfg *devicev1.DeviceConfig) error
+	Remove(ctx context.Context, orig *devicev1.LinkSnapshot, netnsPath string, cfg *devicev1.DeviceConfig) error
 }
 
 var _ Mover = (*link.Mover)(nil)
@@ -40,6 +47,8 @@ type Server struct {
 	managers *managers
 	mover    Mover
 	locks    deviceLocks
+	// programs puts netdra's eBPF programs on devices in pods (SetPrograms).
+	programs Programs
 }
 
 var _ provisionerv1.ProvisionerServiceServer = (*Server)(nil)
@@ -66,13 +75,37 @@ func (s *Server) Close() {
 	s.managers.stopAll()
 }
 
-// Configure implements ProvisionerServiceServer.
+// Configure implements ProvisionerServiceServer. A sysfs root that is set
+// must be a clean absolute path to an existing directory; nothing changes
+// otherwise.
 func (s *Server) Configure(_ context.Context, req *provisionerv1.ConfigureRequest) (*provisionerv1.ConfigureResponse, error) {
-	st, err := s.managers.configure(req.GetManagers())
+	if err := validateSysfsRoot("sysfsRoot", req.GetSysfsRoot()); err != nil {
+		return nil, err
+	}
+	st, err := s.managers.configure(req.GetManagers(), req.GetSysfsRoot())
 	if err != nil {
 		return nil, err
 	}
 	return &provisionerv1.ConfigureResponse{Managers: st}, nil
+}
+
+// validateSysfsRoot checks a sysfs root given to Configure: empty (the
+// provisioner's default), or a clean absolute path to a directory.
+func validateSysfsRoot(field, root string) error {
+	if root == "" {
+		return nil
+	}
+	if !filepath.IsAbs(root) || filepath.Clean(root) != root {
+		return fielderr.New(field, "%q is not a clean absolute path", root)
+	}
+	fi, err := os.Stat(root)
+	switch {
+	case err != nil:
+		return fielderr.New(field, "%q cannot be used: %v", root, errors.Unwrap(err))
+	case !fi.IsDir():
+		return fielderr.New(field, "%q is not a directory", root)
+	}
+	return nil
 }
 
 // WatchDevices implements ProvisionerServiceServer.
@@ -107,7 +140,7 @@ func (s *Server) Setup(ctx context.Context, req *provisionerv1.SetupRequest) (*p
 		return nil, err
 	}
 	defer unlock()
-	pd, err := mgr.Setup(ctx, dev, req.GetConfig())
+	pd, err := mgr.Setup(manager.WithPool(ctx, req.GetPool()), dev, req.GetConfig())
 	if err != nil {
 		return nil, fmt.Errorf("setting up %s: %w", name, err)
 	}
@@ -133,12 +166,19 @@ func (s *Server) Free(ctx context.Context, req *provisionerv1.FreeRequest) (*pro
 	if err := mgr.Free(ctx, pd); err != nil {
 		return nil, fmt.Errorf("freeing %s: %w", name, err)
 	}
+	if s.programs != nil {
+		if err := s.programs.Remove(name); err != nil {
+			return nil, status.Error(codes.Internal, err.Error())
+		}
+	}
 	return &provisionerv1.FreeResponse{}, nil
 }
 
-// Attach implements ProvisionerServiceServer. A device with no kernel
-// interface (a vfio-bound VF) has nothing to move: it is used through its
-// device node, so Attach only validates.
+// Attach implements ProvisionerServiceServer. A dummy device's link is
+// created in the pod (no namespace move); any other device's link is moved
+// there from the host (one move). A device with no kernel interface (a
+// vfio-bound VF) has nothing to move: it is used through its device node,
+// so Attach only validates.
 func (s *Server) Attach(ctx context.Context, req *provisionerv1.AttachRequest) (*provisionerv1.AttachResponse, error) {
 	pd := req.GetPreparedDevice()
 	if err := s.validateMove(pd, req.GetNetnsPath(), req.GetConfig()); err != nil {
@@ -151,14 +191,22 @@ func (s *Server) Attach(ctx context.Context, req *provisionerv1.AttachRequest) (
 	}
 	defer unlock()
 	if ifName := pd.GetDevice().GetKernelIfName(); ifName != "" {
-		if err := s.mover.Attach(ctx, ifName, pd.GetOriginalLink(), req.GetNetnsPath(), req.GetConfig()); err != nil {
+		pol, err := s.policy(pd, req.GetConfig())
+		if err != nil {
+			return nil, err
+		}
+		if err := s.attachLink(ctx, pd, req.GetNetnsPath(), req.GetConfig()); err != nil {
 			return nil, linkStatus(fmt.Errorf("attaching %s: %w", name, err))
+		}
+		if err := s.attachPrograms(ctx, req, pol); err != nil {
+			return nil, err
 		}
 	}
 	return &provisionerv1.AttachResponse{PreparedDevice: pd}, nil
 }
 
-// Detach implements ProvisionerServiceServer.
+// Detach implements ProvisionerServiceServer: a created dummy link is
+// deleted in the pod, any other link moved back to the host.
 func (s *Server) Detach(ctx context.Context, req *provisionerv1.DetachRequest) (*provisionerv1.DetachResponse, error) {
 	pd := req.GetPreparedDevice()
 	if err := s.validateMove(pd, req.GetNetnsPath(), req.GetConfig()); err != nil {
@@ -171,7 +219,12 @@ func (s *Server) Detach(ctx context.Context, req *provisionerv1.DetachRequest) (
 	}
 	defer unlock()
 	if pd.GetDevice().GetKernelIfName() != "" {
-		if err := s.mover.Detach(ctx, pd.GetOriginalLink(), req.GetNetnsPath(), req.GetConfig()); err != nil {
+		if s.programs != nil {
+			if err := s.programs.Detach(name); err != nil {
+				return nil, status.Error(codes.Internal, err.Error())
+			}
+		}
+		if err := s.detachLink(ctx, pd, req.GetNetnsPath(), req.GetConfig()); err != nil {
 			return nil, linkStatus(fmt.Errorf("detaching %s: %w", name, err))
 		}
 	}

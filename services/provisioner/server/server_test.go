@@ -6,12 +6,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -98,6 +100,16 @@ func (f fakeMover) Detach(_ context.Context, orig *devicev1.LinkSnapshot, netns 
 	return nil
 }
 
+func (f fakeMover) Create(_ context.Context, orig *devicev1.LinkSnapshot, netns string, cfg *devicev1.DeviceConfig) error {
+	f.log.add("create " + orig.GetName() + " " + netns + " " + cfg.GetPodIfName())
+	return nil
+}
+
+func (f fakeMover) Remove(_ context.Context, orig *devicev1.LinkSnapshot, netns string, _ *devicev1.DeviceConfig) error {
+	f.log.add("remove " + orig.GetName() + " " + netns)
+	return nil
+}
+
 type harness struct {
 	client provisionerv1.ProvisionerServiceClient
 	log    *callLog
@@ -131,7 +143,7 @@ func newHarness(t *testing.T) *harness {
 	t.Helper()
 	h := &harness{log: &callLog{}}
 	factories := Factories{
-		Sriov: func(*provisionerv1.SriovConfig) (manager.Manager, error) {
+		Sriov: func(string, *provisionerv1.SriovConfig) (manager.Manager, error) {
 			return nil, fielderr.New("ifaces[0].ifName", "required")
 		},
 		Dummy: func(c *provisionerv1.DummyConfig) (manager.Manager, error) {
@@ -145,7 +157,8 @@ func newHarness(t *testing.T) *harness {
 			h.log.add("build dummy")
 			return m, nil
 		},
-		Host: func(*provisionerv1.HostConfig) (manager.Manager, error) {
+		Host: func(root string, _ *provisionerv1.HostConfig) (manager.Manager, error) {
+			h.log.add("build host sysfs=" + root)
 			return &fakeManager{kind: devicev1.DeviceManager_DEVICE_MANAGER_HOST, devices: make(chan []*devicev1.Device, 4), log: h.log}, nil
 		},
 	}
@@ -457,4 +470,111 @@ func TestDeviceLocks(t *testing.T) {
 	}()
 	unlock()
 	<-got
+}
+
+// TestConfigure_SysfsRoot: the sysfs root Configure names is validated and
+// handed to the managers that read sysfs; changing it rebuilds those
+// managers only, and a bad one changes nothing.
+func TestConfigure_SysfsRoot(t *testing.T) {
+	h := newHarness(t)
+	ctx := ctxFor(t)
+	root := t.TempDir()
+	file := filepath.Join(root, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := func(sysfs string) *provisionerv1.ConfigureRequest {
+		return &provisionerv1.ConfigureRequest{SysfsRoot: sysfs, Managers: &provisionerv1.ManagerConfigs{
+			Dummy: &provisionerv1.DummyConfig{Enabled: true, Count: 1},
+			Host:  &provisionerv1.HostConfig{Enabled: true, IfNames: []string{"eth9"}}}}
+	}
+	steps := []struct {
+		name      string
+		req       *provisionerv1.ConfigureRequest
+		wantErr   string
+		wantCalls []string
+	}{
+		{name: "default root", req: cfg(""), wantCalls: []string{"build dummy", "build host sysfs=", "run DEVICE_MANAGER_DUMMY", "run DEVICE_MANAGER_HOST"}},
+		{name: "a root rebuilds the host manager only", req: cfg(root),
+			wantCalls: []string{"build host sysfs=" + root, "stop DEVICE_MANAGER_HOST", "run DEVICE_MANAGER_HOST"}},
+		{name: "same root keeps it", req: cfg(root)},
+		{name: "relative", req: cfg("host/sys"), wantErr: `sysfsRoot: "host/sys" is not a clean absolute path`},
+		{name: "not clean", req: cfg(root + "/../sys"), wantErr: "is not a clean absolute path"},
+		{name: "missing", req: cfg(root + "/missing"), wantErr: "cannot be used: no such file or directory"},
+		{name: "a file", req: cfg(file), wantErr: "is not a directory"},
+	}
+	for _, st := range steps {
+		_, err := h.client.Configure(ctx, st.req)
+		switch {
+		case st.wantErr == "" && err != nil:
+			t.Fatalf("%s: %v", st.name, err)
+		case st.wantErr != "" && (status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), st.wantErr)):
+			t.Fatalf("%s: error %v, want InvalidArgument with %q", st.name, err, st.wantErr)
+		}
+		var got []string
+		deadline := time.Now().Add(5 * time.Second)
+		for len(got) < len(st.wantCalls) && time.Now().Before(deadline) {
+			got = append(got, h.log.take()...)
+			time.Sleep(5 * time.Millisecond)
+		}
+		got = append(got, h.log.take()...)
+		slices.Sort(got)
+		want := slices.Sorted(slices.Values(st.wantCalls))
+		if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("%s: calls (-want +got):\n%s", st.name, diff)
+		}
+	}
+}
+
+// TestAttachDetach_CreatedOrMoved: a dummy link netdra creates is made in
+// the pod and deleted there (no namespace move); every other link, a dummy
+// an older provisioner adopted included, is moved in and out. The prepared
+// device goes through Restore first, as after a restart.
+func TestAttachDetach_CreatedOrMoved(t *testing.T) {
+	dev := func(m devicev1.DeviceManager, name string) *devicev1.Device {
+		return &devicev1.Device{Name: name, Manager: m, KernelIfName: name}
+	}
+	const dummy, host, sriov = devicev1.DeviceManager_DEVICE_MANAGER_DUMMY, devicev1.DeviceManager_DEVICE_MANAGER_HOST, devicev1.DeviceManager_DEVICE_MANAGER_SRIOV
+	for _, tc := range []struct {
+		name string
+		pd   *devicev1.PreparedDevice
+		want []string
+	}{
+		{"created dummy", &devicev1.PreparedDevice{Device: dev(dummy, "dummy0"), LinkCreated: true,
+			OriginalLink: &devicev1.LinkSnapshot{Name: "dummy0", MacAddress: "02:00:00:00:00:01", Mtu: 1500}},
+			[]string{"create dummy0 /var/run/netns/pod net1", "remove dummy0 /var/run/netns/pod"}},
+		{"created dummy without original link (guessed)", &devicev1.PreparedDevice{Device: dev(dummy, "dummy1"), LinkCreated: true},
+			[]string{"create dummy1 /var/run/netns/pod net1", "remove dummy1 /var/run/netns/pod"}},
+		{"adopted dummy", &devicev1.PreparedDevice{Device: dev(dummy, "dummy2"), OriginalLink: &devicev1.LinkSnapshot{Name: "dummy2"}},
+			[]string{"attach dummy2 /var/run/netns/pod net1", "detach dummy2 /var/run/netns/pod"}},
+		{"host interface", &devicev1.PreparedDevice{Device: dev(host, "eth1"), OriginalLink: &devicev1.LinkSnapshot{Name: "eth1"}},
+			[]string{"attach eth1 /var/run/netns/pod net1", "detach eth1 /var/run/netns/pod"}},
+		{"sr-iov VF", &devicev1.PreparedDevice{Device: dev(sriov, "ens1f0v0"), OriginalLink: &devicev1.LinkSnapshot{Name: "ens1f0v0"}},
+			[]string{"attach ens1f0v0 /var/run/netns/pod net1", "detach ens1f0v0 /var/run/netns/pod"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			ctx := ctxFor(t)
+			cfg := &devicev1.DeviceConfig{PodIfName: "net1"}
+			// As a restarted dra has it: restored from the claim status.
+			data, err := protojson.Marshal(tc.pd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			restored, err := h.client.Restore(ctx, &provisionerv1.RestoreRequest{Data: data})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pd := restored.GetPreparedDevice()
+			if _, err := h.client.Attach(ctx, &provisionerv1.AttachRequest{PreparedDevice: pd, NetnsPath: "/var/run/netns/pod", Config: cfg}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := h.client.Detach(ctx, &provisionerv1.DetachRequest{PreparedDevice: pd, NetnsPath: "/var/run/netns/pod", Config: cfg}); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, h.log.take()); diff != "" {
+				t.Errorf("calls (-want +got):\n%s", diff)
+			}
+		})
+	}
 }

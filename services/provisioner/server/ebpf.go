@@ -1,0 +1,128 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
+	"github.com/netdra/netdra/services/provisioner/ebpf"
+	"github.com/netdra/netdra/shared/fielderr"
+)
+
+// Programs puts netdra's eBPF programs (counters, software VLAN, spoof
+// check) on devices in pods; it is *ebpf.Programs in production.
+type Programs interface {
+	Attach(ctx context.Context, device, netnsPath, ifName string, pol ebpf.Policy) error
+	Detach(device string) error
+	Remove(device string) error
+	Counters(device string) (ebpf.Counters, error)
+	Devices() ([]string, error)
+}
+
+var _ Programs = (*ebpf.Programs)(nil)
+
+// SetPrograms makes Attach put p's programs on every device with a kernel
+// interface, Detach and Free take them off, and DeviceCounters read them.
+// Without it (tests of the moves alone), devices get no programs and a
+// claim asking for software VLAN or spoof check is refused. Call it before
+// serving.
+func (s *Server) SetPrograms(p Programs) { s.programs = p }
+
+// policy is what the programs enforce on pd's device for cfg: the VLAN and
+// spoof check in software for the managers whose hardware has none (host,
+// dummy); counting only for an SR-IOV VF, whose PF enforces them.
+func (s *Server) policy(pd *devicev1.PreparedDevice, cfg *devicev1.DeviceConfig) (ebpf.Policy, error) {
+	if pd.GetDevice().GetManager() == devicev1.DeviceManager_DEVICE_MANAGER_SRIOV {
+		return ebpf.Policy{}, nil
+	}
+	soft := cfg.GetVlan() != 0 || cfg.GetSpoofChk()
+	if s.programs == nil {
+		if soft {
+			return ebpf.Policy{}, status.Error(codes.FailedPrecondition, "software VLAN and spoof check need the provisioner's eBPF programs, which are not set up")
+		}
+		return ebpf.Policy{}, nil
+	}
+	pol, err := ebpf.SoftwarePolicy(cfg, pd.GetOriginalLink().GetMacAddress())
+	if err != nil {
+		return ebpf.Policy{}, fielderr.New("config.spoofChk", "%v", err)
+	}
+	return pol, nil
+}
+
+// attachPrograms is Attach's last step: the programs go on the device in
+// the pod; when they cannot, the device is taken out again (fail closed:
+// moved back to the host, or deleted when it was created in the pod),
+// except on a kernel without tcx for a device that only gets counters.
+// A kernel without tcx is FailedPrecondition, other failures Internal.
+func (s *Server) attachPrograms(ctx context.Context, req *provisionerv1.AttachRequest, pol ebpf.Policy) error {
+	if s.programs == nil {
+		return nil
+	}
+	pd, cfg := req.GetPreparedDevice(), req.GetConfig()
+	podIf := cfg.GetPodIfName()
+	if podIf == "" {
+		podIf = pd.GetDevice().GetKernelIfName()
+	}
+	err := s.programs.Attach(ctx, pd.GetDevice().GetName(), req.GetNetnsPath(), podIf, pol)
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, ebpf.ErrNotSupported) && !pol.Enforces() {
+		// A kernel without tcx: the device goes without counters rather
+		// than not at all, since nothing but counting was asked.
+		s.log.Warn("device attached without eBPF counters", "device", pd.GetDevice().GetName(), "error", err)
+		return nil
+	}
+	code := codes.Internal
+	if errors.Is(err, ebpf.ErrNotSupported) {
+		code = codes.FailedPrecondition
+	}
+	if derr := s.detachLink(context.WithoutCancel(ctx), pd, req.GetNetnsPath(), cfg); derr != nil {
+		err = errors.Join(err, fmt.Errorf("taking it out of the pod: %w", derr))
+	}
+	return status.Error(code, err.Error())
+}
+
+// DeviceCounters implements ProvisionerServiceServer.
+func (s *Server) DeviceCounters(_ context.Context, req *provisionerv1.DeviceCountersRequest) (*provisionerv1.DeviceCountersResponse, error) {
+	if s.programs == nil {
+		return nil, status.Error(codes.FailedPrecondition, "the provisioner runs without eBPF programs")
+	}
+	names := req.GetDevices()
+	if len(names) == 0 {
+		all, err := s.programs.Devices()
+		if err != nil {
+			return nil, status.Error(codes.Internal, err.Error())
+		}
+		names = all
+	}
+	slices.Sort(names)
+	resp := &provisionerv1.DeviceCountersResponse{}
+	for i, name := range slices.Compact(names) {
+		c, err := s.programs.Counters(name)
+		switch {
+		case errors.Is(err, ebpf.ErrNotAttached) && len(req.GetDevices()) > 0:
+			return nil, status.Errorf(codes.NotFound, "devices[%d]: %s has no counters: %v", i, name, err)
+		case errors.Is(err, ebpf.ErrNotAttached):
+			continue // freed while listing
+		case err != nil:
+			return nil, status.Error(codes.Internal, err.Error())
+		}
+		resp.Devices = append(resp.Devices, &provisionerv1.DeviceCounters{
+			Device:    name,
+			RxPackets: c.RxPackets, RxBytes: c.RxBytes,
+			TxPackets: c.TxPackets, TxBytes: c.TxBytes,
+			Drops: []*provisionerv1.PolicyDrops{
+				{Policy: "spoofChk", Packets: c.SpoofDropPackets, Bytes: c.SpoofDropBytes},
+				{Policy: "vlan", Packets: c.VlanDropPackets, Bytes: c.VlanDropBytes},
+			},
+		})
+	}
+	return resp, nil
+}
