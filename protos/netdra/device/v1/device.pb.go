@@ -883,7 +883,8 @@ type PreparedDevice struct {
 	OriginalLink *LinkSnapshot `protobuf:"bytes,2,opt,name=original_link,json=originalLink,proto3" json:"original_link,omitempty"`
 	// The VF's settings before Setup; absent when not a VF.
 	OriginalVf *VfSnapshot `protobuf:"bytes,3,opt,name=original_vf,json=originalVf,proto3" json:"original_vf,omitempty"`
-	// Whether the link was created by netdra (dummy) and is deleted at Free.
+	// Whether netdra creates the link (dummy): inside the pod netns at Attach,
+	// deleted there at Detach; no namespace move.
 	LinkCreated bool `protobuf:"varint,4,opt,name=link_created,json=linkCreated,proto3" json:"link_created,omitempty"`
 	// The eBPF programs the host had on the interface, which Setup detached
 	// so that they do not travel into the pod; Free reattaches them (host
