@@ -6,7 +6,9 @@
 // rtnetlink socket is opened inside the namespace it talks to. Moving a link
 // between namespaces is the expensive step (about 16 ms of the kernel's RTNL
 // lock), so Attach and Detach move a link exactly once each and do
-// everything else while the link is down, on whichever side is cheaper.
+// everything else while the link is down, on whichever side is cheaper; a
+// virtual link (a dummy) never moves at all: Create makes it inside the pod
+// namespace and Remove deletes it there.
 package link
 
 import (
@@ -33,6 +35,10 @@ import (
 type Mover struct {
 	log    *slog.Logger
 	hostNs netns.NsHandle
+	// virtual makes the links Create creates (dummy links); kind is the
+	// type they report.
+	virtual func(netlink.LinkAttrs) netlink.Link
+	kind    string
 }
 
 // Option configures a Mover.
@@ -59,7 +65,7 @@ func NewMover(log *slog.Logger, opts ...Option) (*Mover, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m := &Mover{log: log, hostNs: netns.None()}
+	m := &Mover{log: log, hostNs: netns.None(), virtual: newDummy}
 	for _, o := range opts {
 		if err := o(m); err != nil {
 			m.Close()
@@ -75,6 +81,7 @@ func NewMover(log *slog.Logger, opts ...Option) (*Mover, error) {
 		}
 		m.hostNs = ns
 	}
+	m.kind = m.virtual(netlink.LinkAttrs{}).Type()
 	return m, nil
 }
 
@@ -324,6 +331,19 @@ func (m *Mover) Detach(ctx context.Context, orig *devicev1.LinkSnapshot, netnsPa
 		return err
 	}
 	p := &place{at: pod, name: podName}
+	if l == nil && podName != orig.GetName() {
+		// A Detach that was cut short (the provisioner died) may have
+		// renamed the link in the pod already, on its way out: restore
+		// set its MAC back first, so the MAC tells it from a pod link
+		// of that name.
+		if l, err = pod.lookup(orig.GetName()); err != nil {
+			return err
+		}
+		if l != nil && back.mac != nil && l.Attrs().HardwareAddr.String() != back.mac.String() {
+			l = nil
+		}
+		p = &place{at: pod, name: orig.GetName()}
+	}
 	if l == nil {
 		// Detached already, or never attached: the link must be in the host.
 		p = &place{at: host, name: orig.GetName()}
