@@ -1,0 +1,601 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/containerd/nri/pkg/adaptation"
+	"github.com/containerd/nri/pkg/api"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"github.com/netdra/netdra/bench/figures"
+	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
+	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+	"github.com/netdra/netdra/shared/nodetest"
+	"github.com/netdra/netdra/shared/rpc"
+)
+
+// The configurations of point 1 of issue 10: devices per pod, concurrent
+// pods, and how many pod lifecycles each concurrent worker runs.
+var attachConfigs = []struct{ devices, pods, rounds int }{
+	{1, 1, 30}, {1, 16, 3}, {1, 64, 1},
+	{8, 1, 20}, {8, 16, 2}, {8, 64, 1},
+}
+
+const maxPods, maxDevices = 64, 8
+
+// BenchmarkAttach_PipelineVsBaseline measures a pod's attach and detach
+// (D devices, each renamed, given a MAC, an MTU, two addresses, a route,
+// set up, and one namespace move each way) two ways in the same run:
+//
+//   - baseline: the netlink calls made directly from this process
+//     (vishvananda/netlink), on veths in a throwaway host netns;
+//   - pipeline: the real NRI runtime side (containerd's pkg/adaptation, what
+//     containerd embeds) sending RunPodSandbox / StopPodSandbox /
+//     RemovePodSandbox to the real nri process, which asks the real state
+//     service and the real provisioner (in its own throwaway host netns) to
+//     attach and detach, with the allocations recorded beforehand as dra
+//     does at prepare (BeginPrepare, provisioner Setup, CommitPrepare).
+//
+// For 1 and 8 devices a pod and 1, 16 and 64 concurrent pods (closed loop:
+// each worker attaches its pod, detaches it, and starts over) it reports
+// the p50 and p99 of attach and detach and the namespace moves a second,
+// and writes them for bench/RESULTS.md. The RSS of the node processes idle
+// and under this churn is recorded too (point 5), and the moves one pod
+// lifecycle makes, counted from the host netns's link events (point 3).
+func BenchmarkAttach_PipelineVsBaseline(b *testing.B) {
+	nodetest.RequireRoot(b)
+	t0 := time.Now()
+	base := newBaseline(b)
+	pipe := newPipeline(b)
+	b.Logf("set up in %v: 2 x %d veths, %d pod netns, the node processes", time.Since(t0), maxPods*maxDevices, 2*maxPods)
+	pipe.recordRSS(b, "idle", "after start, the host manager offering 512 veths, nothing allocated")
+	sampler := figures.NewSampler(pipe.pids, 50*time.Millisecond)
+	for _, c := range attachConfigs {
+		b.Run(fmt.Sprintf("devices=%d/pods=%d", c.devices, c.pods), func(b *testing.B) {
+			for b.Loop() {
+				bl := runLifecycles(b, "baseline", base, c.devices, c.pods, c.rounds)
+				pipe.prepare(b, c.devices, c.pods)
+				counter := countMoves(b, pipe.hostNS)
+				pl := runLifecycles(b, "pipeline", pipe, c.devices, c.pods, c.rounds)
+				pl.MovesCounted = counter.stop()
+				if c.pods == 1 {
+					// The provisioner's share: its Attach and Detach RPCs alone.
+					must(b, figures.Record(figures.AttachFile, runLifecycles(b, "provisioner", provisionerOnly{pipe}, c.devices, c.pods, c.rounds)))
+				}
+				pipe.unprepare(b)
+				report(b, bl, pl)
+			}
+		})
+	}
+	peak := sampler.Stop()
+	for name, pid := range pipe.pids {
+		_, hwm, _ := figures.ProcStatus(pid)
+		must(b, figures.Record(figures.RSSFile, figures.RSS{Process: name, Phase: "churn", RSSKiB: peak[name], HWMKiB: hwm,
+			Context: "peak VmRSS sampled every 50 ms over every pipeline configuration of point 1"}))
+	}
+}
+
+func report(b *testing.B, bl, pl figures.Attach) {
+	b.ReportMetric(bl.Attach.P50, "base-attach-p50-ms")
+	b.ReportMetric(pl.Attach.P50, "pipe-attach-p50-ms")
+	b.ReportMetric(bl.Attach.P99, "base-attach-p99-ms")
+	b.ReportMetric(pl.Attach.P99, "pipe-attach-p99-ms")
+	if bl.Attach.P50 > 0 {
+		b.ReportMetric(pl.Attach.P50/bl.Attach.P50, "attach-p50-pipe/base")
+	}
+	if bl.Attach.P99 > 0 {
+		b.ReportMetric(pl.Attach.P99/bl.Attach.P99, "attach-p99-pipe/base")
+	}
+	b.ReportMetric(bl.MovesPerSec, "base-moves/s")
+	b.ReportMetric(pl.MovesPerSec, "pipe-moves/s")
+	b.ReportMetric(float64(pl.Failures), "pipe-failures")
+	must(b, figures.Record(figures.AttachFile, bl))
+	must(b, figures.Record(figures.AttachFile, pl))
+}
+
+func must(b testing.TB, err error) {
+	b.Helper()
+	if err != nil {
+		b.Fatal(err)
+	}
+}
+
+// lifecycler attaches and detaches the devices of worker w's pod: the
+// first devices of the worker's veths (hostName(w, i)) into podNS(w).
+type lifecycler interface {
+	attach(ctx context.Context, w, devices int) error
+	detach(ctx context.Context, w, devices int) error
+}
+
+// runLifecycles runs pods workers concurrently, each rounds times attach
+// then detach, and summarizes. A failed attach or detach is counted and
+// its latency left out; the worker goes on with the next round.
+func runLifecycles(b *testing.B, mode string, l lifecycler, devices, pods, rounds int) figures.Attach {
+	b.Helper()
+	var (
+		mu             sync.Mutex
+		attach, detach []time.Duration
+		failures       int
+		firstErr       error
+	)
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		failures++
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	ctx := context.Background()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range pods {
+		wg.Go(func() {
+			for range rounds {
+				t0 := time.Now()
+				if err := l.attach(ctx, w, devices); err != nil {
+					fail(fmt.Errorf("attach pod %d: %w", w, err))
+					continue
+				}
+				t1 := time.Now()
+				err := l.detach(ctx, w, devices)
+				t2 := time.Now()
+				mu.Lock()
+				attach = append(attach, t1.Sub(t0))
+				if err == nil {
+					detach = append(detach, t2.Sub(t1))
+				}
+				mu.Unlock()
+				if err != nil {
+					fail(fmt.Errorf("detach pod %d: %w", w, err))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	wall := time.Since(start)
+	r := figures.Attach{Mode: mode, Devices: devices, Concurrency: pods, Pods: pods * rounds, Failures: failures,
+		Attach: figures.Summarize(attach), Detach: figures.Summarize(detach),
+		Moves: devices * (len(attach) + len(detach)), WallSeconds: wall.Seconds()}
+	r.MovesPerSec = float64(r.Moves) / wall.Seconds()
+	if firstErr != nil {
+		r.FirstError = firstErr.Error()
+		b.Logf("%s devices=%d pods=%d: %d failures, first: %v", mode, devices, pods, failures, firstErr)
+	}
+	return r
+}
+
+// hostName is the veth offered as device i of worker w's pod.
+func hostName(w, i int) string { return fmt.Sprintf("nb%02dd%d", w, i) }
+
+// podConfig is what device i of worker w's pod gets in the pod: a name,
+// a MAC, an MTU, an IPv4 and an IPv6 address and a route via a gateway.
+func podConfig(w, i int) *devicev1.DeviceConfig {
+	return &devicev1.DeviceConfig{
+		PodIfName:  fmt.Sprintf("net%d", i+1),
+		MacAddress: fmt.Sprintf("02:bb:00:00:%02x:%02x", w, i),
+		Mtu:        1400,
+		Addresses:  []string{fmt.Sprintf("10.%d.%d.2/24", 10+i, w), fmt.Sprintf("fd00:%x:%x::2/64", 10+i, w)},
+		Routes:     []*devicev1.Route{{Destination: fmt.Sprintf("10.%d.0.0/16", 200+i), Gateway: fmt.Sprintf("10.%d.%d.1", 10+i, w)}},
+	}
+}
+
+// makeVeths creates the veths of every worker in the netns: down, MTU
+// 1500, a fixed MAC, their peers beside them.
+func makeVeths(b *testing.B, ns string) {
+	b.Helper()
+	h, err := handleAt(ns)
+	must(b, err)
+	defer h.Close()
+	for w := range maxPods {
+		for i := range maxDevices {
+			mac, _ := net.ParseMAC(fmt.Sprintf("02:aa:00:00:%02x:%02x", w, i))
+			v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: hostName(w, i), MTU: 1500, HardwareAddr: mac},
+				PeerName: fmt.Sprintf("pb%02dd%d", w, i)}
+			if err := h.LinkAdd(v); err != nil {
+				b.Fatalf("adding veth %s in %s: %v", v.Name, ns, err)
+			}
+		}
+	}
+}
+
+func handleAt(ns string) (*netlink.Handle, error) {
+	h, err := netns.GetFromName(ns)
+	if err != nil {
+		return nil, fmt.Errorf("opening netns %s: %w", ns, err)
+	}
+	defer h.Close()
+	return netlink.NewHandleAt(h, unix.NETLINK_ROUTE)
+}
+
+// baseline does the netlink work of an attach and a detach directly.
+type baseline struct {
+	hostNS string
+	pods   []string
+}
+
+func newBaseline(b *testing.B) *baseline {
+	bl := &baseline{hostNS: nodetest.Netns(b, "nbh")}
+	for range maxPods {
+		bl.pods = append(bl.pods, nodetest.Netns(b, "nbp"))
+	}
+	makeVeths(b, bl.hostNS)
+	return bl
+}
+
+// attach does what the provisioner's link.Mover does for each device: in
+// the host, down, MAC and MTU; one move; in the pod, the pod name, two
+// addresses, up, a route.
+func (bl *baseline) attach(_ context.Context, w, devices int) error {
+	host, pod, podNs, err := bl.handles(w)
+	if err != nil {
+		return err
+	}
+	defer host.Close()
+	defer pod.Close()
+	defer podNs.Close()
+	for i := range devices {
+		cfg := podConfig(w, i)
+		l, err := host.LinkByName(hostName(w, i))
+		if err != nil {
+			return err
+		}
+		mac, _ := net.ParseMAC(cfg.GetMacAddress())
+		if err := errors.Join(host.LinkSetDown(l), host.LinkSetHardwareAddr(l, mac), host.LinkSetMTU(l, int(cfg.GetMtu()))); err != nil {
+			return err
+		}
+		// The pod name is taken in the host by the other pods' links, so
+		// the link crosses under its host name and is renamed in the pod
+		// (what the provisioner's mover does then too).
+		if err := host.LinkSetNsFd(l, int(podNs)); err != nil {
+			return fmt.Errorf("moving %s: %w", l.Attrs().Name, err)
+		}
+		if l, err = pod.LinkByName(hostName(w, i)); err != nil {
+			return err
+		}
+		if err := pod.LinkSetName(l, cfg.GetPodIfName()); err != nil {
+			return err
+		}
+		for _, a := range cfg.GetAddresses() {
+			addr, err := netlink.ParseAddr(a)
+			if err != nil {
+				return err
+			}
+			if err := pod.AddrAdd(l, addr); err != nil {
+				return err
+			}
+		}
+		if err := pod.LinkSetUp(l); err != nil {
+			return err
+		}
+		r := cfg.GetRoutes()[0]
+		_, dst, _ := net.ParseCIDR(r.GetDestination())
+		if err := pod.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Dst: dst, Gw: net.ParseIP(r.GetGateway())}); err != nil {
+			return fmt.Errorf("route: %w", err)
+		}
+	}
+	return nil
+}
+
+// detach is the way back: in the pod, down, the host's MAC and MTU and the
+// host name; one move (the kernel drops addresses and routes).
+func (bl *baseline) detach(_ context.Context, w, devices int) error {
+	host, pod, podNs, err := bl.handles(w)
+	if err != nil {
+		return err
+	}
+	defer host.Close()
+	defer pod.Close()
+	defer podNs.Close()
+	hostNs, err := netns.GetFromName(bl.hostNS)
+	if err != nil {
+		return err
+	}
+	defer hostNs.Close()
+	for i := range devices {
+		l, err := pod.LinkByName(podConfig(w, i).GetPodIfName())
+		if err != nil {
+			return err
+		}
+		mac, _ := net.ParseMAC(fmt.Sprintf("02:aa:00:00:%02x:%02x", w, i))
+		if err := errors.Join(pod.LinkSetDown(l), pod.LinkSetHardwareAddr(l, mac), pod.LinkSetMTU(l, 1500),
+			pod.LinkSetName(l, hostName(w, i))); err != nil {
+			return err
+		}
+		if err := pod.LinkSetNsFd(l, int(hostNs)); err != nil {
+			return fmt.Errorf("moving %s back: %w", l.Attrs().Name, err)
+		}
+	}
+	return nil
+}
+
+func (bl *baseline) handles(w int) (host, pod *netlink.Handle, podNs netns.NsHandle, err error) {
+	if host, err = handleAt(bl.hostNS); err != nil {
+		return nil, nil, 0, err
+	}
+	if podNs, err = netns.GetFromName(bl.pods[w]); err != nil {
+		host.Close()
+		return nil, nil, 0, err
+	}
+	if pod, err = netlink.NewHandleAt(podNs, unix.NETLINK_ROUTE); err != nil {
+		host.Close()
+		podNs.Close()
+		return nil, nil, 0, err
+	}
+	return host, pod, podNs, nil
+}
+
+// pipeline drives the real processes through the real NRI runtime side.
+type pipeline struct {
+	hostNS      string
+	pods        []string
+	state       statev1.StateServiceClient
+	provisioner provisionerv1.ProvisionerServiceClient
+	runtime     *adaptation.Adaptation
+	pids        map[string]int
+	// set by prepare, for unprepare and the sandboxes
+	tag      string
+	prepared []*statev1.PreparedAllocation
+	configs  []*devicev1.DeviceConfig
+}
+
+func newPipeline(b *testing.B) *pipeline {
+	p := &pipeline{hostNS: nodetest.Netns(b, "nbh"), pids: map[string]int{}}
+	for range maxPods {
+		p.pods = append(p.pods, nodetest.Netns(b, "nbp"))
+	}
+	makeVeths(b, p.hostNS)
+	dir := nodetest.Dir(b)
+	quiet := []string{"-log-level", "info"}
+	st := nodetest.Start(b, "state", dir, "", append(quiet, "-db", dir+"/state.db")...)
+	prov := nodetest.Start(b, "provisioner", dir, p.hostNS, quiet...)
+	rtDir := nodetest.Dir(b)
+	p.runtime = startRuntime(b, rtDir)
+	nri := nodetest.Start(b, "nri", dir, "", append(quiet, "-state-socket", st.Socket, "-provisioner-socket", prov.Socket,
+		"-metrics-address", "", "-nri-socket", filepath.Join(rtDir, "nri.sock"))...)
+	for _, proc := range []*nodetest.Proc{st, prov, nri} {
+		pid, err := figures.FindPID("-socket", proc.Socket)
+		must(b, err)
+		p.pids[proc.Name] = pid
+	}
+	sc, err := rpc.Dial(st.Socket)
+	must(b, err)
+	pc, err := rpc.Dial(prov.Socket)
+	must(b, err)
+	b.Cleanup(func() { sc.Close(); pc.Close() })
+	p.state, p.provisioner = statev1.NewStateServiceClient(sc), provisionerv1.NewProvisionerServiceClient(pc)
+	_, err = p.provisioner.Configure(context.Background(), &provisionerv1.ConfigureRequest{Managers: &provisionerv1.ManagerConfigs{
+		Host: &provisionerv1.HostConfig{Enabled: true, IfNames: []string{"nb*"}}}})
+	must(b, err)
+	waitPluginSynced(b, p.runtime)
+	return p
+}
+
+func (p *pipeline) recordRSS(b *testing.B, phase, context string) {
+	for name, pid := range p.pids {
+		rss, hwm, err := figures.ProcStatus(pid)
+		must(b, err)
+		must(b, figures.Record(figures.RSSFile, figures.RSS{Process: name, Phase: phase, RSSKiB: rss, HWMKiB: hwm, Context: context}))
+	}
+}
+
+var prepareSeq int
+
+// prepare records the allocations of the configuration's pods as dra does
+// at prepare: BeginPrepare, provisioner Setup, CommitPrepare, one claim a
+// device. Pod UIDs are fresh for each configuration.
+func (p *pipeline) prepare(b *testing.B, devices, pods int) {
+	b.Helper()
+	prepareSeq++
+	p.tag = "c" + strconv.Itoa(prepareSeq)
+	p.prepared, p.configs = nil, nil
+	ctx := context.Background()
+	for w := range pods {
+		for i := range devices {
+			dev, cfg := hostName(w, i), podConfig(w, i)
+			claim := fmt.Sprintf("%s-claim-%d-%d", p.tag, w, i)
+			a := &statev1.Allocation{Pool: "bench", DeviceName: dev, Manager: devicev1.DeviceManager_DEVICE_MANAGER_HOST,
+				ClaimUid: claim, ClaimNamespace: "default", ClaimName: claim, PodUid: p.podUID(w), Config: cfg}
+			_, err := p.state.BeginPrepare(ctx, &statev1.BeginPrepareRequest{Allocations: []*statev1.Allocation{a}})
+			must(b, err)
+			var pd *devicev1.PreparedDevice
+			for deadline := time.Now().Add(30 * time.Second); pd == nil; time.Sleep(50 * time.Millisecond) {
+				resp, err := p.provisioner.Setup(ctx, &provisionerv1.SetupRequest{Pool: "bench",
+					Device: &devicev1.Device{Name: dev, Manager: devicev1.DeviceManager_DEVICE_MANAGER_HOST}, Config: cfg})
+				if err == nil {
+					pd = resp.GetPreparedDevice()
+				} else if time.Now().After(deadline) {
+					b.Fatalf("Setup %s: %v", dev, err)
+				}
+			}
+			pa := &statev1.PreparedAllocation{Key: &statev1.AllocationKey{Pool: "bench", DeviceName: dev}, PreparedDevice: pd}
+			_, err = p.state.CommitPrepare(ctx, &statev1.CommitPrepareRequest{ClaimUid: claim, Allocations: []*statev1.PreparedAllocation{pa}})
+			must(b, err)
+			p.prepared, p.configs = append(p.prepared, pa), append(p.configs, cfg)
+		}
+	}
+}
+
+// unprepare frees the devices and deletes the allocations, as dra does.
+func (p *pipeline) unprepare(b *testing.B) {
+	b.Helper()
+	ctx := context.Background()
+	for i, pa := range p.prepared {
+		_, err := p.provisioner.Free(ctx, &provisionerv1.FreeRequest{PreparedDevice: pa.GetPreparedDevice(), Config: p.configs[i]})
+		must(b, err)
+		claim := fmt.Sprintf("%s-claim-%s", p.tag, claimSuffix(pa.GetKey().GetDeviceName()))
+		_, err = p.state.DeleteAllocation(ctx, &statev1.DeleteAllocationRequest{Key: pa.GetKey(), ClaimUid: claim})
+		must(b, err)
+	}
+}
+
+// claimSuffix turns hostName(w, i) back into "w-i".
+func claimSuffix(dev string) string {
+	var w, i int
+	fmt.Sscanf(dev, "nb%02dd%d", &w, &i)
+	return fmt.Sprintf("%d-%d", w, i)
+}
+
+func (p *pipeline) podUID(w int) string { return fmt.Sprintf("%s-pod-%d", p.tag, w) }
+
+func (p *pipeline) sandbox(w int) *api.PodSandbox {
+	uid := p.podUID(w)
+	return &api.PodSandbox{Id: "sb-" + uid, Uid: uid, Name: uid, Namespace: "default", Linux: &api.LinuxPodSandbox{
+		Namespaces: []*api.LinuxNamespace{{Type: "network", Path: "/var/run/netns/" + p.pods[w]}}}}
+}
+
+func (p *pipeline) attach(ctx context.Context, w, _ int) error {
+	return p.runtime.RunPodSandbox(ctx, &adaptation.RunPodSandboxRequest{Pod: p.sandbox(w)})
+}
+
+// detach is StopPodSandbox (timed by the caller) and RemovePodSandbox, as
+// a runtime sends both when a pod ends.
+func (p *pipeline) detach(ctx context.Context, w, _ int) error {
+	if err := p.runtime.StopPodSandbox(ctx, &adaptation.StopPodSandboxRequest{Pod: p.sandbox(w)}); err != nil {
+		return err
+	}
+	return p.runtime.RemovePodSandbox(ctx, &adaptation.RemovePodSandboxRequest{Pod: p.sandbox(w)})
+}
+
+// provisionerOnly calls the provisioner's Attach and Detach directly, one
+// device after the other as the nri plugin does: the pipeline without the
+// NRI hop and the state service.
+type provisionerOnly struct{ p *pipeline }
+
+func (o provisionerOnly) attach(ctx context.Context, w, devices int) error {
+	for i := range devices {
+		pa := o.p.prepared[w*devices+i]
+		_, err := o.p.provisioner.Attach(ctx, &provisionerv1.AttachRequest{PreparedDevice: pa.GetPreparedDevice(),
+			NetnsPath: "/var/run/netns/" + o.p.pods[w], Config: o.p.configs[w*devices+i]})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (o provisionerOnly) detach(ctx context.Context, w, devices int) error {
+	for i := range devices {
+		pa := o.p.prepared[w*devices+i]
+		_, err := o.p.provisioner.Detach(ctx, &provisionerv1.DetachRequest{PreparedDevice: pa.GetPreparedDevice(),
+			NetnsPath: "/var/run/netns/" + o.p.pods[w], Config: o.p.configs[w*devices+i]})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// The NRI runtime side, as containerd embeds it, on a private socket.
+var runtimeSynced = make(chan struct{}, 8)
+
+func startRuntime(b *testing.B, dir string) *adaptation.Adaptation {
+	b.Helper()
+	syncFn := func(ctx context.Context, cb adaptation.SyncCB) error {
+		_, err := cb(ctx, nil, nil)
+		runtimeSynced <- struct{}{}
+		return err
+	}
+	update := func(context.Context, []*adaptation.ContainerUpdate) ([]*adaptation.ContainerUpdate, error) {
+		return nil, nil
+	}
+	must(b, os.MkdirAll(filepath.Join(dir, "plugins"), 0o755))
+	r, err := adaptation.New("netdra-bench", "v0", syncFn, update,
+		adaptation.WithSocketPath(filepath.Join(dir, "nri.sock")),
+		adaptation.WithPluginPath(filepath.Join(dir, "plugins")),
+		adaptation.WithPluginConfigPath(filepath.Join(dir, "conf.d")))
+	must(b, err)
+	must(b, r.Start())
+	<-runtimeSynced // Start syncs the (absent) pre-installed plugins once.
+	b.Cleanup(r.Stop)
+	return r
+}
+
+// waitPluginSynced waits until the nri process connected and was
+// synchronized, then blocks plugin sync so that events reach it (see
+// shared/RIGS.md).
+func waitPluginSynced(b *testing.B, r *adaptation.Adaptation) {
+	b.Helper()
+	select {
+	case <-runtimeSynced:
+	case <-time.After(30 * time.Second):
+		b.Fatal("the nri process never connected to the runtime")
+	}
+	blk := r.BlockPluginSync()
+	b.Cleanup(blk.Unblock)
+}
+
+// moveCounter counts the namespace moves into and out of a netns from its
+// link events: a link that leaves (RTM_DELLINK of a known index) and one
+// that arrives (RTM_NEWLINK of an unknown index).
+type moveCounter struct {
+	mu      sync.Mutex
+	known   map[int32]bool
+	in, out int
+	done    chan struct{}
+	ended   chan struct{}
+}
+
+func countMoves(b *testing.B, ns string) *moveCounter {
+	b.Helper()
+	h, err := netns.GetFromName(ns)
+	must(b, err)
+	defer h.Close()
+	nl, err := handleAt(ns)
+	must(b, err)
+	links, err := nl.LinkList()
+	nl.Close()
+	must(b, err)
+	c := &moveCounter{known: map[int32]bool{}, done: make(chan struct{}), ended: make(chan struct{})}
+	for _, l := range links {
+		c.known[int32(l.Attrs().Index)] = true
+	}
+	ch := make(chan netlink.LinkUpdate, 4096)
+	must(b, netlink.LinkSubscribeWithOptions(ch, c.done, netlink.LinkSubscribeOptions{Namespace: &h, ReceiveBufferSize: 1 << 22,
+		ErrorCallback: func(err error) {
+			select {
+			case <-c.done: // Close ends the receive with an error
+			default:
+				b.Logf("link events of %s: %v", ns, err)
+			}
+		}}))
+	go func() {
+		defer close(c.ended)
+		for u := range ch {
+			c.mu.Lock()
+			switch {
+			case u.Header.Type == unix.RTM_DELLINK && c.known[u.Index]:
+				delete(c.known, u.Index)
+				c.out++
+			case u.Header.Type == unix.RTM_NEWLINK && !c.known[u.Index]:
+				c.known[u.Index] = true
+				c.in++
+			}
+			c.mu.Unlock()
+		}
+	}()
+	return c
+}
+
+// stop ends the counting and returns the moves seen: out of the netns
+// and back in.
+func (c *moveCounter) stop() int {
+	time.Sleep(200 * time.Millisecond) // let the last events arrive
+	close(c.done)
+	<-c.ended
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.in + c.out
+}

@@ -1,0 +1,278 @@
+// Package figures is what netdra's benchmarks measure and how they hand it
+// to the report: latency samples summarized as percentiles, and records
+// appended as JSON lines to files in the folder $NETDRA_BENCH_OUT, which
+// `make bench` sets and bench/cmd/benchreport reads into bench/RESULTS.md.
+// Figures are reported, never asserted: nothing here fails on a slow run.
+package figures
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// OutEnv names the folder the records are written to; unset, Record
+// writes nothing (a plain `go test -bench` run).
+const OutEnv = "NETDRA_BENCH_OUT"
+
+// Files the benchmarks write, one JSON record a line.
+const (
+	AttachFile    = "attach.jsonl"    // Attach records (point 1)
+	RSSFile       = "rss.jsonl"       // RSS records (point 5)
+	MovesFile     = "moves.jsonl"     // Moves records (point 3)
+	PrepareFile   = "prepare.jsonl"   // Prepare records (point 2)
+	InventoryFile = "inventory.jsonl" // Inventory records (point 4)
+	DiscoverFile  = "discover.jsonl"  // a Summary of sr-iov discoveries of the same tree (point 4)
+)
+
+// Summary is a latency distribution: count, p50, p99 and max in ms, and
+// the samples themselves (ms, sorted) for the plot.
+type Summary struct {
+	N       int       `json:"n"`
+	P50     float64   `json:"p50_ms"`
+	P99     float64   `json:"p99_ms"`
+	Max     float64   `json:"max_ms"`
+	Samples []float64 `json:"samples_ms,omitempty"`
+}
+
+// Summarize sorts the samples and computes the percentiles (nearest rank).
+func Summarize(d []time.Duration) Summary {
+	ms := make([]float64, len(d))
+	for i, x := range d {
+		ms[i] = float64(x.Microseconds()) / 1000
+	}
+	slices.Sort(ms)
+	s := Summary{N: len(ms), Samples: ms}
+	if len(ms) == 0 {
+		return s
+	}
+	s.P50, s.P99, s.Max = Percentile(ms, 50), Percentile(ms, 99), ms[len(ms)-1]
+	return s
+}
+
+// Percentile is the nearest-rank p-th percentile of sorted samples.
+func Percentile(sorted []float64, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := int(p/100*float64(len(sorted))+0.999999) - 1
+	return sorted[max(0, min(rank, len(sorted)-1))]
+}
+
+// Attach is one configuration of point 1: a mode ("baseline" or
+// "pipeline"), devices per pod, concurrent pods.
+type Attach struct {
+	Mode         string  `json:"mode"`
+	Devices      int     `json:"devices"`
+	Concurrency  int     `json:"concurrency"`
+	Pods         int     `json:"pods"` // pod lifecycles measured
+	Failures     int     `json:"failures"`
+	FirstError   string  `json:"first_error,omitempty"`
+	Attach       Summary `json:"attach"`
+	Detach       Summary `json:"detach"`
+	Moves        int     `json:"moves"`         // moves made: 2 x devices x lifecycles done
+	MovesCounted int     `json:"moves_counted"` // moves seen in the host netns's link events (pipeline)
+	WallSeconds  float64 `json:"wall_s"`
+	MovesPerSec  float64 `json:"moves_per_s"`
+}
+
+// RSS is one process's memory in a phase ("idle", "churn").
+type RSS struct {
+	Process string `json:"process"`
+	Phase   string `json:"phase"`
+	RSSKiB  int    `json:"rss_kib"` // VmRSS (peak of the samples under churn)
+	HWMKiB  int    `json:"hwm_kib"` // VmHWM at the end of the phase
+	Context string `json:"context,omitempty"`
+}
+
+// Moves is the namespace moves one pod lifecycle makes with a manager.
+type Moves struct {
+	Manager string `json:"manager"`
+	In      int    `json:"in"`
+	Out     int    `json:"out"`
+	How     string `json:"how"` // "measured: ..." or "read from the code: ..."
+}
+
+// Prepare is point 2: NodePrepareResources of one claim with Devices
+// devices, to the claim status in the apiserver.
+type Prepare struct {
+	Devices int `json:"devices"`
+	// Paced: claims were spaced out so that dra's client-side rate limiter
+	// (client-go's default 5 QPS, burst 10) had refilled before each.
+	Paced     bool    `json:"paced"`
+	Prepare   Summary `json:"prepare"`
+	Unprepare Summary `json:"unprepare"`
+}
+
+// Inventory is point 4: devices discovered to every ResourceSlice
+// published.
+type Inventory struct {
+	Devices      int     `json:"devices"`
+	Seconds      float64 `json:"seconds"`
+	Slices       int     `json:"slices"`
+	BodyBytes    float64 `json:"body_bytes"`    // apiserver_request_body_size_bytes_sum, resourceslices writes
+	Requests     float64 `json:"requests"`      // their count
+	ObjectsBytes int     `json:"objects_bytes"` // size of the slices as JSON, read back
+	How          string  `json:"how"`
+}
+
+var mu sync.Mutex
+
+// Record appends v as one JSON line to file in $NETDRA_BENCH_OUT, when set.
+func Record(file string, v any) error {
+	dir := os.Getenv(OutEnv)
+	if dir == "" {
+		return nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	f, err := os.OpenFile(filepath.Join(dir, file), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// Read decodes every record of file in dir; a missing file is no records.
+func Read[T any](dir, file string) ([]T, error) {
+	b, err := os.ReadFile(filepath.Join(dir, file))
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []T
+	for i, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if line == "" {
+			continue
+		}
+		var v T
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			return nil, fmt.Errorf("%s line %d: %w", file, i+1, err)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// ProcStatus reads VmRSS and VmHWM (KiB) of a process from /proc.
+func ProcStatus(pid int) (rss, hwm int, err error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		switch f[0] {
+		case "VmRSS:":
+			rss, _ = strconv.Atoi(f[1])
+		case "VmHWM:":
+			hwm, _ = strconv.Atoi(f[1])
+		}
+	}
+	return rss, hwm, nil
+}
+
+// FindPID returns the process whose command line holds every one of args,
+// e.g. "-socket" and a socket path unique to one process.
+func FindPID(args ...string) (int, error) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		cmd := strings.Split(string(b), "\x00")
+		if holdsAll(cmd, args) {
+			return pid, nil
+		}
+	}
+	return 0, fmt.Errorf("no process with arguments %q", args)
+}
+
+func holdsAll(cmd, args []string) bool {
+	for _, a := range args {
+		if !slices.Contains(cmd, a) {
+			return false
+		}
+	}
+	return true
+}
+
+// Sampler samples the VmRSS of processes every interval until Stop, keeping
+// the peak of each.
+type Sampler struct {
+	pids  map[string]int
+	peak  map[string]int
+	stop  chan struct{}
+	done  chan struct{}
+	mu    sync.Mutex
+	every time.Duration
+}
+
+// NewSampler starts sampling pids (process name -> pid).
+func NewSampler(pids map[string]int, every time.Duration) *Sampler {
+	s := &Sampler{pids: pids, peak: map[string]int{}, stop: make(chan struct{}), done: make(chan struct{}), every: every}
+	go s.run()
+	return s
+}
+
+func (s *Sampler) run() {
+	defer close(s.done)
+	t := time.NewTicker(s.every)
+	defer t.Stop()
+	for {
+		s.sample()
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Sampler) sample() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name, pid := range s.pids {
+		if rss, _, err := ProcStatus(pid); err == nil && rss > s.peak[name] {
+			s.peak[name] = rss
+		}
+	}
+}
+
+// Stop ends the sampling and returns the peak VmRSS (KiB) of each process.
+func (s *Sampler) Stop() map[string]int {
+	close(s.stop)
+	<-s.done
+	s.sample()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.peak)
+}

@@ -1,0 +1,177 @@
+package benchworld
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/yaml"
+
+	"github.com/netdra/netdra/bench/figures"
+	"github.com/netdra/netdra/shared/nodetest"
+	"github.com/netdra/netdra/shared/testworld/controlplane"
+	"github.com/netdra/netdra/shared/testworld/node"
+	"github.com/netdra/netdra/shared/testworld/worldtest"
+)
+
+func TestMain(m *testing.M) { worldtest.Main(m) }
+
+const driver = "netdra.io"
+
+var nodeConfigs = schema.GroupVersionResource{Group: "netdra.io", Version: "v1alpha1", Resource: "nodeconfigs"}
+
+var (
+	crdOnce sync.Once
+	crdErr  error
+)
+
+// installCRDs applies pods/crds once per test binary and waits until they
+// are served.
+func installCRDs(b testing.TB, cp *controlplane.ControlPlane) {
+	b.Helper()
+	crdOnce.Do(func() { crdErr = applyCRDs(cp) })
+	if crdErr != nil {
+		b.Fatalf("installing the CRDs: %v", crdErr)
+	}
+}
+
+func applyCRDs(cp *controlplane.ControlPlane) error {
+	c, err := apiextclient.NewForConfig(cp.RESTConfig())
+	if err != nil {
+		return err
+	}
+	files, _ := filepath.Glob("../../../pods/crds/netdra.io_*.yaml")
+	if len(files) == 0 {
+		return fmt.Errorf("no CRDs under pods/crds")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		crd := &apiextv1.CustomResourceDefinition{}
+		if err := yaml.Unmarshal(data, crd); err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		_, err = c.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		err = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			got, err := c.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			for _, cond := range got.Status.Conditions {
+				if cond.Type == apiextv1.Established && cond.Status == apiextv1.ConditionTrue {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil {
+			return fmt.Errorf("CRD %s not established: %w", crd.Name, err)
+		}
+	}
+	return nil
+}
+
+// netdraNode is the world's emulated node plus netdra's four processes,
+// the provisioner in a throwaway host netns.
+type netdraNode struct {
+	cp                     *controlplane.ControlPlane
+	node                   *node.Node
+	hostNS, dir            string
+	state, prov, dra, nriP *nodetest.Proc
+	dyn                    dynamic.Interface
+}
+
+// startNetdra starts the node and the processes; provArgs go to the
+// provisioner. The processes log at info level (not the debug level of
+// the tests), as they would on a node.
+func startNetdra(b testing.TB, provArgs ...string) *netdraNode {
+	b.Helper()
+	nodetest.RequireRoot(b)
+	cp := worldtest.ControlPlane(b)
+	installCRDs(b, cp)
+	n := worldtest.Node(b, cp)
+	nn := &netdraNode{cp: cp, node: n, hostNS: nodetest.Netns(b, "bwh"), dir: nodetest.Dir(b)}
+	quiet := []string{"-log-level", "info"}
+	if os.Getenv("NETDRA_BENCH_LOGS") != "" {
+		quiet = []string{"-log-level", "debug"}
+	}
+	nn.state = nodetest.Start(b, "state", nn.dir, "", append(quiet, "-db", nn.dir+"/state.db")...)
+	nn.prov = nodetest.Start(b, "provisioner", nn.dir, nn.hostNS, append(quiet, provArgs...)...)
+	socks := append(quiet, "-state-socket", nn.state.Socket, "-provisioner-socket", nn.prov.Socket, "-metrics-address", "")
+	nn.nriP = nodetest.Start(b, "nri", nn.dir, "", append(socks, "-nri-socket", n.NRISocket())...)
+	nn.dra = nodetest.Start(b, "dra", nn.dir, "", append(socks, "-node-name", n.Name(), "-kubeconfig", cp.Kubeconfig(),
+		"-plugin-dir", nn.dir+"/plugins", "-registrar-dir", n.RegistryDir())...)
+	var err error
+	if nn.dyn, err = dynamic.NewForConfig(cp.RESTConfig()); err != nil {
+		b.Fatal(err)
+	}
+	return nn
+}
+
+// applyNodeConfig creates the node's NodeConfig, deleted at the end.
+func (nn *netdraNode) applyNodeConfig(b testing.TB, spec map[string]any) {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res := nn.dyn.Resource(nodeConfigs)
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "netdra.io/v1alpha1", "kind": "NodeConfig",
+		"metadata": map[string]any{"name": nn.node.Name()}, "spec": spec}}
+	if _, err := res.Create(ctx, u, metav1.CreateOptions{}); err != nil {
+		b.Fatalf("applying the NodeConfig: %v", err)
+	}
+	b.Cleanup(func() { _ = res.Delete(context.Background(), nn.node.Name(), metav1.DeleteOptions{}) })
+}
+
+// updateNodeConfig replaces the spec of the node's NodeConfig.
+func (nn *netdraNode) updateNodeConfig(b testing.TB, spec map[string]any) {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res := nn.dyn.Resource(nodeConfigs)
+	cur, err := res.Get(ctx, nn.node.Name(), metav1.GetOptions{})
+	if err == nil {
+		cur.Object["spec"] = spec
+		_, err = res.Update(ctx, cur, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		b.Fatalf("updating the NodeConfig: %v", err)
+	}
+}
+
+// recordRSS writes the VmRSS and VmHWM of the four processes.
+func (nn *netdraNode) recordRSS(b testing.TB, phase, context string) {
+	b.Helper()
+	for _, p := range []*nodetest.Proc{nn.state, nn.prov, nn.dra, nn.nriP} {
+		pid, err := figures.FindPID("-socket", p.Socket)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rss, hwm, err := figures.ProcStatus(pid)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := figures.Record(figures.RSSFile, figures.RSS{Process: p.Name, Phase: phase, RSSKiB: rss, HWMKiB: hwm, Context: context}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
