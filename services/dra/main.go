@@ -37,6 +37,8 @@ type config struct {
 	RegistrarDir    string
 	Metrics         string
 	Debounce        time.Duration
+	KubeQPS         float64
+	KubeBurst       int
 }
 
 func main() {
@@ -50,6 +52,8 @@ func main() {
 	fs.StringVar(&cfg.PluginDir, "plugin-dir", "/var/lib/kubelet/plugins", "parent of the kubelet plugin's data directory (<dir>/<driver>)")
 	fs.StringVar(&cfg.RegistrarDir, "registrar-dir", "/var/lib/kubelet/plugins_registry", "the kubelet's plugin registration directory")
 	fs.StringVar(&cfg.Metrics, "metrics-address", "127.0.0.1:9651", "where to serve Prometheus metrics (empty: nowhere)")
+	fs.Float64Var(&cfg.KubeQPS, "kube-api-qps", 50, "queries per second to the apiserver (client-side rate limit; the kubelet's default)")
+	fs.IntVar(&cfg.KubeBurst, "kube-api-burst", 100, "burst of queries to the apiserver above -kube-api-qps")
 	fs.DurationVar(&cfg.Debounce, "publish-debounce", 200*time.Millisecond, "how long a burst of changes is gathered into one publication")
 	os.Exit(process.Main(fs, os.Args[1:], &cfg.Flags, func(ctx context.Context, log *slog.Logger) error {
 		return run(ctx, log, &cfg)
@@ -64,6 +68,9 @@ func run(ctx context.Context, log *slog.Logger, cfg *config) error {
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
+	// client-go's default (5 per second, bursts of 10) makes back-to-back
+	// prepares wait about 200 ms a request (bench/RESULTS.md).
+	rc.QPS, rc.Burst = float32(cfg.KubeQPS), cfg.KubeBurst
 	kc, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return err
