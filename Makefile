@@ -76,6 +76,7 @@ lint: tools ## buf lint, gofmt, go vet.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); test -z "$$out" || { echo "gofmt would change:"; echo "$$out"; exit 1; }
 	$(GO) vet ./...
 	$(GO) vet -tags kernelrig ./...
+	@out=$$($(GO) mod tidy -diff 2>&1) || { echo "go.mod is not tidy (run go mod tidy):"; echo "$$out"; exit 1; }
 	@cd shared/testworld && out=$$($(GO) mod tidy -diff 2>&1) || { echo "shared/testworld/go.mod is not tidy (run go mod tidy there):"; echo "$$out"; exit 1; }
 
 .PHONY: test
