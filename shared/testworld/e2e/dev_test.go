@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -189,7 +190,8 @@ func processesNaming(dir string) []int {
 // MAC, an MTU, two addresses and a route in its netns — shown, checked by
 // devdemo itself, cleaned up, and nothing left.
 func TestE2E_DevOneshot(t *testing.T) {
-	r := newDevRun(t, "-oneshot")
+	// With dra's metrics on a free port: the device's eBPF counters show.
+	r := newDevRun(t, "-oneshot", "-dra-metrics", freeAddr(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	out, err := r.command(ctx).CombinedOutput()
@@ -197,7 +199,21 @@ func TestE2E_DevOneshot(t *testing.T) {
 		t.Fatalf("devdemo -oneshot: %v\n%s", err, out)
 	}
 	r.checkOutput(t, string(out))
+	if !strings.Contains(string(out), "== The device's counters") || !strings.Contains(string(out), `netdra_device_packets_total{`) {
+		t.Errorf("the output shows no device counters:\n%s", out)
+	}
 	r.checkNothingLeft(t)
+}
+
+// freeAddr is a localhost address with a port nothing listens on now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }
 
 // TestE2E_DevCtrlC is `make dev` and a Ctrl-C: it runs until SIGINT, then

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -60,8 +62,44 @@ func (d *demo) show(ctx context.Context) error {
 			return err
 		}
 	}
+	if d.c.draMetrics != "" {
+		lines, err := d.deviceCounters(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "\n== The device's counters (curl -s http://%s/metrics | grep netdra_device_)\n%s", d.c.draMetrics, indent(strings.Join(lines, "\n")))
+	}
 	fmt.Fprintf(w, "  logs: %s\n", filepath.Join(d.c.dir, "*.log"))
 	return nil
+}
+
+// deviceCounters returns dra's netdra_device_* metric lines of the demo
+// pod (the eBPF counters the provisioner keeps on its device); an error
+// when there are none.
+func (d *demo) deviceCounters(ctx context.Context) ([]string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+d.c.draMetrics+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("dra's metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("dra's metrics: %w", err)
+	}
+	var lines []string
+	for _, l := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(l, "netdra_device_") && strings.Contains(l, `pod="`+podName+`"`) {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) == 0 {
+		return nil, fmt.Errorf("dra's metrics at http://%s/metrics have no netdra_device_ counters of pod %s", d.c.draMetrics, podName)
+	}
+	return lines, nil
 }
 
 func indent(s string) string {
