@@ -47,6 +47,8 @@ func newPair(t *testing.T) pair {
 	ebpftest.IP(t, "-n", p.pod, "link", "add", "pod0", "address", p.mac.String(), "type", "veth", "peer", "name", "wire0", "netns", p.wire)
 	ebpftest.IP(t, "-n", p.pod, "link", "set", "pod0", "up")
 	ebpftest.IP(t, "-n", p.wire, "link", "set", "wire0", "up")
+	ebpftest.WaitOperational(t, p.pod, "pod0")
+	ebpftest.WaitOperational(t, p.wire, "wire0")
 	return p
 }
 
@@ -56,6 +58,7 @@ func newPrograms(t *testing.T) *ebpf.Programs {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(p.Close)
 	return p
 }
 
@@ -251,11 +254,13 @@ func TestPinnedAcrossRestartAndRemove(t *testing.T) {
 	if _, err := ebpftest.Send(pr.pod, "pod0", frame(pr.mac, 1)); err != nil {
 		t.Fatal(err)
 	}
+	first.Close() // the process ends: only the pins hold the programs
 
 	restarted, err := ebpf.New(nil, fs)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(restarted.Close)
 	counters(t, restarted, "dev0", ebpf.Counters{TxPackets: 1, TxBytes: 60})
 	if err := restarted.Attach(context.Background(), "dev0", pr.netns, "pod0", ebpf.Policy{}); err != nil {
 		t.Fatal(err)
@@ -287,6 +292,57 @@ func TestPinnedAcrossRestartAndRemove(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(restarted.Root(), "dev0")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("pin directory left after Remove: %v", err)
+	}
+}
+
+// TestReattachReusesLoadedPrograms: a device attached again after Detach
+// (its next pod) gets the programs loaded at its first attach (the same
+// program IDs: no new load, no verifier run) with the new policy, and its
+// counters go on; after Remove it gets freshly loaded ones.
+func TestReattachReusesLoadedPrograms(t *testing.T) {
+	pr := newPair(t)
+	progs := newPrograms(t)
+	ctx := context.Background()
+	if err := progs.Attach(ctx, "dev0", pr.netns, "pod0", ebpf.Policy{}); err != nil {
+		t.Fatal(err)
+	}
+	ing, eg := ebpftest.TCX(t, pr.pod, "pod0")
+	if _, err := ebpftest.Send(pr.pod, "pod0", frame(pr.mac, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := progs.Detach("dev0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := progs.Attach(ctx, "dev0", pr.netns, "pod0", ebpf.Policy{SpoofChk: true, MAC: pr.mac}); err != nil {
+		t.Fatal(err)
+	}
+	ing2, eg2 := ebpftest.TCX(t, pr.pod, "pod0")
+	if diff := cmp.Diff([][]cebpf.ProgramID{ing, eg}, [][]cebpf.ProgramID{ing2, eg2}); diff != "" {
+		t.Errorf("programs after Detach and Attach (-first +again):\n%s", diff)
+	}
+	other, _ := net.ParseMAC("02:00:00:00:99:99")
+	dropped, err := ebpftest.Send(pr.pod, "pod0", frame(pr.mac, 2), frame(other, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dropped != 1 {
+		t.Errorf("the kernel refused %d sends, want 1 (the spoofed frame): the new policy is not in force", dropped)
+	}
+	counters(t, progs, "dev0", ebpf.Counters{TxPackets: 2, TxBytes: 120, SpoofDropPackets: 1, SpoofDropBytes: 60})
+
+	if err := progs.Remove("dev0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := progs.Attach(ctx, "dev0", pr.netns, "pod0", ebpf.Policy{}); err != nil {
+		t.Fatal(err)
+	}
+	ing3, eg3 := ebpftest.TCX(t, pr.pod, "pod0")
+	if len(ing3) != 1 || len(eg3) != 1 || ing3[0] == ing[0] || eg3[0] == eg[0] {
+		t.Errorf("programs after Remove and Attach: ingress %v egress %v; want one each, new (were %v, %v)", ing3, eg3, ing, eg)
+	}
+	counters(t, progs, "dev0", ebpf.Counters{})
+	if err := progs.Remove("dev0"); err != nil {
+		t.Fatal(err)
 	}
 }
 

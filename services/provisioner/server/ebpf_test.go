@@ -66,6 +66,7 @@ func newEBPFWorld(t *testing.T, keepPools ...string) *ebpfWorld {
 	if w.programs, err = ebpf.New(log, fs); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(w.programs.Close)
 	if w.handoff, err = ebpf.NewHandoff(log, fs); err != nil {
 		t.Fatal(err)
 	}
@@ -140,6 +141,8 @@ func TestEBPF_HostInterfaceEndToEnd(t *testing.T) {
 	if _, err := w.srv.Attach(ctx, &provisionerv1.AttachRequest{PreparedDevice: pd, NetnsPath: podPath, Config: cfg}); err != nil {
 		t.Fatal(err)
 	}
+	ebpftest.WaitOperational(t, w.pod, "net1")
+	ebpftest.WaitOperational(t, w.wire, "wire0")
 	in, eg := ebpftest.TCX(t, w.pod, "net1")
 	if len(in) != 1 || len(eg) != 1 {
 		t.Fatalf("programs on net1 in the pod: ingress %v egress %v, want netdra's one each", in, eg)

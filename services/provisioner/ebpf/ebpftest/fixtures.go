@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -96,4 +97,25 @@ func AttachTCXRaw(t testing.TB, ns, ifName string, prog *ebpf.Program, ingress b
 	}
 	id, _ := info.ID()
 	return uint32(id)
+}
+
+// WaitOperational waits until ifName in the namespace ns is operationally
+// up with its queueing discipline in place. `ip link set up` returns
+// before the kernel's linkwatch activates the device: until then its qdisc
+// is noop, which drops what is sent without an error, and a loaded machine
+// can take a second or more to get there. The wait bounds a failing test;
+// it measures nothing.
+func WaitOperational(t testing.TB, ns, ifName string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out := IP(t, "-n", ns, "link", "show", "dev", ifName)
+		if strings.Contains(out, "state UP") && !strings.Contains(out, "qdisc noop") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s in %s is not operational: %s", ifName, ns, out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
