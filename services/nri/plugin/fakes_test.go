@@ -27,6 +27,9 @@ type world struct {
 	// absent until Setup.
 	failAttach map[string]error
 	missing    map[string]bool
+	// unavailable makes the next n calls to the provisioner fail with
+	// Unavailable, as when it dies during the call.
+	unavailable int
 }
 
 func newWorld(allocs ...*statev1.Allocation) *world {
@@ -102,6 +105,10 @@ func (f fakeProvisioner) Attach(_ context.Context, r *provisionerv1.AttachReques
 	defer f.w.mu.Unlock()
 	dev := r.GetPreparedDevice().GetDevice().GetName()
 	f.w.log("provisioner.Attach %s %s %s", dev, r.GetNetnsPath(), r.GetConfig().GetPodIfName())
+	if f.w.unavailable > 0 {
+		f.w.unavailable--
+		return nil, status.Error(codes.Unavailable, "error reading from server: connection reset by peer")
+	}
 	if err := f.w.failAttach[dev]; err != nil {
 		return nil, err
 	}
@@ -117,6 +124,10 @@ func (f fakeProvisioner) Detach(_ context.Context, r *provisionerv1.DetachReques
 	defer f.w.mu.Unlock()
 	dev := r.GetPreparedDevice().GetDevice().GetName()
 	f.w.log("provisioner.Detach %s %s", dev, r.GetNetnsPath())
+	if f.w.unavailable > 0 {
+		f.w.unavailable--
+		return nil, status.Error(codes.Unavailable, "error reading from server: connection reset by peer")
+	}
 	f.w.where[dev] = ""
 	return &provisionerv1.DetachResponse{}, nil
 }

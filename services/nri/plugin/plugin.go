@@ -32,7 +32,10 @@ type Plugin struct {
 	provisioner provisionerv1.ProvisionerServiceClient
 
 	mu    sync.Mutex
-	netns map[string]string // pod UID -> netns path, for stop events without one
+	netns map[string]string // pod UID -> netns path of a running sandbox
+	// pods serializes the work on one pod: its hooks and what a
+	// reconciliation does to its devices.
+	pods keyedMutex
 	// reconciling serializes background reconciliations.
 	reconciling sync.Mutex
 
@@ -45,10 +48,14 @@ type Plugin struct {
 // with a clear error rather than a runtime timeout.
 const HookTimeout = 1500 * time.Millisecond
 
+// rollbackTimeout is the part of HookTimeout kept for detaching what a
+// failed RunPodSandbox attached.
+const rollbackTimeout = 300 * time.Millisecond
+
 // New returns the plugin. Its metrics are registered with reg when it is
 // not nil.
 func New(log *slog.Logger, state statev1.StateServiceClient, provisioner provisionerv1.ProvisionerServiceClient, reg prometheus.Registerer) *Plugin {
-	return &Plugin{log: log, state: state, provisioner: provisioner, netns: map[string]string{}, metrics: newMetrics(reg)}
+	return &Plugin{log: log, state: state, provisioner: provisioner, netns: map[string]string{}, pods: keyedMutex{locks: map[string]*keyedEntry{}}, metrics: newMetrics(reg)}
 }
 
 // netnsOf is the pod's network namespace path; empty for a host-network pod.
@@ -63,7 +70,8 @@ func netnsOf(pod *api.PodSandbox) string {
 
 // Synchronize learns the network namespaces of the pods that exist, then
 // reconciles in the background: devices attached to pods that are gone are
-// detached.
+// detached, and the prepared devices of pods that run without them (their
+// sandbox started while this plugin was not connected) are attached.
 func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, _ []*api.Container) ([]*api.ContainerUpdate, error) {
 	defer p.metrics.observe("Synchronize", time.Now(), nil)
 	p.conn.connected.Store(true)
@@ -96,17 +104,34 @@ func (p *Plugin) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) (err er
 		log.Debug("Host-network pod: no devices attached")
 		return nil
 	}
+	unlock := p.pods.lock(pod.GetUid())
+	defer unlock()
 	p.mu.Lock()
 	p.netns[pod.GetUid()] = netns
 	p.mu.Unlock()
-	allocs, err := p.state.ListAllocations(ctx, &statev1.ListAllocationsRequest{PodUid: pod.GetUid()})
+	allocs, err := retry(ctx, func(ctx context.Context) (*statev1.ListAllocationsResponse, error) {
+		return p.state.ListAllocations(ctx, &statev1.ListAllocationsRequest{PodUid: pod.GetUid()})
+	})
 	if err != nil {
 		return fmt.Errorf("netdra: listing the devices of pod %s: %w", pod.GetUid(), err)
 	}
+	// The attaches leave time for a rollback within the hook's time.
+	attachCtx, cancelAttach := context.WithTimeout(ctx, HookTimeout-rollbackTimeout)
+	defer cancelAttach()
 	var done []*statev1.Allocation
 	for _, a := range allocs.GetAllocations() {
-		if err := p.attach(ctx, a, pod.GetUid(), netns); err != nil {
-			p.rollback(context.WithoutCancel(ctx), log, done, netns)
+		if err := p.attach(attachCtx, a, pod.GetUid(), netns); err != nil {
+			if outcomeUnknown(err) {
+				// The provisioner may have moved it before the
+				// call broke: detach it too (Detach is idempotent).
+				done = append(done, a)
+			}
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+			p.rollback(rctx, log, done, netns)
+			cancel()
+			p.mu.Lock()
+			delete(p.netns, pod.GetUid()) // the sandbox fails
+			p.mu.Unlock()
 			return fmt.Errorf("netdra: device %s (claim %s/%s) for pod %s: %w",
 				a.GetDeviceName(), a.GetClaimNamespace(), a.GetClaimName(), pod.GetUid(), err)
 		}
@@ -123,22 +148,31 @@ func (p *Plugin) attach(ctx context.Context, a *statev1.Allocation, podUID, netn
 		return fmt.Errorf("allocation is %s, not prepared", a.GetPhase())
 	}
 	pd := a.GetPreparedDevice()
-	_, err := p.provisioner.Attach(ctx, &provisionerv1.AttachRequest{PreparedDevice: pd, NetnsPath: netns, Config: a.GetConfig()})
+	attach := func(ctx context.Context) (*provisionerv1.AttachResponse, error) {
+		return p.provisioner.Attach(ctx, &provisionerv1.AttachRequest{PreparedDevice: pd, NetnsPath: netns, Config: a.GetConfig()})
+	}
+	_, err := retry(ctx, attach)
 	if status.Code(err) == codes.NotFound {
 		// The link is gone (a node reboot): set the device up again.
 		pd, err = p.setupAgain(ctx, a)
 		if err == nil {
-			_, err = p.provisioner.Attach(ctx, &provisionerv1.AttachRequest{PreparedDevice: pd, NetnsPath: netns, Config: a.GetConfig()})
+			_, err = retry(ctx, attach)
 		}
 	}
 	if err != nil {
 		return err
 	}
-	_, err = p.state.MarkAttached(ctx, &statev1.MarkAttachedRequest{
-		Key:    &statev1.AllocationKey{Pool: a.GetPool(), DeviceName: a.GetDeviceName()},
-		PodUid: podUID, NetnsPath: netns, PreparedDevice: pd})
+	_, err = retry(ctx, func(ctx context.Context) (*statev1.MarkAttachedResponse, error) {
+		return p.state.MarkAttached(ctx, &statev1.MarkAttachedRequest{
+			Key:    &statev1.AllocationKey{Pool: a.GetPool(), DeviceName: a.GetDeviceName()},
+			PodUid: podUID, NetnsPath: netns, PreparedDevice: pd})
+	})
 	if err != nil {
-		_, derr := p.provisioner.Detach(context.WithoutCancel(ctx), &provisionerv1.DetachRequest{PreparedDevice: pd, NetnsPath: netns, Config: a.GetConfig()})
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+		defer cancel()
+		_, derr := retry(dctx, func(ctx context.Context) (*provisionerv1.DetachResponse, error) {
+			return p.provisioner.Detach(ctx, &provisionerv1.DetachRequest{PreparedDevice: pd, NetnsPath: netns, Config: a.GetConfig()})
+		})
 		return errors.Join(fmt.Errorf("recording the attach: %w", err), derr)
 	}
 	return nil
@@ -168,10 +202,15 @@ func (p *Plugin) detach(ctx context.Context, a *statev1.Allocation, netns string
 	if err == nil && len(rows.GetAllocations()) == 1 {
 		pd = rows.GetAllocations()[0].GetPreparedDevice()
 	}
-	if _, err := p.provisioner.Detach(ctx, &provisionerv1.DetachRequest{PreparedDevice: pd, NetnsPath: netns, Config: a.GetConfig()}); err != nil {
+	_, err = retry(ctx, func(ctx context.Context) (*provisionerv1.DetachResponse, error) {
+		return p.provisioner.Detach(ctx, &provisionerv1.DetachRequest{PreparedDevice: pd, NetnsPath: netns, Config: a.GetConfig()})
+	})
+	if err != nil {
 		return err
 	}
-	_, err = p.state.MarkDetached(ctx, &statev1.MarkDetachedRequest{Key: &statev1.AllocationKey{Pool: a.GetPool(), DeviceName: a.GetDeviceName()}})
+	_, err = retry(ctx, func(ctx context.Context) (*statev1.MarkDetachedResponse, error) {
+		return p.state.MarkDetached(ctx, &statev1.MarkDetachedRequest{Key: &statev1.AllocationKey{Pool: a.GetPool(), DeviceName: a.GetDeviceName()}})
+	})
 	if status.Code(err) == codes.NotFound {
 		return nil // unprepared meanwhile
 	}
@@ -185,13 +224,19 @@ func (p *Plugin) StopPodSandbox(ctx context.Context, pod *api.PodSandbox) (err e
 	defer func(start time.Time) { p.metrics.observe("StopPodSandbox", start, err) }(time.Now())
 	ctx, cancel := context.WithTimeout(ctx, HookTimeout)
 	defer cancel()
+	unlock := p.pods.lock(pod.GetUid())
+	defer unlock()
 	netns := netnsOf(pod)
 	p.mu.Lock()
 	if netns == "" {
 		netns = p.netns[pod.GetUid()]
 	}
+	// A stopped sandbox is no longer one to attach devices to.
+	delete(p.netns, pod.GetUid())
 	p.mu.Unlock()
-	allocs, err := p.state.ListAllocations(ctx, &statev1.ListAllocationsRequest{PodUid: pod.GetUid(), Phase: statev1.Phase_PHASE_ATTACHED})
+	allocs, err := retry(ctx, func(ctx context.Context) (*statev1.ListAllocationsResponse, error) {
+		return p.state.ListAllocations(ctx, &statev1.ListAllocationsRequest{PodUid: pod.GetUid(), Phase: statev1.Phase_PHASE_ATTACHED})
+	})
 	if err != nil {
 		return fmt.Errorf("netdra: listing the devices of pod %s: %w", pod.GetUid(), err)
 	}
@@ -221,26 +266,129 @@ func (p *Plugin) RemovePodSandbox(ctx context.Context, pod *api.PodSandbox) erro
 }
 
 // Reconcile detaches devices marked attached to pods the runtime no longer
-// has (as of the last Synchronize and the events since).
+// has (as of the last Synchronize and the events since), and attaches the
+// prepared devices of the pods it has that run without them.
 func (p *Plugin) Reconcile(ctx context.Context) {
 	p.reconciling.Lock()
 	defer p.reconciling.Unlock()
-	allocs, err := p.state.ListAllocations(ctx, &statev1.ListAllocationsRequest{Phase: statev1.Phase_PHASE_ATTACHED})
+	allocs, err := p.state.ListAllocations(ctx, &statev1.ListAllocationsRequest{})
 	if err != nil {
 		p.log.Warn("Reconciling attached devices", "error", err)
 		return
 	}
 	for _, a := range allocs.GetAllocations() {
-		p.mu.Lock()
-		_, live := p.netns[a.GetPodUid()]
-		p.mu.Unlock()
-		if live {
-			continue
+		switch a.GetPhase() {
+		case statev1.Phase_PHASE_ATTACHED:
+			p.reconcileDetach(ctx, a)
+		case statev1.Phase_PHASE_PREPARED:
+			p.reconcileAttach(ctx, a)
 		}
-		if err := p.detach(ctx, a, a.GetNetnsPath()); err != nil {
-			p.log.Warn("Detaching a device of a pod that is gone", "device", a.GetDeviceName(), "uid", a.GetPodUid(), "error", err)
-			continue
+	}
+}
+
+// netnsOfLive is the netns of the pod's running sandbox, if it has one.
+func (p *Plugin) netnsOfLive(podUID string) (string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ns, ok := p.netns[podUID]
+	return ns, ok
+}
+
+func (p *Plugin) reconcileDetach(ctx context.Context, a *statev1.Allocation) {
+	if _, live := p.netnsOfLive(a.GetPodUid()); live {
+		return
+	}
+	if err := p.detach(ctx, a, a.GetNetnsPath()); err != nil {
+		p.log.Warn("Detaching a device of a pod that is gone", "device", a.GetDeviceName(), "uid", a.GetPodUid(), "error", err)
+		return
+	}
+	p.log.Info("Detached a device of a pod that is gone", "device", a.GetDeviceName(), "uid", a.GetPodUid())
+}
+
+// reconcileAttach attaches a prepared device to its pod when the pod's
+// sandbox runs: the sandbox started while this plugin was away. Under the
+// pod's lock, so no hook of the pod runs meanwhile, and after checking the
+// row again: a hook may have attached or detached it.
+func (p *Plugin) reconcileAttach(ctx context.Context, a *statev1.Allocation) {
+	if _, live := p.netnsOfLive(a.GetPodUid()); !live || a.GetPodUid() == "" {
+		return
+	}
+	unlock := p.pods.lock(a.GetPodUid())
+	defer unlock()
+	netns, live := p.netnsOfLive(a.GetPodUid())
+	if !live {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, HookTimeout)
+	defer cancel()
+	rows, err := p.state.ListAllocations(ctx, &statev1.ListAllocationsRequest{DeviceName: a.GetDeviceName(), ClaimUid: a.GetClaimUid()})
+	if err != nil || len(rows.GetAllocations()) != 1 || rows.GetAllocations()[0].GetPhase() != statev1.Phase_PHASE_PREPARED {
+		return
+	}
+	a = rows.GetAllocations()[0]
+	if err := p.attach(ctx, a, a.GetPodUid(), netns); err != nil {
+		p.log.Error("Attaching a device of a pod that runs without it", "device", a.GetDeviceName(), "uid", a.GetPodUid(), "error", err)
+		return
+	}
+	p.log.Warn("Attached a device of a pod that ran without it: its sandbox started while netdra's NRI plugin was not connected",
+		"device", a.GetDeviceName(), "uid", a.GetPodUid(), "netns", netns)
+}
+
+// retry calls f again while it fails with Unavailable, until ctx ends: the
+// server went away during the call (it restarts) and the connection waits
+// for it to come back. Only idempotent calls are retried.
+func retry[T any](ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+	for wait := 10 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
+		v, err := f(ctx)
+		if status.Code(err) != codes.Unavailable {
+			return v, err
 		}
-		p.log.Info("Detached a device of a pod that is gone", "device", a.GetDeviceName(), "uid", a.GetPodUid())
+		select {
+		case <-ctx.Done():
+			return v, err
+		case <-time.After(wait):
+		}
+	}
+}
+
+// outcomeUnknown reports whether a failed call may have done its work: its
+// reply was lost, not refused.
+func outcomeUnknown(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+		return true
+	}
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}
+
+// keyedMutex is one mutex per key, dropped when unused.
+type keyedMutex struct {
+	mu    sync.Mutex
+	locks map[string]*keyedEntry
+}
+
+type keyedEntry struct {
+	sync.Mutex
+	users int
+}
+
+// lock locks key and returns its unlock.
+func (k *keyedMutex) lock(key string) func() {
+	k.mu.Lock()
+	e := k.locks[key]
+	if e == nil {
+		e = &keyedEntry{}
+		k.locks[key] = e
+	}
+	e.users++
+	k.mu.Unlock()
+	e.Lock()
+	return func() {
+		e.Unlock()
+		k.mu.Lock()
+		if e.users--; e.users == 0 {
+			delete(k.locks, key)
+		}
+		k.mu.Unlock()
 	}
 }

@@ -51,18 +51,28 @@ type Options struct {
 
 // ControlPlane is a running control plane.
 type ControlPlane struct {
+	rest    *rest.Config
+	client  kubernetes.Interface
+	logPath string
+	log     *slog.Logger
+	bin     string
+	dir     string
+	opts    Options
+
+	mu        sync.Mutex // guards the fields below, which Restart replaces
 	info      Info
-	rest      *rest.Config
-	client    kubernetes.Interface
-	cmd       *exec.Cmd
-	stdin     io.Closer
-	exited    chan struct{}
-	waitErr   error
-	logPath   string
-	log       *slog.Logger
-	stopOnce  sync.Once
-	stopErr   error
+	child     *child
 	startedIn time.Duration
+	stopped   bool
+	stopErr   error
+}
+
+// child is one run of the control-plane child process.
+type child struct {
+	cmd     *exec.Cmd
+	stdin   io.Closer
+	exited  chan struct{}
+	waitErr error // set before exited is closed
 }
 
 // Info is what the child process reports once the control plane is ready.
@@ -99,31 +109,57 @@ func Start(ctx context.Context, opts Options) (*ControlPlane, error) {
 	if err != nil {
 		return nil, fmt.Errorf("control plane dir: %w", err)
 	}
-	logPath := filepath.Join(dir, "controlplane.log")
-	logFile, err := os.Create(logPath)
+	cp := &ControlPlane{log: logger, bin: bin, dir: dir, opts: opts, logPath: filepath.Join(dir, "controlplane.log")}
+	ch, info, took, err := cp.launch(ctx, os.O_TRUNC)
 	if err != nil {
-		return nil, fmt.Errorf("control plane log: %w", err)
+		return nil, err
+	}
+	cp.child, cp.info, cp.startedIn = ch, info, took
+
+	cfg, err := clientcmd.BuildConfigFromFlags("", info.Kubeconfig)
+	if err != nil {
+		ch.kill()
+		return nil, fmt.Errorf("control plane kubeconfig: %w", err)
+	}
+	cfg.QPS, cfg.Burst = 200, 400 // tests create objects in bursts
+	cp.rest = cfg
+	if cp.client, err = kubernetes.NewForConfig(cfg); err != nil {
+		ch.kill()
+		return nil, fmt.Errorf("control plane client: %w", err)
+	}
+	logger.Info("control plane ready", "server", info.Server, "kubeconfig", info.Kubeconfig,
+		"pid", ch.cmd.Process.Pid, "took", took.Round(time.Millisecond), "log", cp.logPath)
+	return cp, nil
+}
+
+// launch runs a child on the control plane's dir and waits for its Info
+// line; logFlag is os.O_TRUNC for the first run and os.O_APPEND after.
+func (c *ControlPlane) launch(ctx context.Context, logFlag int) (*child, Info, time.Duration, error) {
+	var info Info
+	logFile, err := os.OpenFile(c.logPath, os.O_CREATE|os.O_WRONLY|logFlag, 0o644)
+	if err != nil {
+		return nil, info, 0, fmt.Errorf("control plane log: %w", err)
 	}
 	defer logFile.Close() // the child holds its own descriptor
 
-	cmd := exec.Command(bin, "control-plane", "--dir", dir, "--v", strconv.Itoa(opts.Verbosity))
+	cmd := exec.Command(c.bin, "control-plane", "--dir", c.dir, "--v", strconv.Itoa(c.opts.Verbosity))
 	cmd.Stderr = logFile
 	// Its own process group: a Ctrl-C in a terminal reaches the parent,
 	// which stops the world in order.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return nil, fmt.Errorf("control plane stdin: %w", err)
+		return nil, info, 0, fmt.Errorf("control plane stdin: %w", err)
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, fmt.Errorf("control plane stdout: %w", err)
+		return nil, info, 0, fmt.Errorf("control plane stdout: %w", err)
 	}
 	t0 := time.Now()
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", bin, err)
+		return nil, info, 0, fmt.Errorf("starting %s: %w", c.bin, err)
 	}
-	cp := &ControlPlane{cmd: cmd, stdin: stdin, exited: make(chan struct{}), logPath: logPath, log: logger}
+	ch := &child{cmd: cmd, stdin: stdin, exited: make(chan struct{})}
 	lines := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -135,68 +171,70 @@ func Start(ctx context.Context, opts Options) (*ControlPlane, error) {
 		}
 	}()
 	go func() {
-		cp.waitErr = cmd.Wait()
-		close(cp.exited)
+		ch.waitErr = cmd.Wait()
+		close(ch.exited)
 	}()
 
-	timer := time.NewTimer(opts.StartTimeout)
+	timer := time.NewTimer(c.opts.StartTimeout)
 	defer timer.Stop()
 	select {
 	case line := <-lines:
-		if err := json.Unmarshal([]byte(line), &cp.info); err != nil || cp.info.Kubeconfig == "" {
-			cp.kill()
-			return nil, fmt.Errorf("control plane said %q, want its JSON info (%v)", line, err)
+		if err := json.Unmarshal([]byte(line), &info); err != nil || info.Kubeconfig == "" {
+			ch.kill()
+			return nil, info, 0, fmt.Errorf("control plane said %q, want its JSON info (%v)", line, err)
 		}
-	case <-cp.exited:
-		return nil, fmt.Errorf("control plane exited during start (%v): %s", cp.waitErr, tail(logPath, 20))
+	case <-ch.exited:
+		return nil, info, 0, fmt.Errorf("control plane exited during start (%v): %s", ch.waitErr, tail(c.logPath, 20))
 	case <-timer.C:
-		cp.kill()
-		return nil, fmt.Errorf("control plane not ready after %s: %s", opts.StartTimeout, tail(logPath, 20))
+		ch.kill()
+		return nil, info, 0, fmt.Errorf("control plane not ready after %s: %s", c.opts.StartTimeout, tail(c.logPath, 20))
 	case <-ctx.Done():
-		cp.kill()
-		return nil, ctx.Err()
+		ch.kill()
+		return nil, info, 0, ctx.Err()
 	}
-	cp.startedIn = time.Since(t0)
-
-	cfg, err := clientcmd.BuildConfigFromFlags("", cp.info.Kubeconfig)
-	if err != nil {
-		cp.kill()
-		return nil, fmt.Errorf("control plane kubeconfig: %w", err)
-	}
-	cfg.QPS, cfg.Burst = 200, 400 // tests create objects in bursts
-	cp.rest = cfg
-	if cp.client, err = kubernetes.NewForConfig(cfg); err != nil {
-		cp.kill()
-		return nil, fmt.Errorf("control plane client: %w", err)
-	}
-	logger.Info("control plane ready", "server", cp.info.Server, "kubeconfig", cp.info.Kubeconfig,
-		"pid", cmd.Process.Pid, "took", cp.startedIn.Round(time.Millisecond), "log", logPath)
-	return cp, nil
+	return ch, info, time.Since(t0), nil
 }
 
 // Kubeconfig is the path of the admin (system:masters) kubeconfig.
-func (c *ControlPlane) Kubeconfig() string { return c.info.Kubeconfig }
+func (c *ControlPlane) Kubeconfig() string { return c.currentInfo().Kubeconfig }
 
-// Server is the apiserver's URL.
-func (c *ControlPlane) Server() string { return c.info.Server }
+// Server is the apiserver's URL. It stays the same across Restart.
+func (c *ControlPlane) Server() string { return c.currentInfo().Server }
 
 // RESTConfig returns a copy of the admin client configuration.
 func (c *ControlPlane) RESTConfig() *rest.Config { return rest.CopyConfig(c.rest) }
 
-// Client is an admin clientset.
+// Client is an admin clientset. It keeps working across Restart.
 func (c *ControlPlane) Client() kubernetes.Interface { return c.client }
 
-// LogPath is the file the components log to.
+// LogPath is the file the components log to (every run's, after Restart).
 func (c *ControlPlane) LogPath() string { return c.logPath }
 
-// PID is the child process's id.
-func (c *ControlPlane) PID() int { return c.cmd.Process.Pid }
+// PID is the current child process's id.
+func (c *ControlPlane) PID() int { return c.current().cmd.Process.Pid }
 
-// StartedIn is how long the control plane took from exec to ready.
-func (c *ControlPlane) StartedIn() time.Duration { return c.startedIn }
+// StartedIn is how long the current child took from exec to ready.
+func (c *ControlPlane) StartedIn() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.startedIn
+}
 
-// Exited is closed when the child process has ended.
-func (c *ControlPlane) Exited() <-chan struct{} { return c.exited }
+// Exited is closed when the current child process has ended; after a
+// Restart it is a new channel.
+func (c *ControlPlane) Exited() <-chan struct{} { return c.current().exited }
+
+func (c *ControlPlane) current() *child {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.child
+}
+
+func (c *ControlPlane) currentInfo() Info {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.info
+}
 
 // stopGrace is how long the child may take to stop its components and
 // close etcd before it is killed.
@@ -207,30 +245,75 @@ const stopGrace = 20 * time.Second
 // if it takes longer than 20s. Every port is free once Stop returns. Stop
 // is idempotent; the error tells whether the child ended cleanly.
 func (c *ControlPlane) Stop() error {
-	c.stopOnce.Do(func() {
-		t0 := time.Now()
-		c.stdin.Close() // EOF on stdin is the child's signal to stop
-		select {
-		case <-c.exited:
-		case <-time.After(stopGrace):
-			c.log.Warn("control plane did not stop in time, killing it", "pid", c.cmd.Process.Pid)
-			c.kill()
-			c.stopErr = fmt.Errorf("control plane killed after %s", stopGrace)
-			return
-		}
-		// Whatever the child left in its group goes too.
-		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
-		if c.waitErr != nil {
-			c.stopErr = fmt.Errorf("control plane exit: %w: %s", c.waitErr, tail(c.logPath, 10))
-		}
-		c.log.Info("control plane stopped", "took", time.Since(t0).Round(time.Millisecond))
-	})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.stopped {
+		c.stopped = true
+		c.stopErr = c.stopChild(c.child)
+	}
 	return c.stopErr
 }
 
-func (c *ControlPlane) kill() {
-	_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
-	<-c.exited
+// Restart stops the control plane as Stop does (kill: with SIGKILL at
+// once, as a crash) and starts it again on the same directory: etcd keeps
+// its data, and the apiserver comes back on the same address with the same
+// certificates, so Client, RESTConfig and the kubeconfig keep working, as
+// for every client of a real apiserver that restarted. It returns once the
+// new apiserver is ready; objects written before are there. Calls must not
+// overlap; Restart after Stop is an error.
+func (c *ControlPlane) Restart(ctx context.Context, kill bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return errors.New("control plane: Restart after Stop")
+	}
+	old := c.child
+	if kill {
+		old.kill()
+	} else if err := c.stopChild(old); err != nil {
+		c.log.Warn("control plane did not stop cleanly before its restart", "err", err)
+	}
+	ch, info, took, err := c.launch(ctx, os.O_APPEND)
+	if err != nil {
+		c.stopped, c.stopErr = true, err
+		return fmt.Errorf("restarting the control plane: %w", err)
+	}
+	if info.Server != c.info.Server || info.Kubeconfig != c.info.Kubeconfig {
+		ch.kill()
+		c.stopped = true
+		c.stopErr = fmt.Errorf("control plane came back as %s (%s), not %s (%s)", info.Server, info.Kubeconfig, c.info.Server, c.info.Kubeconfig)
+		return c.stopErr
+	}
+	c.child, c.info, c.startedIn = ch, info, took
+	c.log.Info("control plane restarted", "server", info.Server, "pid", ch.cmd.Process.Pid, "took", took.Round(time.Millisecond))
+	return nil
+}
+
+// stopChild closes the child's stdin, its signal to stop, and waits for it,
+// killing it after stopGrace.
+func (c *ControlPlane) stopChild(ch *child) error {
+	t0 := time.Now()
+	ch.stdin.Close()
+	select {
+	case <-ch.exited:
+	case <-time.After(stopGrace):
+		c.log.Warn("control plane did not stop in time, killing it", "pid", ch.cmd.Process.Pid)
+		ch.kill()
+		return fmt.Errorf("control plane killed after %s", stopGrace)
+	}
+	// Whatever the child left in its group goes too.
+	_ = syscall.Kill(-ch.cmd.Process.Pid, syscall.SIGKILL)
+	c.log.Info("control plane stopped", "took", time.Since(t0).Round(time.Millisecond))
+	if ch.waitErr != nil {
+		return fmt.Errorf("control plane exit: %w: %s", ch.waitErr, tail(c.logPath, 10))
+	}
+	return nil
+}
+
+func (ch *child) kill() {
+	ch.stdin.Close()
+	_ = syscall.Kill(-ch.cmd.Process.Pid, syscall.SIGKILL)
+	<-ch.exited
 }
 
 // tail returns the last n lines of a file, for error messages.

@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -40,7 +42,11 @@ import (
 // Config says where the control plane keeps its files and how much the
 // components log.
 type Config struct {
-	// Dir holds etcd's data, the PKI and the admin kubeconfig. It must exist.
+	// Dir holds etcd's data, the PKI and the admin kubeconfig. It must
+	// exist. A Dir that holds them from an earlier run is resumed: etcd
+	// keeps its data, the CA, certificates and admin kubeconfig are
+	// reused and the apiserver listens on the same address, so clients of
+	// the earlier run carry on as after an apiserver restart.
 	Dir string
 	// Verbosity is the klog -v of every component; their logs go to stderr.
 	Verbosity int
@@ -84,20 +90,13 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	defer etcd.Close()
 	logger.Info("etcd ready", "url", etcd.url)
 
-	p, err := newPKI(filepath.Join(cfg.Dir, "pki"))
+	kubeconfig := filepath.Join(cfg.Dir, "admin.kubeconfig")
+	p, ln, err := pkiAndListener(filepath.Join(cfg.Dir, "pki"), kubeconfig, logger)
 	if err != nil {
 		return err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return fmt.Errorf("apiserver listener: %w", err)
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	server := fmt.Sprintf("https://127.0.0.1:%d", port)
-	kubeconfig := filepath.Join(cfg.Dir, "admin.kubeconfig")
-	if err := p.writeKubeconfig(kubeconfig, "admin", server); err != nil {
-		return err
-	}
 
 	compCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
@@ -175,6 +174,61 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	stop()
 	waitBounded(&wg, logger)
 	return err
+}
+
+// pkiAndListener returns the PKI and the apiserver's listener: those of
+// an earlier run when kubeconfig exists (the same certificates, the same
+// address), else a new PKI, a free port and a kubeconfig written for it.
+func pkiAndListener(pkiDir, kubeconfig string, logger *slog.Logger) (*pki, net.Listener, error) {
+	if _, err := os.Stat(kubeconfig); err == nil {
+		p, err := loadPKI(pkiDir)
+		if err != nil {
+			return nil, nil, fmt.Errorf("resuming the control plane: %w", err)
+		}
+		kc, err := clientcmd.LoadFromFile(kubeconfig)
+		if err != nil {
+			return nil, nil, fmt.Errorf("resuming the control plane: %w", err)
+		}
+		cluster := kc.Clusters[kc.Contexts[kc.CurrentContext].Cluster]
+		u, err := url.Parse(cluster.Server)
+		if err != nil {
+			return nil, nil, fmt.Errorf("resuming the control plane: server %q: %w", cluster.Server, err)
+		}
+		ln, err := listenRetry(u.Host)
+		if err != nil {
+			return nil, nil, fmt.Errorf("apiserver listener on the earlier address: %w", err)
+		}
+		logger.Info("resuming an earlier control plane", "server", cluster.Server)
+		return p, ln, nil
+	}
+	p, err := newPKI(pkiDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, fmt.Errorf("apiserver listener: %w", err)
+	}
+	server := fmt.Sprintf("https://127.0.0.1:%d", ln.Addr().(*net.TCPAddr).Port)
+	if err := p.writeKubeconfig(kubeconfig, "admin", server); err != nil {
+		ln.Close()
+		return nil, nil, err
+	}
+	return p, ln, nil
+}
+
+// listenRetry listens on addr, retrying for a few seconds while the
+// earlier process's socket is being released.
+func listenRetry(addr string) (net.Listener, error) {
+	var err error
+	for range 50 {
+		var ln net.Listener
+		if ln, err = net.Listen("tcp", addr); err == nil {
+			return ln, nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return nil, err
 }
 
 func errOrExit(err error) error {

@@ -69,6 +69,24 @@ func newPKI(dir string) (*pki, error) {
 	return p, nil
 }
 
+// loadPKI returns the files newPKI wrote in dir earlier. The CA key is not
+// kept on disk, so a loaded pki issues no certificates: the earlier run's
+// certificates and kubeconfig are all a resumed control plane needs.
+func loadPKI(dir string) (*pki, error) {
+	p := &pki{dir: dir,
+		caCert:      filepath.Join(dir, "ca.crt"),
+		servingCert: filepath.Join(dir, "apiserver.crt"),
+		servingKey:  filepath.Join(dir, "apiserver.key"),
+		saKey:       filepath.Join(dir, "sa.key"),
+	}
+	for _, f := range []string{p.caCert, p.servingCert, p.servingKey, p.saKey} {
+		if _, err := os.Stat(f); err != nil {
+			return nil, fmt.Errorf("pki: %w", err)
+		}
+	}
+	return p, nil
+}
+
 // issue signs a key pair with the CA and returns the certificate and key
 // paths. Client certificates carry orgs as their groups.
 func (p *pki) issue(name, cn string, orgs []string, server bool, dns []string, ips []net.IP) (string, string, error) {
