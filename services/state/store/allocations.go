@@ -99,30 +99,7 @@ func (w *writer) held(a *statev1.Allocation) (row *statev1.Allocation, ok bool, 
 // to PREPARED, all or none. Rows must be the claim's and PREPARING; an
 // already PREPARED row is left as it is (idempotent).
 func (s *Store) CommitPrepare(req *statev1.CommitPrepareRequest) (*statev1.CommitPrepareResponse, error) {
-	if err := validPreparedAllocations(req.GetClaimUid(), req.GetAllocations()); err != nil {
-		return nil, err
-	}
-	rev, err := s.write(func(w *writer) error {
-		for _, p := range req.GetAllocations() {
-			row, err := w.claimRow(keyFromProto(p.GetKey()), req.GetClaimUid())
-			if err != nil {
-				return err
-			}
-			switch row.GetPhase() {
-			case prepared:
-				continue
-			case preparing:
-			default:
-				return fmt.Errorf("allocation %s is %s, not PREPARING: %w", KeyOf(row), row.GetPhase(), ErrPhase)
-			}
-			row = proto.CloneOf(row)
-			row.Phase, row.PreparedDevice = prepared, p.GetPreparedDevice()
-			if err := w.putAlloc(row); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	rev, err := s.storePrepared(req.GetClaimUid(), req.GetAllocations(), prepared)
 	if err != nil {
 		return nil, err
 	}
@@ -135,12 +112,23 @@ func (s *Store) CommitPrepare(req *statev1.CommitPrepareRequest) (*statev1.Commi
 // PREPARING; an already PREPARED row is left as it is (idempotent, like
 // CommitPrepare); another phase is ErrPhase.
 func (s *Store) RecordPrepared(req *statev1.RecordPreparedRequest) (*statev1.RecordPreparedResponse, error) {
-	if err := validPreparedAllocations(req.GetClaimUid(), req.GetAllocations()); err != nil {
+	rev, err := s.storePrepared(req.GetClaimUid(), req.GetAllocations(), preparing)
+	if err != nil {
 		return nil, err
 	}
-	rev, err := s.write(func(w *writer) error {
-		for _, p := range req.GetAllocations() {
-			row, err := w.claimRow(keyFromProto(p.GetKey()), req.GetClaimUid())
+	return &statev1.RecordPreparedResponse{Revision: rev}, nil
+}
+
+// storePrepared stores each prepared device in its claim's PREPARING row
+// and gives the row phase (PREPARED to commit, PREPARING to only record),
+// all or none. A PREPARED row is left as it is; another phase is ErrPhase.
+func (s *Store) storePrepared(claimUID string, allocs []*statev1.PreparedAllocation, phase statev1.Phase) (uint64, error) {
+	if err := validPreparedAllocations(claimUID, allocs); err != nil {
+		return 0, err
+	}
+	return s.write(func(w *writer) error {
+		for _, p := range allocs {
+			row, err := w.claimRow(keyFromProto(p.GetKey()), claimUID)
 			if err != nil {
 				return err
 			}
@@ -151,21 +139,17 @@ func (s *Store) RecordPrepared(req *statev1.RecordPreparedRequest) (*statev1.Rec
 			default:
 				return fmt.Errorf("allocation %s is %s, not PREPARING: %w", KeyOf(row), row.GetPhase(), ErrPhase)
 			}
-			if proto.Equal(row.GetPreparedDevice(), p.GetPreparedDevice()) {
+			if row.GetPhase() == phase && proto.Equal(row.GetPreparedDevice(), p.GetPreparedDevice()) {
 				continue
 			}
 			row = proto.CloneOf(row)
-			row.PreparedDevice = p.GetPreparedDevice()
+			row.Phase, row.PreparedDevice = phase, p.GetPreparedDevice()
 			if err := w.putAlloc(row); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return &statev1.RecordPreparedResponse{Revision: rev}, nil
 }
 
 // validPreparedAllocations checks the claim UID and the prepared devices of
