@@ -2,26 +2,20 @@ package benchworld
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
-	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apiextclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
-	"sigs.k8s.io/yaml"
 
 	"github.com/netdra/netdra/bench/figures"
 	"github.com/netdra/netdra/shared/nodetest"
 	"github.com/netdra/netdra/shared/testworld/controlplane"
+	"github.com/netdra/netdra/shared/testworld/crds"
 	"github.com/netdra/netdra/shared/testworld/node"
 	"github.com/netdra/netdra/shared/testworld/worldtest"
 )
@@ -41,53 +35,14 @@ var (
 // are served.
 func installCRDs(b testing.TB, cp *controlplane.ControlPlane) {
 	b.Helper()
-	crdOnce.Do(func() { crdErr = applyCRDs(cp) })
+	crdOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, crdErr = crds.Install(ctx, cp.RESTConfig(), "../../../pods/crds")
+	})
 	if crdErr != nil {
 		b.Fatalf("installing the CRDs: %v", crdErr)
 	}
-}
-
-func applyCRDs(cp *controlplane.ControlPlane) error {
-	c, err := apiextclient.NewForConfig(cp.RESTConfig())
-	if err != nil {
-		return err
-	}
-	files, _ := filepath.Glob("../../../pods/crds/netdra.io_*.yaml")
-	if len(files) == 0 {
-		return fmt.Errorf("no CRDs under pods/crds")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			return err
-		}
-		crd := &apiextv1.CustomResourceDefinition{}
-		if err := yaml.Unmarshal(data, crd); err != nil {
-			return fmt.Errorf("%s: %w", f, err)
-		}
-		_, err = c.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return err
-		}
-		err = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-			got, err := c.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
-			if err != nil {
-				return false, nil
-			}
-			for _, cond := range got.Status.Conditions {
-				if cond.Type == apiextv1.Established && cond.Status == apiextv1.ConditionTrue {
-					return true, nil
-				}
-			}
-			return false, nil
-		})
-		if err != nil {
-			return fmt.Errorf("CRD %s not established: %w", crd.Name, err)
-		}
-	}
-	return nil
 }
 
 // netdraNode is the world's emulated node plus netdra's four processes,

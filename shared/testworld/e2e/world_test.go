@@ -3,25 +3,20 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
-	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apiextclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
-	"sigs.k8s.io/yaml"
 
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 	"github.com/netdra/netdra/shared/nodetest"
 	"github.com/netdra/netdra/shared/rpc"
 	"github.com/netdra/netdra/shared/testworld/controlplane"
+	"github.com/netdra/netdra/shared/testworld/crds"
 	"github.com/netdra/netdra/shared/testworld/node"
 	"github.com/netdra/netdra/shared/testworld/worldtest"
 )
@@ -38,48 +33,9 @@ var (
 func installCRDs(t *testing.T, cp *controlplane.ControlPlane) {
 	t.Helper()
 	crdOnce.Do(func() {
-		c, err := apiextclient.NewForConfig(cp.RESTConfig())
-		if err != nil {
-			crdErr = err
-			return
-		}
-		files, _ := filepath.Glob("../../../pods/crds/netdra.io_*.yaml")
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		for _, f := range files {
-			data, err := os.ReadFile(f)
-			if err != nil {
-				crdErr = err
-				return
-			}
-			crd := &apiextv1.CustomResourceDefinition{}
-			if err := yaml.Unmarshal(data, crd); err != nil {
-				crdErr = fmt.Errorf("%s: %w", f, err)
-				return
-			}
-			if _, err := c.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-				crdErr = err
-				return
-			}
-			crdErr = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-				got, err := c.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
-				if err != nil {
-					return false, nil
-				}
-				for _, cond := range got.Status.Conditions {
-					if cond.Type == apiextv1.Established && cond.Status == apiextv1.ConditionTrue {
-						return true, nil
-					}
-				}
-				return false, nil
-			})
-			if crdErr != nil {
-				return
-			}
-		}
-		if len(files) == 0 {
-			crdErr = fmt.Errorf("no CRDs under pods/crds")
-		}
+		_, crdErr = crds.Install(ctx, cp.RESTConfig(), "../../../pods/crds")
 	})
 	if crdErr != nil {
 		t.Fatalf("installing the CRDs: %v", crdErr)

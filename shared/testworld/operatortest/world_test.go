@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -23,10 +21,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/netdra/netdra/services/operator/controller"
 	"github.com/netdra/netdra/shared/apis/v1alpha1"
+	"github.com/netdra/netdra/shared/testworld/crds"
 	"github.com/netdra/netdra/shared/testworld/worldtest"
 )
 
@@ -68,7 +66,7 @@ func newWorld(t *testing.T) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	crdOnce.Do(func() { crdErr = installCRDs(c) })
+	crdOnce.Do(func() { crdErr = installCRDs(rc) })
 	if crdErr != nil {
 		t.Fatalf("installing the CRDs: %v", crdErr)
 	}
@@ -80,59 +78,11 @@ func newWorld(t *testing.T) *world {
 
 // installCRDs creates (or updates) every CRD pods/crds/kustomization.yaml
 // lists and waits for them to be served.
-func installCRDs(c client.Client) error {
+func installCRDs(rc *rest.Config) error {
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
-	b, err := os.ReadFile(filepath.Join(crdDir, "kustomization.yaml"))
-	if err != nil {
-		return err
-	}
-	var kust struct {
-		Resources []string `json:"resources"`
-	}
-	if err := yaml.Unmarshal(b, &kust); err != nil || len(kust.Resources) == 0 {
-		return fmt.Errorf("%s/kustomization.yaml lists no resources (%v)", crdDir, err)
-	}
-	for _, r := range kust.Resources {
-		f := filepath.Join(crdDir, r)
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return err
-		}
-		var crd apiextensionsv1.CustomResourceDefinition
-		if err := yaml.UnmarshalStrict(b, &crd); err != nil {
-			return fmt.Errorf("%s: %w", f, err)
-		}
-		if err := c.Create(ctx, &crd); apierrors.IsAlreadyExists(err) {
-			var old apiextensionsv1.CustomResourceDefinition
-			if err := c.Get(ctx, client.ObjectKeyFromObject(&crd), &old); err != nil {
-				return err
-			}
-			crd.ResourceVersion = old.ResourceVersion
-			err = c.Update(ctx, &crd)
-		} else if err != nil {
-			return fmt.Errorf("create %s: %w", crd.Name, err)
-		}
-		err = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-			var got apiextensionsv1.CustomResourceDefinition
-			if err := c.Get(ctx, client.ObjectKeyFromObject(&crd), &got); err != nil {
-				return false, nil
-			}
-			for _, cond := range got.Status.Conditions {
-				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-					return true, nil
-				}
-			}
-			return false, nil
-		})
-		if err != nil {
-			return fmt.Errorf("CRD %s not established: %w", crd.Name, err)
-		}
-	}
-	// Served once a list works.
-	return wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		return c.List(ctx, &v1alpha1.ClusterConfigList{}) == nil && c.List(ctx, &v1alpha1.NodeConfigList{}) == nil, nil
-	})
+	_, err := crds.Install(ctx, rc, crdDir)
+	return err
 }
 
 // clear deletes every Node, NodeConfig and ClusterConfig and waits until

@@ -19,8 +19,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	apiextclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-
 	"github.com/netdra/netdra/shared/rpc"
 )
 
@@ -39,7 +37,6 @@ type demo struct {
 	restCfg  *rest.Config
 	client   kubernetes.Interface
 	dyn      dynamic.Interface
-	apiext   apiextclient.Interface
 	podNetns string
 	// madeAny is set once preflight passed: from then on, things are made.
 	madeAny bool

@@ -5,16 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apiextclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -29,6 +25,7 @@ import (
 	nriv1 "github.com/netdra/netdra/protos/netdra/nri/v1"
 	"github.com/netdra/netdra/shared/apis/v1alpha1"
 	"github.com/netdra/netdra/shared/rpc"
+	"github.com/netdra/netdra/shared/testworld/crds"
 )
 
 // The demo's objects.
@@ -64,10 +61,7 @@ func (d *demo) connect(context.Context) error {
 	if d.client, err = kubernetes.NewForConfig(cfg); err != nil {
 		return err
 	}
-	if d.dyn, err = dynamic.NewForConfig(cfg); err != nil {
-		return err
-	}
-	d.apiext, err = apiextclient.NewForConfig(cfg)
+	d.dyn, err = dynamic.NewForConfig(cfg)
 	return err
 }
 
@@ -156,39 +150,9 @@ func (d *demo) applyConfig(ctx context.Context) error {
 
 // installCRDs creates netdra's CRDs and waits until they are served.
 func (d *demo) installCRDs(ctx context.Context) error {
-	files, err := filepath.Glob(filepath.Join(d.c.crds, "netdra.io_*.yaml"))
+	names, err := crds.Install(ctx, d.restCfg, d.c.crds)
 	if err != nil {
 		return err
-	}
-	var names []string
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			return err
-		}
-		crd := &apiextv1.CustomResourceDefinition{}
-		if err := yaml.UnmarshalStrict(data, crd); err != nil {
-			return fmt.Errorf("%s: %w", f, err)
-		}
-		if _, err := d.apiext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("creating CRD %s: %w", crd.Name, err)
-		}
-		err = d.poll(ctx, "CRD "+crd.Name+" established", func(ctx context.Context) (bool, error) {
-			got, err := d.apiext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
-			if err != nil {
-				return false, err
-			}
-			for _, c := range got.Status.Conditions {
-				if c.Type == apiextv1.Established && c.Status == apiextv1.ConditionTrue {
-					return true, nil
-				}
-			}
-			return false, nil
-		})
-		if err != nil {
-			return err
-		}
-		names = append(names, crd.Name)
 	}
 	d.say("applied the CRDs from %s: %s", d.c.crds, strings.Join(names, ", "))
 	return nil
