@@ -79,6 +79,7 @@ func (cfg *config) run(ctx context.Context, log *slog.Logger) error {
 		if programs, err = ebpf.New(log.With("component", "ebpf"), cfg.BPFFS); err != nil {
 			return err
 		}
+		defer programs.Close()
 		if cfg.handoff, err = ebpf.NewHandoff(log.With("component", "ebpf"), cfg.BPFFS); err != nil {
 			return err
 		}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -27,9 +28,17 @@ const (
 // under Root, one directory per device name. Its methods are safe for
 // concurrent use on different devices; calls for one device must not
 // overlap (the provisioner serializes them).
+//
+// The object file is parsed once, and a device's programs, once loaded
+// (verified by the kernel), are kept loaded until Remove, so that a device
+// attached again (the next pod) costs only the two tcx attachments.
 type Programs struct {
 	log  *slog.Logger
 	root string
+	spec *ebpf.CollectionSpec // parsed once; copied for each load
+
+	mu     sync.Mutex
+	loaded map[string]*netdraObjects // by device, until Remove
 }
 
 // DefaultBPFFS is where the provisioner mounts its bpffs by default.
@@ -52,7 +61,26 @@ func New(log *slog.Logger, bpffs string) (*Programs, error) {
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, fmt.Errorf("creating pin directory: %w", err)
 	}
-	return &Programs{log: log, root: root}, nil
+	spec, err := loadNetdra()
+	if err != nil {
+		return nil, fmt.Errorf("parsing the eBPF object: %w", err)
+	}
+	for _, m := range spec.Maps {
+		m.Pinning = ebpf.PinByName
+	}
+	return &Programs{log: log, root: root, spec: spec, loaded: map[string]*netdraObjects{}}, nil
+}
+
+// Close releases the programs and maps this process holds loaded. What is
+// pinned stays: the devices keep their programs and counters. Programs
+// must not be used afterwards.
+func (p *Programs) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for device, objs := range p.loaded {
+		objs.Close()
+		delete(p.loaded, device)
+	}
 }
 
 // Root is the directory the device directories are pinned under.
@@ -90,11 +118,10 @@ func (p *Programs) Attach(ctx context.Context, device, netnsPath, ifName string,
 	}
 	defer ns.Close()
 
-	objs, err := p.load(dir, pol)
+	objs, err := p.programs(device, dir, pol)
 	if err != nil {
 		return err
 	}
-	defer objs.Close()
 	err = inNetns(ns, func() error {
 		ifc, err := net.InterfaceByName(ifName)
 		if err != nil {
@@ -106,6 +133,7 @@ func (p *Programs) Attach(ctx context.Context, device, netnsPath, ifName string,
 		return attachTCX(dir, pinEgress, ifc.Index, objs.NetdraEgress, ebpf.AttachTCXEgress)
 	})
 	if err != nil {
+		p.unload(device)
 		if derr := p.detach(dir); derr != nil {
 			err = errors.Join(err, derr)
 		}
@@ -116,26 +144,40 @@ func (p *Programs) Attach(ctx context.Context, device, netnsPath, ifName string,
 	return nil
 }
 
-// load loads the collection with its maps pinned in dir (reused when they
-// are pinned already) and the policy set.
-func (p *Programs) load(dir string, pol Policy) (*netdraObjects, error) {
-	spec, err := loadNetdra()
-	if err != nil {
-		return nil, err
-	}
-	for _, m := range spec.Maps {
-		m.Pinning = ebpf.PinByName
-	}
-	var objs netdraObjects
-	if err := spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: dir}}); err != nil {
-		return nil, fmt.Errorf("loading eBPF programs: %w", err)
+// programs returns the device's programs with the policy set: the ones
+// loaded at an earlier attach, or loaded now with their maps pinned in dir
+// (reused when they are pinned already) and kept until Remove.
+func (p *Programs) programs(device, dir string, pol Policy) (*netdraObjects, error) {
+	p.mu.Lock()
+	objs := p.loaded[device]
+	p.mu.Unlock()
+	if objs == nil {
+		objs = &netdraObjects{}
+		if err := p.spec.Copy().LoadAndAssign(objs, &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: dir}}); err != nil {
+			return nil, fmt.Errorf("loading eBPF programs: %w", err)
+		}
+		p.mu.Lock()
+		p.loaded[device] = objs
+		p.mu.Unlock()
 	}
 	v := pol.value()
 	if err := objs.Policies.Put(uint32(0), &v); err != nil {
-		objs.Close()
+		p.unload(device)
 		return nil, fmt.Errorf("setting the policy: %w", err)
 	}
-	return &objs, nil
+	return objs, nil
+}
+
+// unload closes the device's loaded programs and maps, if any (their pins
+// are not touched).
+func (p *Programs) unload(device string) {
+	p.mu.Lock()
+	objs := p.loaded[device]
+	delete(p.loaded, device)
+	p.mu.Unlock()
+	if objs != nil {
+		objs.Close()
+	}
 }
 
 func attachTCX(dir, name string, ifindex int, prog *ebpf.Program, at ebpf.AttachType) error {
@@ -230,6 +272,7 @@ func (p *Programs) Remove(device string) error {
 	if err := p.Detach(device); err != nil {
 		return err
 	}
+	p.unload(device)
 	for _, name := range []string{pinStats, pinPolicies} {
 		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("unpinning %s of %s: %w", name, device, err)

@@ -130,6 +130,7 @@ func TestKernel_AttachWithoutTCX(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(progs.Close)
 	err = progs.Attach(context.Background(), "dummy8", "/var/run/netns/ebpfnotcx", "dummy8", ebpf.Policy{})
 	if !errors.Is(err, cebpf.ErrNotSupported) {
 		t.Fatalf("Attach on a kernel without tcx = %v, want ErrNotSupported", err)

@@ -57,12 +57,22 @@ func linkKind(l netlink.Link) string {
 type scanner struct {
 	m        *Manager
 	h        *netlink.Handle
+	cache    *linkCache      // the links between dumps; nil: dump every scan
 	withheld map[string]bool // interface names
 }
 
-// scan returns the devices the manager offers now, sorted by name.
-func (s *scanner) scan() ([]*devicev1.Device, error) {
-	links, err := hostns.RetryDump(s.h.LinkList)
+// scan returns the devices the manager offers now, sorted by name. The
+// links come from the cache unless fresh is set (or the cache awaits a
+// dump); the default routes and sysfs are read each time.
+func (s *scanner) scan(fresh bool) ([]*devicev1.Device, error) {
+	dump := func() ([]netlink.Link, error) { return hostns.RetryDump(s.h.LinkList) }
+	var links []netlink.Link
+	var err error
+	if s.cache != nil {
+		links, err = s.cache.list(dump, fresh)
+	} else {
+		links, err = dump()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("listing links: %w", err)
 	}

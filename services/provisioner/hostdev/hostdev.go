@@ -116,11 +116,15 @@ func New(log *slog.Logger, sysfsRoot string, cfg *provisionerv1.HostConfig, opts
 // error when it cannot start (no netlink socket, subscription or first
 // scan). A later failed scan is logged and retried at the next event or
 // resync; a subscription the kernel ends (a receive buffer overrun) is
-// made again, followed by a rescan.
+// made again, followed by a rescan. A burst of events makes one rescan
+// (manager.Settle), and a rescan after events reads the links from a cache
+// the events keep (linkCache) instead of dumping them all; the resync
+// dumps.
 func (m *Manager) Run(ctx context.Context, publish func([]*devicev1.Device)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	changed := make(chan struct{}, 1)
-	w, err := m.watch(ctx, changed)
+	cache := &linkCache{}
+	w, err := m.watch(ctx, changed, cache)
 	if err != nil {
 		cancel()
 		if w != nil {
@@ -138,23 +142,35 @@ func (m *Manager) Run(ctx context.Context, publish func([]*devicev1.Device)) err
 	}
 	defer h.Close()
 
-	s := &scanner{m: m, h: h}
-	last, err := s.scan()
+	s := &scanner{m: m, h: h, cache: cache}
+	t0 := time.Now()
+	last, err := s.scan(true)
 	if err != nil {
 		return fmt.Errorf("discovering host interfaces: %w", err)
 	}
+	took := time.Since(t0)
 	publish(last)
 	m.log.Debug("published host devices", "count", len(last))
 	tick := time.NewTicker(m.resync)
 	defer tick.Stop()
 	for {
+		fresh := false
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-changed:
+			// One rescan for a burst of events: a namespace move makes
+			// several, a burst of pods many.
+			manager.Settle(ctx, changed, manager.SettleQuiet, manager.SettleMaxAfter(took))
 		case <-tick.C:
+			fresh = true // a dump: what no event tells, and a check of the cache
 		}
-		devs, err := s.scan()
+		if ctx.Err() != nil {
+			return nil
+		}
+		t0 := time.Now()
+		devs, err := s.scan(fresh)
+		took = time.Since(t0)
 		switch {
 		case ctx.Err() != nil:
 			return nil

@@ -27,9 +27,10 @@ func (w *watcher) Wait() { w.wg.Wait() }
 // watch subscribes to link and route events in the host namespace and
 // signals changed (without blocking; one pending signal stands for any
 // number of events) on every link event and every default-route event of
-// the main table. Subscriptions end with ctx. It fails only when the first
-// subscriptions cannot be made.
-func (m *Manager) watch(ctx context.Context, changed chan<- struct{}) (*watcher, error) {
+// the main table. Link events are applied to cache (when not nil) first,
+// and a lost link subscription invalidates it. Subscriptions end with ctx.
+// It fails only when the first subscriptions cannot be made.
+func (m *Manager) watch(ctx context.Context, changed chan<- struct{}, cache *linkCache) (*watcher, error) {
 	notify := func() {
 		select {
 		case changed <- struct{}{}:
@@ -41,27 +42,32 @@ func (m *Manager) watch(ctx context.Context, changed chan<- struct{}) (*watcher,
 	if err != nil {
 		return nil, err
 	}
+	apply, lost := func(netlink.LinkUpdate) {}, func() {}
+	if cache != nil {
+		apply, lost = cache.apply, cache.invalidate
+	}
 	w.wg.Go(func() {
-		follow(ctx, m.log, "link", links, m.subscribeLinks, func(netlink.LinkUpdate) bool { return true }, notify, minBackoff)
+		follow(ctx, m.log, "link", links, m.subscribeLinks, func(u netlink.LinkUpdate) bool { apply(u); return true }, notify, lost, minBackoff)
 	})
 	routes, err := m.subscribeRoutes(ctx)
 	if err != nil {
 		return w, err
 	}
 	w.wg.Go(func() {
-		follow(ctx, m.log, "route", routes, m.subscribeRoutes, func(u netlink.RouteUpdate) bool { return isDefaultRoute(u.Route) }, notify, minBackoff)
+		follow(ctx, m.log, "route", routes, m.subscribeRoutes, func(u netlink.RouteUpdate) bool { return isDefaultRoute(u.Route) }, notify, func() {}, minBackoff)
 	})
 	return w, nil
 }
 
 // follow reads a subscription's events until ctx ends, calling notify for
 // the relevant ones. When the kernel ends the subscription (a receive
-// buffer overrun, say), it subscribes again after first, doubling the wait
-// up to maxBackoff while that fails, and calls notify, since events may
-// have been missed. After ctx ends it drains ch until the
-// library closes it, so that the library's goroutine is not left blocked.
+// buffer overrun, say), it calls lost at once, subscribes again after
+// first, doubling the wait up to maxBackoff while that fails, and calls
+// notify, since events may have been missed. After ctx ends it drains ch
+// until the library closes it, so that the library's goroutine is not
+// left blocked.
 func follow[T any](ctx context.Context, log *slog.Logger, what string, ch <-chan T,
-	subscribe func(context.Context) (<-chan T, error), relevant func(T) bool, notify func(), first time.Duration) {
+	subscribe func(context.Context) (<-chan T, error), relevant func(T) bool, notify, lost func(), first time.Duration) {
 	for {
 		for u := range ch {
 			if ctx.Err() == nil && relevant(u) {
@@ -71,6 +77,7 @@ func follow[T any](ctx context.Context, log *slog.Logger, what string, ch <-chan
 		if ctx.Err() != nil {
 			return
 		}
+		lost()
 		log.Info("netlink subscription ended; subscribing again", "events", what)
 		var err error
 		for backoff := first; ; backoff = min(2*backoff, maxBackoff) {

@@ -9,8 +9,9 @@ import (
 )
 
 // TestFollow_Resubscribes: when the kernel ends a subscription, follow
-// subscribes again (retrying a failed attempt), asks for a rescan and goes
-// on delivering events; when ctx ends it drains the channel and returns.
+// reports it lost, subscribes again (retrying a failed attempt), asks for a
+// rescan and goes on delivering events; when ctx ends it drains the
+// channel and returns.
 func TestFollow_Resubscribes(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -20,7 +21,7 @@ func TestFollow_Resubscribes(t *testing.T) {
 	second := make(chan int)
 
 	var mu sync.Mutex
-	attempts := 0
+	attempts, lost := 0, 0
 	subscribe := func(context.Context) (<-chan int, error) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -35,7 +36,7 @@ func TestFollow_Resubscribes(t *testing.T) {
 	go func() {
 		defer close(done)
 		follow(ctx, testLogger(t), "test", first, subscribe,
-			func(v int) bool { return v%2 == 1 }, func() { notified <- struct{}{} }, time.Millisecond)
+			func(v int) bool { return v%2 == 1 }, func() { notified <- struct{}{} }, func() { mu.Lock(); lost++; mu.Unlock() }, time.Millisecond)
 	}()
 	<-notified  // event 1
 	<-notified  // the resubscription
@@ -48,6 +49,9 @@ func TestFollow_Resubscribes(t *testing.T) {
 	mu.Lock()
 	if attempts != 2 {
 		t.Errorf("subscribed %d times, want 2 (one failure)", attempts)
+	}
+	if lost != 1 {
+		t.Errorf("lost called %d times, want 1 (the cache must be refilled once)", lost)
 	}
 	mu.Unlock()
 

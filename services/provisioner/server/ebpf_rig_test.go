@@ -42,6 +42,7 @@ func TestKernel_DummyWithoutTCX(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(progs.Close)
 	srv := New(log, Factories{
 		Dummy: func(c *provisionerv1.DummyConfig) (manager.Manager, error) { return dummy.New(log, c) },
 	}, mover)

@@ -111,6 +111,7 @@ func newDummyWorld(t *testing.T) *dummyWorld {
 	if w.programs, err = ebpf.New(log, ebpftest.BPFFS(t)); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(w.programs.Close)
 	mover, err := link.NewMover(log, link.WithHostNetns(w.hostPath),
 		link.WithVirtualKind(func(a netlink.LinkAttrs) netlink.Link { return &netlink.Ifb{LinkAttrs: a} }))
 	if err != nil {

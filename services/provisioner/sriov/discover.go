@@ -34,8 +34,9 @@ func Discover(sysfsRoot string) ([]*devicev1.Device, error) {
 		return nil, fmt.Errorf("resolving %s/devices: %w", sysfsRoot, err)
 	}
 	var out []*devicev1.Device
+	pfs := pfCache{}
 	for _, e := range entries {
-		d, err := readVF(filepath.Join(dir, e.Name()), e.Name(), devicesDir)
+		d, err := readVF(filepath.Join(dir, e.Name()), e.Name(), devicesDir, pfs)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			continue // removed under us
@@ -56,8 +57,9 @@ func deviceName(addr string) string {
 }
 
 // readVF reads the PCI device at path (the bus/pci/devices link named
-// addr). It returns nil, nil for a device that is not an Ethernet VF.
-func readVF(path, addr, devicesDir string) (*devicev1.Device, error) {
+// addr). It returns nil, nil for a device that is not an Ethernet VF. pfs
+// holds what this discovery read of the PFs so far.
+func readVF(path, addr, devicesDir string, pfs pfCache) (*devicev1.Device, error) {
 	class, err := readHex(filepath.Join(path, "class"))
 	if err != nil {
 		return nil, err
@@ -88,14 +90,12 @@ func readVF(path, addr, devicesDir string) (*devicev1.Device, error) {
 	if d.KernelIfName, err = firstEntry(filepath.Join(path, "net")); err != nil {
 		return nil, err
 	}
-	if d.PfName, err = pfNetdev(filepath.Join(path, "physfn", "net")); err != nil {
-		return nil, err
-	}
-	idx, err := vfIndex(filepath.Join(path, "physfn"), addr)
+	pf, err := pfs.get(filepath.Join(path, "physfn"))
 	if err != nil {
 		return nil, err
 	}
-	if idx >= 0 {
+	d.PfName = pf.netdev
+	if idx, ok := pf.vfs[addr]; ok {
 		d.VfIndex = new(int32(idx))
 	}
 	if d.NumaNode, err = numaNode(filepath.Join(path, "numa_node")); err != nil {
@@ -136,30 +136,73 @@ func readNetdev(d *devicev1.Device, dir string) error {
 	return nil
 }
 
-// vfIndex returns N of the virtfnN link of the PF directory pf that points
-// at addr, or -1 when none does.
-func vfIndex(pf, addr string) (int, error) {
-	links, err := filepath.Glob(filepath.Join(pf, "virtfn*"))
-	if err != nil {
-		return -1, err
+// pfInfo is what the VFs of one PF share: the PF's netdev and the VF
+// index of each VF (by PCI address), as its virtfnN links say.
+type pfInfo struct {
+	netdev string
+	vfs    map[string]int
+}
+
+// pfCache holds the PFs one discovery has read, by the base name of their
+// directory (their PCI address), so that each PF is read once, not once
+// per VF: a PF with N VFs costs N readlinks instead of N*N (and, in
+// switchdev mode, N phys_port_name reads instead of N*N).
+type pfCache map[string]*pfInfo
+
+// get returns the PF behind pf, a VF's physfn link, reading it the first
+// time. A PF that is gone has no netdev and no VF indexes.
+func (c pfCache) get(pf string) (*pfInfo, error) {
+	key := pf // not a link (never so in sysfs): not shared
+	if target, err := os.Readlink(pf); err == nil {
+		key = filepath.Base(target)
 	}
-	for _, l := range links {
-		n, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(l), "virtfn"))
+	if info, ok := c[key]; ok {
+		return info, nil
+	}
+	netdev, err := pfNetdev(filepath.Join(pf, "net"))
+	if err != nil {
+		return nil, err
+	}
+	vfs, err := readVFIndexes(pf)
+	if err != nil {
+		return nil, err
+	}
+	info := &pfInfo{netdev: netdev, vfs: vfs}
+	c[key] = info
+	return info, nil
+}
+
+// readVFIndexes reads the virtfnN links of the PF directory pf: the VF
+// index of each VF, by PCI address. A link that vanishes while it is read
+// is left out.
+func readVFIndexes(pf string) (map[string]int, error) {
+	vfs := map[string]int{}
+	entries, err := os.ReadDir(pf)
+	if errors.Is(err, fs.ErrNotExist) {
+		return vfs, nil // the PF went away: its VFs have no index
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		s, ok := strings.CutPrefix(e.Name(), "virtfn")
+		if !ok {
+			continue
+		}
+		n, err := strconv.Atoi(s)
 		if err != nil {
 			continue
 		}
-		target, err := os.Readlink(l)
+		target, err := os.Readlink(filepath.Join(pf, e.Name()))
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
 			}
-			return -1, err
+			return nil, err
 		}
-		if filepath.Base(target) == addr {
-			return n, nil
-		}
+		vfs[filepath.Base(target)] = n
 	}
-	return -1, nil
+	return vfs, nil
 }
 
 // numaNode reads a numa_node file: nil when missing or -1 (no affinity).

@@ -100,6 +100,7 @@ func New(log *slog.Logger, sysfsRoot string, cfg *provisionerv1.SriovConfig, opt
 // namespace or every resync interval. It returns nil when ctx ends; an
 // error when provisioning or the first discovery fails. Later rescans that
 // fail are logged and retried; a lost link event subscription is renewed.
+// A burst of link events makes one rescan (manager.Settle).
 func (m *Manager) Run(ctx context.Context, publish func([]*devicev1.Device)) error {
 	if _, err := ProvisionVFs(m.log, m.root, m.cfg.GetIfaces()); err != nil {
 		return fmt.Errorf("provisioning VFs: %w", err)
@@ -107,10 +108,12 @@ func (m *Manager) Run(ctx context.Context, publish func([]*devicev1.Device)) err
 	ev := &events{log: m.log, subscribe: m.subscribe}
 	ev.start()
 	defer ev.stop()
+	t0 := time.Now()
 	last, err := m.scan()
 	if err != nil {
 		return fmt.Errorf("discovering VFs: %w", err)
 	}
+	took := time.Since(t0)
 	publish(last)
 	m.log.Info("Published VFs", "count", len(last))
 	tick := time.NewTicker(m.resync)
@@ -120,6 +123,11 @@ func (m *Manager) Run(ctx context.Context, publish func([]*devicev1.Device)) err
 		case <-ctx.Done():
 			return nil
 		case _, ok := <-ev.ch:
+			if ok {
+				// One rescan for a burst of events (our own moves make
+				// several each).
+				ok = manager.Settle(ctx, ev.ch, manager.SettleQuiet, manager.SettleMaxAfter(took))
+			}
 			if !ok {
 				m.log.Warn("Link event subscription ended; renewing it")
 				ev.stop()
@@ -131,7 +139,12 @@ func (m *Manager) Run(ctx context.Context, publish func([]*devicev1.Device)) err
 				ev.start()
 			}
 		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		t0 := time.Now()
 		devs, err := m.scan()
+		took = time.Since(t0)
 		if err != nil {
 			m.log.Warn("Rescanning VFs", "error", err)
 			continue

@@ -1,0 +1,52 @@
+package manager
+
+import (
+	"context"
+	"time"
+)
+
+// Debounce bounds of the managers' rescans on link events: a rescan waits
+// until no event came for SettleQuiet, or at most SettleMax after the
+// first one. A namespace move makes several link events (down, MAC, MTU,
+// rename, the move itself), and a burst of pods makes many: one rescan
+// covers them all, so that a rescan (a dump of every link, which holds the
+// kernel's RTNL lock that the moves need too) no longer runs once per
+// event while the pods' devices move.
+const (
+	SettleQuiet = 50 * time.Millisecond
+	SettleMax   = 500 * time.Millisecond
+)
+
+// SettleMaxAfter is the longest a rescan waits for a burst to end after a
+// scan that took took: SettleMax, or four times took when that is longer,
+// so that under a steady stream of events the rescans of a large
+// inventory take at most a fifth of the time.
+func SettleMaxAfter(took time.Duration) time.Duration {
+	return max(SettleMax, 4*took)
+}
+
+// Settle is called after a first event came on ch: it consumes the events
+// that follow until none came for quiet, or max has passed since Settle
+// was called, or ctx ends. It returns false when ch was closed (the caller
+// then renews its subscription; the events it had count as seen).
+func Settle[T any](ctx context.Context, ch <-chan T, quiet, max time.Duration) bool {
+	end := time.NewTimer(max)
+	defer end.Stop()
+	idle := time.NewTimer(quiet)
+	defer idle.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return true
+		case <-end.C:
+			return true
+		case <-idle.C:
+			return true
+		case _, ok := <-ch:
+			if !ok {
+				return false
+			}
+			idle.Reset(quiet)
+		}
+	}
+}
