@@ -103,6 +103,9 @@ func New(cfg Config) *Agent {
 		ipKick: make(chan struct{}, 1)}
 	a.pump = inventory.New(cfg.Logger.With("part", "inventory"), cfg.Provisioner, cfg.State)
 	a.pub = publish.NewPublisher(cfg.Logger.With("part", "publish"), cfg.State, cfg.Debounce, a.publish)
+	// The state service keeps the inventory in memory: a restarted one
+	// gets it again.
+	a.pub.OnRestart(a.pump.Resend)
 	recorder := kube.NewRecorder(cfg.Kube, "netdra-dra", cfg.NodeName)
 	a.claims = kube.NewClaims(cfg.Kube, recorder)
 	a.status = kube.NewStatusWriter(cfg.Logger.With("part", "status"), cfg.Dynamic, cfg.NodeName)

@@ -2,7 +2,11 @@
 // service and keeps the provisioner configured: on every (re)connection to
 // the provisioner it sends the current manager configuration first, then
 // copies each WatchDevices message into state ReplaceDevices. Either side
-// may restart; the pump reconnects and carries on.
+// may restart; the pump reconnects and carries on. The state service keeps
+// the inventory in memory only: when it restarts (Resend, called when a
+// watcher sees its epoch change), the last inventory of each manager is
+// copied again, since the provisioner sends nothing new until something
+// changes.
 package inventory
 
 import (
@@ -10,9 +14,11 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
+	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 	"github.com/netdra/netdra/shared/rpc"
@@ -27,11 +33,19 @@ type Pump struct {
 
 	mu     sync.Mutex
 	config *provisionerv1.ConfigureRequest
+
+	// copyMu serializes the copies into the state service, so that a
+	// resend never overwrites a newer inventory with an older one; last
+	// is each manager's last copy.
+	copyMu sync.Mutex
+	last   map[devicev1.DeviceManager]*statev1.ReplaceDevicesRequest
+	resend chan struct{}
 }
 
 // New returns a pump; nothing is configured until Configure.
 func New(log *slog.Logger, provisioner provisionerv1.ProvisionerServiceClient, state statev1.StateServiceClient) *Pump {
-	return &Pump{log: log, provisioner: provisioner, state: state}
+	return &Pump{log: log, provisioner: provisioner, state: state,
+		last: map[devicev1.DeviceManager]*statev1.ReplaceDevicesRequest{}, resend: make(chan struct{}, 1)}
 }
 
 // Configure sends cfg to the provisioner now and remembers it for every
@@ -48,9 +62,65 @@ func (p *Pump) Configure(ctx context.Context, cfg *provisionerv1.ConfigureReques
 	return resp, nil
 }
 
+// Resend has the last inventory of each manager copied into the state
+// service again: it restarted and lost it.
+func (p *Pump) Resend() {
+	select {
+	case p.resend <- struct{}{}:
+	default:
+	}
+}
+
 // Run pumps until ctx ends and returns ctx.Err().
 func (p *Pump) Run(ctx context.Context) error {
+	go p.resendLoop(ctx)
 	return rpc.Retry(ctx, p.log, "device inventory", p.pumpOnce)
+}
+
+// resendLoop copies the last inventories again at each Resend, retrying
+// with backoff until the state service takes them.
+func (p *Pump) resendLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.resend:
+		}
+		for delay := 100 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
+			err := p.copyAll(ctx)
+			if err == nil || ctx.Err() != nil {
+				break
+			}
+			p.log.Info("Copying the inventory again", "error", err, "delay", delay)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(delay):
+			}
+		}
+	}
+}
+
+// copyAll copies every manager's last inventory into the state service.
+func (p *Pump) copyAll(ctx context.Context) error {
+	p.copyMu.Lock()
+	defer p.copyMu.Unlock()
+	for m, req := range p.last {
+		if _, err := p.state.ReplaceDevices(ctx, req); err != nil {
+			return fmt.Errorf("replacing %s devices: %w", m, err)
+		}
+		p.log.Info("Inventory copied again", "manager", m.String(), "devices", len(req.GetDevices()))
+	}
+	return nil
+}
+
+// copy copies one manager's inventory into the state service.
+func (p *Pump) copy(ctx context.Context, req *statev1.ReplaceDevicesRequest) error {
+	p.copyMu.Lock()
+	defer p.copyMu.Unlock()
+	p.last[req.GetManager()] = req
+	_, err := p.state.ReplaceDevices(ctx, req)
+	return err
 }
 
 // pumpOnce configures the provisioner (it may have restarted and forgotten)
@@ -74,8 +144,7 @@ func (p *Pump) pumpOnce(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("receiving devices: %w", err)
 		}
-		_, err = p.state.ReplaceDevices(ctx, &statev1.ReplaceDevicesRequest{Manager: msg.GetManager(), Devices: msg.GetDevices()})
-		if err != nil {
+		if err := p.copy(ctx, &statev1.ReplaceDevicesRequest{Manager: msg.GetManager(), Devices: msg.GetDevices()}); err != nil {
 			return fmt.Errorf("replacing %s devices: %w", msg.GetManager(), err)
 		}
 		p.log.Debug("Inventory copied", "manager", msg.GetManager().String(), "devices", len(msg.GetDevices()))

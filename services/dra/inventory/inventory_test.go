@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"slices"
 	"testing"
 	"time"
 
@@ -125,5 +126,30 @@ func TestPump(t *testing.T) {
 		good, "watch", "replace DEVICE_MANAGER_DUMMY dummy0 dummy1"}
 	if diff := cmp.Diff(want, waitCalls(t, c, len(want))); diff != "" {
 		t.Errorf("calls (-want +got):\n%s", diff)
+	}
+}
+
+// A restarted state service gets each manager's last inventory again,
+// though the provisioner sends nothing new.
+func TestPump_ResendAfterStateRestart(t *testing.T) {
+	c := &calls{}
+	prov := &fakeProvisioner{calls: c, feed: make(chan *provisionerv1.WatchDevicesResponse, 8)}
+	p := New(slog.New(slog.DiscardHandler), prov, &fakeState{calls: c})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go p.Run(ctx)
+	prov.feed <- &provisionerv1.WatchDevicesResponse{Manager: devicev1.DeviceManager_DEVICE_MANAGER_HOST, Devices: []*devicev1.Device{{Name: "eth1"}}}
+	prov.feed <- &provisionerv1.WatchDevicesResponse{Manager: devicev1.DeviceManager_DEVICE_MANAGER_DUMMY, Devices: []*devicev1.Device{{Name: "dummy0"}}}
+	waitCalls(t, c, 3)
+	p.Resend()
+	got := waitCalls(t, c, 5)
+	want := []string{"watch", "replace DEVICE_MANAGER_HOST eth1", "replace DEVICE_MANAGER_DUMMY dummy0"}
+	if diff := cmp.Diff(want, got[:3]); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
+	}
+	again := got[3:]
+	slices.Sort(again)
+	if diff := cmp.Diff([]string{"replace DEVICE_MANAGER_DUMMY dummy0", "replace DEVICE_MANAGER_HOST eth1"}, again); diff != "" {
+		t.Errorf("resent (-want +got):\n%s", diff)
 	}
 }

@@ -39,7 +39,15 @@ type Publisher struct {
 	last    Publication
 	// changed is closed (and replaced) at every change of the view.
 	changed chan struct{}
+	// epoch is the state service's, from its last event; onRestart is
+	// called when it changes (the service restarted).
+	epoch     string
+	onRestart func()
 }
+
+// OnRestart has f called (in its own goroutine) whenever the state service
+// is seen to have restarted: its epoch changed. Call it before Run.
+func (p *Publisher) OnRestart(f func()) { p.onRestart = f }
 
 // View is the publisher's picture of the node, for device health.
 type View struct {
@@ -166,6 +174,12 @@ func (p *Publisher) publishOnce(ctx context.Context) error {
 func (p *Publisher) apply(ev *statev1.WatchResponse) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if e := ev.GetEpoch(); e != "" && e != p.epoch {
+		if p.epoch != "" && p.onRestart != nil {
+			go p.onRestart()
+		}
+		p.epoch = e
+	}
 	switch ev.GetType() {
 	case statev1.EventType_EVENT_TYPE_RESET:
 		p.devices, p.allocs, p.synced = map[string]*devicev1.Device{}, map[string]*statev1.Allocation{}, false
