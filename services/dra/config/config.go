@@ -22,7 +22,7 @@ func Managers(spec *v1alpha1.NodeConfigSpec) *provisionerv1.ManagerConfigs {
 		return out
 	}
 	if c := m.SRIOV; c != nil {
-		out.Sriov = &provisionerv1.SriovConfig{Enabled: c.Enabled}
+		out.Sriov = &provisionerv1.SriovConfig{Enabled: c.Enabled, SysBusPciDevPath: c.SysBusPCIDevPath}
 		for _, i := range c.Ifaces {
 			out.Sriov.Ifaces = append(out.Sriov.Ifaces, &provisionerv1.SriovInterface{IfName: i.IfName, VfCount: uint32(max(i.VFCount, 0))})
 		}

@@ -20,12 +20,12 @@ func TestProvisioner(t *testing.T) {
 		{
 			name: "sysfs root and every manager",
 			spec: v1alpha1.NodeConfigSpec{SysfsRoot: "/host/sys", DeviceManagerConfigs: &v1alpha1.DeviceManagerConfigs{
-				SRIOV: &v1alpha1.SRIOVConfig{Enabled: true, Ifaces: []v1alpha1.SRIOVIface{{IfName: "ens1f0", VFCount: 4}}},
+				SRIOV: &v1alpha1.SRIOVConfig{Enabled: true, SysBusPCIDevPath: "/host/sys/bus/pci/devices", Ifaces: []v1alpha1.SRIOVIface{{IfName: "ens1f0", VFCount: 4}}},
 				Dummy: &v1alpha1.DummyConfig{Enabled: true, Count: 2},
 				Host:  &v1alpha1.HostConfig{Enabled: true, IfNames: []string{"eth*"}, Drivers: []string{"veth"}},
 			}},
 			want: &provisionerv1.ConfigureRequest{SysfsRoot: "/host/sys", Managers: &provisionerv1.ManagerConfigs{
-				Sriov: &provisionerv1.SriovConfig{Enabled: true, Ifaces: []*provisionerv1.SriovInterface{{IfName: "ens1f0", VfCount: 4}}},
+				Sriov: &provisionerv1.SriovConfig{Enabled: true, SysBusPciDevPath: "/host/sys/bus/pci/devices", Ifaces: []*provisionerv1.SriovInterface{{IfName: "ens1f0", VfCount: 4}}},
 				Dummy: &provisionerv1.DummyConfig{Enabled: true, Count: 2},
 				Host:  &provisionerv1.HostConfig{Enabled: true, IfNames: []string{"eth*"}, Drivers: []string{"veth"}},
 			}},

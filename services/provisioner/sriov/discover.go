@@ -1,6 +1,7 @@
 package sriov
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -24,7 +25,13 @@ const pciEthernetClass = 0x0200
 // while Discover reads it is left out. An error means the PCI device list
 // itself, or a device that is there, could not be read.
 func Discover(sysfsRoot string) ([]*devicev1.Device, error) {
-	dir := filepath.Join(sysfsRoot, "bus", "pci", "devices")
+	return DiscoverPCI(sysfsRoot, "")
+}
+
+// DiscoverPCI is Discover with the PCI devices listed in pciDir instead
+// of <sysfsRoot>/bus/pci/devices (when pciDir is not empty).
+func DiscoverPCI(sysfsRoot, pciDir string) ([]*devicev1.Device, error) {
+	dir := cmp.Or(pciDir, filepath.Join(sysfsRoot, "bus", "pci", "devices"))
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("listing PCI devices: %w", err)

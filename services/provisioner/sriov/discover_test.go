@@ -3,12 +3,14 @@ package sriov
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/testing/protocmp"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 )
 
 const sriov = devicev1.DeviceManager_DEVICE_MANAGER_SRIOV
@@ -156,5 +158,45 @@ func write(tb testing.TB, root, path, content string) {
 	tb.Helper()
 	if err := os.WriteFile(filepath.Join(root, path), []byte(content+"\n"), 0o644); err != nil {
 		tb.Fatal(err)
+	}
+}
+
+// sysBusPciDevPath: the PCI devices listed elsewhere than
+// <sysfsRoot>/bus/pci/devices are found there, and only there.
+func TestDiscoverPCI_ElsewhereListed(t *testing.T) {
+	root := fixtureTree(t)
+	list := filepath.Join(root, "bus", "pci", "devices")
+	alt := filepath.Join(t.TempDir(), "pci-devices")
+	if err := os.MkdirAll(alt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		target, err := filepath.EvalSymlinks(filepath.Join(list, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, filepath.Join(alt, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.RemoveAll(list); err != nil {
+		t.Fatal(err)
+	}
+	got, err := DiscoverPCI(root, alt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(fixtureVFs(), got, protocmp.Transform()); diff != "" {
+		t.Errorf("VFs (-want +got):\n%s", diff)
+	}
+	if _, err := Discover(root); err == nil {
+		t.Error("Discover found the PCI list it should not look at")
+	}
+	if err := ValidateConfig(&provisionerv1.SriovConfig{SysBusPciDevPath: "host/sys/bus"}); err == nil || !strings.Contains(err.Error(), "sysBusPciDevPath") {
+		t.Errorf("a relative sysBusPciDevPath: %v", err)
 	}
 }

@@ -21,6 +21,9 @@ const maxIfNameLen = 15
 // *fielderr.Error with the field relative to cfg ("ifaces[0].vfCount"). A nil
 // cfg or one with no ifaces is valid (every VF on the node is published).
 func ValidateConfig(cfg *provisionerv1.SriovConfig) error {
+	if p := cfg.GetSysBusPciDevPath(); p != "" && (!filepath.IsAbs(p) || filepath.Clean(p) != p) {
+		return fielderr.New("sysBusPciDevPath", "%q is not a clean absolute path", p)
+	}
 	seen := map[string]int{}
 	for i, iface := range cfg.GetIfaces() {
 		field := fmt.Sprintf("ifaces[%d]", i)

@@ -159,7 +159,7 @@ func (m *Manager) Run(ctx context.Context, publish func([]*devicev1.Device)) err
 
 // scan discovers the VFs and keeps those of the configured PFs.
 func (m *Manager) scan() ([]*devicev1.Device, error) {
-	devs, err := Discover(m.root)
+	devs, err := DiscoverPCI(m.root, m.cfg.GetSysBusPciDevPath())
 	if err != nil || len(m.pfs) == 0 {
 		return devs, err
 	}

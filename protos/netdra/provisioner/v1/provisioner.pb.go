@@ -82,11 +82,14 @@ func (x *SriovInterface) GetVfCount() uint32 {
 
 // SriovConfig configures the sr-iov manager.
 type SriovConfig struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Enabled       bool                   `protobuf:"varint,1,opt,name=enabled,proto3" json:"enabled,omitempty"`
-	Ifaces        []*SriovInterface      `protobuf:"bytes,2,rep,name=ifaces,proto3" json:"ifaces,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Enabled bool                   `protobuf:"varint,1,opt,name=enabled,proto3" json:"enabled,omitempty"`
+	Ifaces  []*SriovInterface      `protobuf:"bytes,2,rep,name=ifaces,proto3" json:"ifaces,omitempty"`
+	// Where the PCI devices are listed; <sysfs root>/bus/pci/devices when
+	// empty. An absolute path.
+	SysBusPciDevPath string `protobuf:"bytes,3,opt,name=sys_bus_pci_dev_path,json=sysBusPciDevPath,proto3" json:"sys_bus_pci_dev_path,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *SriovConfig) Reset() {
@@ -131,6 +134,13 @@ func (x *SriovConfig) GetIfaces() []*SriovInterface {
 		return x.Ifaces
 	}
 	return nil
+}
+
+func (x *SriovConfig) GetSysBusPciDevPath() string {
+	if x != nil {
+		return x.SysBusPciDevPath
+	}
+	return ""
 }
 
 // DummyConfig configures the dummy manager.
@@ -1320,10 +1330,11 @@ const file_netdra_provisioner_v1_provisioner_proto_rawDesc = "" +
 	"'netdra/provisioner/v1/provisioner.proto\x12\x15netdra.provisioner.v1\x1a\x1dnetdra/device/v1/device.proto\"D\n" +
 	"\x0eSriovInterface\x12\x17\n" +
 	"\aif_name\x18\x01 \x01(\tR\x06ifName\x12\x19\n" +
-	"\bvf_count\x18\x02 \x01(\rR\avfCount\"f\n" +
+	"\bvf_count\x18\x02 \x01(\rR\avfCount\"\x96\x01\n" +
 	"\vSriovConfig\x12\x18\n" +
 	"\aenabled\x18\x01 \x01(\bR\aenabled\x12=\n" +
-	"\x06ifaces\x18\x02 \x03(\v2%.netdra.provisioner.v1.SriovInterfaceR\x06ifaces\"=\n" +
+	"\x06ifaces\x18\x02 \x03(\v2%.netdra.provisioner.v1.SriovInterfaceR\x06ifaces\x12.\n" +
+	"\x14sys_bus_pci_dev_path\x18\x03 \x01(\tR\x10sysBusPciDevPath\"=\n" +
 	"\vDummyConfig\x12\x18\n" +
 	"\aenabled\x18\x01 \x01(\bR\aenabled\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\rR\x05count\"\xd2\x01\n" +
