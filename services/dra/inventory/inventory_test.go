@@ -5,8 +5,8 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"sync"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
