@@ -3,6 +3,7 @@ package ebpf
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"golang.org/x/sys/unix"
 )
@@ -46,4 +47,21 @@ func mountBPFFS(mnt string) error {
 		return fmt.Errorf("mounting a bpffs on %s: %w: %w", mnt, ErrNotBPFFS, err)
 	}
 	return nil
+}
+
+// pinRoot mounts a bpffs on bpffs unless one is there and creates the pin
+// directory <bpffs>/<name>/net-<host netns inode>, which it returns.
+func pinRoot(bpffs, name string) (string, error) {
+	if err := mountBPFFS(bpffs); err != nil {
+		return "", err
+	}
+	id, err := hostNetnsID()
+	if err != nil {
+		return "", err
+	}
+	root := filepath.Join(bpffs, name, id)
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return "", fmt.Errorf("creating pin directory: %w", err)
+	}
+	return root, nil
 }

@@ -44,16 +44,9 @@ func NewHandoff(log *slog.Logger, bpffs string) (*Handoff, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if err := mountBPFFS(bpffs); err != nil {
-		return nil, err
-	}
-	id, err := hostNetnsID()
+	root, err := pinRoot(bpffs, "netdra-handoff")
 	if err != nil {
 		return nil, err
-	}
-	root := filepath.Join(bpffs, "netdra-handoff", id)
-	if err := os.MkdirAll(root, 0o700); err != nil {
-		return nil, fmt.Errorf("creating pin directory: %w", err)
 	}
 	return &Handoff{log: log, root: root}, nil
 }

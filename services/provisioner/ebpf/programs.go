@@ -50,16 +50,9 @@ func New(log *slog.Logger, bpffs string) (*Programs, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if err := mountBPFFS(bpffs); err != nil {
-		return nil, err
-	}
-	id, err := hostNetnsID()
+	root, err := pinRoot(bpffs, "netdra")
 	if err != nil {
 		return nil, err
-	}
-	root := filepath.Join(bpffs, "netdra", id)
-	if err := os.MkdirAll(root, 0o700); err != nil {
-		return nil, fmt.Errorf("creating pin directory: %w", err)
 	}
 	spec, err := loadNetdra()
 	if err != nil {
