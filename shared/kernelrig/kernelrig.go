@@ -46,6 +46,7 @@ package kernelrig
 
 import (
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -64,4 +65,20 @@ func Require(t testing.TB) {
 		t.Fatalf("this test runs only inside the kernel rig (%s=1 is not set): run `make test-kernel`, "+
 			"or CGO_ENABLED=0 go test -tags kernelrig -exec <repo>/shared/kernelrig/vmrun.sh", EnvVar)
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("kernel rig: this failure ran on %s", KernelVersion())
+		}
+	})
+}
+
+// KernelVersion returns the guest kernel's release and build, as
+// /proc/version gives them (e.g. "6.1.0-57-amd64 ... 6.1.192-3"), so that a
+// failure names the kernel it happened on: Debian moves the rig's kernel.
+func KernelVersion() string {
+	b, err := os.ReadFile("/proc/version")
+	if err != nil {
+		return "an unknown kernel (" + err.Error() + ")"
+	}
+	return strings.TrimSpace(string(b))
 }

@@ -18,7 +18,9 @@
 # A complete cache for the current ABI and unchanged setup.sh/init.sh makes
 # it return at once ("kernel rig ready (cached)").
 #
-# Environment: KERNELRIG_DIR (cache, default /var/cache/netdra/kernelrig).
+# Environment: KERNELRIG_DIR (cache, default /var/cache/netdra/kernelrig);
+# KERNELRIG_ABI pins the kernel ABI (e.g. 6.1.0-57) instead of following
+# linux-image-amd64, and fails clearly once Debian no longer has it.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -79,11 +81,16 @@ fi
 # 2. current kernel ABI, e.g. ABI=6.1.0-57 KV=6.1.0-57-amd64 VER=6.1.158-1
 resolve() {
   # One apt-cache call (about 1 s without apt's binary cache): the metapackage
-  # depends on "linux-image-6.1.0-NN-amd64 (= VERSION)".
+  # depends on "linux-image-6.1.0-NN-amd64 (= VERSION)". KERNELRIG_ABI pins
+  # the ABI instead (e.g. KERNELRIG_ABI=6.1.0-57).
   local dep
-  dep=$(apt-cache show --no-all-versions linux-image-amd64 2>/dev/null |
-    sed -n 's/^Depends:.*linux-image-\([0-9.]*-[0-9]*\)-amd64\( (= \([^)]*\))\)\{0,1\}.*/\1 \3/p' | head -1)
-  read -r ABI VER <<<"$dep" || true
+  if [ -n "${KERNELRIG_ABI:-}" ]; then
+    ABI=$KERNELRIG_ABI VER=
+  else
+    dep=$(apt-cache show --no-all-versions linux-image-amd64 2>/dev/null |
+      sed -n 's/^Depends:.*linux-image-\([0-9.]*-[0-9]*\)-amd64\( (= \([^)]*\))\)\{0,1\}.*/\1 \3/p' | head -1)
+    read -r ABI VER <<<"$dep" || true
+  fi
   [ -n "$ABI" ] || return 1
   KV=$ABI-amd64
   SER=${ABI%.*-*} # 6.1
@@ -91,7 +98,10 @@ resolve() {
     VER=$(apt-cache show --no-all-versions "linux-image-$KV" 2>/dev/null | sed -n 's/^Version: //p' | head -1)
   [ -n "$VER" ]
 }
-resolve || { apt_update; resolve; } || die "cannot find the kernel that linux-image-amd64 depends on"
+resolve || { apt_update; resolve; } || {
+  [ -z "${KERNELRIG_ABI:-}" ] || die "KERNELRIG_ABI=$KERNELRIG_ABI: Debian no longer has linux-image-$KERNELRIG_ABI-amd64 (see 'apt-cache search linux-image-6.1'); unset KERNELRIG_ABI to follow linux-image-amd64"
+  die "cannot find the kernel that linux-image-amd64 depends on"
+}
 
 INPUTS=$(cat "$HERE/setup.sh" "$HERE/init.sh" | sha256sum | cut -d' ' -f1)
 want_stamp() { printf 'kernel=%s\nversion=%s\ninputs=%s\n' "$KV" "$VER" "$INPUTS"; }

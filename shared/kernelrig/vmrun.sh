@@ -122,4 +122,8 @@ if [ -z "$rc" ]; then
   tail -n 40 "$work/console.log" | tr -d '\r' >&2
   rc=125
 fi
+if [ "$rc" -ne 0 ]; then
+  # Debian moves the kernel under the rig: say which one this ran on.
+  echo "kernelrig: $(basename "$bin") exited $rc on kernel $(sed -n 's/^kernel=//p' "$DIR/stamp") ($(sed -n 's/^version=//p' "$DIR/stamp")), rig $DIR" >&2
+fi
 exit "$rc"

@@ -21,6 +21,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// The sentinel's range: lo's txqueuelen is set to a value in
+// [minToken, maxToken), which every kernel accepts.
+const (
+	minToken = 16
+	maxToken = 1000
+)
+
 // Moves counts the links that leave each of a set of network namespaces.
 type Moves struct {
 	tb testing.TB
@@ -133,8 +140,13 @@ func (w *watched) take(msg syscall.NetlinkMessage) {
 
 // sync returns once the reader has read every notification the kernel sent
 // before the call: it gives the namespace's loopback a new transmit queue
-// length, a change the kernel notifies whether the link is up or not, and
-// waits for that notification, which comes after all earlier ones.
+// length, a change the kernel notifies whether the link is up or not
+// (NETDEV_CHANGE_TX_QUEUE_LEN; an alias or MTU change on a down link is not
+// notified), and waits for that notification, which comes after all earlier
+// ones. The token stays below lo's default of 1000: the range a kernel
+// accepts above that differs between builds (Debian's 6.1.192 refuses with
+// ERANGE the values around 2^20 that 6.1.158 took), values under 1000 are
+// what every kernel and `ip link set txqueuelen` take.
 func (w *watched) sync() error {
 	lo, err := w.lo.LinkByName("lo")
 	if err != nil {
@@ -142,10 +154,16 @@ func (w *watched) sync() error {
 	}
 	token := uint32(lo.Attrs().TxQLen)
 	for token == uint32(lo.Attrs().TxQLen) {
-		token = 1000 + rand.Uint32N(1<<20)
+		token = minToken + rand.Uint32N(maxToken-minToken)
 	}
+	// A token seen before may be stale; every notification carrying it was
+	// read before lo's txqueuelen moved off it, so forgetting it here is
+	// exact.
+	w.mu.Lock()
+	delete(w.seen, token)
+	w.mu.Unlock()
 	if err := w.lo.LinkSetTxQLen(lo, int(token)); err != nil {
-		return fmt.Errorf("setting the txqueuelen of lo in %s: %w", w.path, err)
+		return fmt.Errorf("setting the txqueuelen of lo in %s to %d: %w", w.path, token, err)
 	}
 	// A guard against a hang, not a timed assertion: the notification
 	// arrives at once or never.
