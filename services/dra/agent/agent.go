@@ -93,6 +93,7 @@ type serving struct {
 	name   string
 	gate   *gate
 	helper *kubeletplugin.Helper
+	slices *slicePublisher
 	cancel context.CancelFunc // stops the driver's retry loop
 	done   chan struct{}
 }
@@ -346,7 +347,7 @@ func (a *Agent) publish(ctx context.Context, res *resourceslice.DriverResources)
 	if s == nil || s.helper == nil {
 		return fmt.Errorf("not registered with the kubelet yet: %w", publish.ErrNotReady)
 	}
-	if err := s.helper.PublishResources(ctx, *res); err != nil {
+	if err := s.slices.Publish(ctx, res); err != nil {
 		return err
 	}
 	a.cfg.Metrics.published(res)
@@ -472,6 +473,10 @@ func (a *Agent) serveLocked(ctx context.Context, name string, spec *v1alpha1.Nod
 		return err
 	}
 	s.helper = h
+	s.slices = &slicePublisher{driver: name, node: a.cfg.NodeName, kube: a.cfg.Kube,
+		onError: func(_ context.Context, err error, msg string) {
+			a.log.Warn("Publishing ResourceSlices", "driver", name, "msg", msg, "err", err)
+		}}
 	a.mu.Lock()
 	a.serving, a.driverName = s, name
 	a.mu.Unlock()
@@ -495,6 +500,7 @@ func (a *Agent) stopServingLocked() {
 	if s == nil {
 		return
 	}
+	s.slices.Stop()
 	s.helper.Stop()
 	s.cancel()
 	<-s.done
