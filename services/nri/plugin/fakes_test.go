@@ -27,13 +27,16 @@ type world struct {
 	// absent until Setup.
 	failAttach map[string]error
 	missing    map[string]bool
+	// setupPools is the pool each Setup was asked for, by device name.
+	setupPools map[string]string
 	// unavailable makes the next n calls to the provisioner fail with
 	// Unavailable, as when it dies during the call.
 	unavailable int
 }
 
 func newWorld(allocs ...*statev1.Allocation) *world {
-	w := &world{allocs: map[string]*statev1.Allocation{}, where: map[string]string{}, failAttach: map[string]error{}, missing: map[string]bool{}}
+	w := &world{allocs: map[string]*statev1.Allocation{}, where: map[string]string{}, failAttach: map[string]error{}, missing: map[string]bool{},
+		setupPools: map[string]string{}}
 	for _, a := range allocs {
 		w.allocs[a.GetDeviceName()] = a
 	}
@@ -137,6 +140,7 @@ func (f fakeProvisioner) Setup(_ context.Context, r *provisionerv1.SetupRequest,
 	defer f.w.mu.Unlock()
 	dev := r.GetDevice().GetName()
 	f.w.log("provisioner.Setup %s", dev)
+	f.w.setupPools[dev] = r.GetPool()
 	delete(f.w.missing, dev)
 	return &provisionerv1.SetupResponse{PreparedDevice: &devicev1.PreparedDevice{Device: r.GetDevice(),
 		OriginalLink: &devicev1.LinkSnapshot{Name: dev, Mtu: 9000}}}, nil

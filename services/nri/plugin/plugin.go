@@ -178,8 +178,9 @@ func (p *Plugin) attach(ctx context.Context, a *statev1.Allocation, podUID, netn
 	return nil
 }
 
+// setupAgain sets a's device up again, in its pool, as dra did at prepare.
 func (p *Plugin) setupAgain(ctx context.Context, a *statev1.Allocation) (*devicev1.PreparedDevice, error) {
-	resp, err := p.provisioner.Setup(ctx, &provisionerv1.SetupRequest{Device: a.GetPreparedDevice().GetDevice(), Config: a.GetConfig()})
+	resp, err := p.provisioner.Setup(ctx, &provisionerv1.SetupRequest{Device: a.GetPreparedDevice().GetDevice(), Config: a.GetConfig(), Pool: a.GetPool()})
 	if err != nil {
 		return nil, fmt.Errorf("setting the missing device up again: %w", err)
 	}

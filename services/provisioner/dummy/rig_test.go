@@ -61,7 +61,7 @@ func (r *rig) link(t *testing.T, name string) netlink.Link {
 
 func (r *rig) setup(t *testing.T, name string) (*devicev1.PreparedDevice, error) {
 	t.Helper()
-	return r.m.Setup(t.Context(), dummyDev(name), &devicev1.DeviceConfig{PodIfName: "net1"})
+	return r.m.Setup(t.Context(), dummyDev(name), &devicev1.DeviceConfig{PodIfName: "net1"}, "")
 }
 
 // addDummy creates a dummy link name with MTU 9000, up, with the alias

@@ -310,7 +310,7 @@ func TestSetup(t *testing.T) {
 		{"VF setting", hostDev("tst0a"), &devicev1.DeviceConfig{Trust: proto.Bool(true)}, nil, fielderr.ErrInvalid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pd, err := m.Setup(t.Context(), tc.dev, tc.cfg)
+			pd, err := m.Setup(t.Context(), tc.dev, tc.cfg, "")
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("Setup() = %v, want %v", err, tc.wantErr)
 			}

@@ -140,7 +140,7 @@ func (s *Server) Setup(ctx context.Context, req *provisionerv1.SetupRequest) (*p
 		return nil, err
 	}
 	defer unlock()
-	pd, err := mgr.Setup(manager.WithPool(ctx, req.GetPool()), dev, req.GetConfig())
+	pd, err := mgr.Setup(ctx, dev, req.GetConfig(), req.GetPool())
 	if err != nil {
 		return nil, fmt.Errorf("setting up %s: %w", name, err)
 	}

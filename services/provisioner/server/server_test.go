@@ -68,7 +68,7 @@ func (m *fakeManager) Run(ctx context.Context, publish func([]*devicev1.Device))
 	}
 }
 
-func (m *fakeManager) Setup(_ context.Context, dev *devicev1.Device, _ *devicev1.DeviceConfig) (*devicev1.PreparedDevice, error) {
+func (m *fakeManager) Setup(_ context.Context, dev *devicev1.Device, _ *devicev1.DeviceConfig, _ string) (*devicev1.PreparedDevice, error) {
 	m.log.add("setup " + dev.GetName())
 	if m.setupFn != nil {
 		return m.setupFn(dev)
