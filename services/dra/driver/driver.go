@@ -49,6 +49,7 @@ import (
 
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+	"github.com/netdra/netdra/shared/keylock"
 )
 
 // StateClient is the part of the state service the driver uses;
@@ -156,8 +157,8 @@ type Driver struct {
 	retryBase   time.Duration
 	retryMax    time.Duration
 	onFatal     func(error)
-	claimLocks  keyedLocks // one prepare/unprepare/retry per claim UID
-	podLocks    keyedLocks // interface-name check + BeginPrepare per pod UID
+	claimLocks  keylock.Set // one prepare/unprepare/retry per claim UID
+	podLocks    keylock.Set // interface-name check + BeginPrepare per pod UID
 	retries     retrySchedule
 	kick        chan struct{}
 	now         func() time.Time
@@ -184,7 +185,6 @@ func New(cfg Config) (*Driver, error) {
 		name: cfg.DriverName, node: cfg.NodeName, state: cfg.State, prov: cfg.Provisioner, claims: cfg.Claims,
 		podLookup: cfg.PodLookup, health: cfg.Health, log: cfg.Logger,
 		retryBase: cfg.RetryBase, retryMax: cfg.RetryMax, onFatal: cfg.OnFatalError,
-		claimLocks: newKeyedLocks(), podLocks: newKeyedLocks(),
 		retries: retrySchedule{due: map[string]time.Time{}},
 		kick:    make(chan struct{}, 1), now: time.Now, cleanupTime: cleanupTimeout,
 	}

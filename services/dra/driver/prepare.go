@@ -16,12 +16,13 @@ import (
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+	"github.com/netdra/netdra/shared/rpc"
 )
 
 // prepareClaim prepares the claim's devices of this driver, or leaves
 // nothing changed and returns why not.
 func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceClaim) ([]kubeletplugin.Device, error) {
-	unlock, err := d.claimLocks.lock(ctx, string(claim.UID))
+	unlock, err := d.claimLocks.Lock(ctx, string(claim.UID))
 	if err != nil {
 		return nil, err
 	}
@@ -228,7 +229,7 @@ func checkNamesInClaim(p *plan, devs []*devicev1.Device) error {
 // records the intents, under the pod's lock so that two claims of one pod
 // cannot both take a name.
 func (d *Driver) begin(ctx context.Context, p *plan, devs []*devicev1.Device, inv map[string]*devicev1.Device) error {
-	unlock, err := d.podLocks.lock(ctx, p.podUID)
+	unlock, err := d.podLocks.Lock(ctx, p.podUID)
 	if err != nil {
 		return err
 	}
@@ -299,7 +300,7 @@ func (d *Driver) setUp(ctx context.Context, log *slog.Logger, p *plan, devs []*d
 			err = status.Error(codes.Internal, "the provisioner returned no prepared device")
 		}
 		if err != nil {
-			if outcomeUnknown(err) {
+			if rpc.OutcomeUnknown(err) {
 				rb.uncertain = i
 			}
 			return d.rollBack(ctx, log, rb, fmt.Errorf("device %s (request %q): %w", dev.device, dev.request, callErr("setup", err)))
@@ -331,16 +332,6 @@ func (d *Driver) setUp(ctx context.Context, log *slog.Logger, p *plan, devs []*d
 		return d.rollBack(ctx, log, rb, callErr("committing the allocations", err))
 	}
 	return nil
-}
-
-// outcomeUnknown reports whether a failed call may still have done its
-// work: the reply was lost, not refused.
-func outcomeUnknown(err error) bool {
-	switch status.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
-		return true
-	}
-	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // rollback is how far a prepare got.

@@ -65,7 +65,7 @@ func (d *Driver) Recover(ctx context.Context, claims []*resourceapi.ResourceClai
 }
 
 func (d *Driver) recoverIntent(ctx context.Context, row *statev1.Allocation, claim *resourceapi.ResourceClaim) error {
-	unlock, err := d.claimLocks.lock(ctx, row.GetClaimUid())
+	unlock, err := d.claimLocks.Lock(ctx, row.GetClaimUid())
 	if err != nil {
 		return err
 	}
@@ -139,7 +139,7 @@ func (d *Driver) rebuild(ctx context.Context, claims []*resourceapi.ResourceClai
 }
 
 func (d *Driver) rebuildClaim(ctx context.Context, c *resourceapi.ResourceClaim) error {
-	unlock, err := d.claimLocks.lock(ctx, string(c.UID))
+	unlock, err := d.claimLocks.Lock(ctx, string(c.UID))
 	if err != nil {
 		return err
 	}

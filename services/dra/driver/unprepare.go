@@ -16,7 +16,7 @@ import (
 
 // unprepareClaim releases every allocation of the claim.
 func (d *Driver) unprepareClaim(ctx context.Context, c kubeletplugin.NamespacedObject) error {
-	unlock, err := d.claimLocks.lock(ctx, string(c.UID))
+	unlock, err := d.claimLocks.Lock(ctx, string(c.UID))
 	if err != nil {
 		return err
 	}
@@ -208,7 +208,7 @@ func (d *Driver) retryFreeing(ctx context.Context) (time.Duration, error) {
 // retryOne frees one FREEING_FAILED allocation under its claim's lock, if
 // it is still FREEING_FAILED then.
 func (d *Driver) retryOne(ctx context.Context, row *statev1.Allocation) {
-	unlock, err := d.claimLocks.lock(ctx, row.GetClaimUid())
+	unlock, err := d.claimLocks.Lock(ctx, row.GetClaimUid())
 	if err != nil {
 		return
 	}

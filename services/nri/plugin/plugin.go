@@ -23,6 +23,8 @@ import (
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+	"github.com/netdra/netdra/shared/keylock"
+	"github.com/netdra/netdra/shared/rpc"
 )
 
 // Plugin handles the pod sandbox events.
@@ -35,7 +37,7 @@ type Plugin struct {
 	netns map[string]string // pod UID -> netns path of a running sandbox
 	// pods serializes the work on one pod: its hooks and what a
 	// reconciliation does to its devices.
-	pods keyedMutex
+	pods keylock.Set
 	// reconciling serializes background reconciliations.
 	reconciling sync.Mutex
 
@@ -55,7 +57,14 @@ const rollbackTimeout = 300 * time.Millisecond
 // New returns the plugin. Its metrics are registered with reg when it is
 // not nil.
 func New(log *slog.Logger, state statev1.StateServiceClient, provisioner provisionerv1.ProvisionerServiceClient, reg prometheus.Registerer) *Plugin {
-	return &Plugin{log: log, state: state, provisioner: provisioner, netns: map[string]string{}, pods: keyedMutex{locks: map[string]*keyedEntry{}}, metrics: newMetrics(reg)}
+	return &Plugin{log: log, state: state, provisioner: provisioner, netns: map[string]string{}, metrics: newMetrics(reg)}
+}
+
+// lockPod takes the pod's lock and returns its unlock. It waits as long as
+// the lock is held, whatever the hook's deadline.
+func (p *Plugin) lockPod(uid string) (unlock func()) {
+	unlock, _ = p.pods.Lock(context.Background(), uid) // never fails: Background never ends
+	return unlock
 }
 
 // netnsOf is the pod's network namespace path; empty for a host-network pod.
@@ -104,7 +113,7 @@ func (p *Plugin) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) (err er
 		log.Debug("Host-network pod: no devices attached")
 		return nil
 	}
-	unlock := p.pods.lock(pod.GetUid())
+	unlock := p.lockPod(pod.GetUid())
 	defer unlock()
 	p.mu.Lock()
 	p.netns[pod.GetUid()] = netns
@@ -121,7 +130,7 @@ func (p *Plugin) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) (err er
 	var done []*statev1.Allocation
 	for _, a := range allocs.GetAllocations() {
 		if err := p.attach(attachCtx, a, pod.GetUid(), netns); err != nil {
-			if outcomeUnknown(err) {
+			if rpc.OutcomeUnknown(err) {
 				// The provisioner may have moved it before the
 				// call broke: detach it too (Detach is idempotent).
 				done = append(done, a)
@@ -225,7 +234,7 @@ func (p *Plugin) StopPodSandbox(ctx context.Context, pod *api.PodSandbox) (err e
 	defer func(start time.Time) { p.metrics.observe("StopPodSandbox", start, err) }(time.Now())
 	ctx, cancel := context.WithTimeout(ctx, HookTimeout)
 	defer cancel()
-	unlock := p.pods.lock(pod.GetUid())
+	unlock := p.lockPod(pod.GetUid())
 	defer unlock()
 	netns := netnsOf(pod)
 	p.mu.Lock()
@@ -314,7 +323,7 @@ func (p *Plugin) reconcileAttach(ctx context.Context, a *statev1.Allocation) {
 	if _, live := p.netnsOfLive(a.GetPodUid()); !live || a.GetPodUid() == "" {
 		return
 	}
-	unlock := p.pods.lock(a.GetPodUid())
+	unlock := p.lockPod(a.GetPodUid())
 	defer unlock()
 	netns, live := p.netnsOfLive(a.GetPodUid())
 	if !live {
@@ -349,47 +358,5 @@ func retry[T any](ctx context.Context, f func(context.Context) (T, error)) (T, e
 			return v, err
 		case <-time.After(wait):
 		}
-	}
-}
-
-// outcomeUnknown reports whether a failed call may have done its work: its
-// reply was lost, not refused.
-func outcomeUnknown(err error) bool {
-	switch status.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
-		return true
-	}
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
-}
-
-// keyedMutex is one mutex per key, dropped when unused.
-type keyedMutex struct {
-	mu    sync.Mutex
-	locks map[string]*keyedEntry
-}
-
-type keyedEntry struct {
-	sync.Mutex
-	users int
-}
-
-// lock locks key and returns its unlock.
-func (k *keyedMutex) lock(key string) func() {
-	k.mu.Lock()
-	e := k.locks[key]
-	if e == nil {
-		e = &keyedEntry{}
-		k.locks[key] = e
-	}
-	e.users++
-	k.mu.Unlock()
-	e.Lock()
-	return func() {
-		e.Unlock()
-		k.mu.Lock()
-		if e.users--; e.users == 0 {
-			delete(k.locks, key)
-		}
-		k.mu.Unlock()
 	}
 }
