@@ -61,10 +61,10 @@ func (w *world) takeCalls() []string {
 	return c
 }
 
-type fakeState struct {
-	statev1.StateServiceClient
-	w *world
-}
+// fakeState is the state service of a world.
+type fakeState struct{ w *world }
+
+var _ StateClient = fakeState{}
 
 func (f fakeState) ListAllocations(_ context.Context, r *statev1.ListAllocationsRequest, _ ...grpc.CallOption) (*statev1.ListAllocationsResponse, error) {
 	f.w.mu.Lock()
@@ -98,10 +98,10 @@ func (f fakeState) MarkDetached(_ context.Context, r *statev1.MarkDetachedReques
 	return &statev1.MarkDetachedResponse{}, nil
 }
 
-type fakeProvisioner struct {
-	provisionerv1.ProvisionerServiceClient
-	w *world
-}
+// fakeProvisioner is the provisioner of a world.
+type fakeProvisioner struct{ w *world }
+
+var _ ProvisionerClient = fakeProvisioner{}
 
 func (f fakeProvisioner) Attach(_ context.Context, r *provisionerv1.AttachRequest, _ ...grpc.CallOption) (*provisionerv1.AttachResponse, error) {
 	f.w.mu.Lock()

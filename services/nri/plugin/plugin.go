@@ -17,6 +17,7 @@ import (
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -27,11 +28,46 @@ import (
 	"github.com/netdra/netdra/shared/rpc"
 )
 
+// StateClient is what the plugin asks of the state service: the
+// allocations of a pod or a device, and their moves between the prepared
+// and attached phases. Each call is idempotent, so the plugin retries it
+// while the service is Unavailable.
+type StateClient interface {
+	// ListAllocations returns the allocations matching the request's
+	// filters (pod, device, claim, phase).
+	ListAllocations(ctx context.Context, in *statev1.ListAllocationsRequest, opts ...grpc.CallOption) (*statev1.ListAllocationsResponse, error)
+	// MarkAttached records a device as attached to a pod's netns, with the
+	// prepared device as it is now.
+	MarkAttached(ctx context.Context, in *statev1.MarkAttachedRequest, opts ...grpc.CallOption) (*statev1.MarkAttachedResponse, error)
+	// MarkDetached records a device as back in the host; NotFound when the
+	// allocation is gone.
+	MarkDetached(ctx context.Context, in *statev1.MarkDetachedRequest, opts ...grpc.CallOption) (*statev1.MarkDetachedResponse, error)
+}
+
+// ProvisionerClient is what the plugin asks of the provisioner: putting a
+// prepared device into a pod's netns and taking it out, and setting a
+// device up again when its link is gone (a node reboot).
+type ProvisionerClient interface {
+	// Setup prepares a device again; the request names its pool.
+	Setup(ctx context.Context, in *provisionerv1.SetupRequest, opts ...grpc.CallOption) (*provisionerv1.SetupResponse, error)
+	// Attach puts the prepared device into the netns; idempotent. NotFound
+	// when its link is missing.
+	Attach(ctx context.Context, in *provisionerv1.AttachRequest, opts ...grpc.CallOption) (*provisionerv1.AttachResponse, error)
+	// Detach takes it back to the host; idempotent, and a vanished netns
+	// is success.
+	Detach(ctx context.Context, in *provisionerv1.DetachRequest, opts ...grpc.CallOption) (*provisionerv1.DetachResponse, error)
+}
+
+var (
+	_ StateClient       = statev1.StateServiceClient(nil)
+	_ ProvisionerClient = provisionerv1.ProvisionerServiceClient(nil)
+)
+
 // Plugin handles the pod sandbox events.
 type Plugin struct {
 	log         *slog.Logger
-	state       statev1.StateServiceClient
-	provisioner provisionerv1.ProvisionerServiceClient
+	state       StateClient
+	provisioner ProvisionerClient
 
 	mu    sync.Mutex
 	netns map[string]string // pod UID -> netns path of a running sandbox
@@ -56,7 +92,7 @@ const rollbackTimeout = 300 * time.Millisecond
 
 // New returns the plugin. Its metrics are registered with reg when it is
 // not nil.
-func New(log *slog.Logger, state statev1.StateServiceClient, provisioner provisionerv1.ProvisionerServiceClient, reg prometheus.Registerer) *Plugin {
+func New(log *slog.Logger, state StateClient, provisioner ProvisionerClient, reg prometheus.Registerer) *Plugin {
 	return &Plugin{log: log, state: state, provisioner: provisioner, netns: map[string]string{}, metrics: newMetrics(reg)}
 }
 

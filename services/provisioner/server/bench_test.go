@@ -68,7 +68,7 @@ func benchAttachDetach(b *testing.B, devices int) {
 			return hostdev.New(log, sysfs, c, hostdev.WithNetns(hostPath), hostdev.WithHandoff(handoff))
 		},
 	}, mover)
-	srv.SetPrograms(programs)
+	srv.SetPrograms(programs, programs)
 	b.Cleanup(srv.Close)
 	ctx := b.Context()
 	if _, err := srv.Configure(ctx, &provisionerv1.ConfigureRequest{Managers: &provisionerv1.ManagerConfigs{

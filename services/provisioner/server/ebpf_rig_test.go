@@ -45,7 +45,7 @@ func TestKernel_DummyWithoutTCX(t *testing.T) {
 	srv := New(log, Factories{
 		Dummy: func(c *provisionerv1.DummyConfig) (manager.Manager, error) { return dummy.New(log, c) },
 	}, mover)
-	srv.SetPrograms(progs)
+	srv.SetPrograms(progs, progs)
 	defer srv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

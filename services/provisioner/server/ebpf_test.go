@@ -81,7 +81,7 @@ func newEBPFWorld(t *testing.T, keepPools ...string) *ebpfWorld {
 			return hostdev.New(log, sysfs, c, hostdev.WithNetns(w.hostPath), hostdev.WithHandoff(w.handoff))
 		},
 	}, mover)
-	w.srv.SetPrograms(w.programs)
+	w.srv.SetPrograms(w.programs, w.programs)
 	t.Cleanup(w.srv.Close)
 	if _, err := w.srv.Configure(ctxFor(t), &provisionerv1.ConfigureRequest{Managers: &provisionerv1.ManagerConfigs{
 		Host: &provisionerv1.HostConfig{Enabled: true, IfNames: []string{"eth1"}, KeepEbpfProgramsPools: keepPools}}}); err != nil {
@@ -272,7 +272,7 @@ func (failingPrograms) Attach(context.Context, string, string, string, ebpf.Poli
 // host as it was.
 func TestEBPF_AttachFailureMovesTheDeviceBack(t *testing.T) {
 	w := newEBPFWorld(t)
-	w.srv.SetPrograms(failingPrograms{w.programs})
+	w.srv.SetPrograms(failingPrograms{w.programs}, w.programs)
 	ctx := ctxFor(t)
 	cfg := &devicev1.DeviceConfig{PodIfName: "net1", Vlan: new(uint32(7))}
 	setup, err := w.srv.Setup(ctx, &provisionerv1.SetupRequest{Device: w.device(t), Config: cfg})
@@ -297,7 +297,7 @@ func TestEBPF_AttachFailureMovesTheDeviceBack(t *testing.T) {
 // eBPF refuses what only eBPF can enforce, before anything moves.
 func TestEBPF_WithoutProgramsRefusesSoftwarePolicy(t *testing.T) {
 	w := newEBPFWorld(t)
-	w.srv.SetPrograms(nil)
+	w.srv.SetPrograms(nil, nil)
 	ctx := ctxFor(t)
 	cfg := &devicev1.DeviceConfig{PodIfName: "net1", SpoofChk: new(true)}
 	setup, err := w.srv.Setup(ctx, &provisionerv1.SetupRequest{Device: w.device(t), Config: cfg})

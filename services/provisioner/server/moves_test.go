@@ -122,7 +122,7 @@ func newDummyWorld(t *testing.T) *dummyWorld {
 			return dummy.New(log, c, dummy.WithNetns(w.hostPath))
 		},
 	}, mover)
-	w.srv.SetPrograms(w.programs)
+	w.srv.SetPrograms(w.programs, w.programs)
 	t.Cleanup(w.srv.Close)
 	if _, err := w.srv.Configure(ctxFor(t), &provisionerv1.ConfigureRequest{Managers: &provisionerv1.ManagerConfigs{
 		Dummy: &provisionerv1.DummyConfig{Enabled: true, Count: 2}}}); err != nil {
@@ -216,7 +216,7 @@ func TestMoves_DummyFailures(t *testing.T) {
 	}
 	pd := setup.GetPreparedDevice()
 
-	w.srv.SetPrograms(failingPrograms{w.programs})
+	w.srv.SetPrograms(failingPrograms{w.programs}, w.programs)
 	_, err = w.srv.Attach(ctx, &provisionerv1.AttachRequest{PreparedDevice: pd, NetnsPath: w.podPath, Config: cfg})
 	if status.Code(err) != codes.Internal {
 		t.Fatalf("Attach with refused programs = %v, want Internal", err)
@@ -225,7 +225,7 @@ func TestMoves_DummyFailures(t *testing.T) {
 	if names := netnstest.LinkNames(t, w.podH); slices.Contains(names, "net1") {
 		t.Errorf("net1 left in the pod after a failed Attach: %v", names)
 	}
-	w.srv.SetPrograms(w.programs)
+	w.srv.SetPrograms(w.programs, w.programs)
 
 	// Another link holds the pod name: AlreadyExists, that link untouched.
 	if err := w.podH.LinkAdd(&netlink.Ifb{LinkAttrs: netlink.LinkAttrs{Name: "net1"}}); err != nil {

@@ -51,8 +51,10 @@ type Server struct {
 	// locks serializes the calls for one device, and only for it: no
 	// lock is shared across devices while a link moves.
 	locks keylock.Set
-	// programs puts netdra's eBPF programs on devices in pods (SetPrograms).
+	// programs puts netdra's eBPF programs on devices in pods, and
+	// counters reads what they counted (SetPrograms).
 	programs Programs
+	counters CounterReader
 }
 
 var _ provisionerv1.ProvisionerServiceServer = (*Server)(nil)
