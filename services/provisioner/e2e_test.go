@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -18,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/netdra/netdra/shared/grpcurltest"
+	"github.com/netdra/netdra/shared/nodetest"
 	"github.com/netdra/netdra/shared/rpc"
 )
 
@@ -31,33 +30,6 @@ func TestMain(m *testing.M) {
 		return
 	}
 	os.Exit(m.Run())
-}
-
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces and moves links between them")
-	}
-}
-
-func ip(t *testing.T, args ...string) string {
-	t.Helper()
-	out, err := exec.Command("ip", args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
-
-// newNetns adds a named netns removed at the end of the test.
-func newNetns(t *testing.T, prefix string) string {
-	t.Helper()
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	name := prefix + hex.EncodeToString(b[:])
-	ip(t, "netns", "add", name)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
-	return name
 }
 
 // startProvisioner runs the provisioner inside hostNS, as if that were the
@@ -138,12 +110,12 @@ func globalAddrs(l linkJSON) []string {
 // move it into a pod netns under the requested name with its addresses and
 // route, and Detach + Free put it back as it was.
 func TestProvisioner_HostVethThroughGrpcurl(t *testing.T) {
-	requireRoot(t)
+	nodetest.RequireRoot(t)
 	bin := grpcurltest.Binary(t)
-	hostNS, podNS := newNetns(t, "ndh"), newNetns(t, "ndp")
-	ip(t, "-n", hostNS, "link", "add", "data0", "address", "02:00:00:00:aa:01", "mtu", "1500", "type", "veth", "peer", "name", "peer0")
-	ip(t, "-n", hostNS, "link", "add", "other0", "type", "veth", "peer", "name", "other1")
-	ip(t, "-n", hostNS, "link", "set", "data0", "up")
+	hostNS, podNS := nodetest.Netns(t, "ndh"), nodetest.Netns(t, "ndp")
+	nodetest.IP(t, "-n", hostNS, "link", "add", "data0", "address", "02:00:00:00:aa:01", "mtu", "1500", "type", "veth", "peer", "name", "peer0")
+	nodetest.IP(t, "-n", hostNS, "link", "add", "other0", "type", "veth", "peer", "name", "other1")
+	nodetest.IP(t, "-n", hostNS, "link", "set", "data0", "up")
 	before, _ := showLink(t, hostNS, "data0")
 
 	sock := startProvisioner(t, hostNS)
@@ -194,7 +166,7 @@ func TestProvisioner_HostVethThroughGrpcurl(t *testing.T) {
 	if want := "mac=02:00:00:00:bb:02 mtu=1400 addrs=[10.10.0.2/24 fd00:10::2/64]"; got != want {
 		t.Errorf("in the pod: %s, want %s", got, want)
 	}
-	if routes := ip(t, "-n", podNS, "route", "show", "10.20.0.0/16"); !strings.Contains(routes, "via 10.10.0.1 dev net1") {
+	if routes := nodetest.IP(t, "-n", podNS, "route", "show", "10.20.0.0/16"); !strings.Contains(routes, "via 10.10.0.1 dev net1") {
 		t.Errorf("route in the pod: %q", routes)
 	}
 	// Attach again is idempotent.

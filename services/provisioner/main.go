@@ -86,7 +86,7 @@ func (cfg *config) run(ctx context.Context, log *slog.Logger) error {
 	}
 	svc := server.New(log, cfg.factories(log), mover)
 	if programs != nil {
-		svc.SetPrograms(programs)
+		svc.SetPrograms(programs, programs)
 	}
 	srv := rpc.NewServer(cfg.ServerConfig(log))
 	provisionerv1.RegisterProvisionerServiceServer(srv.GRPC(), svc)

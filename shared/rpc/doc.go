@@ -10,5 +10,7 @@
 //
 // Clients connect with [Dial], whose connections outlive server restarts, and
 // keep long-lived watch streams open with [Retry]. [CheckHealth] backs the
-// processes' health subcommands used as exec probes.
+// processes' health subcommands used as exec probes. [OutcomeUnknown] tells
+// a caller that rolls back whether a failed call may still have done its
+// work.
 package rpc

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"log/slog"
 
+	"google.golang.org/grpc"
+
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 	"github.com/netdra/netdra/shared/rpc"
 )
@@ -17,6 +19,14 @@ import (
 // Handler applies one event. An error ends the stream; it is reopened from
 // the last event applied, so the failed one comes again.
 type Handler func(ev *statev1.WatchResponse) error
+
+// Watcher opens the state service's Watch stream from a position;
+// statev1.StateServiceClient satisfies it.
+type Watcher interface {
+	Watch(ctx context.Context, in *statev1.WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[statev1.WatchResponse], error)
+}
+
+var _ Watcher = statev1.StateServiceClient(nil)
 
 // Cursor is the position of the last event a watcher applied.
 type Cursor struct {
@@ -26,13 +36,13 @@ type Cursor struct {
 
 // Run watches until ctx is done and returns ctx.Err(). It starts from
 // cursor (the zero Cursor for a fresh start).
-func Run(ctx context.Context, log *slog.Logger, client statev1.StateServiceClient, cursor Cursor, h Handler) error {
+func Run(ctx context.Context, log *slog.Logger, client Watcher, cursor Cursor, h Handler) error {
 	return rpc.Retry(ctx, log, "state watch", func(ctx context.Context) error {
 		return follow(ctx, client, &cursor, h)
 	})
 }
 
-func follow(ctx context.Context, client statev1.StateServiceClient, cur *Cursor, h Handler) error {
+func follow(ctx context.Context, client Watcher, cur *Cursor, h Handler) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := client.Watch(ctx, &statev1.WatchRequest{Epoch: cur.Epoch, Revision: cur.Revision})

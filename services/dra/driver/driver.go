@@ -49,20 +49,46 @@ import (
 
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+	"github.com/netdra/netdra/shared/keylock"
 )
 
-// StateClient is the part of the state service the driver uses;
-// statev1.StateServiceClient satisfies it.
-type StateClient interface {
+// DeviceLister reads the node's device inventory as the state service
+// holds it (what the provisioner reported).
+type DeviceLister interface {
 	ListDevices(ctx context.Context, in *statev1.ListDevicesRequest, opts ...grpc.CallOption) (*statev1.ListDevicesResponse, error)
+}
+
+// Intents records a prepare durably before the node changes and ends it
+// after, one claim at a time: BeginPrepare records an intent per device
+// (refusing a device another claim holds), RecordPrepared stores a
+// device's prepared device on its intent right after Setup, CommitPrepare
+// turns the intents into allocations and AbortPrepare deletes them
+// (FailedPrecondition when they were committed already).
+type Intents interface {
 	BeginPrepare(ctx context.Context, in *statev1.BeginPrepareRequest, opts ...grpc.CallOption) (*statev1.BeginPrepareResponse, error)
 	RecordPrepared(ctx context.Context, in *statev1.RecordPreparedRequest, opts ...grpc.CallOption) (*statev1.RecordPreparedResponse, error)
 	CommitPrepare(ctx context.Context, in *statev1.CommitPrepareRequest, opts ...grpc.CallOption) (*statev1.CommitPrepareResponse, error)
 	AbortPrepare(ctx context.Context, in *statev1.AbortPrepareRequest, opts ...grpc.CallOption) (*statev1.AbortPrepareResponse, error)
-	RestoreAllocations(ctx context.Context, in *statev1.RestoreAllocationsRequest, opts ...grpc.CallOption) (*statev1.RestoreAllocationsResponse, error)
+}
+
+// Allocations reads and ends the node's allocations: ListAllocations
+// filters them, RestoreAllocations writes back the ones a restart lost
+// (from the claim status), MarkFreeFailed keeps one whose Free failed for
+// a retry and DeleteAllocation removes one after its Free.
+type Allocations interface {
 	ListAllocations(ctx context.Context, in *statev1.ListAllocationsRequest, opts ...grpc.CallOption) (*statev1.ListAllocationsResponse, error)
+	RestoreAllocations(ctx context.Context, in *statev1.RestoreAllocationsRequest, opts ...grpc.CallOption) (*statev1.RestoreAllocationsResponse, error)
 	MarkFreeFailed(ctx context.Context, in *statev1.MarkFreeFailedRequest, opts ...grpc.CallOption) (*statev1.MarkFreeFailedResponse, error)
 	DeleteAllocation(ctx context.Context, in *statev1.DeleteAllocationRequest, opts ...grpc.CallOption) (*statev1.DeleteAllocationResponse, error)
+}
+
+// StateClient is the state service as the driver uses it, by use; each
+// part of the driver holds only the piece it calls.
+// statev1.StateServiceClient satisfies it.
+type StateClient interface {
+	DeviceLister
+	Intents
+	Allocations
 }
 
 // ProvisionerClient is the part of the provisioner the driver uses;
@@ -147,7 +173,9 @@ const cleanupTimeout = 30 * time.Second
 type Driver struct {
 	name        string
 	node        string
-	state       StateClient
+	devices     DeviceLister
+	intents     Intents
+	allocs      Allocations
 	prov        ProvisionerClient
 	claims      ClaimWriter
 	podLookup   PodLookup
@@ -156,8 +184,8 @@ type Driver struct {
 	retryBase   time.Duration
 	retryMax    time.Duration
 	onFatal     func(error)
-	claimLocks  keyedLocks // one prepare/unprepare/retry per claim UID
-	podLocks    keyedLocks // interface-name check + BeginPrepare per pod UID
+	claimLocks  keylock.Set // one prepare/unprepare/retry per claim UID
+	podLocks    keylock.Set // interface-name check + BeginPrepare per pod UID
 	retries     retrySchedule
 	kick        chan struct{}
 	now         func() time.Time
@@ -181,10 +209,10 @@ func New(cfg Config) (*Driver, error) {
 		return nil, fmt.Errorf("driver config: %v required", sorted(missing))
 	}
 	d := &Driver{
-		name: cfg.DriverName, node: cfg.NodeName, state: cfg.State, prov: cfg.Provisioner, claims: cfg.Claims,
+		name: cfg.DriverName, node: cfg.NodeName, prov: cfg.Provisioner, claims: cfg.Claims,
+		devices: cfg.State, intents: cfg.State, allocs: cfg.State,
 		podLookup: cfg.PodLookup, health: cfg.Health, log: cfg.Logger,
 		retryBase: cfg.RetryBase, retryMax: cfg.RetryMax, onFatal: cfg.OnFatalError,
-		claimLocks: newKeyedLocks(), podLocks: newKeyedLocks(),
 		retries: retrySchedule{due: map[string]time.Time{}},
 		kick:    make(chan struct{}, 1), now: time.Now, cleanupTime: cleanupTimeout,
 	}

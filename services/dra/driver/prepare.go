@@ -16,12 +16,13 @@ import (
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+	"github.com/netdra/netdra/shared/rpc"
 )
 
 // prepareClaim prepares the claim's devices of this driver, or leaves
 // nothing changed and returns why not.
 func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceClaim) ([]kubeletplugin.Device, error) {
-	unlock, err := d.claimLocks.lock(ctx, string(claim.UID))
+	unlock, err := d.claimLocks.Lock(ctx, string(claim.UID))
 	if err != nil {
 		return nil, err
 	}
@@ -228,7 +229,7 @@ func checkNamesInClaim(p *plan, devs []*devicev1.Device) error {
 // records the intents, under the pod's lock so that two claims of one pod
 // cannot both take a name.
 func (d *Driver) begin(ctx context.Context, p *plan, devs []*devicev1.Device, inv map[string]*devicev1.Device) error {
-	unlock, err := d.podLocks.lock(ctx, p.podUID)
+	unlock, err := d.podLocks.Lock(ctx, p.podUID)
 	if err != nil {
 		return err
 	}
@@ -259,7 +260,7 @@ func (d *Driver) begin(ctx context.Context, p *plan, devs []*devicev1.Device, in
 			Request: dev.request, PodUid: p.podUID, Config: dev.config,
 		}
 	}
-	resp, err := d.state.BeginPrepare(ctx, &statev1.BeginPrepareRequest{Allocations: allocs})
+	resp, err := d.intents.BeginPrepare(ctx, &statev1.BeginPrepareRequest{Allocations: allocs})
 	if err != nil {
 		return callErr("reserving devices", err)
 	}
@@ -299,7 +300,7 @@ func (d *Driver) setUp(ctx context.Context, log *slog.Logger, p *plan, devs []*d
 			err = status.Error(codes.Internal, "the provisioner returned no prepared device")
 		}
 		if err != nil {
-			if outcomeUnknown(err) {
+			if rpc.OutcomeUnknown(err) {
 				rb.uncertain = i
 			}
 			return d.rollBack(ctx, log, rb, fmt.Errorf("device %s (request %q): %w", dev.device, dev.request, callErr("setup", err)))
@@ -307,7 +308,7 @@ func (d *Driver) setUp(ctx context.Context, log *slog.Logger, p *plan, devs []*d
 		rb.prepared = append(rb.prepared, resp.GetPreparedDevice())
 		// Durable before anything else happens: a crash from here on is
 		// rolled back with Free and this prepared device (Recover).
-		if _, err := d.state.RecordPrepared(ctx, &statev1.RecordPreparedRequest{ClaimUid: string(p.claim.UID),
+		if _, err := d.intents.RecordPrepared(ctx, &statev1.RecordPreparedRequest{ClaimUid: string(p.claim.UID),
 			Allocations: []*statev1.PreparedAllocation{{Key: allocKey(dev.pool, dev.device), PreparedDevice: resp.GetPreparedDevice()}}}); err != nil {
 			return d.rollBack(ctx, log, rb, fmt.Errorf("device %s (request %q): %w", dev.device, dev.request, callErr("recording the prepared device", err)))
 		}
@@ -327,20 +328,10 @@ func (d *Driver) setUp(ctx context.Context, log *slog.Logger, p *plan, devs []*d
 		return d.rollBack(ctx, log, rb, fmt.Errorf("writing claim status: %w", err))
 	}
 	rb.statusWritten = true
-	if _, err := d.state.CommitPrepare(ctx, commit); err != nil {
+	if _, err := d.intents.CommitPrepare(ctx, commit); err != nil {
 		return d.rollBack(ctx, log, rb, callErr("committing the allocations", err))
 	}
 	return nil
-}
-
-// outcomeUnknown reports whether a failed call may still have done its
-// work: the reply was lost, not refused.
-func outcomeUnknown(err error) bool {
-	switch status.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
-		return true
-	}
-	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // rollback is how far a prepare got.
@@ -431,11 +422,11 @@ func (d *Driver) abort(ctx context.Context, req *statev1.AbortPrepareRequest) er
 	if len(req.GetKeys()) == 0 {
 		return nil
 	}
-	_, err := d.state.AbortPrepare(ctx, req)
+	_, err := d.intents.AbortPrepare(ctx, req)
 	if status.Code(err) == codes.FailedPrecondition {
 		err = nil
 		for _, k := range req.GetKeys() {
-			_, e := d.state.DeleteAllocation(ctx, &statev1.DeleteAllocationRequest{Key: k, ClaimUid: req.GetClaimUid()})
+			_, e := d.allocs.DeleteAllocation(ctx, &statev1.DeleteAllocationRequest{Key: k, ClaimUid: req.GetClaimUid()})
 			err = errors.Join(err, e)
 		}
 	}
@@ -446,7 +437,7 @@ func (d *Driver) abort(ctx context.Context, req *statev1.AbortPrepareRequest) er
 // FREEING_FAILED, with its prepared device when known, for Run.
 func (d *Driver) keepForRetry(ctx context.Context, claimUID string, dev deviceRef, pd *devicev1.PreparedDevice, freeErr error) error {
 	if pd != nil {
-		_, err := d.state.CommitPrepare(ctx, &statev1.CommitPrepareRequest{ClaimUid: claimUID,
+		_, err := d.intents.CommitPrepare(ctx, &statev1.CommitPrepareRequest{ClaimUid: claimUID,
 			Allocations: []*statev1.PreparedAllocation{{Key: allocKey(dev.pool, dev.device), PreparedDevice: pd}}})
 		if err != nil {
 			return callErr("recording device "+dev.device+" for a retry", err)
@@ -461,7 +452,7 @@ func allocKey(pool, device string) *statev1.AllocationKey {
 
 // inventory returns the node's devices by name.
 func (d *Driver) inventory(ctx context.Context) (map[string]*devicev1.Device, error) {
-	resp, err := d.state.ListDevices(ctx, &statev1.ListDevicesRequest{})
+	resp, err := d.devices.ListDevices(ctx, &statev1.ListDevicesRequest{})
 	if err != nil {
 		return nil, callErr("listing devices", err)
 	}
@@ -473,7 +464,7 @@ func (d *Driver) inventory(ctx context.Context) (map[string]*devicev1.Device, er
 }
 
 func (d *Driver) listAllocations(ctx context.Context, req *statev1.ListAllocationsRequest) ([]*statev1.Allocation, error) {
-	resp, err := d.state.ListAllocations(ctx, req)
+	resp, err := d.allocs.ListAllocations(ctx, req)
 	if err != nil {
 		return nil, callErr("listing allocations", err)
 	}

@@ -65,7 +65,7 @@ func (d *Driver) Recover(ctx context.Context, claims []*resourceapi.ResourceClai
 }
 
 func (d *Driver) recoverIntent(ctx context.Context, row *statev1.Allocation, claim *resourceapi.ResourceClaim) error {
-	unlock, err := d.claimLocks.lock(ctx, row.GetClaimUid())
+	unlock, err := d.claimLocks.Lock(ctx, row.GetClaimUid())
 	if err != nil {
 		return err
 	}
@@ -90,7 +90,7 @@ func (d *Driver) settleIntent(ctx context.Context, log *slog.Logger, row *statev
 			if r.Config == nil {
 				r.Config = cfg
 			}
-			if _, err := d.state.RestoreAllocations(ctx, &statev1.RestoreAllocationsRequest{Allocations: []*statev1.Allocation{r}}); err != nil {
+			if _, err := d.allocs.RestoreAllocations(ctx, &statev1.RestoreAllocationsRequest{Allocations: []*statev1.Allocation{r}}); err != nil {
 				return nil, nil, callErr("restoring the allocation", err)
 			}
 			r.Phase = statev1.Phase_PHASE_PREPARED
@@ -139,7 +139,7 @@ func (d *Driver) rebuild(ctx context.Context, claims []*resourceapi.ResourceClai
 }
 
 func (d *Driver) rebuildClaim(ctx context.Context, c *resourceapi.ResourceClaim) error {
-	unlock, err := d.claimLocks.lock(ctx, string(c.UID))
+	unlock, err := d.claimLocks.Lock(ctx, string(c.UID))
 	if err != nil {
 		return err
 	}
@@ -167,7 +167,7 @@ func (d *Driver) rebuildClaim(ctx context.Context, c *resourceapi.ResourceClaim)
 		})
 	}
 	if len(allocs) > 0 {
-		resp, err := d.state.RestoreAllocations(ctx, &statev1.RestoreAllocationsRequest{Allocations: allocs})
+		resp, err := d.allocs.RestoreAllocations(ctx, &statev1.RestoreAllocationsRequest{Allocations: allocs})
 		if err != nil {
 			errs = append(errs, callErr("restoring allocations", err))
 		} else {

@@ -16,7 +16,7 @@ import (
 
 // unprepareClaim releases every allocation of the claim.
 func (d *Driver) unprepareClaim(ctx context.Context, c kubeletplugin.NamespacedObject) error {
-	unlock, err := d.claimLocks.lock(ctx, string(c.UID))
+	unlock, err := d.claimLocks.Lock(ctx, string(c.UID))
 	if err != nil {
 		return err
 	}
@@ -73,7 +73,7 @@ func (d *Driver) release(ctx context.Context, log *slog.Logger, row *statev1.All
 	if row.GetPhase() == statev1.Phase_PHASE_PREPARING {
 		err = d.abort(ctx, &statev1.AbortPrepareRequest{ClaimUid: row.GetClaimUid(), Keys: []*statev1.AllocationKey{key}})
 	} else {
-		_, err = d.state.DeleteAllocation(ctx, &statev1.DeleteAllocationRequest{Key: key, ClaimUid: row.GetClaimUid()})
+		_, err = d.allocs.DeleteAllocation(ctx, &statev1.DeleteAllocationRequest{Key: key, ClaimUid: row.GetClaimUid()})
 		err = callErr("deleting the allocation of "+row.GetDeviceName(), err)
 	}
 	if err != nil {
@@ -122,7 +122,7 @@ func (d *Driver) free(ctx context.Context, pd *devicev1.PreparedDevice, cfg *dev
 
 // markFreeFailed records a failed Free and schedules the next attempt.
 func (d *Driver) markFreeFailed(ctx context.Context, key *statev1.AllocationKey, freeErr error) error {
-	resp, err := d.state.MarkFreeFailed(ctx, &statev1.MarkFreeFailedRequest{Key: key, Error: freeErr.Error()})
+	resp, err := d.allocs.MarkFreeFailed(ctx, &statev1.MarkFreeFailedRequest{Key: key, Error: freeErr.Error()})
 	if err != nil {
 		return callErr("recording the failed free of "+key.GetDeviceName(), err)
 	}
@@ -208,7 +208,7 @@ func (d *Driver) retryFreeing(ctx context.Context) (time.Duration, error) {
 // retryOne frees one FREEING_FAILED allocation under its claim's lock, if
 // it is still FREEING_FAILED then.
 func (d *Driver) retryOne(ctx context.Context, row *statev1.Allocation) {
-	unlock, err := d.claimLocks.lock(ctx, row.GetClaimUid())
+	unlock, err := d.claimLocks.Lock(ctx, row.GetClaimUid())
 	if err != nil {
 		return
 	}

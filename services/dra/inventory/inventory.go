@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
@@ -24,12 +25,32 @@ import (
 	"github.com/netdra/netdra/shared/rpc"
 )
 
+// Provisioner is what the pump asks of the provisioner: Configure sets
+// its device managers (an error leaves the previous configuration in
+// force), WatchDevices streams each manager's complete inventory on every
+// change. provisionerv1.ProvisionerServiceClient satisfies it.
+type Provisioner interface {
+	Configure(ctx context.Context, in *provisionerv1.ConfigureRequest, opts ...grpc.CallOption) (*provisionerv1.ConfigureResponse, error)
+	WatchDevices(ctx context.Context, in *provisionerv1.WatchDevicesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[provisionerv1.WatchDevicesResponse], error)
+}
+
+// State is where the pump copies the inventory: ReplaceDevices replaces
+// one manager's devices at once. statev1.StateServiceClient satisfies it.
+type State interface {
+	ReplaceDevices(ctx context.Context, in *statev1.ReplaceDevicesRequest, opts ...grpc.CallOption) (*statev1.ReplaceDevicesResponse, error)
+}
+
+var (
+	_ Provisioner = provisionerv1.ProvisionerServiceClient(nil)
+	_ State       = statev1.StateServiceClient(nil)
+)
+
 // Pump keeps the provisioner configured and its inventory in the state
 // service.
 type Pump struct {
 	log         *slog.Logger
-	provisioner provisionerv1.ProvisionerServiceClient
-	state       statev1.StateServiceClient
+	provisioner Provisioner
+	state       State
 
 	mu     sync.Mutex
 	config *provisionerv1.ConfigureRequest
@@ -43,7 +64,7 @@ type Pump struct {
 }
 
 // New returns a pump; nothing is configured until Configure.
-func New(log *slog.Logger, provisioner provisionerv1.ProvisionerServiceClient, state statev1.StateServiceClient) *Pump {
+func New(log *slog.Logger, provisioner Provisioner, state State) *Pump {
 	return &Pump{log: log, provisioner: provisioner, state: state,
 		last: map[devicev1.DeviceManager]*statev1.ReplaceDevicesRequest{}, resend: make(chan struct{}, 1)}
 }

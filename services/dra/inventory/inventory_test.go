@@ -38,7 +38,6 @@ func (c *calls) get() []string {
 // fakeProvisioner streams inventories from a channel; a nil message breaks
 // the stream, as a provisioner restart does.
 type fakeProvisioner struct {
-	provisionerv1.ProvisionerServiceClient
 	calls *calls
 	feed  chan *provisionerv1.WatchDevicesResponse
 }
@@ -75,9 +74,13 @@ func (s *stream) Recv() (*provisionerv1.WatchDevicesResponse, error) {
 }
 
 type fakeState struct {
-	statev1.StateServiceClient
 	calls *calls
 }
+
+var (
+	_ Provisioner = (*fakeProvisioner)(nil)
+	_ State       = (*fakeState)(nil)
+)
 
 func (f *fakeState) ReplaceDevices(_ context.Context, r *statev1.ReplaceDevicesRequest, _ ...grpc.CallOption) (*statev1.ReplaceDevicesResponse, error) {
 	names := r.GetManager().String()

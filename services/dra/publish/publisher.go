@@ -26,7 +26,7 @@ var ErrNotReady = errors.New("not ready to publish")
 // service's tables and the configured pools.
 type Publisher struct {
 	log      *slog.Logger
-	state    statev1.StateServiceClient
+	state    statewatch.Watcher
 	publish  func(context.Context, *resourceslice.DriverResources) error
 	debounce time.Duration
 	kick     chan struct{}
@@ -70,7 +70,7 @@ type Publication struct {
 
 // NewPublisher returns a publisher that calls publish (the kubelet plugin's
 // PublishResources) at most once per debounce interval.
-func NewPublisher(log *slog.Logger, state statev1.StateServiceClient, debounce time.Duration,
+func NewPublisher(log *slog.Logger, state statewatch.Watcher, debounce time.Duration,
 	publish func(context.Context, *resourceslice.DriverResources) error) *Publisher {
 	return &Publisher{log: log, state: state, publish: publish, debounce: debounce, kick: make(chan struct{}, 1),
 		devices: map[string]*devicev1.Device{}, allocs: map[string]*statev1.Allocation{}, changed: make(chan struct{})}

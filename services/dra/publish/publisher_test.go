@@ -17,13 +17,15 @@ import (
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 	"github.com/netdra/netdra/services/dra/pools"
+	"github.com/netdra/netdra/shared/statewatch"
 )
 
 // fakeState serves Watch from a channel of events.
 type fakeState struct {
-	statev1.StateServiceClient
 	events chan *statev1.WatchResponse
 }
+
+var _ statewatch.Watcher = (*fakeState)(nil)
 
 func (f *fakeState) Watch(ctx context.Context, _ *statev1.WatchRequest, _ ...grpc.CallOption) (grpc.ServerStreamingClient[statev1.WatchResponse], error) {
 	return &fakeStream{ctx: ctx, events: f.events}, nil

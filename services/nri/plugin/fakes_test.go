@@ -27,13 +27,16 @@ type world struct {
 	// absent until Setup.
 	failAttach map[string]error
 	missing    map[string]bool
+	// setupPools is the pool each Setup was asked for, by device name.
+	setupPools map[string]string
 	// unavailable makes the next n calls to the provisioner fail with
 	// Unavailable, as when it dies during the call.
 	unavailable int
 }
 
 func newWorld(allocs ...*statev1.Allocation) *world {
-	w := &world{allocs: map[string]*statev1.Allocation{}, where: map[string]string{}, failAttach: map[string]error{}, missing: map[string]bool{}}
+	w := &world{allocs: map[string]*statev1.Allocation{}, where: map[string]string{}, failAttach: map[string]error{}, missing: map[string]bool{},
+		setupPools: map[string]string{}}
 	for _, a := range allocs {
 		w.allocs[a.GetDeviceName()] = a
 	}
@@ -58,10 +61,10 @@ func (w *world) takeCalls() []string {
 	return c
 }
 
-type fakeState struct {
-	statev1.StateServiceClient
-	w *world
-}
+// fakeState is the state service of a world.
+type fakeState struct{ w *world }
+
+var _ StateClient = fakeState{}
 
 func (f fakeState) ListAllocations(_ context.Context, r *statev1.ListAllocationsRequest, _ ...grpc.CallOption) (*statev1.ListAllocationsResponse, error) {
 	f.w.mu.Lock()
@@ -95,10 +98,10 @@ func (f fakeState) MarkDetached(_ context.Context, r *statev1.MarkDetachedReques
 	return &statev1.MarkDetachedResponse{}, nil
 }
 
-type fakeProvisioner struct {
-	provisionerv1.ProvisionerServiceClient
-	w *world
-}
+// fakeProvisioner is the provisioner of a world.
+type fakeProvisioner struct{ w *world }
+
+var _ ProvisionerClient = fakeProvisioner{}
 
 func (f fakeProvisioner) Attach(_ context.Context, r *provisionerv1.AttachRequest, _ ...grpc.CallOption) (*provisionerv1.AttachResponse, error) {
 	f.w.mu.Lock()
@@ -137,6 +140,7 @@ func (f fakeProvisioner) Setup(_ context.Context, r *provisionerv1.SetupRequest,
 	defer f.w.mu.Unlock()
 	dev := r.GetDevice().GetName()
 	f.w.log("provisioner.Setup %s", dev)
+	f.w.setupPools[dev] = r.GetPool()
 	delete(f.w.missing, dev)
 	return &provisionerv1.SetupResponse{PreparedDevice: &devicev1.PreparedDevice{Device: r.GetDevice(),
 		OriginalLink: &devicev1.LinkSnapshot{Name: dev, Mtu: 9000}}}, nil

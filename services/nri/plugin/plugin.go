@@ -17,25 +17,63 @@ import (
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+	"github.com/netdra/netdra/shared/keylock"
+	"github.com/netdra/netdra/shared/rpc"
+)
+
+// StateClient is what the plugin asks of the state service: the
+// allocations of a pod or a device, and their moves between the prepared
+// and attached phases. Each call is idempotent, so the plugin retries it
+// while the service is Unavailable.
+type StateClient interface {
+	// ListAllocations returns the allocations matching the request's
+	// filters (pod, device, claim, phase).
+	ListAllocations(ctx context.Context, in *statev1.ListAllocationsRequest, opts ...grpc.CallOption) (*statev1.ListAllocationsResponse, error)
+	// MarkAttached records a device as attached to a pod's netns, with the
+	// prepared device as it is now.
+	MarkAttached(ctx context.Context, in *statev1.MarkAttachedRequest, opts ...grpc.CallOption) (*statev1.MarkAttachedResponse, error)
+	// MarkDetached records a device as back in the host; NotFound when the
+	// allocation is gone.
+	MarkDetached(ctx context.Context, in *statev1.MarkDetachedRequest, opts ...grpc.CallOption) (*statev1.MarkDetachedResponse, error)
+}
+
+// ProvisionerClient is what the plugin asks of the provisioner: putting a
+// prepared device into a pod's netns and taking it out, and setting a
+// device up again when its link is gone (a node reboot).
+type ProvisionerClient interface {
+	// Setup prepares a device again; the request names its pool.
+	Setup(ctx context.Context, in *provisionerv1.SetupRequest, opts ...grpc.CallOption) (*provisionerv1.SetupResponse, error)
+	// Attach puts the prepared device into the netns; idempotent. NotFound
+	// when its link is missing.
+	Attach(ctx context.Context, in *provisionerv1.AttachRequest, opts ...grpc.CallOption) (*provisionerv1.AttachResponse, error)
+	// Detach takes it back to the host; idempotent, and a vanished netns
+	// is success.
+	Detach(ctx context.Context, in *provisionerv1.DetachRequest, opts ...grpc.CallOption) (*provisionerv1.DetachResponse, error)
+}
+
+var (
+	_ StateClient       = statev1.StateServiceClient(nil)
+	_ ProvisionerClient = provisionerv1.ProvisionerServiceClient(nil)
 )
 
 // Plugin handles the pod sandbox events.
 type Plugin struct {
 	log         *slog.Logger
-	state       statev1.StateServiceClient
-	provisioner provisionerv1.ProvisionerServiceClient
+	state       StateClient
+	provisioner ProvisionerClient
 
 	mu    sync.Mutex
 	netns map[string]string // pod UID -> netns path of a running sandbox
 	// pods serializes the work on one pod: its hooks and what a
 	// reconciliation does to its devices.
-	pods keyedMutex
+	pods keylock.Set
 	// reconciling serializes background reconciliations.
 	reconciling sync.Mutex
 
@@ -54,8 +92,15 @@ const rollbackTimeout = 300 * time.Millisecond
 
 // New returns the plugin. Its metrics are registered with reg when it is
 // not nil.
-func New(log *slog.Logger, state statev1.StateServiceClient, provisioner provisionerv1.ProvisionerServiceClient, reg prometheus.Registerer) *Plugin {
-	return &Plugin{log: log, state: state, provisioner: provisioner, netns: map[string]string{}, pods: keyedMutex{locks: map[string]*keyedEntry{}}, metrics: newMetrics(reg)}
+func New(log *slog.Logger, state StateClient, provisioner ProvisionerClient, reg prometheus.Registerer) *Plugin {
+	return &Plugin{log: log, state: state, provisioner: provisioner, netns: map[string]string{}, metrics: newMetrics(reg)}
+}
+
+// lockPod takes the pod's lock and returns its unlock. It waits as long as
+// the lock is held, whatever the hook's deadline.
+func (p *Plugin) lockPod(uid string) (unlock func()) {
+	unlock, _ = p.pods.Lock(context.Background(), uid) // never fails: Background never ends
+	return unlock
 }
 
 // netnsOf is the pod's network namespace path; empty for a host-network pod.
@@ -104,7 +149,7 @@ func (p *Plugin) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) (err er
 		log.Debug("Host-network pod: no devices attached")
 		return nil
 	}
-	unlock := p.pods.lock(pod.GetUid())
+	unlock := p.lockPod(pod.GetUid())
 	defer unlock()
 	p.mu.Lock()
 	p.netns[pod.GetUid()] = netns
@@ -121,7 +166,7 @@ func (p *Plugin) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) (err er
 	var done []*statev1.Allocation
 	for _, a := range allocs.GetAllocations() {
 		if err := p.attach(attachCtx, a, pod.GetUid(), netns); err != nil {
-			if outcomeUnknown(err) {
+			if rpc.OutcomeUnknown(err) {
 				// The provisioner may have moved it before the
 				// call broke: detach it too (Detach is idempotent).
 				done = append(done, a)
@@ -178,8 +223,9 @@ func (p *Plugin) attach(ctx context.Context, a *statev1.Allocation, podUID, netn
 	return nil
 }
 
+// setupAgain sets a's device up again, in its pool, as dra did at prepare.
 func (p *Plugin) setupAgain(ctx context.Context, a *statev1.Allocation) (*devicev1.PreparedDevice, error) {
-	resp, err := p.provisioner.Setup(ctx, &provisionerv1.SetupRequest{Device: a.GetPreparedDevice().GetDevice(), Config: a.GetConfig()})
+	resp, err := p.provisioner.Setup(ctx, &provisionerv1.SetupRequest{Device: a.GetPreparedDevice().GetDevice(), Config: a.GetConfig(), Pool: a.GetPool()})
 	if err != nil {
 		return nil, fmt.Errorf("setting the missing device up again: %w", err)
 	}
@@ -224,7 +270,7 @@ func (p *Plugin) StopPodSandbox(ctx context.Context, pod *api.PodSandbox) (err e
 	defer func(start time.Time) { p.metrics.observe("StopPodSandbox", start, err) }(time.Now())
 	ctx, cancel := context.WithTimeout(ctx, HookTimeout)
 	defer cancel()
-	unlock := p.pods.lock(pod.GetUid())
+	unlock := p.lockPod(pod.GetUid())
 	defer unlock()
 	netns := netnsOf(pod)
 	p.mu.Lock()
@@ -313,7 +359,7 @@ func (p *Plugin) reconcileAttach(ctx context.Context, a *statev1.Allocation) {
 	if _, live := p.netnsOfLive(a.GetPodUid()); !live || a.GetPodUid() == "" {
 		return
 	}
-	unlock := p.pods.lock(a.GetPodUid())
+	unlock := p.lockPod(a.GetPodUid())
 	defer unlock()
 	netns, live := p.netnsOfLive(a.GetPodUid())
 	if !live {
@@ -348,47 +394,5 @@ func retry[T any](ctx context.Context, f func(context.Context) (T, error)) (T, e
 			return v, err
 		case <-time.After(wait):
 		}
-	}
-}
-
-// outcomeUnknown reports whether a failed call may have done its work: its
-// reply was lost, not refused.
-func outcomeUnknown(err error) bool {
-	switch status.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
-		return true
-	}
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
-}
-
-// keyedMutex is one mutex per key, dropped when unused.
-type keyedMutex struct {
-	mu    sync.Mutex
-	locks map[string]*keyedEntry
-}
-
-type keyedEntry struct {
-	sync.Mutex
-	users int
-}
-
-// lock locks key and returns its unlock.
-func (k *keyedMutex) lock(key string) func() {
-	k.mu.Lock()
-	e := k.locks[key]
-	if e == nil {
-		e = &keyedEntry{}
-		k.locks[key] = e
-	}
-	e.users++
-	k.mu.Unlock()
-	e.Lock()
-	return func() {
-		e.Unlock()
-		k.mu.Lock()
-		if e.users--; e.users == 0 {
-			delete(k.locks, key)
-		}
-		k.mu.Unlock()
 	}
 }

@@ -115,6 +115,21 @@ func TestRun_MissingLinkSetUpAgain(t *testing.T) {
 	}
 }
 
+// Test_Regression_18_SetupAgainCarriesPool: the Setup after a reboot names
+// the pool the device was allocated from, as dra's Setup does, so per-pool
+// behaviour (the host manager's keepEbpfProgramsPools) holds for it too.
+func Test_Regression_18_SetupAgainCarriesPool(t *testing.T) {
+	w := newWorld(alloc("eth1", "pod1", prepared))
+	w.allocs["eth1"].Pool = "uplinks"
+	w.missing["eth1"] = true
+	if err := newPlugin(t, w).RunPodSandbox(context.Background(), pod("pod1", "/var/run/netns/p1")); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]string{"eth1": "uplinks"}, w.setupPools); diff != "" {
+		t.Errorf("pools of the Setups (-want +got):\n%s", diff)
+	}
+}
+
 // TestReconcile: after a restart, Synchronize lists the live pods; a device
 // attached to a pod that is gone is detached.
 func TestReconcile(t *testing.T) {

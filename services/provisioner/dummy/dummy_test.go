@@ -224,7 +224,7 @@ func TestSetup_Invalid(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.ns = hostns.At(filepath.Join(t.TempDir(), "never-opened"))
-	_, err = m.Setup(t.Context(), dummyDev("dummy0"), &devicev1.DeviceConfig{Trust: proto.Bool(true)})
+	_, err = m.Setup(t.Context(), dummyDev("dummy0"), &devicev1.DeviceConfig{Trust: proto.Bool(true)}, "")
 	if !errors.Is(err, fielderr.ErrInvalid) {
 		t.Fatalf("Setup() = %v, want a field error", err)
 	}
@@ -255,7 +255,7 @@ func TestSetup_TouchesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.ns = hostns.At(filepath.Join(t.TempDir(), "never-opened"))
-	pd, err := m.Setup(t.Context(), dummyDev("dummy1"), &devicev1.DeviceConfig{PodIfName: "net1", Mtu: 9000})
+	pd, err := m.Setup(t.Context(), dummyDev("dummy1"), &devicev1.DeviceConfig{PodIfName: "net1", Mtu: 9000}, "")
 	if err != nil {
 		t.Fatalf("Setup() = %v", err)
 	}
@@ -274,7 +274,7 @@ func TestSetup_TouchesNothing(t *testing.T) {
 	if diff := cmp.Diff(want, pd, protocmp.Transform()); diff != "" {
 		t.Errorf("prepared device (-want +got):\n%s", diff)
 	}
-	other, err := m.Setup(t.Context(), dummyDev("dummy0"), nil)
+	other, err := m.Setup(t.Context(), dummyDev("dummy0"), nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,25 +9,18 @@ package dummy
 // which the Manager is told is the host's (WithNetns).
 
 import (
-	"errors"
-	"fmt"
-	"math/rand/v2"
 	"net"
-	"os"
-	"path/filepath"
-	"runtime"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/testing/protocmp"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	"github.com/netdra/netdra/services/provisioner/hostns"
 	"github.com/netdra/netdra/services/provisioner/link"
+	"github.com/netdra/netdra/services/provisioner/netnstest"
 	"github.com/netdra/netdra/shared/kernelrig"
 )
 
@@ -41,12 +34,12 @@ type rig struct {
 func newRig(t *testing.T) *rig {
 	t.Helper()
 	kernelrig.Require(t)
-	path := newNetns(t)
+	path := netnstest.New(t)
 	m, err := New(testLogger(t), &provisionerv1.DummyConfig{Enabled: true, Count: 4}, WithNetns(path))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &rig{h: dialPath(t, path), m: m}
+	return &rig{h: netnstest.Handle(t, path), m: m}
 }
 
 // link returns the link name, or nil.
@@ -61,7 +54,7 @@ func (r *rig) link(t *testing.T, name string) netlink.Link {
 
 func (r *rig) setup(t *testing.T, name string) (*devicev1.PreparedDevice, error) {
 	t.Helper()
-	return r.m.Setup(t.Context(), dummyDev(name), &devicev1.DeviceConfig{PodIfName: "net1"})
+	return r.m.Setup(t.Context(), dummyDev(name), &devicev1.DeviceConfig{PodIfName: "net1"}, "")
 }
 
 // addDummy creates a dummy link name with MTU 9000, up, with the alias
@@ -224,50 +217,4 @@ func TestRig_SetupUnknownDevice(t *testing.T) {
 	if r.link(t, "dummy4") != nil {
 		t.Error("a refused Setup created dummy4")
 	}
-}
-
-// newNetns creates a named network namespace under /run/netns, deleted at
-// cleanup, and returns its path. The calling thread is switched into the
-// new namespace by netns.NewNamed and back at once, locked meanwhile; if it
-// cannot be switched back it stays locked, so the runtime retires it.
-func newNetns(t *testing.T) string {
-	t.Helper()
-	name := fmt.Sprintf("ndtest-%d-%08x", os.Getpid(), rand.Uint32())
-	runtime.LockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		runtime.UnlockOSThread()
-		t.Fatalf("current netns: %v", err)
-	}
-	defer orig.Close()
-	ns, nerr := netns.NewNamed(name)
-	if err := netns.Set(orig); err != nil {
-		t.Fatalf("switching back from netns %s: %v", name, err) // thread stays locked
-	}
-	runtime.UnlockOSThread()
-	if nerr != nil {
-		t.Fatalf("creating netns %s: %v", name, nerr)
-	}
-	ns.Close()
-	t.Cleanup(func() {
-		if err := netns.DeleteNamed(name); err != nil && !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("deleting netns %s: %v", name, err)
-		}
-	})
-	return filepath.Join("/run/netns", name)
-}
-
-func dialPath(t *testing.T, path string) *netlink.Handle {
-	t.Helper()
-	ns, err := netns.GetFromPath(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.Close)
-	return h
 }

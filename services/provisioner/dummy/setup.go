@@ -31,7 +31,7 @@ const defaultMTU = 1500
 // the pod's namespace, so the two never clash, and the host's stays as it
 // is. dev and cfg are checked with Validate first; Setup is idempotent in
 // effect (nothing is made until Attach).
-func (m *Manager) Setup(ctx context.Context, dev *devicev1.Device, cfg *devicev1.DeviceConfig) (*devicev1.PreparedDevice, error) {
+func (m *Manager) Setup(ctx context.Context, dev *devicev1.Device, cfg *devicev1.DeviceConfig, _ string) (*devicev1.PreparedDevice, error) {
 	if err := m.Validate(dev, cfg); err != nil {
 		return nil, err
 	}

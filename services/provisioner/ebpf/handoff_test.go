@@ -118,7 +118,7 @@ func programsOn(t *testing.T, ns, ifName string) onLink {
 func TestHandoff_TakeAndGive(t *testing.T) {
 	nodetest.RequireRoot(t)
 	host := nodetest.Netns(t, "ndhost")
-	ebpftest.IP(t, "-n", host, "link", "add", "eth9", "type", "veth", "peer", "name", "eth9p")
+	nodetest.IP(t, "-n", host, "link", "add", "eth9", "type", "veth", "peer", "name", "eth9p")
 	hp := attachHostPrograms(t, host, "eth9")
 	before := onLink{TCXIngress: []cebpf.ProgramID{hp.tcxLink}, TCXEgress: []cebpf.ProgramID{hp.tcxRaw}, TCIngress: []cebpf.ProgramID{hp.tc}, XDP: hp.xdp}
 	if diff := cmp.Diff(before, programsOn(t, host, "eth9")); diff != "" {
@@ -182,7 +182,7 @@ func TestHandoff_TakeAndGive(t *testing.T) {
 func TestHandoff_GiveReportsWhatItCannot(t *testing.T) {
 	nodetest.RequireRoot(t)
 	host := nodetest.Netns(t, "ndhost")
-	ebpftest.IP(t, "-n", host, "link", "add", "eth9", "type", "veth", "peer", "name", "eth9p")
+	nodetest.IP(t, "-n", host, "link", "add", "eth9", "type", "veth", "peer", "name", "eth9p")
 	h, err := ebpf.NewHandoff(nil, ebpftest.BPFFS(t))
 	if err != nil {
 		t.Fatal(err)

@@ -42,11 +42,11 @@ func newPair(t *testing.T) pair {
 	p.netns = "/var/run/netns/" + p.pod
 	// No IPv6: its neighbour discovery would add frames to the counters.
 	for _, ns := range []string{p.pod, p.wire} {
-		ebpftest.IP(t, "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
+		nodetest.IP(t, "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
 	}
-	ebpftest.IP(t, "-n", p.pod, "link", "add", "pod0", "address", p.mac.String(), "type", "veth", "peer", "name", "wire0", "netns", p.wire)
-	ebpftest.IP(t, "-n", p.pod, "link", "set", "pod0", "up")
-	ebpftest.IP(t, "-n", p.wire, "link", "set", "wire0", "up")
+	nodetest.IP(t, "-n", p.pod, "link", "add", "pod0", "address", p.mac.String(), "type", "veth", "peer", "name", "wire0", "netns", p.wire)
+	nodetest.IP(t, "-n", p.pod, "link", "set", "pod0", "up")
+	nodetest.IP(t, "-n", p.wire, "link", "set", "wire0", "up")
 	ebpftest.WaitOperational(t, p.pod, "pod0")
 	ebpftest.WaitOperational(t, p.wire, "wire0")
 	return p

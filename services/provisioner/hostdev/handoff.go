@@ -7,7 +7,6 @@ import (
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	"github.com/netdra/netdra/services/provisioner/ebpf"
-	"github.com/netdra/netdra/services/provisioner/manager"
 )
 
 // WithHandoff makes Setup take the eBPF programs the host attached to an
@@ -22,9 +21,8 @@ func WithHandoff(h *ebpf.Handoff) Option {
 	}
 }
 
-// takePrograms is Setup's hand-off step for pd, for a Setup in ctx.
-func (m *Manager) takePrograms(ctx context.Context, pd *devicev1.PreparedDevice) error {
-	pool := manager.Pool(ctx)
+// takePrograms is Setup's hand-off step for pd, allocated from pool.
+func (m *Manager) takePrograms(ctx context.Context, pd *devicev1.PreparedDevice, pool string) error {
 	if m.handoff == nil || m.keep[pool] {
 		return nil
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
+	"github.com/netdra/netdra/services/provisioner/netnstest"
 )
 
 // TestRun_EventsMoves: with no resync, the inventory follows links that
@@ -14,8 +15,8 @@ import (
 // afterwards, from the link events alone (the cache the rescans read).
 func TestRun_EventsMoves(t *testing.T) {
 	host := newTestNs(t)
-	podPath := newNetns(t)
-	pod := &testNs{path: podPath, h: dialPath(t, podPath)}
+	podPath := netnstest.New(t)
+	pod := &testNs{path: podPath, h: netnstest.Handle(t, podPath)}
 	host.addVeth(t, "data0", "dpeer0")
 	host.addVeth(t, "data1", "dpeer1")
 	m, err := New(testLogger(t), t.TempDir(), &provisionerv1.HostConfig{IfNames: []string{"data*"}},

@@ -6,37 +6,23 @@ package hostdev
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"math/rand/v2"
 	"net"
-	"os"
-	"path/filepath"
-	"runtime"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	"github.com/netdra/netdra/services/provisioner/netnstest"
+	"github.com/netdra/netdra/shared/nodetest"
 )
 
 // waitLimit bounds how long a test waits for the inventory to reach a
 // state, so that a broken watch fails instead of hanging. It is no
 // statement about speed.
 const waitLimit = 30 * time.Second
-
-// needRoot skips t unless it runs as root.
-func needRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces and veth links (CI runs it as root)")
-	}
-}
 
 // testNs is a throwaway "host" namespace and a netlink handle in it.
 type testNs struct {
@@ -46,68 +32,15 @@ type testNs struct {
 
 func newTestNs(t *testing.T) *testNs {
 	t.Helper()
-	needRoot(t)
-	path := newNetns(t)
-	return &testNs{path: path, h: dialPath(t, path)}
-}
-
-// newNetns creates a named network namespace under /run/netns, deleted at
-// cleanup, and returns its path. The calling thread is switched into the
-// new namespace by netns.NewNamed and back at once, locked meanwhile; if it
-// cannot be switched back it stays locked, so the runtime retires it.
-func newNetns(t *testing.T) string {
-	t.Helper()
-	name := fmt.Sprintf("ndtest-%d-%08x", os.Getpid(), rand.Uint32())
-	runtime.LockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		runtime.UnlockOSThread()
-		t.Fatalf("current netns: %v", err)
-	}
-	defer orig.Close()
-	ns, nerr := netns.NewNamed(name)
-	if err := netns.Set(orig); err != nil {
-		t.Fatalf("switching back from netns %s: %v", name, err) // thread stays locked
-	}
-	runtime.UnlockOSThread()
-	if nerr != nil {
-		t.Fatalf("creating netns %s: %v", name, nerr)
-	}
-	ns.Close()
-	t.Cleanup(func() {
-		if err := netns.DeleteNamed(name); err != nil && !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("deleting netns %s: %v", name, err)
-		}
-	})
-	return filepath.Join("/run/netns", name)
-}
-
-func dialPath(t *testing.T, path string) *netlink.Handle {
-	t.Helper()
-	ns, err := netns.GetFromPath(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.Close)
-	return h
+	nodetest.RequireRoot(t)
+	path := netnstest.New(t)
+	return &testNs{path: path, h: netnstest.Handle(t, path)}
 }
 
 // addVeth creates the veth pair name/peer, both up.
 func (n *testNs) addVeth(t *testing.T, name, peer string) {
 	t.Helper()
-	if err := n.h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: peer}); err != nil {
-		t.Fatalf("adding veth %s/%s: %v", name, peer, err)
-	}
-	for _, l := range []string{name, peer} {
-		if err := n.h.LinkSetUp(n.link(t, l)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	netnstest.AddVeth(t, n.h, netnstest.Veth{Name: name, Peer: peer})
 }
 
 // addBridge creates the bridge name, up, with port as its port.

@@ -16,7 +16,9 @@ import (
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	"github.com/netdra/netdra/services/provisioner/hostns"
+	"github.com/netdra/netdra/services/provisioner/netnstest"
 	"github.com/netdra/netdra/shared/fielderr"
+	"github.com/netdra/netdra/shared/nodetest"
 )
 
 // TestRun_Select checks which interfaces each configuration offers, on veth
@@ -259,8 +261,8 @@ func TestRun_Resync(t *testing.T) {
 }
 
 func TestRun_BadNetns(t *testing.T) {
-	needRoot(t)
-	path := newNetns(t)
+	nodetest.RequireRoot(t)
+	path := netnstest.New(t)
 	m, err := New(testLogger(t), t.TempDir(), &provisionerv1.HostConfig{IfNames: []string{"eth0"}}, WithNetns(path))
 	if err != nil {
 		t.Fatal(err)
@@ -310,7 +312,7 @@ func TestSetup(t *testing.T) {
 		{"VF setting", hostDev("tst0a"), &devicev1.DeviceConfig{Trust: proto.Bool(true)}, nil, fielderr.ErrInvalid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pd, err := m.Setup(t.Context(), tc.dev, tc.cfg)
+			pd, err := m.Setup(t.Context(), tc.dev, tc.cfg, "")
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("Setup() = %v, want %v", err, tc.wantErr)
 			}

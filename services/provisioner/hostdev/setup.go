@@ -16,15 +16,15 @@ import (
 // Setup checks that the device's interface is in the host network namespace
 // and still one the manager offers (selected by the configuration, no
 // default route through it), and records its name, MAC, MTU and up state as
-// original_link, what Detach brings it back to. With a hand-off (WithHandoff)
-// and unless the pool keeps them (manager.Pool), it then takes the host's
-// eBPF programs off the interface and records them as
-// detached_ebpf_programs, so they do not travel into the pod; it changes
-// nothing else: the interface moves into the pod at Attach. dev and cfg are checked with
-// Validate first. A missing interface is ErrLinkNotFound; one that a
-// default route goes through, ErrDefaultRoute; one the configuration no longer selects,
-// ErrNotSelected.
-func (m *Manager) Setup(ctx context.Context, dev *devicev1.Device, cfg *devicev1.DeviceConfig) (*devicev1.PreparedDevice, error) {
+// original_link, what Detach brings it back to. With a hand-off
+// (WithHandoff) and unless pool is one that keeps them
+// (keepEbpfProgramsPools), it then takes the host's eBPF programs off the
+// interface and records them as detached_ebpf_programs, so they do not
+// travel into the pod; it changes nothing else: the interface moves into
+// the pod at Attach. dev and cfg are checked with Validate first. A missing
+// interface is ErrLinkNotFound; one that a default route goes through,
+// ErrDefaultRoute; one the configuration no longer selects, ErrNotSelected.
+func (m *Manager) Setup(ctx context.Context, dev *devicev1.Device, cfg *devicev1.DeviceConfig, pool string) (*devicev1.PreparedDevice, error) {
 	if err := m.Validate(dev, cfg); err != nil {
 		return nil, err
 	}
@@ -70,7 +70,7 @@ func (m *Manager) Setup(ctx context.Context, dev *devicev1.Device, cfg *devicev1
 	}
 	// The last step, so a failure leaves nothing to undo (Take puts back
 	// what it took when it fails).
-	if err := m.takePrograms(ctx, pd); err != nil {
+	if err := m.takePrograms(ctx, pd, pool); err != nil {
 		return nil, err
 	}
 	m.log.Debug("recorded host interface", "device", dev.GetName(), "interface", name, "ebpfProgramsTaken", len(pd.GetDetachedEbpfPrograms()))

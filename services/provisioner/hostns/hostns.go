@@ -1,6 +1,9 @@
 // Package hostns opens rtnetlink sockets in the provisioner's host network
 // namespace (or a stand-in for it in tests) and holds the small netlink
-// helpers the device managers share.
+// helpers the device managers and the link mover share: opening a network
+// namespace file, the host's or a pod's, checked to be one (Open,
+// ErrNotNetns), telling a missing link (IsNotFound) and retrying an
+// interrupted dump (RetryDump).
 package hostns
 
 import (
@@ -12,10 +15,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// nsGetNsType is the NS_GET_NSTYPE ioctl (_IO(0xb7, 0x3)) that x/sys lacks.
+// nsGetNsType is the NS_GET_NSTYPE ioctl (_IO(0xb7, 0x3)) that x/sys lacks:
+// it returns the CLONE_NEW* type of a namespace file, and fails on any other
+// file.
 const nsGetNsType = 0xb703
 
-// ErrNotNetns means a path exists but is not a network namespace.
+// ErrNotNetns means a path exists but is not a network namespace (for
+// example a bind mount that was unmounted, leaving an empty file).
 var ErrNotNetns = errors.New("not a network namespace")
 
 // Opener opens rtnetlink sockets in the host network namespace: the one
@@ -38,7 +44,9 @@ func Check(path string) (Opener, error) {
 	return Opener{path: path}, nil
 }
 
-// Open opens the network namespace at path, checking that it is one.
+// Open opens the network namespace file at path, checking that it is one.
+// A path that does not exist fails with an error matching fs.ErrNotExist; a
+// file that is not a network namespace, with ErrNotNetns.
 func Open(path string) (netns.NsHandle, error) {
 	ns, err := netns.GetFromPath(path)
 	if err != nil {

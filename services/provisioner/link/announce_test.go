@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	"github.com/netdra/netdra/services/provisioner/netnstest"
 )
 
 // TestMover_Attach_Announces: after Attach, the peer end of the veth sees a
@@ -20,7 +21,7 @@ import (
 // the IPv6 one, both from the MAC the config set.
 func TestMover_Attach_Announces(t *testing.T) {
 	r := newRig(t)
-	addVeth(t, r.host, "ndv0", "ndp0", hostMAC, 1500, false)
+	netnstest.AddVeth(t, r.host, netnstest.Veth{Name: "ndv0", Peer: "ndp0", MAC: hostMAC, MTU: 1500, Down: true})
 	peer, err := r.host.LinkByName("ndp0")
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	"github.com/netdra/netdra/services/provisioner/netnstest"
 )
 
 // BenchmarkMover_AttachDetach_Veth attaches a veth with a full config
@@ -11,7 +12,7 @@ import (
 // moves an iteration; moves/s is what RTNL lets through.
 func BenchmarkMover_AttachDetach_Veth(b *testing.B) {
 	r := newRig(b)
-	addVeth(b, r.host, "ndv0", "ndp0", hostMAC, 1500, true)
+	netnstest.AddVeth(b, r.host, netnstest.Veth{Name: "ndv0", Peer: "ndp0", MAC: hostMAC, MTU: 1500})
 	orig, err := r.mover.Snapshot(b.Context(), "ndv0")
 	if err != nil {
 		b.Fatal(err)

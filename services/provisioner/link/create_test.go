@@ -10,6 +10,7 @@ import (
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	"github.com/netdra/netdra/services/provisioner/link/linktest"
+	"github.com/netdra/netdra/services/provisioner/netnstest"
 	"github.com/netdra/netdra/shared/fielderr"
 )
 
@@ -135,7 +136,9 @@ func TestMover_Create_NameClash(t *testing.T) {
 		name string
 		add  func(t *testing.T, r *rig)
 	}{
-		{"a veth", func(t *testing.T, r *rig) { addVeth(t, r.pod, "net1", "ndq0", "02:00:00:00:01:01", 1500, true) }},
+		{"a veth", func(t *testing.T, r *rig) {
+			netnstest.AddVeth(t, r.pod, netnstest.Veth{Name: "net1", Peer: "ndq0", MAC: "02:00:00:00:01:01", MTU: 1500})
+		}},
 		{"an unmarked link of the same kind", func(t *testing.T, r *rig) {
 			if err := r.pod.LinkAdd(newIfb(netlink.LinkAttrs{Name: "net1"})); err != nil {
 				t.Fatal(err)
@@ -271,13 +274,13 @@ func TestMover_Moves_AttachDetach(t *testing.T) {
 	}{
 		{"names free", nil},
 		{"both names taken on the far sides", func(t *testing.T, r *rig) {
-			addVeth(t, r.host, "net1", "ndq0", "02:00:00:00:01:01", 1500, true)
-			addVeth(t, r.pod, "ndv0", "ndq1", "02:00:00:00:01:02", 1500, true)
+			netnstest.AddVeth(t, r.host, netnstest.Veth{Name: "net1", Peer: "ndq0", MAC: "02:00:00:00:01:01", MTU: 1500})
+			netnstest.AddVeth(t, r.pod, netnstest.Veth{Name: "ndv0", Peer: "ndq1", MAC: "02:00:00:00:01:02", MTU: 1500})
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t)
-			addVeth(t, r.host, "ndv0", "ndp0", hostMAC, 1500, true)
+			netnstest.AddVeth(t, r.host, netnstest.Veth{Name: "ndv0", Peer: "ndp0", MAC: hostMAC, MTU: 1500})
 			if tc.setup != nil {
 				tc.setup(t, r)
 			}

@@ -6,6 +6,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	"github.com/netdra/netdra/services/provisioner/netnstest"
 )
 
 // TestMover_Detach_Resumes: a Detach cut short (the provisioner killed)
@@ -45,7 +46,7 @@ func TestMover_Detach_Resumes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t)
-			addVeth(t, r.host, "ndv0", "ndp0", hostMAC, 1500, true)
+			netnstest.AddVeth(t, r.host, netnstest.Veth{Name: "ndv0", Peer: "ndp0", MAC: hostMAC, MTU: 1500})
 			before := viewOf(t, r.host, "ndv0")
 			ctx := t.Context()
 			orig, err := r.mover.Snapshot(ctx, "ndv0")

@@ -12,10 +12,6 @@ var (
 	// network namespace under the expected name.
 	ErrLinkNotFound = errors.New("link not found")
 
-	// ErrNotNetns means a path exists but is not a network namespace (for
-	// example a bind mount that was unmounted, leaving an empty file).
-	ErrNotNetns = errors.New("not a network namespace")
-
 	// ErrHostNetns means the pod network namespace is the host's own.
 	ErrHostNetns = errors.New("netns is the host netns")
 )

@@ -27,6 +27,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	"github.com/netdra/netdra/services/provisioner/hostns"
 )
 
 // Mover attaches host links to pod network namespaces and detaches them.
@@ -49,7 +50,7 @@ type Option func(*Mover) error
 // use it to run in a throwaway namespace.
 func WithHostNetns(path string) Option {
 	return func(m *Mover) error {
-		ns, err := openNetns(path)
+		ns, err := hostns.Open(path)
 		if err != nil {
 			return err
 		}
@@ -317,7 +318,7 @@ func (m *Mover) Detach(ctx context.Context, orig *devicev1.LinkSnapshot, netnsPa
 	defer host.Close()
 
 	pod, err := m.dialPod(netnsPath)
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, ErrNotNetns) {
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, hostns.ErrNotNetns) {
 		log.Debug("netns is gone", "reason", err)
 		return detachGone(host, podName, cfg, back)
 	}
@@ -381,7 +382,7 @@ func detachGone(host *conn, podName string, cfg *devicev1.DeviceConfig, back sta
 
 // dialPod opens the pod network namespace at path and a socket in it.
 func (m *Mover) dialPod(path string) (*conn, error) {
-	ns, err := openNetns(path)
+	ns, err := hostns.Open(path)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	"github.com/netdra/netdra/services/provisioner/netnstest"
 	"github.com/netdra/netdra/shared/fielderr"
 )
 
@@ -23,8 +24,8 @@ const (
 
 func TestMover_Snapshot(t *testing.T) {
 	r := newRig(t)
-	addVeth(t, r.host, "ndv0", "ndp0", hostMAC, 1400, true)
-	addVeth(t, r.host, "ndv1", "ndp1", "02:00:00:00:00:02", 1500, false)
+	netnstest.AddVeth(t, r.host, netnstest.Veth{Name: "ndv0", Peer: "ndp0", MAC: hostMAC, MTU: 1400})
+	netnstest.AddVeth(t, r.host, netnstest.Veth{Name: "ndv1", Peer: "ndp1", MAC: "02:00:00:00:00:02", MTU: 1500, Down: true})
 
 	for _, tc := range []struct {
 		name    string
@@ -108,7 +109,7 @@ func TestMover_AttachDetach(t *testing.T) {
 			up:   true,
 			cfg:  &devicev1.DeviceConfig{PodIfName: "net1", Mtu: 1280},
 			setup: func(t *testing.T, r *rig) {
-				addVeth(t, r.host, "net1", "ndq0", "02:00:00:00:01:01", 1500, true)
+				netnstest.AddVeth(t, r.host, netnstest.Veth{Name: "net1", Peer: "ndq0", MAC: "02:00:00:00:01:01", MTU: 1500})
 			},
 			wantPod: view{Name: "net1", MAC: hostMAC, MTU: 1280, Up: true},
 		},
@@ -117,15 +118,15 @@ func TestMover_AttachDetach(t *testing.T) {
 			up:   true,
 			cfg:  &devicev1.DeviceConfig{PodIfName: "net1", Addresses: []string{"192.0.2.10/24"}},
 			setup: func(t *testing.T, r *rig) {
-				addVeth(t, r.host, "net1", "ndq0", "02:00:00:00:01:01", 1500, true)
-				addVeth(t, r.pod, "ndv0", "ndq1", "02:00:00:00:01:02", 1500, true)
+				netnstest.AddVeth(t, r.host, netnstest.Veth{Name: "net1", Peer: "ndq0", MAC: "02:00:00:00:01:01", MTU: 1500})
+				netnstest.AddVeth(t, r.pod, netnstest.Veth{Name: "ndv0", Peer: "ndq1", MAC: "02:00:00:00:01:02", MTU: 1500})
 			},
 			wantPod: view{Name: "net1", MAC: hostMAC, MTU: 1500, Up: true, Addresses: []string{"192.0.2.10/24"}},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t)
-			addVeth(t, r.host, "ndv0", "ndp0", hostMAC, 1500, tc.up)
+			netnstest.AddVeth(t, r.host, netnstest.Veth{Name: "ndv0", Peer: "ndp0", MAC: hostMAC, MTU: 1500, Down: !tc.up})
 			if tc.setup != nil {
 				tc.setup(t, r)
 			}
@@ -167,8 +168,8 @@ func TestMover_AttachDetach(t *testing.T) {
 
 func TestMover_Attach_NameClash(t *testing.T) {
 	r := newRig(t)
-	addVeth(t, r.host, "ndv0", "ndp0", hostMAC, 1500, true)
-	addVeth(t, r.pod, "net1", "ndq0", "02:00:00:00:01:01", 1500, true)
+	netnstest.AddVeth(t, r.host, netnstest.Veth{Name: "ndv0", Peer: "ndp0", MAC: hostMAC, MTU: 1500})
+	netnstest.AddVeth(t, r.pod, netnstest.Veth{Name: "net1", Peer: "ndq0", MAC: "02:00:00:00:01:01", MTU: 1500})
 	before := viewOf(t, r.host, "ndv0")
 	podBefore := viewOf(t, r.pod, "net1")
 	orig, err := r.mover.Snapshot(t.Context(), "ndv0")
@@ -224,7 +225,7 @@ func TestMover_Attach_RestoresOnFailure(t *testing.T) {
 				Routes: []*devicev1.Route{{Destination: "10.0.0.0/8", Gateway: "203.0.113.1"}},
 			},
 			setup: func(t *testing.T, r *rig) {
-				addVeth(t, r.host, "net1", "ndq0", "02:00:00:00:01:01", 1500, true)
+				netnstest.AddVeth(t, r.host, netnstest.Veth{Name: "net1", Peer: "ndq0", MAC: "02:00:00:00:01:01", MTU: 1500})
 			},
 		},
 		{
@@ -257,7 +258,7 @@ func TestMover_Attach_RestoresOnFailure(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t)
-			addVeth(t, r.host, "ndv0", "ndp0", hostMAC, 1500, true)
+			netnstest.AddVeth(t, r.host, netnstest.Veth{Name: "ndv0", Peer: "ndp0", MAC: hostMAC, MTU: 1500})
 			if tc.setup != nil {
 				tc.setup(t, r)
 			}
@@ -325,7 +326,7 @@ func TestMover_Detach_NetnsGone(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t)
-			addVeth(t, r.host, "ndv0", "ndp0", hostMAC, 1500, true)
+			netnstest.AddVeth(t, r.host, netnstest.Veth{Name: "ndv0", Peer: "ndp0", MAC: hostMAC, MTU: 1500})
 			ctx := t.Context()
 			orig, err := r.mover.Snapshot(ctx, "ndv0")
 			if err != nil {
@@ -349,7 +350,7 @@ func TestMover_Detach_NetnsGone(t *testing.T) {
 
 func TestMover_Detach_NameClashInHost(t *testing.T) {
 	r := newRig(t)
-	addVeth(t, r.host, "ndv0", "ndp0", hostMAC, 1500, true)
+	netnstest.AddVeth(t, r.host, netnstest.Veth{Name: "ndv0", Peer: "ndp0", MAC: hostMAC, MTU: 1500})
 	ctx := t.Context()
 	orig, err := r.mover.Snapshot(ctx, "ndv0")
 	if err != nil {
@@ -359,7 +360,7 @@ func TestMover_Detach_NameClashInHost(t *testing.T) {
 	if err := r.mover.Attach(ctx, "ndv0", orig, r.podPath, cfg); err != nil {
 		t.Fatal(err)
 	}
-	addVeth(t, r.host, "ndv0", "ndq0", "02:00:00:00:01:01", 1500, true) // takes the name meanwhile
+	netnstest.AddVeth(t, r.host, netnstest.Veth{Name: "ndv0", Peer: "ndq0", MAC: "02:00:00:00:01:01", MTU: 1500}) // takes the name meanwhile
 	podBefore := viewOf(t, r.pod, "net1")
 
 	err = r.mover.Detach(ctx, orig, r.podPath, cfg)
@@ -423,7 +424,7 @@ func TestMover_Attach_AfterMove(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t)
-			addVeth(t, r.host, "ndv0", "ndp0", hostMAC, 1500, true)
+			netnstest.AddVeth(t, r.host, netnstest.Veth{Name: "ndv0", Peer: "ndp0", MAC: hostMAC, MTU: 1500})
 			before := viewOf(t, r.host, "ndv0")
 			orig, err := r.mover.Snapshot(t.Context(), "ndv0")
 			if err != nil {
@@ -484,7 +485,7 @@ func moveByHand(t *testing.T, r *rig, cfg *devicev1.DeviceConfig) {
 // them.
 func TestMover_Detach_NetnsGone_LinkReturned(t *testing.T) {
 	r := newRig(t)
-	addVeth(t, r.host, "net1", "ndp0", podMAC, 9000, false) // as the kernel returns it
+	netnstest.AddVeth(t, r.host, netnstest.Veth{Name: "net1", Peer: "ndp0", MAC: podMAC, MTU: 9000, Down: true}) // as the kernel returns it
 	orig := &devicev1.LinkSnapshot{Name: "ndv0", MacAddress: hostMAC, Mtu: 1500, Up: true}
 	cfg := &devicev1.DeviceConfig{PodIfName: "net1", MacAddress: podMAC, Mtu: 9000}
 

@@ -10,27 +10,9 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/netdra/netdra/services/provisioner/hostns"
 )
-
-// nsGetNsType is the NS_GET_NSTYPE ioctl (_IO(0xb7, 0x3)) that x/sys lacks:
-// it returns the CLONE_NEW* type of a namespace file, and fails on any other
-// file.
-const nsGetNsType = 0xb703
-
-// openNetns opens the network namespace file at path. A path that does not
-// exist fails with an error matching fs.ErrNotExist; a file that is not a
-// network namespace, with ErrNotNetns.
-func openNetns(path string) (netns.NsHandle, error) {
-	ns, err := netns.GetFromPath(path)
-	if err != nil {
-		return netns.None(), fmt.Errorf("opening netns %s: %w", path, err)
-	}
-	if t, err := unix.IoctlRetInt(int(ns), nsGetNsType); err != nil || t != unix.CLONE_NEWNET {
-		ns.Close()
-		return netns.None(), fmt.Errorf("opening netns %s: %w", path, ErrNotNetns)
-	}
-	return ns, nil
-}
 
 // conn is a rtnetlink socket opened inside one network namespace, so that no
 // thread of ours ever has to switch namespace to talk to it (the library
@@ -68,7 +50,7 @@ func (c *conn) Close() {
 func (c *conn) link(name string) (netlink.Link, error) {
 	l, err := c.h.LinkByName(name)
 	if err != nil {
-		if isNotFound(err) {
+		if hostns.IsNotFound(err) {
 			return nil, fmt.Errorf("link %s in %s: %w", name, c.name, ErrLinkNotFound)
 		}
 		return nil, fmt.Errorf("looking up %s in %s: %w", name, c.name, err)
@@ -167,11 +149,6 @@ func (c *conn) rename(l netlink.Link, name string) error {
 	}
 	a.Name = name
 	return nil
-}
-
-func isNotFound(err error) bool {
-	var nf netlink.LinkNotFoundError
-	return errors.As(err, &nf) || errors.Is(err, unix.ENODEV)
 }
 
 // tempName returns a random interface name for a link to cross namespaces

@@ -19,11 +19,14 @@ type Manager interface {
 	// concurrently. It returns nil when ctx ends and an error when it
 	// cannot go on.
 	Run(ctx context.Context, publish func([]*devicev1.Device)) error
-	// Setup prepares dev for a claim with cfg, in the host netns. The
-	// prepared device records everything Free needs to restore the device
-	// exactly (original_link, original_vf, link_created). cfg was checked
-	// by Validate. On error nothing on the node is left changed.
-	Setup(ctx context.Context, dev *devicev1.Device, cfg *devicev1.DeviceConfig) (*devicev1.PreparedDevice, error)
+	// Setup prepares dev for a claim with cfg, in the host netns. pool is
+	// the pool the device was allocated from (SetupRequest.pool), for
+	// managers with per-pool behaviour (the host manager's
+	// keepEbpfProgramsPools); it may be empty. The prepared device records
+	// everything Free needs to restore the device exactly (original_link,
+	// original_vf, link_created). cfg was checked by Validate. On error
+	// nothing on the node is left changed.
+	Setup(ctx context.Context, dev *devicev1.Device, cfg *devicev1.DeviceConfig, pool string) (*devicev1.PreparedDevice, error)
 	// Free undoes Setup, restoring what the prepared device recorded.
 	// Idempotent: freeing a freed device is nil.
 	Free(ctx context.Context, pd *devicev1.PreparedDevice) error
@@ -80,20 +83,4 @@ func checkSoftwareVLAN(cfg *devicev1.DeviceConfig) error {
 		return fielderr.New("config.vlanProto", "unknown VLAN protocol %d", cfg.GetVlanProto())
 	}
 	return nil
-}
-
-// poolKey is the context key of the pool a Setup is for.
-type poolKey struct{}
-
-// WithPool returns ctx carrying the pool the device of a Setup was
-// allocated from (SetupRequest.pool), for managers with per-pool behaviour
-// (the host manager's keepEbpfPrograms).
-func WithPool(ctx context.Context, pool string) context.Context {
-	return context.WithValue(ctx, poolKey{}, pool)
-}
-
-// Pool returns the pool WithPool put in ctx, or "".
-func Pool(ctx context.Context) string {
-	s, _ := ctx.Value(poolKey{}).(string)
-	return s
 }

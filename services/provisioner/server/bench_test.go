@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
@@ -20,6 +18,7 @@ import (
 	"github.com/netdra/netdra/services/provisioner/hostdev"
 	"github.com/netdra/netdra/services/provisioner/link"
 	"github.com/netdra/netdra/services/provisioner/manager"
+	"github.com/netdra/netdra/services/provisioner/netnstest"
 	"github.com/netdra/netdra/shared/nodetest"
 )
 
@@ -69,7 +68,7 @@ func benchAttachDetach(b *testing.B, devices int) {
 			return hostdev.New(log, sysfs, c, hostdev.WithNetns(hostPath), hostdev.WithHandoff(handoff))
 		},
 	}, mover)
-	srv.SetPrograms(programs)
+	srv.SetPrograms(programs, programs)
 	b.Cleanup(srv.Close)
 	ctx := b.Context()
 	if _, err := srv.Configure(ctx, &provisionerv1.ConfigureRequest{Managers: &provisionerv1.ManagerConfigs{
@@ -132,16 +131,7 @@ func benchVeth(i int) string { return fmt.Sprintf("nsb%03d", i) }
 // with their peers in the netns at path.
 func makeBenchVeths(b *testing.B, path string) {
 	b.Helper()
-	ns, err := netns.GetFromPath(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer h.Close()
+	h := netnstest.Handle(b, path)
 	for i := range benchVeths {
 		mac, _ := net.ParseMAC(fmt.Sprintf("02:aa:00:00:%02x:%02x", i>>8, i&0xff))
 		v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: benchVeth(i), MTU: 1500, HardwareAddr: mac},

@@ -16,23 +16,41 @@ import (
 )
 
 // Programs puts netdra's eBPF programs (counters, software VLAN, spoof
-// check) on devices in pods; it is *ebpf.Programs in production.
+// check) on devices in pods and takes them off; it is *ebpf.Programs in
+// production.
 type Programs interface {
+	// Attach puts the programs on ifName in the netns at netnsPath with
+	// policy pol; idempotent. ebpf.ErrNotSupported on a kernel without tcx.
 	Attach(ctx context.Context, device, netnsPath, ifName string, pol ebpf.Policy) error
+	// Detach takes the device's programs off its interface, keeping the
+	// counters; idempotent.
 	Detach(device string) error
+	// Remove takes off and forgets everything of the device, counters
+	// included; idempotent.
 	Remove(device string) error
+}
+
+// CounterReader reads what the programs counted; it is *ebpf.Programs in
+// production.
+type CounterReader interface {
+	// Counters reads one device's counters; ebpf.ErrNotAttached for a
+	// device without programs.
 	Counters(device string) (ebpf.Counters, error)
+	// Devices lists the devices with programs.
 	Devices() ([]string, error)
 }
 
-var _ Programs = (*ebpf.Programs)(nil)
+var (
+	_ Programs      = (*ebpf.Programs)(nil)
+	_ CounterReader = (*ebpf.Programs)(nil)
+)
 
 // SetPrograms makes Attach put p's programs on every device with a kernel
-// interface, Detach and Free take them off, and DeviceCounters read them.
-// Without it (tests of the moves alone), devices get no programs and a
-// claim asking for software VLAN or spoof check is refused. Call it before
-// serving.
-func (s *Server) SetPrograms(p Programs) { s.programs = p }
+// interface, Detach and Free take them off, and DeviceCounters read c.
+// Without it (tests of the moves alone), devices get no programs, a claim
+// asking for software VLAN or spoof check is refused and DeviceCounters is
+// FailedPrecondition. Call it before serving.
+func (s *Server) SetPrograms(p Programs, c CounterReader) { s.programs, s.counters = p, c }
 
 // policy is what the programs enforce on pd's device for cfg: the VLAN and
 // spoof check in software for the managers whose hardware has none (host,
@@ -91,12 +109,12 @@ func (s *Server) attachPrograms(ctx context.Context, req *provisionerv1.AttachRe
 
 // DeviceCounters implements ProvisionerServiceServer.
 func (s *Server) DeviceCounters(_ context.Context, req *provisionerv1.DeviceCountersRequest) (*provisionerv1.DeviceCountersResponse, error) {
-	if s.programs == nil {
+	if s.counters == nil {
 		return nil, status.Error(codes.FailedPrecondition, "the provisioner runs without eBPF programs")
 	}
 	names := req.GetDevices()
 	if len(names) == 0 {
-		all, err := s.programs.Devices()
+		all, err := s.counters.Devices()
 		if err != nil {
 			return nil, status.Error(codes.Internal, err.Error())
 		}
@@ -105,7 +123,7 @@ func (s *Server) DeviceCounters(_ context.Context, req *provisionerv1.DeviceCoun
 	slices.Sort(names)
 	resp := &provisionerv1.DeviceCountersResponse{}
 	for i, name := range slices.Compact(names) {
-		c, err := s.programs.Counters(name)
+		c, err := s.counters.Counters(name)
 		switch {
 		case errors.Is(err, ebpf.ErrNotAttached) && len(req.GetDevices()) > 0:
 			return nil, status.Errorf(codes.NotFound, "devices[%d]: %s has no counters: %v", i, name, err)

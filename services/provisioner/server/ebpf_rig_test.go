@@ -15,8 +15,6 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -27,6 +25,7 @@ import (
 	"github.com/netdra/netdra/services/provisioner/ebpf/ebpftest"
 	"github.com/netdra/netdra/services/provisioner/link"
 	"github.com/netdra/netdra/services/provisioner/manager"
+	"github.com/netdra/netdra/services/provisioner/netnstest"
 	"github.com/netdra/netdra/shared/kernelrig"
 )
 
@@ -46,7 +45,7 @@ func TestKernel_DummyWithoutTCX(t *testing.T) {
 	srv := New(log, Factories{
 		Dummy: func(c *provisionerv1.DummyConfig) (manager.Manager, error) { return dummy.New(log, c) },
 	}, mover)
-	srv.SetPrograms(progs)
+	srv.SetPrograms(progs, progs)
 	defer srv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -64,7 +63,7 @@ func TestKernel_DummyWithoutTCX(t *testing.T) {
 	}
 
 	// Counters only: attached without them.
-	podNS := newPodNetns(t, "pod-notcx")
+	podNS := netnstest.New(t)
 	cfg := &devicev1.DeviceConfig{PodIfName: "net2"}
 	setup, err := srv.Setup(ctx, &provisionerv1.SetupRequest{Device: dev2, Config: cfg})
 	if err != nil {
@@ -95,7 +94,7 @@ func TestKernel_DummyWithoutTCX(t *testing.T) {
 	if _, err := netlink.LinkByName("dummy3"); err == nil {
 		t.Error("dummy3 in the host")
 	}
-	if out := podLinks(t, podNS); slices.Contains(out, "net3") {
+	if out := netnstest.LinkNames(t, netnstest.Handle(t, podNS)); slices.Contains(out, "net3") {
 		t.Errorf("net3 left in the pod: %v", out)
 	}
 	if _, err := srv.Free(ctx, &provisionerv1.FreeRequest{PreparedDevice: setup.GetPreparedDevice()}); err != nil {
@@ -104,28 +103,4 @@ func TestKernel_DummyWithoutTCX(t *testing.T) {
 	if devs, err := progs.Devices(); err != nil || len(devs) != 0 {
 		t.Errorf("pinned after Free: %v %v", devs, err)
 	}
-}
-
-// podLinks lists the names of the links in the netns at path.
-func podLinks(t *testing.T, path string) []string {
-	t.Helper()
-	ns, err := netns.GetFromPath(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	links, err := h.LinkList()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, l := range links {
-		names = append(names, l.Attrs().Name)
-	}
-	return names
 }

@@ -53,12 +53,12 @@ func newEBPFWorld(t *testing.T, keepPools ...string) *ebpfWorld {
 	w := &ebpfWorld{host: nodetest.Netns(t, "ndhost"), wire: nodetest.Netns(t, "ndwire"), pod: nodetest.Netns(t, "ndpod")}
 	w.hostPath = "/var/run/netns/" + w.host
 	for _, ns := range []string{w.host, w.wire, w.pod} {
-		ebpftest.IP(t, "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
+		nodetest.IP(t, "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
 	}
 	w.hostMAC, _ = net.ParseMAC("02:00:00:00:01:01")
 	w.podMAC, _ = net.ParseMAC("02:00:00:00:02:02")
-	ebpftest.IP(t, "-n", w.host, "link", "add", "eth1", "address", w.hostMAC.String(), "type", "veth", "peer", "name", "wire0", "netns", w.wire)
-	ebpftest.IP(t, "-n", w.wire, "link", "set", "wire0", "up")
+	nodetest.IP(t, "-n", w.host, "link", "add", "eth1", "address", w.hostMAC.String(), "type", "veth", "peer", "name", "wire0", "netns", w.wire)
+	nodetest.IP(t, "-n", w.wire, "link", "set", "wire0", "up")
 
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	fs := ebpftest.BPFFS(t)
@@ -81,7 +81,7 @@ func newEBPFWorld(t *testing.T, keepPools ...string) *ebpfWorld {
 			return hostdev.New(log, sysfs, c, hostdev.WithNetns(w.hostPath), hostdev.WithHandoff(w.handoff))
 		},
 	}, mover)
-	w.srv.SetPrograms(w.programs)
+	w.srv.SetPrograms(w.programs, w.programs)
 	t.Cleanup(w.srv.Close)
 	if _, err := w.srv.Configure(ctxFor(t), &provisionerv1.ConfigureRequest{Managers: &provisionerv1.ManagerConfigs{
 		Host: &provisionerv1.HostConfig{Enabled: true, IfNames: []string{"eth1"}, KeepEbpfProgramsPools: keepPools}}}); err != nil {
@@ -187,7 +187,7 @@ func TestEBPF_HostInterfaceEndToEnd(t *testing.T) {
 	got, err = inPod.Until(13, 20*time.Second)
 	if err != nil {
 		c, cerr := w.srv.DeviceCounters(ctx, &provisionerv1.DeviceCountersRequest{})
-		t.Fatalf("%v (counters: %v %v; net1: %s)", err, c, cerr, ebpftest.IP(t, "-n", w.pod, "-d", "-s", "link", "show", "net1"))
+		t.Fatalf("%v (counters: %v %v; net1: %s)", err, c, cerr, nodetest.IP(t, "-n", w.pod, "-d", "-s", "link", "show", "net1"))
 	}
 	var seqs []byte
 	for _, f := range got {
@@ -272,7 +272,7 @@ func (failingPrograms) Attach(context.Context, string, string, string, ebpf.Poli
 // host as it was.
 func TestEBPF_AttachFailureMovesTheDeviceBack(t *testing.T) {
 	w := newEBPFWorld(t)
-	w.srv.SetPrograms(failingPrograms{w.programs})
+	w.srv.SetPrograms(failingPrograms{w.programs}, w.programs)
 	ctx := ctxFor(t)
 	cfg := &devicev1.DeviceConfig{PodIfName: "net1", Vlan: new(uint32(7))}
 	setup, err := w.srv.Setup(ctx, &provisionerv1.SetupRequest{Device: w.device(t), Config: cfg})
@@ -284,11 +284,11 @@ func TestEBPF_AttachFailureMovesTheDeviceBack(t *testing.T) {
 		t.Fatalf("Attach = %v, want Internal", err)
 	}
 	t.Log(err)
-	out := ebpftest.IP(t, "-n", w.host, "-br", "link", "show", "eth1")
+	out := nodetest.IP(t, "-n", w.host, "-br", "link", "show", "eth1")
 	if want := w.hostMAC.String(); !strings.Contains(out, want) {
 		t.Errorf("eth1 back in the host: %q, want its MAC %s", out, want)
 	}
-	if out := ebpftest.IP(t, "-n", w.pod, "-br", "link"); strings.Contains(out, "net1") {
+	if out := nodetest.IP(t, "-n", w.pod, "-br", "link"); strings.Contains(out, "net1") {
 		t.Errorf("net1 left in the pod: %q", out)
 	}
 }
@@ -297,7 +297,7 @@ func TestEBPF_AttachFailureMovesTheDeviceBack(t *testing.T) {
 // eBPF refuses what only eBPF can enforce, before anything moves.
 func TestEBPF_WithoutProgramsRefusesSoftwarePolicy(t *testing.T) {
 	w := newEBPFWorld(t)
-	w.srv.SetPrograms(nil)
+	w.srv.SetPrograms(nil, nil)
 	ctx := ctxFor(t)
 	cfg := &devicev1.DeviceConfig{PodIfName: "net1", SpoofChk: new(true)}
 	setup, err := w.srv.Setup(ctx, &provisionerv1.SetupRequest{Device: w.device(t), Config: cfg})
@@ -308,7 +308,7 @@ func TestEBPF_WithoutProgramsRefusesSoftwarePolicy(t *testing.T) {
 	if status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("Attach = %v, want FailedPrecondition", err)
 	}
-	if out := ebpftest.IP(t, "-n", w.host, "-br", "link", "show", "eth1"); !strings.Contains(out, "eth1") {
+	if out := nodetest.IP(t, "-n", w.host, "-br", "link", "show", "eth1"); !strings.Contains(out, "eth1") {
 		t.Errorf("eth1 not in the host: %q", out)
 	}
 }

@@ -10,15 +10,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"runtime"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
@@ -26,30 +23,9 @@ import (
 	"github.com/netdra/netdra/services/provisioner/link"
 	"github.com/netdra/netdra/services/provisioner/link/linktest"
 	"github.com/netdra/netdra/services/provisioner/manager"
+	"github.com/netdra/netdra/services/provisioner/netnstest"
 	"github.com/netdra/netdra/shared/kernelrig"
 )
-
-// newPodNetns creates a named netns for a pod and returns its path.
-func newPodNetns(t *testing.T, name string) string {
-	t.Helper()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	host, err := netns.Get()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer host.Close()
-	pod, err := netns.NewNamed(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pod.Close()
-	if err := netns.Set(host); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = netns.DeleteNamed(name) })
-	return "/var/run/netns/" + name
-}
 
 // TestKernel_DummyEndToEnd: Configure, WatchDevices' inventory, Setup
 // (nothing made in the host), Attach (the dummy link created in the pod
@@ -104,7 +80,7 @@ func dummyEndToEnd(t *testing.T, ctx context.Context, srv *Server, name string) 
 		t.Errorf("host links after Setup (-before +after):\n%s", diff)
 	}
 
-	podNS := newPodNetns(t, "pod-e2e-"+name)
+	podNS := netnstest.New(t)
 	moves := linktest.CountMoves(t, "/proc/self/ns/net", podNS)
 	for range 2 {
 		if _, err := srv.Attach(ctx, &provisionerv1.AttachRequest{PreparedDevice: pd, NetnsPath: podNS, Config: cfg}); err != nil {
@@ -114,16 +90,7 @@ func dummyEndToEnd(t *testing.T, ctx context.Context, srv *Server, name string) 
 	if diff := cmp.Diff(hostBefore, hostLinks(t)); diff != "" {
 		t.Errorf("host links after Attach (-before +after):\n%s", diff)
 	}
-	ns, err := netns.GetFromPath(podNS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
+	h := netnstest.Handle(t, podNS)
 	l, err := h.LinkByName("net1")
 	if err != nil {
 		t.Fatalf("net1 not in the pod: %v", err)
@@ -220,7 +187,7 @@ func TestKernel_AdoptedDummyMoves(t *testing.T) {
 		OriginalLink: &devicev1.LinkSnapshot{Name: "dummy7", MacAddress: a.HardwareAddr.String(), Mtu: uint32(a.MTU)},
 	}
 	hostBefore := hostLinks(t)
-	podNS := newPodNetns(t, "pod-adopted")
+	podNS := netnstest.New(t)
 	moves := linktest.CountMoves(t, "/proc/self/ns/net", podNS)
 	cfg := &devicev1.DeviceConfig{PodIfName: "net7", Addresses: []string{"192.168.70.2/24"}}
 	if _, err := srv.Attach(ctx, &provisionerv1.AttachRequest{PreparedDevice: pd, NetnsPath: podNS, Config: cfg}); err != nil {

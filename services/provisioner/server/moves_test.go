@@ -23,8 +23,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/testing/protocmp"
@@ -37,6 +35,7 @@ import (
 	"github.com/netdra/netdra/services/provisioner/link"
 	"github.com/netdra/netdra/services/provisioner/link/linktest"
 	"github.com/netdra/netdra/services/provisioner/manager"
+	"github.com/netdra/netdra/services/provisioner/netnstest"
 	"github.com/netdra/netdra/shared/nodetest"
 )
 
@@ -104,7 +103,7 @@ func newDummyWorld(t *testing.T) *dummyWorld {
 	w := &dummyWorld{host: nodetest.Netns(t, "ndhost"), pod: nodetest.Netns(t, "ndpod")}
 	w.hostPath, w.podPath = "/var/run/netns/"+w.host, "/var/run/netns/"+w.pod
 	for _, ns := range []string{w.host, w.pod} {
-		ebpftest.IP(t, "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
+		nodetest.IP(t, "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
 	}
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	var err error
@@ -123,48 +122,19 @@ func newDummyWorld(t *testing.T) *dummyWorld {
 			return dummy.New(log, c, dummy.WithNetns(w.hostPath))
 		},
 	}, mover)
-	w.srv.SetPrograms(w.programs)
+	w.srv.SetPrograms(w.programs, w.programs)
 	t.Cleanup(w.srv.Close)
 	if _, err := w.srv.Configure(ctxFor(t), &provisionerv1.ConfigureRequest{Managers: &provisionerv1.ManagerConfigs{
 		Dummy: &provisionerv1.DummyConfig{Enabled: true, Count: 2}}}); err != nil {
 		t.Fatal(err)
 	}
-	w.hostH, w.podH = handleIn(t, w.hostPath), handleIn(t, w.podPath)
+	w.hostH, w.podH = netnstest.Handle(t, w.hostPath), netnstest.Handle(t, w.podPath)
 	// A link called like a device in the host is not the device: it stays.
 	if err := w.hostH.LinkAdd(&netlink.Ifb{LinkAttrs: netlink.LinkAttrs{Name: "dummy0"}}); err != nil {
 		t.Fatal(err)
 	}
-	w.hostLinksStart = linkNames(t, w.hostH)
+	w.hostLinksStart = netnstest.LinkNames(t, w.hostH)
 	return w
-}
-
-func handleIn(t *testing.T, path string) *netlink.Handle {
-	t.Helper()
-	ns, err := netns.GetFromPath(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.Close)
-	return h
-}
-
-func linkNames(t *testing.T, h *netlink.Handle) []string {
-	t.Helper()
-	links, err := h.LinkList()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, l := range links {
-		names = append(names, l.Attrs().Name)
-	}
-	slices.Sort(names)
-	return names
 }
 
 func (w *dummyWorld) device(t *testing.T, name string) *devicev1.Device {
@@ -221,10 +191,10 @@ func TestMoves_Dummy(t *testing.T) {
 	if attach != [2]int{0, 0} || free != [2]int{0, 0} {
 		t.Errorf("a dummy device's lifecycle: %v moves after Attach, %v after Free (out of host, out of pod); want none", attach, free)
 	}
-	if names := linkNames(t, w.podH); slices.Contains(names, "net1") {
+	if names := netnstest.LinkNames(t, w.podH); slices.Contains(names, "net1") {
 		t.Errorf("net1 still in the pod after Detach: %v", names)
 	}
-	if diff := cmp.Diff(w.hostLinksStart, linkNames(t, w.hostH)); diff != "" {
+	if diff := cmp.Diff(w.hostLinksStart, netnstest.LinkNames(t, w.hostH)); diff != "" {
 		t.Errorf("host links (-before +after):\n%s", diff)
 	}
 	if devs, err := w.programs.Devices(); err != nil || len(devs) != 0 {
@@ -246,16 +216,16 @@ func TestMoves_DummyFailures(t *testing.T) {
 	}
 	pd := setup.GetPreparedDevice()
 
-	w.srv.SetPrograms(failingPrograms{w.programs})
+	w.srv.SetPrograms(failingPrograms{w.programs}, w.programs)
 	_, err = w.srv.Attach(ctx, &provisionerv1.AttachRequest{PreparedDevice: pd, NetnsPath: w.podPath, Config: cfg})
 	if status.Code(err) != codes.Internal {
 		t.Fatalf("Attach with refused programs = %v, want Internal", err)
 	}
 	t.Log(err)
-	if names := linkNames(t, w.podH); slices.Contains(names, "net1") {
+	if names := netnstest.LinkNames(t, w.podH); slices.Contains(names, "net1") {
 		t.Errorf("net1 left in the pod after a failed Attach: %v", names)
 	}
-	w.srv.SetPrograms(w.programs)
+	w.srv.SetPrograms(w.programs, w.programs)
 
 	// Another link holds the pod name: AlreadyExists, that link untouched.
 	if err := w.podH.LinkAdd(&netlink.Ifb{LinkAttrs: netlink.LinkAttrs{Name: "net1"}}); err != nil {
@@ -279,7 +249,7 @@ func TestMoves_DummyFailures(t *testing.T) {
 	if got := [2]int{moves.Out(w.hostPath), moves.Out(w.podPath)}; got != [2]int{0, 0} {
 		t.Errorf("moves (out of host, out of pod): %v, want none", got)
 	}
-	ebpftest.IP(t, "netns", "del", w.pod)
+	nodetest.IP(t, "netns", "del", w.pod)
 	if _, err := os.Stat(w.podPath); !os.IsNotExist(err) {
 		t.Fatalf("netns %s still there: %v", w.podPath, err)
 	}
@@ -289,7 +259,7 @@ func TestMoves_DummyFailures(t *testing.T) {
 	if _, err := w.srv.Free(context.WithoutCancel(ctx), &provisionerv1.FreeRequest{PreparedDevice: pd}); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(w.hostLinksStart, linkNames(t, w.hostH)); diff != "" {
+	if diff := cmp.Diff(w.hostLinksStart, netnstest.LinkNames(t, w.hostH)); diff != "" {
 		t.Errorf("host links (-before +after):\n%s", diff)
 	}
 	if out := moves.Out(w.hostPath); out != 0 {

@@ -22,9 +22,11 @@ import (
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
+	"github.com/netdra/netdra/services/provisioner/hostns"
 	"github.com/netdra/netdra/services/provisioner/link"
 	"github.com/netdra/netdra/services/provisioner/manager"
 	"github.com/netdra/netdra/shared/fielderr"
+	"github.com/netdra/netdra/shared/keylock"
 )
 
 // Mover moves links between the host and pod network namespaces (Attach,
@@ -46,9 +48,13 @@ type Server struct {
 	inv      *inventory
 	managers *managers
 	mover    Mover
-	locks    deviceLocks
-	// programs puts netdra's eBPF programs on devices in pods (SetPrograms).
+	// locks serializes the calls for one device, and only for it: no
+	// lock is shared across devices while a link moves.
+	locks keylock.Set
+	// programs puts netdra's eBPF programs on devices in pods, and
+	// counters reads what they counted (SetPrograms).
 	programs Programs
+	counters CounterReader
 }
 
 var _ provisionerv1.ProvisionerServiceServer = (*Server)(nil)
@@ -62,7 +68,6 @@ func New(log *slog.Logger, factories Factories, mover Mover) *Server {
 		mover: mover,
 		managers: &managers{log: log, inv: inv, new: factories,
 			running: map[devicev1.DeviceManager]*running{}, last: map[devicev1.DeviceManager]manager.Manager{}},
-		locks: deviceLocks{held: map[string]chan struct{}{}},
 	}
 }
 
@@ -135,12 +140,12 @@ func (s *Server) Setup(ctx context.Context, req *provisionerv1.SetupRequest) (*p
 	if err := validateConfig(mgr, dev, req.GetConfig()); err != nil {
 		return nil, err
 	}
-	unlock, err := s.locks.lock(ctx, name)
+	unlock, err := s.locks.Lock(ctx, name)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	pd, err := mgr.Setup(manager.WithPool(ctx, req.GetPool()), dev, req.GetConfig())
+	pd, err := mgr.Setup(ctx, dev, req.GetConfig(), req.GetPool())
 	if err != nil {
 		return nil, fmt.Errorf("setting up %s: %w", name, err)
 	}
@@ -158,7 +163,7 @@ func (s *Server) Free(ctx context.Context, req *provisionerv1.FreeRequest) (*pro
 	if !ok {
 		return nil, status.Errorf(codes.FailedPrecondition, "device manager %s was never configured on this provisioner; it cannot free %s", kind, name)
 	}
-	unlock, err := s.locks.lock(ctx, name)
+	unlock, err := s.locks.Lock(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +190,7 @@ func (s *Server) Attach(ctx context.Context, req *provisionerv1.AttachRequest) (
 		return nil, err
 	}
 	name := pd.GetDevice().GetName()
-	unlock, err := s.locks.lock(ctx, name)
+	unlock, err := s.locks.Lock(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -213,7 +218,7 @@ func (s *Server) Detach(ctx context.Context, req *provisionerv1.DetachRequest) (
 		return nil, err
 	}
 	name := pd.GetDevice().GetName()
-	unlock, err := s.locks.lock(ctx, name)
+	unlock, err := s.locks.Lock(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -291,7 +296,7 @@ func linkStatus(err error) error {
 		code = codes.AlreadyExists
 	case errors.Is(err, link.ErrLinkNotFound):
 		code = codes.NotFound
-	case errors.Is(err, link.ErrNotNetns), errors.Is(err, link.ErrHostNetns):
+	case errors.Is(err, hostns.ErrNotNetns), errors.Is(err, link.ErrHostNetns):
 		code = codes.FailedPrecondition
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return status.FromContextError(err).Err()

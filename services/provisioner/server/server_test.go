@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -68,7 +67,7 @@ func (m *fakeManager) Run(ctx context.Context, publish func([]*devicev1.Device))
 	}
 }
 
-func (m *fakeManager) Setup(_ context.Context, dev *devicev1.Device, _ *devicev1.DeviceConfig) (*devicev1.PreparedDevice, error) {
+func (m *fakeManager) Setup(_ context.Context, dev *devicev1.Device, _ *devicev1.DeviceConfig, _ string) (*devicev1.PreparedDevice, error) {
 	m.log.add("setup " + dev.GetName())
 	if m.setupFn != nil {
 		return m.setupFn(dev)
@@ -439,37 +438,6 @@ func TestRestore(t *testing.T) {
 	if diff := cmp.Diff(want, resp.GetPreparedDevice(), protocmp.Transform()); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
-}
-
-func TestDeviceLocks(t *testing.T) {
-	var l deviceLocks
-	l.held = map[string]chan struct{}{}
-	unlock, err := l.lock(context.Background(), "a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Another device is not blocked.
-	unlockB, err := l.lock(context.Background(), "b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	unlockB()
-	// The same device waits, and gives up with its context.
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	defer cancel()
-	if _, err := l.lock(ctx, "a"); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("lock of a held device: %v, want DeadlineExceeded", err)
-	}
-	got := make(chan struct{})
-	go func() {
-		u, err := l.lock(context.Background(), "a")
-		if err == nil {
-			u()
-		}
-		close(got)
-	}()
-	unlock()
-	<-got
 }
 
 // TestConfigure_SysfsRoot: the sysfs root Configure names is validated and

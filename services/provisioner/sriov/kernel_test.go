@@ -212,7 +212,7 @@ func TestKernel_VFSettings(t *testing.T) {
 			before := kernelVF(t, pf, vf)
 			dev := nsimVF(pf, vf)
 
-			pd, err := m.Setup(t.Context(), dev, tc.cfg)
+			pd, err := m.Setup(t.Context(), dev, tc.cfg, "")
 			if err != nil {
 				t.Fatalf("Setup: %v", err)
 			}
@@ -278,7 +278,7 @@ func TestKernel_SetupRollback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pd, err := m.Setup(t.Context(), nsimVF(pf, vf), allSettings())
+	pd, err := m.Setup(t.Context(), nsimVF(pf, vf), allSettings(), "")
 	if !errors.Is(err, errBoom) || pd != nil {
 		t.Fatalf("Setup = %v, %v; want %v", pd, err, errBoom)
 	}
@@ -306,10 +306,10 @@ func TestKernel_Errors(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := &devicev1.DeviceConfig{Vlan: new(uint32(7))}
-	if _, err := m.Setup(t.Context(), nsimVF(pf, nsimNumVFs), cfg); !errors.Is(err, ErrVFNotFound) {
+	if _, err := m.Setup(t.Context(), nsimVF(pf, nsimNumVFs), cfg, ""); !errors.Is(err, ErrVFNotFound) {
 		t.Errorf("Setup of a VF beyond the PF's: %v, want %v", err, ErrVFNotFound)
 	}
-	if _, err := m.Setup(t.Context(), nsimVF("nsimnope0", 0), cfg); !errors.Is(err, ErrPFNotFound) {
+	if _, err := m.Setup(t.Context(), nsimVF("nsimnope0", 0), cfg, ""); !errors.Is(err, ErrPFNotFound) {
 		t.Errorf("Setup on a missing PF: %v, want %v", err, ErrPFNotFound)
 	}
 	pd := &devicev1.PreparedDevice{Device: nsimVF(pf, nsimNumVFs), OriginalVf: freshSnapshot()}
@@ -350,7 +350,7 @@ func TestKernel_OriginalLink(t *testing.T) {
 	}
 	dev := nsimVF(pf, 2)
 	dev.KernelIfName = name
-	pd, err := m.Setup(t.Context(), dev, nil)
+	pd, err := m.Setup(t.Context(), dev, nil, "")
 	if err != nil {
 		t.Fatalf("Setup: %v", err)
 	}

@@ -220,7 +220,7 @@ func (e *events) drain() {
 // *fielderr.Error). On any error every setting already changed is put back
 // before Setup returns. The prepared device's original_vf is what Free
 // restores.
-func (m *Manager) Setup(ctx context.Context, dev *devicev1.Device, cfg *devicev1.DeviceConfig) (*devicev1.PreparedDevice, error) {
+func (m *Manager) Setup(ctx context.Context, dev *devicev1.Device, cfg *devicev1.DeviceConfig, _ string) (*devicev1.PreparedDevice, error) {
 	if err := m.Validate(dev, cfg); err != nil {
 		return nil, err
 	}

@@ -195,7 +195,7 @@ func TestManager_Setup(t *testing.T) {
 				links.vfs["ens1f0"][1] = before
 			}
 			m := newTestManager(t, root, links)
-			pd, err := m.Setup(t.Context(), tc.dev, tc.cfg)
+			pd, err := m.Setup(t.Context(), tc.dev, tc.cfg, "")
 			if err != nil {
 				t.Fatalf("Setup: %v", err)
 			}
@@ -295,7 +295,7 @@ func TestManager_SetupErrors(t *testing.T) {
 				cancel()
 			}
 			defer cancel()
-			pd, err := m.Setup(ctx, tc.dev, tc.cfg)
+			pd, err := m.Setup(ctx, tc.dev, tc.cfg, "")
 			if pd != nil || err == nil {
 				t.Fatalf("Setup = %v, %v; want an error", pd, err)
 			}
@@ -328,7 +328,7 @@ func TestManager_SetupRollbackFails(t *testing.T) {
 	cfg := &devicev1.DeviceConfig{MacAddress: "02:aa:bb:cc:dd:ee", SpoofChk: new(false)}
 	failMACOnRestore := &failAfter{fakeLinks: links, s: settingMAC, after: 1, err: errMAC}
 	m.links = failMACOnRestore
-	_, err := m.Setup(t.Context(), vf1, cfg)
+	_, err := m.Setup(t.Context(), vf1, cfg, "")
 	if !errors.Is(err, errSpoof) || !errors.Is(err, errMAC) {
 		t.Fatalf("Setup error %v, want both %v and %v", err, errSpoof, errMAC)
 	}

@@ -2,7 +2,6 @@ package ebpftest
 
 import (
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +9,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
+
+	"github.com/netdra/netdra/shared/nodetest"
 )
 
 // BPFFS mounts a bpffs of the test's own on a temporary folder, unmounted
@@ -30,16 +31,6 @@ func BPFFS(t testing.TB) string {
 		_ = os.Remove(dir)
 	})
 	return dir
-}
-
-// IP runs ip with args and fails the test when it fails.
-func IP(t testing.TB, args ...string) string {
-	t.Helper()
-	out, err := exec.Command("ip", args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
 }
 
 // TCX returns the IDs of the programs attached with tcx to ifName in the
@@ -109,7 +100,7 @@ func WaitOperational(t testing.TB, ns, ifName string) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		out := IP(t, "-n", ns, "link", "show", "dev", ifName)
+		out := nodetest.IP(t, "-n", ns, "link", "show", "dev", ifName)
 		if strings.Contains(out, "state UP") && !strings.Contains(out, "qdisc noop") {
 			return
 		}

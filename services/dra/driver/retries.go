@@ -1,44 +1,9 @@
 package driver
 
 import (
-	"context"
 	"sync"
 	"time"
 )
-
-// keyedLocks is a set of mutexes by key whose waiters give up when their
-// context ends.
-type keyedLocks struct {
-	mu   sync.Mutex
-	held map[string]chan struct{}
-}
-
-func newKeyedLocks() keyedLocks { return keyedLocks{held: map[string]chan struct{}{}} }
-
-// lock takes the lock for key and returns its unlock, or ctx's error.
-func (l *keyedLocks) lock(ctx context.Context, key string) (func(), error) {
-	for {
-		l.mu.Lock()
-		ch, busy := l.held[key]
-		if !busy {
-			ch = make(chan struct{})
-			l.held[key] = ch
-			l.mu.Unlock()
-			return func() {
-				l.mu.Lock()
-				delete(l.held, key)
-				l.mu.Unlock()
-				close(ch)
-			}, nil
-		}
-		l.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-}
 
 // retrySchedule is when each FREEING_FAILED allocation is retried next, by
 // allocation key.
