@@ -35,7 +35,7 @@ func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 	if inPlace(allocs.GetAllocations(), netns) {
 		return nil, nil, nil
 	}
-	unlock := p.pods.lock(pod.GetUid())
+	unlock := p.lockPod(pod.GetUid())
 	defer unlock()
 	p.mu.Lock()
 	p.netns[pod.GetUid()] = netns // the sandbox runs: reconciliation may attach too
