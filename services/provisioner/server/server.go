@@ -6,6 +6,12 @@
 // other device's link is moved in and back (one move each way). Every call
 // validates its input before touching anything, and calls for one device
 // are serialized.
+//
+// The RPC entry is the trust boundary: each method checks its request once,
+// there (a config with link.Validate, a prepared device with
+// validatePrepared, a netns path), and the managers and the link package
+// below trust what passed. The managers check their own fields again in
+// Setup, as their contract says.
 package server
 
 import (
@@ -124,6 +130,10 @@ func (s *Server) WatchDevices(_ *provisionerv1.WatchDevicesRequest, stream provi
 
 // Setup implements ProvisionerServiceServer. The device must be in its
 // running manager's inventory; the provisioner's own copy is what is set up.
+//
+// Trust boundary: the device is looked up by manager and name, and the
+// config is checked here (validateConfig); the manager is given the
+// provisioner's copy of the device and a config that passed.
 func (s *Server) Setup(ctx context.Context, req *provisionerv1.SetupRequest) (*provisionerv1.SetupResponse, error) {
 	kind, name := req.GetDevice().GetManager(), req.GetDevice().GetName()
 	if name == "" {
@@ -153,6 +163,9 @@ func (s *Server) Setup(ctx context.Context, req *provisionerv1.SetupRequest) (*p
 }
 
 // Free implements ProvisionerServiceServer.
+//
+// Trust boundary: the prepared device is checked here (validatePrepared);
+// the manager trusts it to be one its Setup returned.
 func (s *Server) Free(ctx context.Context, req *provisionerv1.FreeRequest) (*provisionerv1.FreeResponse, error) {
 	pd := req.GetPreparedDevice()
 	if err := validatePrepared("preparedDevice", pd); err != nil {
@@ -184,6 +197,8 @@ func (s *Server) Free(ctx context.Context, req *provisionerv1.FreeRequest) (*pro
 // there from the host (one move). A device with no kernel interface (a
 // vfio-bound VF) has nothing to move: it is used through its device node,
 // so Attach only validates.
+//
+// Trust boundary: validateMove; the link package trusts what passed.
 func (s *Server) Attach(ctx context.Context, req *provisionerv1.AttachRequest) (*provisionerv1.AttachResponse, error) {
 	pd := req.GetPreparedDevice()
 	if err := s.validateMove(pd, req.GetNetnsPath(), req.GetConfig()); err != nil {
@@ -212,6 +227,8 @@ func (s *Server) Attach(ctx context.Context, req *provisionerv1.AttachRequest) (
 
 // Detach implements ProvisionerServiceServer: a created dummy link is
 // deleted in the pod, any other link moved back to the host.
+//
+// Trust boundary: validateMove; the link package trusts what passed.
 func (s *Server) Detach(ctx context.Context, req *provisionerv1.DetachRequest) (*provisionerv1.DetachResponse, error) {
 	pd := req.GetPreparedDevice()
 	if err := s.validateMove(pd, req.GetNetnsPath(), req.GetConfig()); err != nil {
@@ -238,7 +255,8 @@ func (s *Server) Detach(ctx context.Context, req *provisionerv1.DetachRequest) (
 
 // Restore implements ProvisionerServiceServer: it parses the prepared
 // device as the claim status holds it (protojson, unknown fields refused)
-// and checks it.
+// and checks it: the trust boundary for a prepared device read back from a
+// claim status is here (validatePrepared), as for one a request carries.
 func (s *Server) Restore(_ context.Context, req *provisionerv1.RestoreRequest) (*provisionerv1.RestoreResponse, error) {
 	if len(req.GetData()) == 0 {
 		return nil, fielderr.New("data", "required")
@@ -253,6 +271,8 @@ func (s *Server) Restore(_ context.Context, req *provisionerv1.RestoreRequest) (
 	return &provisionerv1.RestoreResponse{PreparedDevice: pd}, nil
 }
 
+// validateConfig is Setup's check of cfg for dev: the fields every device
+// takes (link.Validate), then the manager's own.
 func validateConfig(mgr manager.Manager, dev *devicev1.Device, cfg *devicev1.DeviceConfig) error {
 	if err := link.Validate(cfg); err != nil {
 		return fielderr.Prefix("config", err)
@@ -260,6 +280,9 @@ func validateConfig(mgr manager.Manager, dev *devicev1.Device, cfg *devicev1.Dev
 	return mgr.Validate(dev, cfg)
 }
 
+// validatePrepared checks a prepared device a request carries (Free,
+// Attach, Detach, Restore): a device name, a known manager, and the
+// original link a kernel interface needs to come back to.
 func validatePrepared(field string, pd *devicev1.PreparedDevice) error {
 	switch {
 	case pd == nil:
@@ -276,6 +299,9 @@ func validatePrepared(field string, pd *devicev1.PreparedDevice) error {
 	return nil
 }
 
+// validateMove is Attach's and Detach's trust boundary: the prepared
+// device, the pod's netns path (clean and absolute) and the config
+// (link.Validate) are checked here, once; the link package trusts them.
 func (s *Server) validateMove(pd *devicev1.PreparedDevice, netnsPath string, cfg *devicev1.DeviceConfig) error {
 	if err := validatePrepared("preparedDevice", pd); err != nil {
 		return err
