@@ -55,9 +55,6 @@ func (m *Mover) Create(ctx context.Context, orig *devicev1.LinkSnapshot, netnsPa
 	if err != nil {
 		return err
 	}
-	if err := validateSnapshot(orig); err != nil {
-		return err
-	}
 	base, err := parseSnapshot(orig)
 	if err != nil {
 		return err

@@ -303,9 +303,6 @@ func configure(pod *conn, l netlink.Link, want config) error {
 // link that is nowhere is ErrLinkNotFound. On other failures the link may be
 // left down in the pod; calling Detach again finishes the job.
 func (m *Mover) Detach(ctx context.Context, orig *devicev1.LinkSnapshot, netnsPath string, cfg *devicev1.DeviceConfig) error {
-	if err := validateSnapshot(orig); err != nil {
-		return err
-	}
 	back, err := parseSnapshot(orig)
 	if err != nil {
 		return err
@@ -443,15 +440,14 @@ func ipNet(a netip.Addr, bits int) *net.IPNet {
 	return &net.IPNet{IP: net.IP(a.AsSlice()), Mask: net.CIDRMask(bits, a.BitLen())}
 }
 
-// parseSnapshot converts a LinkSnapshot that validateSnapshot accepted.
+// parseSnapshot checks a LinkSnapshot (validateSnapshot) and converts it.
 func parseSnapshot(s *devicev1.LinkSnapshot) (state, error) {
+	if err := validateSnapshot(s); err != nil {
+		return state{}, err
+	}
 	st := state{name: s.GetName(), mtu: int(s.GetMtu()), up: s.GetUp()}
 	if s.GetMacAddress() != "" {
-		mac, err := net.ParseMAC(s.GetMacAddress())
-		if err != nil {
-			return state{}, &FieldError{Field: "originalLink.macAddress", Reason: fmt.Sprintf("%q is not a MAC address", s.GetMacAddress())}
-		}
-		st.mac = mac
+		st.mac, _ = net.ParseMAC(s.GetMacAddress()) // validateSnapshot parsed it
 	}
 	return st, nil
 }

@@ -198,59 +198,57 @@ func (s *Server) Free(ctx context.Context, req *provisionerv1.FreeRequest) (*pro
 // vfio-bound VF) has nothing to move: it is used through its device node,
 // so Attach only validates.
 //
-// Trust boundary: validateMove; the link package trusts what passed.
+// Trust boundary: move (validateMove); the link package trusts what
+// passed.
 func (s *Server) Attach(ctx context.Context, req *provisionerv1.AttachRequest) (*provisionerv1.AttachResponse, error) {
 	pd := req.GetPreparedDevice()
-	if err := s.validateMove(pd, req.GetNetnsPath(), req.GetConfig()); err != nil {
+	if err := s.move(ctx, pd, req.GetNetnsPath(), req.GetConfig(), func() error { return s.attach(ctx, req) }); err != nil {
 		return nil, err
-	}
-	name := pd.GetDevice().GetName()
-	unlock, err := s.locks.Lock(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if ifName := pd.GetDevice().GetKernelIfName(); ifName != "" {
-		pol, err := s.policy(pd, req.GetConfig())
-		if err != nil {
-			return nil, err
-		}
-		if err := s.attachLink(ctx, pd, req.GetNetnsPath(), req.GetConfig()); err != nil {
-			return nil, linkStatus(fmt.Errorf("attaching %s: %w", name, err))
-		}
-		if err := s.attachPrograms(ctx, req, pol); err != nil {
-			return nil, err
-		}
 	}
 	return &provisionerv1.AttachResponse{PreparedDevice: pd}, nil
+}
+
+// attach is Attach of a device with a kernel interface: the link into the
+// pod, then the eBPF programs on it.
+func (s *Server) attach(ctx context.Context, req *provisionerv1.AttachRequest) error {
+	pd, cfg := req.GetPreparedDevice(), req.GetConfig()
+	pol, err := s.policy(pd, cfg)
+	if err != nil {
+		return err
+	}
+	if err := s.attachLink(ctx, pd, req.GetNetnsPath(), cfg); err != nil {
+		return linkStatus(fmt.Errorf("attaching %s: %w", pd.GetDevice().GetName(), err))
+	}
+	return s.attachPrograms(ctx, req, pol)
 }
 
 // Detach implements ProvisionerServiceServer: a created dummy link is
 // deleted in the pod, any other link moved back to the host.
 //
-// Trust boundary: validateMove; the link package trusts what passed.
+// Trust boundary: move (validateMove); the link package trusts what
+// passed.
 func (s *Server) Detach(ctx context.Context, req *provisionerv1.DetachRequest) (*provisionerv1.DetachResponse, error) {
 	pd := req.GetPreparedDevice()
-	if err := s.validateMove(pd, req.GetNetnsPath(), req.GetConfig()); err != nil {
+	if err := s.move(ctx, pd, req.GetNetnsPath(), req.GetConfig(), func() error { return s.detach(ctx, req) }); err != nil {
 		return nil, err
-	}
-	name := pd.GetDevice().GetName()
-	unlock, err := s.locks.Lock(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if pd.GetDevice().GetKernelIfName() != "" {
-		if s.programs != nil {
-			if err := s.programs.Detach(name); err != nil {
-				return nil, status.Error(codes.Internal, err.Error())
-			}
-		}
-		if err := s.detachLink(ctx, pd, req.GetNetnsPath(), req.GetConfig()); err != nil {
-			return nil, linkStatus(fmt.Errorf("detaching %s: %w", name, err))
-		}
 	}
 	return &provisionerv1.DetachResponse{}, nil
+}
+
+// detach is Detach of a device with a kernel interface: the eBPF programs
+// off it, then the link out of the pod.
+func (s *Server) detach(ctx context.Context, req *provisionerv1.DetachRequest) error {
+	pd := req.GetPreparedDevice()
+	name := pd.GetDevice().GetName()
+	if s.programs != nil {
+		if err := s.programs.Detach(name); err != nil {
+			return status.Error(codes.Internal, err.Error())
+		}
+	}
+	if err := s.detachLink(ctx, pd, req.GetNetnsPath(), req.GetConfig()); err != nil {
+		return linkStatus(fmt.Errorf("detaching %s: %w", name, err))
+	}
+	return nil
 }
 
 // Restore implements ProvisionerServiceServer: it parses the prepared
@@ -297,6 +295,24 @@ func validatePrepared(field string, pd *devicev1.PreparedDevice) error {
 		return fielderr.New(field+".originalLink", "required for a device with a kernel interface")
 	}
 	return nil
+}
+
+// move checks an Attach or Detach of pd (validateMove), takes the device's
+// lock and, when the device has a kernel interface, runs f, which moves it;
+// a device without one (a vfio-bound VF) has nothing to move.
+func (s *Server) move(ctx context.Context, pd *devicev1.PreparedDevice, netnsPath string, cfg *devicev1.DeviceConfig, f func() error) error {
+	if err := s.validateMove(pd, netnsPath, cfg); err != nil {
+		return err
+	}
+	unlock, err := s.locks.Lock(ctx, pd.GetDevice().GetName())
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if pd.GetDevice().GetKernelIfName() == "" {
+		return nil
+	}
+	return f()
 }
 
 // validateMove is Attach's and Detach's trust boundary: the prepared
