@@ -29,16 +29,15 @@ import (
 
 type config struct {
 	process.Flags
-	NodeName        string
-	Kubeconfig      string
-	StateSocket     string
-	ProvisionerSock string
-	PluginDir       string
-	RegistrarDir    string
-	Metrics         string
-	Debounce        time.Duration
-	KubeQPS         float64
-	KubeBurst       int
+	NodeName     string
+	Kubeconfig   string
+	Peers        process.Peers
+	PluginDir    string
+	RegistrarDir string
+	Metrics      string
+	Debounce     time.Duration
+	KubeQPS      float64
+	KubeBurst    int
 }
 
 func main() {
@@ -47,8 +46,7 @@ func main() {
 	cfg.Register(fs, "dra")
 	fs.StringVar(&cfg.NodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME)")
 	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster)")
-	fs.StringVar(&cfg.StateSocket, "state-socket", process.SocketDir+"/state.sock", "the state service's socket")
-	fs.StringVar(&cfg.ProvisionerSock, "provisioner-socket", process.SocketDir+"/provisioner.sock", "the provisioner's socket")
+	cfg.Peers.Register(fs)
 	fs.StringVar(&cfg.PluginDir, "plugin-dir", "/var/lib/kubelet/plugins", "parent of the kubelet plugin's data directory (<dir>/<driver>)")
 	fs.StringVar(&cfg.RegistrarDir, "registrar-dir", "/var/lib/kubelet/plugins_registry", "the kubelet's plugin registration directory")
 	fs.StringVar(&cfg.Metrics, "metrics-address", "127.0.0.1:9651", "where to serve Prometheus metrics (empty: nowhere)")
@@ -79,16 +77,11 @@ func run(ctx context.Context, log *slog.Logger, cfg *config) error {
 	if err != nil {
 		return err
 	}
-	state, err := rpc.Dial(cfg.StateSocket)
+	state, prov, closeConns, err := cfg.Peers.Dial()
 	if err != nil {
 		return err
 	}
-	defer state.Close()
-	prov, err := rpc.Dial(cfg.ProvisionerSock)
-	if err != nil {
-		return err
-	}
-	defer prov.Close()
+	defer closeConns()
 	reg := process.NewRegistry()
 	reg.MustRegister(counters.New(log.With("component", "counters"), provisionerv1.NewProvisionerServiceClient(prov),
 		statev1.NewStateServiceClient(state), &counters.KubePods{Kube: kc, NodeName: cfg.NodeName}))

@@ -20,9 +20,8 @@ import (
 
 type config struct {
 	process.Flags
-	NRI             plugin.Connection
-	StateSocket     string
-	ProvisionerSock string
+	NRI   plugin.Connection
+	Peers process.Peers
 	// Metrics is where Prometheus metrics are served; empty for none.
 	Metrics string
 }
@@ -34,23 +33,17 @@ func main() {
 	fs.StringVar(&cfg.NRI.Socket, "nri-socket", "/var/run/nri/nri.sock", "the container runtime's NRI socket")
 	fs.StringVar(&cfg.NRI.Name, "plugin-name", "netdra", "NRI plugin name ([a-zA-Z0-9_.+-])")
 	fs.StringVar(&cfg.NRI.Index, "plugin-index", "50", "NRI plugin index (two digits): the order among plugins")
-	fs.StringVar(&cfg.StateSocket, "state-socket", process.SocketDir+"/state.sock", "the state service's socket")
-	fs.StringVar(&cfg.ProvisionerSock, "provisioner-socket", process.SocketDir+"/provisioner.sock", "the provisioner's socket")
+	cfg.Peers.Register(fs)
 	fs.StringVar(&cfg.Metrics, "metrics-address", "127.0.0.1:9652", "where to serve Prometheus metrics (empty: nowhere)")
 	os.Exit(process.Main(fs, os.Args[1:], &cfg.Flags, cfg.run))
 }
 
 func (cfg *config) run(ctx context.Context, log *slog.Logger) error {
-	state, err := rpc.Dial(cfg.StateSocket)
+	state, prov, closeConns, err := cfg.Peers.Dial()
 	if err != nil {
 		return err
 	}
-	defer state.Close()
-	prov, err := rpc.Dial(cfg.ProvisionerSock)
-	if err != nil {
-		return err
-	}
-	defer prov.Close()
+	defer closeConns()
 	reg := process.NewRegistry()
 	p := plugin.New(log, statev1.NewStateServiceClient(state), provisionerv1.NewProvisionerServiceClient(prov), reg)
 	metrics, err := process.ServeMetrics(cfg.Metrics, reg)

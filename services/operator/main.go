@@ -8,7 +8,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -25,6 +24,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/netdra/netdra/services/operator/controller"
+	"github.com/netdra/netdra/shared/process"
 )
 
 type config struct {
@@ -59,17 +59,9 @@ func main() {
 func run(ctx context.Context, args []string, stderr io.Writer) int {
 	var cfg config
 	fs := flag.NewFlagSet("operator", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	cfg.register(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "unexpected arguments: %q\n", fs.Args())
-		return 2
+	if code, ok := process.ParseArgs(fs, args, stderr); !ok {
+		return code
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	// client-go logs through klog and controller-runtime through its

@@ -68,27 +68,11 @@ type Pool struct {
 // Errors are *fielderr.Error with fields relative to the pool ("subnet",
 // "rangeStart", "routes[1].gateway").
 func Parse(s Spec) (*Pool, error) {
-	if !NameRE.MatchString(s.Name) {
-		return nil, fielderr.New("name", "%q is not a pool name: lower-case letters, digits, '-' and '.', at most 63, starting and ending with a letter or digit", s.Name)
-	}
-	subnet, err := netip.ParsePrefix(s.Subnet)
+	p, err := parseRange(s)
 	if err != nil {
-		return nil, fielderr.New("subnet", "%q is not a CIDR: %v", s.Subnet, err)
-	}
-	if subnet != subnet.Masked() {
-		return nil, fielderr.New("subnet", "%q has host bits set; the subnet is %s", s.Subnet, subnet.Masked())
-	}
-	if subnet.Addr().Is4In6() {
-		return nil, fielderr.New("subnet", "%q is an IPv4-mapped IPv6 subnet; write it as IPv4", s.Subnet)
-	}
-	p := &Pool{Name: s.Name, Subnet: subnet}
-	first, last := hostBounds(subnet)
-	if p.Start, err = inSubnet("rangeStart", s.RangeStart, subnet, first); err != nil {
 		return nil, err
 	}
-	if p.End, err = inSubnet("rangeEnd", s.RangeEnd, subnet, last); err != nil {
-		return nil, err
-	}
+	subnet := p.Subnet
 	if p.Start.Compare(p.End) > 0 {
 		return nil, fielderr.New("rangeEnd", "%s is before rangeStart %s", p.End, p.Start)
 	}
@@ -129,13 +113,9 @@ func Parse(s Spec) (*Pool, error) {
 		return nil, fielderr.New("exclude", "%d entries, more than %d", len(s.Exclude), MaxExclude)
 	}
 	for i, e := range s.Exclude {
-		f := fmt.Sprintf("exclude[%d]", i)
-		x, err := parseAddrOrPrefix(e)
+		x, err := parseExclude(fmt.Sprintf("exclude[%d]", i), e, subnet)
 		if err != nil {
-			return nil, fielderr.New(f, "%q is neither an IP address nor a CIDR", e)
-		}
-		if !subnet.Contains(x.Addr()) || x.Bits() < subnet.Bits() {
-			return nil, fielderr.New(f, "%s is not inside the subnet %s", x, subnet)
+			return nil, err
 		}
 		p.Exclude = append(p.Exclude, x)
 	}
@@ -143,6 +123,47 @@ func Parse(s Spec) (*Pool, error) {
 		return nil, fielderr.New("exclude", "no address of %s-%s is left to hand out", p.Start, p.End)
 	}
 	return p, nil
+}
+
+// parseRange checks s's name and subnet and returns the pool with them and
+// its range ends, which default to the subnet's first and last host
+// addresses.
+func parseRange(s Spec) (*Pool, error) {
+	if !NameRE.MatchString(s.Name) {
+		return nil, fielderr.New("name", "%q is not a pool name: lower-case letters, digits, '-' and '.', at most 63, starting and ending with a letter or digit", s.Name)
+	}
+	subnet, err := netip.ParsePrefix(s.Subnet)
+	if err != nil {
+		return nil, fielderr.New("subnet", "%q is not a CIDR: %v", s.Subnet, err)
+	}
+	if subnet != subnet.Masked() {
+		return nil, fielderr.New("subnet", "%q has host bits set; the subnet is %s", s.Subnet, subnet.Masked())
+	}
+	if subnet.Addr().Is4In6() {
+		return nil, fielderr.New("subnet", "%q is an IPv4-mapped IPv6 subnet; write it as IPv4", s.Subnet)
+	}
+	p := &Pool{Name: s.Name, Subnet: subnet}
+	first, last := hostBounds(subnet)
+	if p.Start, err = inSubnet("rangeStart", s.RangeStart, subnet, first); err != nil {
+		return nil, err
+	}
+	if p.End, err = inSubnet("rangeEnd", s.RangeEnd, subnet, last); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// parseExclude parses the exclude entry e, named field: an address or a
+// CIDR inside subnet.
+func parseExclude(field, e string, subnet netip.Prefix) (netip.Prefix, error) {
+	x, err := parseAddrOrPrefix(e)
+	if err != nil {
+		return netip.Prefix{}, fielderr.New(field, "%q is neither an IP address nor a CIDR", e)
+	}
+	if !subnet.Contains(x.Addr()) || x.Bits() < subnet.Bits() {
+		return netip.Prefix{}, fielderr.New(field, "%s is not inside the subnet %s", x, subnet)
+	}
+	return x, nil
 }
 
 // ParseAll parses a node's pools: each valid, names unique, the ranges of

@@ -1,8 +1,10 @@
 // Package process is the common shape of netdra's node processes: the flags
 // every one of them has (its socket, the peer uid allow-list, the log
-// level), a `health` subcommand for exec probes, and turning the run
-// function's result into an exit code. Mains stay thin: flags into a config
-// struct, wiring, and rpc.RunServer.
+// level, and for dra and nri the sockets of the processes they call), a
+// `health` subcommand for exec probes, and turning the flags and the run
+// function's result into an exit code (ParseArgs, which the operator uses
+// too). Mains stay thin: flags into a config struct, wiring, and
+// rpc.RunServer.
 package process
 
 import (
@@ -45,6 +47,25 @@ func (f *Flags) ServerConfig(log *slog.Logger) rpc.ServerConfig {
 	return rpc.ServerConfig{SocketPath: f.Socket, AllowedUIDs: f.AllowedUIDs, Logger: log}
 }
 
+// ParseArgs parses args into fs, which writes its errors and usage to
+// stderr, and refuses arguments left over. ok says the process goes on;
+// otherwise code is its exit code: 0 after -help, 2 for bad flags or
+// arguments.
+func ParseArgs(fs *flag.FlagSet, args []string, stderr io.Writer) (code int, ok bool) {
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, false
+		}
+		return 2, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "unexpected arguments: %q\n", fs.Args())
+		return 2, false
+	}
+	return 0, true
+}
+
 // Main parses args into fs and runs run with a logger writing JSON to
 // stderr, returning the exit code: 0 on a clean shutdown, 1 on an error, 2
 // on bad flags. `<process> health [flags]` instead asks the socket's health
@@ -54,20 +75,12 @@ func Main(fs *flag.FlagSet, args []string, f *Flags, run func(ctx context.Contex
 }
 
 func mainWith(fs *flag.FlagSet, args []string, f *Flags, stderr io.Writer, run func(ctx context.Context, log *slog.Logger) error) int {
-	fs.SetOutput(stderr)
 	health := len(args) > 0 && args[0] == "health"
 	if health {
 		args = args[1:]
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "unexpected arguments: %q\n", fs.Args())
-		return 2
+	if code, ok := ParseArgs(fs, args, stderr); !ok {
+		return code
 	}
 	if health {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

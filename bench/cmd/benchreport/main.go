@@ -363,12 +363,20 @@ func writeMoves(p func(string, ...any), as []figures.Attach) {
 	p("")
 }
 
-func writePrepare(p func(string, ...any), ps []figures.Prepare) {
-	p("## 2. Prepare through the kubelet protocol to the claim status in the apiserver")
+// section writes a section's heading and, when nothing of it was measured
+// in this run, says so; it reports whether there is more to write.
+func section(p func(string, ...any), heading string, measured bool) bool {
+	p(heading)
 	p("")
-	if len(ps) == 0 {
+	if !measured {
 		p("Not measured in this run.")
 		p("")
+	}
+	return measured
+}
+
+func writePrepare(p func(string, ...any), ps []figures.Prepare) {
+	if !section(p, "## 2. Prepare through the kubelet protocol to the claim status in the apiserver", len(ps) > 0) {
 		return
 	}
 	p("NodePrepareResources (DRA v1, on dra's plugin socket, one claim a call) until it returns: dra GETs the claim and")
@@ -392,11 +400,7 @@ func writePrepare(p func(string, ...any), ps []figures.Prepare) {
 }
 
 func writeInventory(p func(string, ...any), is []figures.Inventory, ds []figures.Summary) {
-	p("## 4. Inventory at scale")
-	p("")
-	if len(is) == 0 {
-		p("Not measured in this run.")
-		p("")
+	if !section(p, "## 4. Inventory at scale", len(is) > 0) {
 		return
 	}
 	p("From the NodeConfig update that enables the sr-iov manager (dra already registered, its pool published empty) to")

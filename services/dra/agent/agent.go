@@ -11,7 +11,7 @@
 // While claims are prepared under the old name the change is refused (the
 // kubelet could not unprepare them under the new one): the Applied
 // condition says so with the number of claims, the old name stays, and the
-// change is retried until they are gone.
+// change is retried until they are gone. rename.go holds that protocol.
 package agent
 
 import (
@@ -115,132 +115,26 @@ func New(cfg Config) *Agent {
 }
 
 // apply puts a valid NodeConfig spec in force: a driver name change is
-// checked first (it is refused while claims are prepared), then the
-// provisioner (it may refuse), then the pools, then the kubelet plugin
-// under the new name.
+// checked first (it is refused while claims are prepared, see rename.go),
+// then the provisioner (it may refuse), then the pools, then the kubelet
+// plugin under the new name.
 func (a *Agent) apply(ctx context.Context, spec *v1alpha1.NodeConfigSpec, generation int64) error {
 	a.serveMu.Lock()
 	defer a.serveMu.Unlock()
-	a.mu.Lock()
-	old, cur := a.serving, a.spec
-	a.mu.Unlock()
-	inForce := ""
-	switch {
-	case old != nil:
-		inForce = old.name
-	case cur != nil:
-		inForce = cur.DriverName
-	default:
-		// dra starts: claims prepared before may be under another name.
-		var err error
-		if inForce, err = a.preparedUnder(ctx, spec.DriverName); err != nil {
-			return err
-		}
-	}
-	rename := inForce != "" && inForce != spec.DriverName
-	if rename {
-		if err := a.refuseRename(ctx, inForce, spec.DriverName); err != nil {
-			a.retryWhenUnprepared()
-			if cur == nil {
-				// Serve the prepared claims under their name, with the
-				// rest of the configuration.
-				kept := spec.DeepCopy()
-				kept.DriverName = inForce
-				if aerr := a.putInForce(ctx, kept, generation); aerr != nil {
-					return aerr
-				}
-			}
-			return err
-		}
-		// No kubelet call under the old name from here on, once the last
-		// one's reply is out; a claim prepared meanwhile keeps the old
-		// name.
-		if old != nil {
-			if err := a.closeGate(ctx, old); err != nil {
-				return err
-			}
-		}
-	}
-	if err := a.configure(ctx, spec); err != nil {
-		if rename && old != nil {
-			old.gate.open()
-		}
+	rn, err := a.beginRename(ctx, spec, generation)
+	if err != nil {
 		return err
 	}
-	if rename {
-		knocked := false
-		if old != nil {
-			a.stopServingLocked()
-			knocked = old.gate.wasKnocked()
-		}
-		err := a.refuseRename(ctx, inForce, spec.DriverName)
-		if err == nil && knocked {
-			err = &kube.Refusal{Reason: v1alpha1.ReasonDriverNameInUse, Message: fmt.Sprintf(
-				"driverName change from %s to %s: the kubelet called the plugin while it was stopping; retried", inForce, spec.DriverName)}
-		}
-		if err != nil {
-			a.mu.Lock()
-			cur := a.spec
-			a.mu.Unlock()
-			if cerr := a.configure(ctx, cur); cerr != nil {
-				a.log.Error("Restoring the provisioner configuration in force", "error", cerr)
-			}
-			a.restartLocked() // under the old name, still in force
-			return err
-		}
-		if err := kube.DeleteSlices(ctx, a.cfg.Kube, a.cfg.NodeName, inForce); err != nil {
-			a.log.Warn("Deleting the old driver's ResourceSlices", "driver", inForce, "error", err)
-		}
+	if err := a.configure(ctx, spec); err != nil {
+		rn.cancel()
+		return err
+	}
+	if err := rn.complete(ctx); err != nil {
+		return err
 	}
 	a.setSpec(spec, generation)
-	if rename && old != nil {
-		a.restartLocked()
-	}
+	rn.serveNewName()
 	return nil
-}
-
-// closeGate waits until no kubelet call is under way in s (at most 30 s)
-// and closes its gate.
-func (a *Agent) closeGate(ctx context.Context, s *serving) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := s.gate.close(ctx); err != nil {
-		return fmt.Errorf("driverName change from %s: waiting for the kubelet's calls to end: %w", s.name, err)
-	}
-	return nil
-}
-
-// retryWhenUnprepared has the NodeConfig applied again as soon as the
-// node has no allocation left, for a refused driverName change. One
-// watch at a time; it ends with the agent's run.
-func (a *Agent) retryWhenUnprepared() {
-	a.mu.Lock()
-	ctx, w := a.runCtx, a.watcher
-	if a.waitingUnprepared || ctx == nil || w == nil {
-		a.mu.Unlock()
-		return
-	}
-	a.waitingUnprepared = true
-	a.mu.Unlock()
-	go func() {
-		defer func() {
-			a.mu.Lock()
-			a.waitingUnprepared = false
-			a.mu.Unlock()
-		}()
-		for {
-			v, changed := a.pub.View()
-			if v.Synced && len(v.Allocations) == 0 {
-				w.Retry()
-				return
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-changed:
-			}
-		}
-	}()
 }
 
 // putInForce configures the provisioner and the pools with spec and makes
@@ -273,47 +167,6 @@ func (a *Agent) setSpec(spec *v1alpha1.NodeConfigSpec, generation int64) {
 	if first {
 		close(a.configured)
 	}
-}
-
-// preparedUnder returns the driver name the node's prepared claims were
-// prepared under when it is not want (dra restarted with a changed
-// driverName), else "". It reads the claims of the state's allocations; a
-// claim that is gone tells nothing.
-func (a *Agent) preparedUnder(ctx context.Context, want string) (string, error) {
-	resp, err := a.cfg.State.ListAllocations(ctx, &statev1.ListAllocationsRequest{})
-	if err != nil {
-		return "", fmt.Errorf("listing the prepared claims: %w", err)
-	}
-	for _, row := range resp.GetAllocations() {
-		name, err := kube.ClaimDriver(ctx, a.cfg.Kube, row.GetClaimNamespace(), row.GetClaimName(), row.GetClaimUid(), row.GetPool(), row.GetDeviceName())
-		if err != nil {
-			return "", err
-		}
-		if name != "" && name != want {
-			return name, nil
-		}
-	}
-	return "", nil
-}
-
-// refuseRename returns a *kube.Refusal while claims are prepared (or
-// being prepared or freed) on the node: the kubelet unprepares a claim
-// through the driver that prepared it.
-func (a *Agent) refuseRename(ctx context.Context, from, to string) error {
-	resp, err := a.cfg.State.ListAllocations(ctx, &statev1.ListAllocationsRequest{})
-	if err != nil {
-		return fmt.Errorf("driverName change from %s to %s: listing the prepared claims: %w", from, to, err)
-	}
-	claims := map[string]bool{}
-	for _, row := range resp.GetAllocations() {
-		claims[row.GetClaimUid()] = true
-	}
-	if n := len(claims); n > 0 {
-		return &kube.Refusal{Reason: v1alpha1.ReasonDriverNameInUse, Message: fmt.Sprintf(
-			"driverName change from %s to %s refused: %d claims are prepared under %s; it is applied once they are unprepared",
-			from, to, n, from)}
-	}
-	return nil
 }
 
 // restartLocked serves the plugin again, under the driver name in force

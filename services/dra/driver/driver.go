@@ -28,9 +28,9 @@
 // (state.RecordPrepared) right after Setup returns, so the rollback frees
 // it exactly, whatever its manager. Only a Setup whose reply was lost (the
 // crash came while the provisioner worked) leaves no prepared device: a
-// dummy device is then freed with one guessed from the inventory (the
-// provisioner deletes only links it marked as created), while what such a
-// Setup changed on an SR-IOV VF cannot be known.
+// dummy device is then freed with one guessed from the inventory (a
+// dummy's Setup changes nothing on the node), while what such a Setup
+// changed on an SR-IOV VF cannot be known.
 package driver
 
 import (

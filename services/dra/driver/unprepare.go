@@ -87,10 +87,10 @@ func (d *Driver) release(ctx context.Context, log *slog.Logger, row *statev1.All
 // guessPrepared makes the prepared device that Free needs for a device
 // whose real one was never recorded (a crash while Setup ran, before
 // RecordPrepared, or a Setup whose reply was lost). Only a dummy device can be
-// undone without it: the provisioner marks the links it creates, so Free
-// with link_created deletes the link only if Setup made it. What Setup
-// changed on an SR-IOV VF or a host interface is known only from the
-// original state its prepared device records; ok is false for them.
+// undone without it: a dummy's Setup changes nothing on the node (its link
+// is made in the pod at Attach), so Free of the guess undoes it exactly.
+// What Setup changed on an SR-IOV VF or a host interface is known only from
+// the original state its prepared device records; ok is false for them.
 func guessPrepared(dev *devicev1.Device) (pd *devicev1.PreparedDevice, ok bool) {
 	if dev.GetManager() != devicev1.DeviceManager_DEVICE_MANAGER_DUMMY {
 		return nil, false

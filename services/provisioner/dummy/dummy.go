@@ -21,7 +21,6 @@ import (
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
-	"github.com/netdra/netdra/services/provisioner/hostns"
 	"github.com/netdra/netdra/services/provisioner/manager"
 	"github.com/netdra/netdra/shared/fielderr"
 )
@@ -43,48 +42,22 @@ const driver = "dummy"
 type Manager struct {
 	log   *slog.Logger
 	count int
-	ns    hostns.Opener
 }
 
 var _ manager.Manager = (*Manager)(nil)
-
-// Option configures a Manager.
-type Option func(*Manager) error
-
-// WithNetns makes the Manager treat the network namespace at path as the
-// host's, instead of the namespace it runs in: where Free looks for a link
-// an older provisioner created at Setup. Tests use it to work in a
-// throwaway namespace. The path must name a network namespace now and
-// whenever Free runs.
-func WithNetns(path string) Option {
-	return func(m *Manager) error {
-		ns, err := hostns.Check(path)
-		if err != nil {
-			return err
-		}
-		m.ns = ns
-		return nil
-	}
-}
 
 // New returns a dummy manager for cfg. A count above MaxCount is a
 // *fielderr.Error for the field "count" (relative to the config, as the
 // provisioner's factories report it). A nil cfg offers no devices; cfg's
 // enabled flag is the caller's business. A nil log discards.
-func New(log *slog.Logger, cfg *provisionerv1.DummyConfig, opts ...Option) (*Manager, error) {
+func New(log *slog.Logger, cfg *provisionerv1.DummyConfig) (*Manager, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	if n := cfg.GetCount(); n > MaxCount {
 		return nil, fielderr.New("count", "%d is out of range 0..%d", n, MaxCount)
 	}
-	m := &Manager{log: log, count: int(cfg.GetCount())}
-	for _, o := range opts {
-		if err := o(m); err != nil {
-			return nil, err
-		}
-	}
-	return m, nil
+	return &Manager{log: log, count: int(cfg.GetCount())}, nil
 }
 
 // Devices returns the manager's inventory, dummy0..dummy<count-1> in index

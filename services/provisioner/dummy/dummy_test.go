@@ -3,11 +3,8 @@ package dummy
 import (
 	"context"
 	"errors"
-	"io/fs"
 	"log/slog"
 	"net"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -16,7 +13,6 @@ import (
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
-	"github.com/netdra/netdra/services/provisioner/hostns"
 	"github.com/netdra/netdra/shared/fielderr"
 )
 
@@ -57,27 +53,6 @@ func TestNew(t *testing.T) {
 				t.Errorf("field (-want +got):\n%s", diff)
 			}
 			t.Log(err)
-		})
-	}
-}
-
-func TestWithNetns_NotANetns(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "ns")
-	if err := os.WriteFile(file, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		name, path string
-		want       error
-	}{
-		{"missing", filepath.Join(t.TempDir(), "nope"), fs.ErrNotExist},
-		{"regular file", file, hostns.ErrNotNetns},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := New(testLogger(t), &provisionerv1.DummyConfig{Count: 1}, WithNetns(tc.path))
-			if !errors.Is(err, tc.want) {
-				t.Fatalf("New(WithNetns(%s)) = %v, want %v", tc.path, err, tc.want)
-			}
 		})
 	}
 }
@@ -216,29 +191,27 @@ func TestValidate_Message(t *testing.T) {
 	}
 }
 
-// TestSetup_Invalid needs no kernel: Setup validates before it
-// opens a netlink socket, so a bad config fails the same everywhere.
+// TestSetup_Invalid needs no kernel: Setup validates before it records
+// anything, so a bad config fails the same everywhere.
 func TestSetup_Invalid(t *testing.T) {
-	m, err := New(testLogger(t), &provisionerv1.DummyConfig{Count: 1}, WithNetns("/proc/self/ns/net"))
+	m, err := New(testLogger(t), &provisionerv1.DummyConfig{Count: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.ns = hostns.At(filepath.Join(t.TempDir(), "never-opened"))
 	_, err = m.Setup(t.Context(), dummyDev("dummy0"), &devicev1.DeviceConfig{Trust: proto.Bool(true)}, "")
 	if !errors.Is(err, fielderr.ErrInvalid) {
 		t.Fatalf("Setup() = %v, want a field error", err)
 	}
 }
 
-// TestFree_Adopted needs no kernel: an adopted link is left alone, so Free
-// does not even open a socket.
-func TestFree_Adopted(t *testing.T) {
+// TestFree_TouchesNothing needs no kernel: Setup changed nothing on the
+// node, so Free has nothing to undo, again and again.
+func TestFree_TouchesNothing(t *testing.T) {
 	m, err := New(testLogger(t), &provisionerv1.DummyConfig{Count: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.ns = hostns.At(filepath.Join(t.TempDir(), "never-opened"))
-	pd := &devicev1.PreparedDevice{Device: dummyDev("dummy0"), OriginalLink: &devicev1.LinkSnapshot{Name: "dummy0"}}
+	pd := &devicev1.PreparedDevice{Device: dummyDev("dummy0"), OriginalLink: &devicev1.LinkSnapshot{Name: "dummy0"}, LinkCreated: true}
 	for range 2 {
 		if err := m.Free(t.Context(), pd); err != nil {
 			t.Fatalf("Free() = %v, want nil", err)
@@ -247,14 +220,12 @@ func TestFree_Adopted(t *testing.T) {
 }
 
 // TestSetup_TouchesNothing needs no kernel: Setup only records what the
-// link made in the pod at Attach will be, so it never opens a socket (the
-// Manager's netns here cannot be opened).
+// link made in the pod at Attach will be.
 func TestSetup_TouchesNothing(t *testing.T) {
 	m, err := New(testLogger(t), &provisionerv1.DummyConfig{Count: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.ns = hostns.At(filepath.Join(t.TempDir(), "never-opened"))
 	pd, err := m.Setup(t.Context(), dummyDev("dummy1"), &devicev1.DeviceConfig{PodIfName: "net1", Mtu: 9000}, "")
 	if err != nil {
 		t.Fatalf("Setup() = %v", err)

@@ -9,8 +9,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
-	"github.com/netdra/netdra/services/provisioner/hostns"
-	"github.com/netdra/netdra/services/provisioner/link"
 )
 
 // defaultMTU is a dummy link's MTU when the kernel creates it (ETH_DATA_LEN).
@@ -61,50 +59,10 @@ func randomMAC() (net.HardwareAddr, error) {
 	return mac, nil
 }
 
-// Free has nothing to undo for a device Setup prepared: its link lives in
-// the pod and is deleted at Detach, or by the kernel with the pod's
-// namespace. It still cleans up after an older provisioner, which created
-// the link in the host at Setup: with link_created, a dummy link in the host
-// namespace under the name original_link records that carries netdra's mark
-// (link.CreatedAlias) is deleted. Any other link of that name (a dummy
-// someone else made, a link that is not a dummy) is left alone, as is
-// everything for a prepared device without link_created (a link an older
-// provisioner adopted). Idempotent: nothing to delete is success.
-func (m *Manager) Free(ctx context.Context, pd *devicev1.PreparedDevice) error {
-	name := pd.GetOriginalLink().GetName()
-	if name == "" {
-		name = pd.GetDevice().GetKernelIfName()
-	}
-	log := m.log.With("device", pd.GetDevice().GetName(), "link", name)
-	if !pd.GetLinkCreated() {
-		log.Debug("leaving the adopted dummy link in place")
-		return nil
-	}
-	if name == "" {
-		return fmt.Errorf("freeing %s: the prepared device names no link", pd.GetDevice().GetName())
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	h, err := m.ns.Dial()
-	if err != nil {
-		return err
-	}
-	defer h.Close()
-	l, err := hostns.Lookup(h, name)
-	switch {
-	case err != nil:
-		return err
-	case l == nil:
-		log.Debug("freed dummy device")
-		return nil
-	case l.Type() != "dummy" || l.Attrs().Alias != link.CreatedAlias:
-		log.Debug("leaving the host's link of the same name alone", "type", l.Type(), "alias", l.Attrs().Alias)
-		return nil
-	}
-	if err := h.LinkDel(l); err != nil && !hostns.IsNotFound(err) {
-		return fmt.Errorf("deleting dummy link %s: %w", name, err)
-	}
-	log.Info("deleted a dummy link an older provisioner created in the host")
+// Free has nothing to undo: Setup changed nothing on the node, and the
+// device's link lives in the pod, where Detach deletes it (or the kernel
+// does, with the pod's namespace). Idempotent; it always succeeds.
+func (m *Manager) Free(_ context.Context, pd *devicev1.PreparedDevice) error {
+	m.log.Debug("freed dummy device", "device", pd.GetDevice().GetName())
 	return nil
 }

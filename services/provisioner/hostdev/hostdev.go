@@ -151,6 +151,16 @@ func (m *Manager) Run(ctx context.Context, publish func([]*devicev1.Device)) err
 	took := time.Since(t0)
 	publish(last)
 	m.log.Debug("published host devices", "count", len(last))
+	return m.rescan(ctx, s, changed, last, took, publish)
+}
+
+// rescan is Run after the first publication, last: it scans again once a
+// burst of events on changed settles (waiting at most
+// manager.SettleMaxAfter(took), took being what the previous scan cost)
+// and at each resync, which dumps the links, and publishes what differs
+// from the last publication. A failed scan is logged and retried at the
+// next change or resync. It returns nil when ctx ends.
+func (m *Manager) rescan(ctx context.Context, s *scanner, changed <-chan struct{}, last []*devicev1.Device, took time.Duration, publish func([]*devicev1.Device)) error {
 	tick := time.NewTicker(m.resync)
 	defer tick.Stop()
 	for {

@@ -42,7 +42,8 @@ func WithVirtualKind(newLink func(netlink.LinkAttrs) netlink.Link) Option {
 // namespaces, and configures it as cfg says: named cfg.PodIfName (empty:
 // orig.Name), with cfg.MacAddress and cfg.Mtu (empty: orig's) set as the
 // link is created, marked with CreatedAlias, then its addresses, up, and its
-// routes. cfg is checked with Validate before anything is touched.
+// routes. cfg must have passed Validate (Create trusts it; a value that does
+// not parse still fails before anything is touched).
 //
 // Create is idempotent: a link it made (a link of its kind carrying the
 // mark) already there under the pod name is configured again. A pod name
@@ -50,14 +51,8 @@ func WithVirtualKind(newLink func(netlink.LinkAttrs) netlink.Link) Option {
 // failure deletes the link again, so the pod is left without it, as it was.
 // The host namespace is never touched.
 func (m *Mover) Create(ctx context.Context, orig *devicev1.LinkSnapshot, netnsPath string, cfg *devicev1.DeviceConfig) error {
-	if err := Validate(cfg); err != nil {
-		return err
-	}
 	want, err := parseConfig(cfg)
 	if err != nil {
-		return err
-	}
-	if err := validateSnapshot(orig); err != nil {
 		return err
 	}
 	base, err := parseSnapshot(orig)
@@ -120,11 +115,8 @@ func (m *Mover) Create(ctx context.Context, orig *devicev1.LinkSnapshot, netnsPa
 // created), or a netns that is gone (the kernel deletes a virtual link with
 // its namespace), is success. A link of that name that Create did not make
 // is left alone, with a warning, and is success too: the device is not in
-// the pod.
+// the pod. cfg must have passed Validate.
 func (m *Mover) Remove(ctx context.Context, orig *devicev1.LinkSnapshot, netnsPath string, cfg *devicev1.DeviceConfig) error {
-	if err := validateIfName("podIfName", cfg.GetPodIfName()); err != nil {
-		return err
-	}
 	podName := cfg.GetPodIfName()
 	if podName == "" {
 		if err := validateSnapshot(orig); err != nil {

@@ -9,6 +9,12 @@
 // everything else while the link is down, on whichever side is cheaper; a
 // virtual link (a dummy) never moves at all: Create makes it inside the pod
 // namespace and Remove deletes it there.
+//
+// Validate is the one check of a DeviceConfig. The provisioner's server
+// runs it where a request comes in, and the Mover trusts the cfg it is
+// given: Attach, Detach, Create and Remove parse cfg's values but check
+// its podIfName and mtu nowhere else. A LinkSnapshot (what Detach restores,
+// what Create starts from) is checked here, where it is used.
 package link
 
 import (
@@ -122,8 +128,9 @@ func (m *Mover) Snapshot(ctx context.Context, hostIfName string) (*devicev1.Link
 // Attach moves the host link hostIfName into the network namespace at
 // netnsPath and configures it as cfg says: named cfg.PodIfName (empty keeps
 // the name), with cfg.MacAddress and cfg.Mtu when given, its addresses, up,
-// and its routes (in that order: a route needs its link up). cfg is checked
-// with Validate before anything is touched. The link is set down, and its
+// and its routes (in that order: a route needs its link up). cfg must have
+// passed Validate (Attach trusts it; a value that does not parse still
+// fails before anything is touched). The link is set down, and its
 // MAC, MTU and name are changed, in the host before the one move, so the pod
 // side only adds addresses and routes; when the pod name is taken in the host
 // by another link, the rename happens in the pod after the move (see move).
@@ -141,9 +148,6 @@ func (m *Mover) Snapshot(ctx context.Context, hostIfName string) (*devicev1.Link
 // does by default: they stay tentative (not bindable) for about a second
 // after Attach returns.
 func (m *Mover) Attach(ctx context.Context, hostIfName string, orig *devicev1.LinkSnapshot, netnsPath string, cfg *devicev1.DeviceConfig) error {
-	if err := Validate(cfg); err != nil {
-		return err
-	}
 	want, err := parseConfig(cfg)
 	if err != nil {
 		return err
@@ -299,9 +303,6 @@ func configure(pod *conn, l netlink.Link, want config) error {
 // link that is nowhere is ErrLinkNotFound. On other failures the link may be
 // left down in the pod; calling Detach again finishes the job.
 func (m *Mover) Detach(ctx context.Context, orig *devicev1.LinkSnapshot, netnsPath string, cfg *devicev1.DeviceConfig) error {
-	if err := validateSnapshot(orig); err != nil {
-		return err
-	}
 	back, err := parseSnapshot(orig)
 	if err != nil {
 		return err
@@ -439,15 +440,14 @@ func ipNet(a netip.Addr, bits int) *net.IPNet {
 	return &net.IPNet{IP: net.IP(a.AsSlice()), Mask: net.CIDRMask(bits, a.BitLen())}
 }
 
-// parseSnapshot converts a LinkSnapshot that validateSnapshot accepted.
+// parseSnapshot checks a LinkSnapshot (validateSnapshot) and converts it.
 func parseSnapshot(s *devicev1.LinkSnapshot) (state, error) {
+	if err := validateSnapshot(s); err != nil {
+		return state{}, err
+	}
 	st := state{name: s.GetName(), mtu: int(s.GetMtu()), up: s.GetUp()}
 	if s.GetMacAddress() != "" {
-		mac, err := net.ParseMAC(s.GetMacAddress())
-		if err != nil {
-			return state{}, &FieldError{Field: "originalLink.macAddress", Reason: fmt.Sprintf("%q is not a MAC address", s.GetMacAddress())}
-		}
-		st.mac = mac
+		st.mac, _ = net.ParseMAC(s.GetMacAddress()) // validateSnapshot parsed it
 	}
 	return st, nil
 }

@@ -23,9 +23,10 @@ type FieldError = fielderr.Error
 // Validate checks the fields of cfg that Attach applies (podIfName,
 // macAddress, mtu, addresses, routes) without touching anything, and returns
 // a *FieldError for the first bad one. Empty values mean "leave as is". A nil
-// cfg is valid. Validate is what Attach runs first, so a config that passes
-// fails at Attach only for reasons the kernel alone knows (a clashing name, a
-// driver's MTU limit, an unreachable gateway).
+// cfg is valid. The provisioner's server runs it on every request that
+// carries a config (Setup, Attach, Detach) and the Mover trusts what passed,
+// so a config that passes fails at Attach only for reasons the kernel alone
+// knows (a clashing name, a driver's MTU limit, an unreachable gateway).
 func Validate(cfg *devicev1.DeviceConfig) error {
 	if cfg == nil {
 		return nil

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"slices"
 	"testing"
 	"time"
 
@@ -154,58 +153,4 @@ func hostLinks(t *testing.T) []string {
 		out = append(out, fmt.Sprintf("%s %s %s %d %q", a.Name, l.Type(), a.HardwareAddr, a.MTU, a.Alias))
 	}
 	return out
-}
-
-// TestKernel_AdoptedDummyMoves: a dummy link an older provisioner adopted
-// in the host (link_created false: the reference design's way, and this
-// provisioner's before dummies were created in the pod) still moves, once
-// in and once out, and comes back as it was. It is also the "before" of
-// the dummy's move count: 2 a lifecycle, now 0 (TestKernel_DummyEndToEnd).
-func TestKernel_AdoptedDummyMoves(t *testing.T) {
-	kernelrig.Require(t)
-	log := slog.New(slog.NewTextHandler(testWriter{t}, nil))
-	mover, err := link.NewMover(log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mover.Close()
-	srv := New(log, Factories{}, mover)
-	defer srv.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := netlink.LinkAdd(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: "dummy7"}}); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = netlink.LinkDel(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: "dummy7"}}) }()
-	l, err := netlink.LinkByName("dummy7")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := l.Attrs()
-	pd := &devicev1.PreparedDevice{
-		Device:       &devicev1.Device{Name: "dummy7", Manager: devicev1.DeviceManager_DEVICE_MANAGER_DUMMY, KernelIfName: "dummy7"},
-		OriginalLink: &devicev1.LinkSnapshot{Name: "dummy7", MacAddress: a.HardwareAddr.String(), Mtu: uint32(a.MTU)},
-	}
-	hostBefore := hostLinks(t)
-	podNS := netnstest.New(t)
-	moves := linktest.CountMoves(t, "/proc/self/ns/net", podNS)
-	cfg := &devicev1.DeviceConfig{PodIfName: "net7", Addresses: []string{"192.168.70.2/24"}}
-	if _, err := srv.Attach(ctx, &provisionerv1.AttachRequest{PreparedDevice: pd, NetnsPath: podNS, Config: cfg}); err != nil {
-		t.Fatal(err)
-	}
-	if in, out := moves.Out("/proc/self/ns/net"), moves.Out(podNS); in != 1 || out != 0 {
-		t.Errorf("after Attach: %d moves in, %d out; want 1, 0", in, out)
-	}
-	if _, err := srv.Detach(ctx, &provisionerv1.DetachRequest{PreparedDevice: pd, NetnsPath: podNS, Config: cfg}); err != nil {
-		t.Fatal(err)
-	}
-	if in, out := moves.Out("/proc/self/ns/net"), moves.Out(podNS); in != 1 || out != 1 {
-		t.Errorf("after Detach: %d moves in, %d out; want 1, 1", in, out)
-	}
-	after := hostLinks(t)
-	slices.Sort(hostBefore)
-	slices.Sort(after)
-	if diff := cmp.Diff(hostBefore, after); diff != "" {
-		t.Errorf("host links (-before +after):\n%s", diff)
-	}
 }

@@ -9,13 +9,12 @@ import (
 )
 
 // createdInPod reports whether pd's link is made inside the pod at Attach
-// and deleted there at Detach instead of moved: a dummy link netdra creates
-// (link_created). A namespace move holds the kernel's RTNL lock for about
-// 16 ms, so a dummy device costs none; an SR-IOV VF or a host interface
-// moves once in and once out. A dummy link an older provisioner adopted in
-// the host (link_created false) moves like any host link.
+// and deleted there at Detach instead of moved: link_created, which the
+// dummy manager sets. A namespace move holds the kernel's RTNL lock for
+// about 16 ms, so a dummy device costs none; an SR-IOV VF or a host
+// interface moves once in and once out.
 func createdInPod(pd *devicev1.PreparedDevice) bool {
-	return pd.GetDevice().GetManager() == devicev1.DeviceManager_DEVICE_MANAGER_DUMMY && pd.GetLinkCreated()
+	return pd.GetLinkCreated()
 }
 
 // createdOrig is what a created link is made from: original_link, named

@@ -119,7 +119,7 @@ func newDummyWorld(t *testing.T) *dummyWorld {
 	t.Cleanup(func() { mover.Close() })
 	w.srv = New(log, Factories{
 		Dummy: func(c *provisionerv1.DummyConfig) (manager.Manager, error) {
-			return dummy.New(log, c, dummy.WithNetns(w.hostPath))
+			return dummy.New(log, c)
 		},
 	}, mover)
 	w.srv.SetPrograms(w.programs, w.programs)

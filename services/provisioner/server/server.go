@@ -6,6 +6,12 @@
 // other device's link is moved in and back (one move each way). Every call
 // validates its input before touching anything, and calls for one device
 // are serialized.
+//
+// The RPC entry is the trust boundary: each method checks its request once,
+// there (a config with link.Validate, a prepared device with
+// validatePrepared, a netns path), and the managers and the link package
+// below trust what passed. The managers check their own fields again in
+// Setup, as their contract says.
 package server
 
 import (
@@ -124,6 +130,10 @@ func (s *Server) WatchDevices(_ *provisionerv1.WatchDevicesRequest, stream provi
 
 // Setup implements ProvisionerServiceServer. The device must be in its
 // running manager's inventory; the provisioner's own copy is what is set up.
+//
+// Trust boundary: the device is looked up by manager and name, and the
+// config is checked here (validateConfig); the manager is given the
+// provisioner's copy of the device and a config that passed.
 func (s *Server) Setup(ctx context.Context, req *provisionerv1.SetupRequest) (*provisionerv1.SetupResponse, error) {
 	kind, name := req.GetDevice().GetManager(), req.GetDevice().GetName()
 	if name == "" {
@@ -153,6 +163,9 @@ func (s *Server) Setup(ctx context.Context, req *provisionerv1.SetupRequest) (*p
 }
 
 // Free implements ProvisionerServiceServer.
+//
+// Trust boundary: the prepared device is checked here (validatePrepared);
+// the manager trusts it to be one its Setup returned.
 func (s *Server) Free(ctx context.Context, req *provisionerv1.FreeRequest) (*provisionerv1.FreeResponse, error) {
 	pd := req.GetPreparedDevice()
 	if err := validatePrepared("preparedDevice", pd); err != nil {
@@ -184,61 +197,64 @@ func (s *Server) Free(ctx context.Context, req *provisionerv1.FreeRequest) (*pro
 // there from the host (one move). A device with no kernel interface (a
 // vfio-bound VF) has nothing to move: it is used through its device node,
 // so Attach only validates.
+//
+// Trust boundary: move (validateMove); the link package trusts what
+// passed.
 func (s *Server) Attach(ctx context.Context, req *provisionerv1.AttachRequest) (*provisionerv1.AttachResponse, error) {
 	pd := req.GetPreparedDevice()
-	if err := s.validateMove(pd, req.GetNetnsPath(), req.GetConfig()); err != nil {
+	if err := s.move(ctx, pd, req.GetNetnsPath(), req.GetConfig(), func() error { return s.attach(ctx, req) }); err != nil {
 		return nil, err
-	}
-	name := pd.GetDevice().GetName()
-	unlock, err := s.locks.Lock(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if ifName := pd.GetDevice().GetKernelIfName(); ifName != "" {
-		pol, err := s.policy(pd, req.GetConfig())
-		if err != nil {
-			return nil, err
-		}
-		if err := s.attachLink(ctx, pd, req.GetNetnsPath(), req.GetConfig()); err != nil {
-			return nil, linkStatus(fmt.Errorf("attaching %s: %w", name, err))
-		}
-		if err := s.attachPrograms(ctx, req, pol); err != nil {
-			return nil, err
-		}
 	}
 	return &provisionerv1.AttachResponse{PreparedDevice: pd}, nil
 }
 
+// attach is Attach of a device with a kernel interface: the link into the
+// pod, then the eBPF programs on it.
+func (s *Server) attach(ctx context.Context, req *provisionerv1.AttachRequest) error {
+	pd, cfg := req.GetPreparedDevice(), req.GetConfig()
+	pol, err := s.policy(pd, cfg)
+	if err != nil {
+		return err
+	}
+	if err := s.attachLink(ctx, pd, req.GetNetnsPath(), cfg); err != nil {
+		return linkStatus(fmt.Errorf("attaching %s: %w", pd.GetDevice().GetName(), err))
+	}
+	return s.attachPrograms(ctx, req, pol)
+}
+
 // Detach implements ProvisionerServiceServer: a created dummy link is
 // deleted in the pod, any other link moved back to the host.
+//
+// Trust boundary: move (validateMove); the link package trusts what
+// passed.
 func (s *Server) Detach(ctx context.Context, req *provisionerv1.DetachRequest) (*provisionerv1.DetachResponse, error) {
 	pd := req.GetPreparedDevice()
-	if err := s.validateMove(pd, req.GetNetnsPath(), req.GetConfig()); err != nil {
+	if err := s.move(ctx, pd, req.GetNetnsPath(), req.GetConfig(), func() error { return s.detach(ctx, req) }); err != nil {
 		return nil, err
-	}
-	name := pd.GetDevice().GetName()
-	unlock, err := s.locks.Lock(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if pd.GetDevice().GetKernelIfName() != "" {
-		if s.programs != nil {
-			if err := s.programs.Detach(name); err != nil {
-				return nil, status.Error(codes.Internal, err.Error())
-			}
-		}
-		if err := s.detachLink(ctx, pd, req.GetNetnsPath(), req.GetConfig()); err != nil {
-			return nil, linkStatus(fmt.Errorf("detaching %s: %w", name, err))
-		}
 	}
 	return &provisionerv1.DetachResponse{}, nil
 }
 
+// detach is Detach of a device with a kernel interface: the eBPF programs
+// off it, then the link out of the pod.
+func (s *Server) detach(ctx context.Context, req *provisionerv1.DetachRequest) error {
+	pd := req.GetPreparedDevice()
+	name := pd.GetDevice().GetName()
+	if s.programs != nil {
+		if err := s.programs.Detach(name); err != nil {
+			return status.Error(codes.Internal, err.Error())
+		}
+	}
+	if err := s.detachLink(ctx, pd, req.GetNetnsPath(), req.GetConfig()); err != nil {
+		return linkStatus(fmt.Errorf("detaching %s: %w", name, err))
+	}
+	return nil
+}
+
 // Restore implements ProvisionerServiceServer: it parses the prepared
 // device as the claim status holds it (protojson, unknown fields refused)
-// and checks it.
+// and checks it: the trust boundary for a prepared device read back from a
+// claim status is here (validatePrepared), as for one a request carries.
 func (s *Server) Restore(_ context.Context, req *provisionerv1.RestoreRequest) (*provisionerv1.RestoreResponse, error) {
 	if len(req.GetData()) == 0 {
 		return nil, fielderr.New("data", "required")
@@ -253,6 +269,8 @@ func (s *Server) Restore(_ context.Context, req *provisionerv1.RestoreRequest) (
 	return &provisionerv1.RestoreResponse{PreparedDevice: pd}, nil
 }
 
+// validateConfig is Setup's check of cfg for dev: the fields every device
+// takes (link.Validate), then the manager's own.
 func validateConfig(mgr manager.Manager, dev *devicev1.Device, cfg *devicev1.DeviceConfig) error {
 	if err := link.Validate(cfg); err != nil {
 		return fielderr.Prefix("config", err)
@@ -260,6 +278,9 @@ func validateConfig(mgr manager.Manager, dev *devicev1.Device, cfg *devicev1.Dev
 	return mgr.Validate(dev, cfg)
 }
 
+// validatePrepared checks a prepared device a request carries (Free,
+// Attach, Detach, Restore): a device name, a known manager, and the
+// original link a kernel interface needs to come back to.
 func validatePrepared(field string, pd *devicev1.PreparedDevice) error {
 	switch {
 	case pd == nil:
@@ -276,6 +297,27 @@ func validatePrepared(field string, pd *devicev1.PreparedDevice) error {
 	return nil
 }
 
+// move checks an Attach or Detach of pd (validateMove), takes the device's
+// lock and, when the device has a kernel interface, runs f, which moves it;
+// a device without one (a vfio-bound VF) has nothing to move.
+func (s *Server) move(ctx context.Context, pd *devicev1.PreparedDevice, netnsPath string, cfg *devicev1.DeviceConfig, f func() error) error {
+	if err := s.validateMove(pd, netnsPath, cfg); err != nil {
+		return err
+	}
+	unlock, err := s.locks.Lock(ctx, pd.GetDevice().GetName())
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if pd.GetDevice().GetKernelIfName() == "" {
+		return nil
+	}
+	return f()
+}
+
+// validateMove is Attach's and Detach's trust boundary: the prepared
+// device, the pod's netns path (clean and absolute) and the config
+// (link.Validate) are checked here, once; the link package trusts them.
 func (s *Server) validateMove(pd *devicev1.PreparedDevice, netnsPath string, cfg *devicev1.DeviceConfig) error {
 	if err := validatePrepared("preparedDevice", pd); err != nil {
 		return err

@@ -495,9 +495,9 @@ func TestConfigure_SysfsRoot(t *testing.T) {
 }
 
 // TestAttachDetach_CreatedOrMoved: a dummy link netdra creates is made in
-// the pod and deleted there (no namespace move); every other link, a dummy
-// an older provisioner adopted included, is moved in and out. The prepared
-// device goes through Restore first, as after a restart.
+// the pod and deleted there (no namespace move); every other link is moved
+// in and out. The prepared device goes through Restore first, as after a
+// restart.
 func TestAttachDetach_CreatedOrMoved(t *testing.T) {
 	dev := func(m devicev1.DeviceManager, name string) *devicev1.Device {
 		return &devicev1.Device{Name: name, Manager: m, KernelIfName: name}
@@ -513,8 +513,6 @@ func TestAttachDetach_CreatedOrMoved(t *testing.T) {
 			[]string{"create dummy0 /var/run/netns/pod net1", "remove dummy0 /var/run/netns/pod"}},
 		{"created dummy without original link (guessed)", &devicev1.PreparedDevice{Device: dev(dummy, "dummy1"), LinkCreated: true},
 			[]string{"create dummy1 /var/run/netns/pod net1", "remove dummy1 /var/run/netns/pod"}},
-		{"adopted dummy", &devicev1.PreparedDevice{Device: dev(dummy, "dummy2"), OriginalLink: &devicev1.LinkSnapshot{Name: "dummy2"}},
-			[]string{"attach dummy2 /var/run/netns/pod net1", "detach dummy2 /var/run/netns/pod"}},
 		{"host interface", &devicev1.PreparedDevice{Device: dev(host, "eth1"), OriginalLink: &devicev1.LinkSnapshot{Name: "eth1"}},
 			[]string{"attach eth1 /var/run/netns/pod net1", "detach eth1 /var/run/netns/pod"}},
 		{"sr-iov VF", &devicev1.PreparedDevice{Device: dev(sriov, "ens1f0v0"), OriginalLink: &devicev1.LinkSnapshot{Name: "ens1f0v0"}},

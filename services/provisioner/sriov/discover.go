@@ -257,11 +257,8 @@ func pcieRoot(path, devicesDir string) string {
 // uplink is the one whose phys_port_name is "p<N>". Otherwise it is the
 // first entry.
 func pfNetdev(dir string) (string, error) {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) || (err == nil && len(entries) == 0) {
-		return "", nil
-	}
-	if err != nil {
+	entries, err := dirEntries(dir)
+	if err != nil || len(entries) == 0 {
 		return "", err
 	}
 	if len(entries) > 1 {
@@ -278,17 +275,20 @@ func pfNetdev(dir string) (string, error) {
 // firstEntry returns the first name in dir in lexical order, or "" when dir
 // is missing or empty.
 func firstEntry(dir string) (string, error) {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", nil
-	}
-	if err != nil {
+	entries, err := dirEntries(dir)
+	if err != nil || len(entries) == 0 {
 		return "", err
 	}
-	if len(entries) == 0 {
-		return "", nil
-	}
 	return entries[0].Name(), nil
+}
+
+// dirEntries lists dir in lexical order; a missing dir has no entries.
+func dirEntries(dir string) ([]os.DirEntry, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return entries, err
 }
 
 // linkBase returns the base name of the symlink at path's target, or ""

@@ -184,6 +184,16 @@ func (w *writer) assignAddresses(row *statev1.Allocation) error {
 	if cfg == nil || (len(cfg.GetIpPools()) == 0 && len(w.s.pools) == 0) {
 		return nil
 	}
+	used := w.usedAddresses()
+	if err := w.checkStaticAddresses(cfg, used); err != nil {
+		return err
+	}
+	return w.assignFromPools(row, used)
+}
+
+// usedAddresses is the allocation holding each address of the configs of
+// the allocations.
+func (w *writer) usedAddresses() map[netip.Addr]*statev1.Allocation {
 	used := map[netip.Addr]*statev1.Allocation{}
 	for r := range w.s.allocs.All(w.txn) {
 		for _, c := range r.GetConfig().GetAddresses() {
@@ -192,6 +202,12 @@ func (w *writer) assignAddresses(row *statev1.Allocation) error {
 			}
 		}
 	}
+	return used
+}
+
+// checkStaticAddresses refuses a static address of cfg that is a pool's
+// gateway, or in a pool's range and held by another allocation (used).
+func (w *writer) checkStaticAddresses(cfg *devicev1.DeviceConfig, used map[netip.Addr]*statev1.Allocation) error {
 	for i, c := range cfg.GetAddresses() {
 		p, err := netip.ParsePrefix(c)
 		if err != nil {
@@ -211,8 +227,14 @@ func (w *writer) assignAddresses(row *statev1.Allocation) error {
 			}
 		}
 	}
+	return nil
+}
+
+// assignFromPools gives row the next free address of each pool its config
+// names, at most one pool per IP family.
+func (w *writer) assignFromPools(row *statev1.Allocation, used map[netip.Addr]*statev1.Allocation) error {
 	var families [2]string
-	for i, name := range cfg.GetIpPools() {
+	for i, name := range row.GetConfig().GetIpPools() {
 		f := fmt.Sprintf("config.ipPools[%d]", i)
 		e := w.s.pools[name]
 		switch {
@@ -229,22 +251,32 @@ func (w *writer) assignAddresses(row *statev1.Allocation) error {
 			return fieldErr(f, "ip pools %q and %q are of the same IP family: name one pool per family", families[fam], name)
 		}
 		families[fam] = name
-		addr, ok := e.pool.Next(e.cursor, func(a netip.Addr) bool { return used[a] != nil })
-		if !ok {
-			return fmt.Errorf("ip pool %q has no free address: all %s are in use: %w", name, e.pool.Size(), ErrExhausted)
+		if err := takeAddress(row, name, e, used); err != nil {
+			return err
 		}
-		e.cursor = addr
-		used[addr] = row
-		c := e.pool.Prefix(addr).String()
-		cfg.Addresses = append(cfg.Addresses, c)
-		row.PoolAddresses = append(row.PoolAddresses, c)
-		for _, r := range e.pool.Routes {
-			route := &devicev1.Route{Destination: r.Destination.String()}
-			if r.Gateway.IsValid() {
-				route.Gateway = r.Gateway.String()
-			}
-			cfg.Routes = append(cfg.Routes, route)
+	}
+	return nil
+}
+
+// takeAddress gives row the next free address of the pool e, called name,
+// with the pool's routes, and marks the address used.
+func takeAddress(row *statev1.Allocation, name string, e *ipPool, used map[netip.Addr]*statev1.Allocation) error {
+	addr, ok := e.pool.Next(e.cursor, func(a netip.Addr) bool { return used[a] != nil })
+	if !ok {
+		return fmt.Errorf("ip pool %q has no free address: all %s are in use: %w", name, e.pool.Size(), ErrExhausted)
+	}
+	e.cursor = addr
+	used[addr] = row
+	cfg := row.GetConfig()
+	c := e.pool.Prefix(addr).String()
+	cfg.Addresses = append(cfg.Addresses, c)
+	row.PoolAddresses = append(row.PoolAddresses, c)
+	for _, r := range e.pool.Routes {
+		route := &devicev1.Route{Destination: r.Destination.String()}
+		if r.Gateway.IsValid() {
+			route.Gateway = r.Gateway.String()
 		}
+		cfg.Routes = append(cfg.Routes, route)
 	}
 	return nil
 }

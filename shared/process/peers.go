@@ -1,0 +1,39 @@
+package process
+
+import (
+	"flag"
+
+	"google.golang.org/grpc"
+
+	"github.com/netdra/netdra/shared/rpc"
+)
+
+// Peers are the sockets of the node processes that dra and nri call: the
+// state service's and the provisioner's.
+type Peers struct {
+	StateSocket     string
+	ProvisionerSock string
+}
+
+// Register adds -state-socket and -provisioner-socket to fs, defaulting to
+// the sockets in SocketDir.
+func (p *Peers) Register(fs *flag.FlagSet) {
+	fs.StringVar(&p.StateSocket, "state-socket", SocketDir+"/state.sock", "the state service's socket")
+	fs.StringVar(&p.ProvisionerSock, "provisioner-socket", SocketDir+"/provisioner.sock", "the provisioner's socket")
+}
+
+// Dial returns connections to the state service and the provisioner
+// (rpc.Dial: they connect at the first call and outlive restarts of either
+// server) and closeAll, which closes both.
+func (p *Peers) Dial() (state, provisioner *grpc.ClientConn, closeAll func(), err error) {
+	state, err = rpc.Dial(p.StateSocket)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	provisioner, err = rpc.Dial(p.ProvisionerSock)
+	if err != nil {
+		state.Close()
+		return nil, nil, nil, err
+	}
+	return state, provisioner, func() { _ = provisioner.Close(); _ = state.Close() }, nil
+}
