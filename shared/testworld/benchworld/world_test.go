@@ -16,7 +16,7 @@ import (
 	"github.com/netdra/netdra/shared/nodetest"
 	"github.com/netdra/netdra/shared/testworld/controlplane"
 	"github.com/netdra/netdra/shared/testworld/crds"
-	"github.com/netdra/netdra/shared/testworld/node"
+	"github.com/netdra/netdra/shared/testworld/realnode"
 	"github.com/netdra/netdra/shared/testworld/worldtest"
 )
 
@@ -45,11 +45,11 @@ func installCRDs(b testing.TB, cp *controlplane.ControlPlane) {
 	}
 }
 
-// netdraNode is the world's emulated node plus netdra's four processes,
+// netdraNode is a real node (kubelet, containerd) plus netdra's four processes,
 // the provisioner in a throwaway host netns.
 type netdraNode struct {
 	cp                     *controlplane.ControlPlane
-	node                   *node.Node
+	node                   *realnode.Node
 	hostNS, dir            string
 	state, prov, dra, nriP *nodetest.Proc
 	dyn                    dynamic.Interface

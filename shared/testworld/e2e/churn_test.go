@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -88,6 +90,7 @@ type churn struct {
 	violations []string
 	rounds     int // monitor rounds that checked everything
 	created    []types.UID
+	netns      map[string]bool // of the sandboxes seen
 	progress   chan struct{}
 }
 
@@ -98,7 +101,7 @@ type churn struct {
 func startChurn(t *testing.T) *churn {
 	t.Helper()
 	ch := &churn{t: t, orig: map[string]hostLink{}, byMAC: map[string]string{}, ran: map[string]string{},
-		uses: map[string]int{}, progress: make(chan struct{}, 1)}
+		uses: map[string]int{}, netns: map[string]bool{}, progress: make(chan struct{}, 1)}
 	for i := range churnDevices {
 		ch.devices = append(ch.devices, fmt.Sprintf("data%d", i))
 	}
@@ -374,6 +377,9 @@ func (ch *churn) verifyRunning(ctx context.Context, pod *corev1.Pod) (string, er
 	if !ok {
 		return "", fmt.Errorf("runs without a sandbox on the node")
 	}
+	ch.mu.Lock()
+	ch.netns[netns] = true
+	ch.mu.Unlock()
 	links, err := netnsLinks(netns)
 	if err != nil {
 		return "", err
@@ -383,10 +389,35 @@ func (ch *churn) verifyRunning(ctx context.Context, pod *corev1.Pod) (string, er
 			if l.IfName != churnIfName || l.MTU != churnMTU || !l.up() {
 				return "", fmt.Errorf("device %s is in netns %s as %+v, want %s, MTU %d, up", dev, netns, l, churnIfName, churnMTU)
 			}
-			return dev, nil
+			return dev, ch.startedWithDevice(ctx, pod, dev)
 		}
 	}
 	return "", fmt.Errorf("runs without its device %s (MAC %s) in its netns %s: %+v", dev, ch.orig[dev].Address, netns, links)
+}
+
+// startedWithDevice checks, from inside the pod's container, that it had
+// the device from its first moment: the test app's first dump of its
+// network shows net1 up with the claim's MTU and the device's MAC.
+func (ch *churn) startedWithDevice(ctx context.Context, pod *corev1.Pod, dev string) error {
+	var view string
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		log, err := ch.nn.node.ContainerLog(pod.Namespace, pod.Name, pod.UID, "app", 0)
+		if i := strings.Index(log, "testapp end 1\n"); err == nil && i >= 0 {
+			view = log[:i]
+			return true, nil
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("no first dump from the container: %w", err)
+	}
+	want := fmt.Sprintf(": %s: <up", churnIfName)
+	for _, line := range strings.Split(view, "\n") {
+		if strings.Contains(line, want) && strings.Contains(line, fmt.Sprintf("mtu %d hw %s", churnMTU, ch.orig[dev].Address)) {
+			return nil
+		}
+	}
+	return fmt.Errorf("its container started without %s (device %s): it saw\n%s", churnIfName, dev, view)
 }
 
 // retryAPI calls f until it succeeds, for API reads that fail while the
@@ -565,22 +596,17 @@ func (ch *churn) checkNothingLeft() {
 		p, err := slicePools(ctx, ch.c, ch.nn.node.Name())
 		return err == nil && p["net"] == churnDevices, nil
 	})
-	// The node names a sandbox's netns after its pod.
-	out, err := exec.Command("ip", "netns", "list").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The sandboxes' network namespaces went with them.
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	var netns []string
-	for _, l := range strings.Split(string(out), "\n") {
-		f := strings.Fields(l)
-		if len(f) > 0 && slices.ContainsFunc(ch.created, func(uid types.UID) bool { return strings.HasSuffix(f[0], string(uid)) }) {
-			netns = append(netns, f[0])
+	var netnsLeft []string
+	for ns := range ch.netns {
+		if _, err := os.Stat(filepath.Join("/var/run/netns", ns)); err == nil {
+			netnsLeft = append(netnsLeft, ns)
 		}
 	}
-	if len(netns) > 0 {
-		t.Errorf("pod netns left: %v", netns)
+	if len(netnsLeft) > 0 {
+		t.Errorf("pod netns left: %v", netnsLeft)
 	}
 }
 

@@ -17,8 +17,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+	"github.com/netdra/netdra/shared/testworld/realnode"
 	"github.com/netdra/netdra/shared/testworld/worldtest"
 )
 
@@ -63,9 +65,10 @@ func claimTemplate(t *testing.T, c kubernetes.Interface, ns, class string, param
 func newPod(t *testing.T, c kubernetes.Interface, ns, name, node, template string) *corev1.Pod {
 	t.Helper()
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{
-		NodeSelector:   map[string]string{corev1.LabelHostname: node},
-		ResourceClaims: []corev1.PodResourceClaim{{Name: "net", ResourceClaimTemplateName: &template}},
-		Containers: []corev1.Container{{Name: "app", Image: "registry.invalid/app",
+		NodeSelector:                  map[string]string{corev1.LabelHostname: node},
+		ResourceClaims:                []corev1.PodResourceClaim{{Name: "net", ResourceClaimTemplateName: &template}},
+		TerminationGracePeriodSeconds: ptr.To[int64](5),
+		Containers: []corev1.Container{{Name: "app", Image: realnode.TestAppImage, ImagePullPolicy: corev1.PullNever,
 			Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "net"}}}}},
 	}}
 	pod, err := c.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{})
@@ -73,6 +76,30 @@ func newPod(t *testing.T, c kubernetes.Interface, ns, name, node, template strin
 		t.Fatal(err)
 	}
 	return pod
+}
+
+// containerView returns the first complete dump of the pod's test-app
+// container: what the container itself saw of its network when it started
+// (its interfaces, addresses and routes, and the pings it was asked for).
+func containerView(t *testing.T, n *realnode.Node, pod *corev1.Pod) string {
+	t.Helper()
+	var log string
+	waitFor(t, "the container's first dump of its network", time.Minute, func(ctx context.Context) (bool, error) {
+		var err error
+		log, err = n.ContainerLog(pod.Namespace, pod.Name, pod.UID, "app", 0)
+		return err == nil && strings.Contains(log, "testapp end 1\n"), err
+	})
+	return log[:strings.Index(log, "testapp end 1\n")]
+}
+
+// requireLines fails the test unless view has every line (substrings).
+func requireLines(t *testing.T, what, view string, lines ...string) {
+	t.Helper()
+	for _, l := range lines {
+		if !strings.Contains(view, l) {
+			t.Errorf("%s has no %q; it saw:\n%s", what, l, view)
+		}
+	}
 }
 
 func waitFor(t *testing.T, what string, d time.Duration, cond func(ctx context.Context) (bool, error)) {
@@ -143,6 +170,10 @@ func TestE2E_PodGetsItsDevice(t *testing.T) {
 		p, err := c.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
 		return err == nil && p.Status.Phase == corev1.PodRunning, nil
 	})
+	// The container's own view, from its first moment.
+	requireLines(t, "the container", containerView(t, nn.node, pod),
+		": net1: <up", "mtu 1400 hw 02:00:00:00:ee:01", "inet 10.40.0.2/24", "inet fd00:40::2/64",
+		"route 10.41.0.0/16 via 10.40.0.1 dev net1")
 	netns, ok := nn.node.Sandbox(pod.UID)
 	if !ok {
 		t.Fatal("the node has no sandbox for the pod")

@@ -94,11 +94,19 @@ func TestE2E_IPPools(t *testing.T) {
 	for i, from := range sides {
 		to := sides[1-i]
 		for _, dst := range []netip.Addr{to.v4, to.v6} {
-			var err error
-			// IPv6 addresses are tentative until DAD is done (about a second).
+			// From inside the container (an exec, as kubectl exec), and
+			// from its netns. IPv6 addresses are tentative until DAD is
+			// done (about a second).
+			var out string
+			waitFor(t, fmt.Sprintf("%s to answer a ping from inside %s's container", dst, pods[i].Name), 30*time.Second, func(ctx context.Context) (bool, error) {
+				var code int32
+				var err error
+				out, code, err = nn.node.Exec(ctx, pods[i].UID, "app", "/testapp", "ping", dst.String())
+				return err == nil && code == 0, nil
+			})
+			t.Logf("in %s's container: %s", pods[i].Name, strings.TrimSpace(out))
 			waitFor(t, fmt.Sprintf("%s to answer a ping from %s", dst, from.netns), 30*time.Second, func(context.Context) (bool, error) {
-				err = ping(from.netns, dst)
-				return err == nil, nil
+				return ping(from.netns, dst) == nil, nil
 			})
 		}
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/netdra/netdra/shared/rpc"
 	"github.com/netdra/netdra/shared/testworld/controlplane"
 	"github.com/netdra/netdra/shared/testworld/crds"
-	"github.com/netdra/netdra/shared/testworld/node"
+	"github.com/netdra/netdra/shared/testworld/realnode"
 	"github.com/netdra/netdra/shared/testworld/worldtest"
 )
 
@@ -42,11 +42,12 @@ func installCRDs(t *testing.T, cp *controlplane.ControlPlane) {
 	}
 }
 
-// netdraNode is one node running netdra: the world's node plus the four
-// netdra processes, the provisioner in a throwaway host netns.
+// netdraNode is one node running netdra: a real node (kubelet, containerd
+// with NRI, runc) plus the four netdra processes, the provisioner in a
+// throwaway host netns that stands in for the node's.
 type netdraNode struct {
 	cp                     *controlplane.ControlPlane
-	node                   *node.Node
+	node                   *realnode.Node
 	hostNS                 string
 	dir                    string
 	state, prov, dra, nriP *nodetest.Proc
@@ -71,6 +72,14 @@ func startNetdra(t *testing.T, devices ...string) *netdraNode {
 	nn.nriP = nodetest.Start(t, "nri", nn.dir, "", append(socks, "-nri-socket", n.NRISocket())...)
 	nn.dra = nodetest.Start(t, "dra", nn.dir, "", append(socks, "-node-name", n.Name(), "-kubeconfig", cp.Kubeconfig(),
 		"-plugin-dir", nn.dir+"/plugins", "-registrar-dir", n.RegistryDir(), "-publish-debounce", "50ms")...)
+	// Registered last, run first: the pods go through the real teardown
+	// (StopPodSandbox to nri, NodeUnprepareResources to dra) while netdra
+	// still runs, and every device comes back before the processes stop.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		n.Drain(ctx)
+	})
 	conn, err := rpc.Dial(nn.state.Socket)
 	if err != nil {
 		t.Fatal(err)

@@ -34,14 +34,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
 	"github.com/netdra/netdra/shared/testworld/controlplane"
-	"github.com/netdra/netdra/shared/testworld/node"
+	"github.com/netdra/netdra/shared/testworld/realnode"
 )
 
 var (
@@ -98,7 +97,7 @@ func ControlPlane(t testing.TB) *controlplane.ControlPlane {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute) // includes a cold build
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute) // includes a cold build
 	defer cancel()
 	cp, err := controlplane.Start(ctx, controlplane.Options{Dir: dir, Logger: slog.New(newStderrHandler())})
 	if err != nil {
@@ -126,45 +125,75 @@ func NewControlPlane(t testing.TB) *controlplane.ControlPlane {
 	return cp
 }
 
-// NodeOption changes the node.Config that Node uses.
-type NodeOption func(*node.Config)
+// NodeOption changes the realnode.Config that Node uses.
+type NodeOption func(*realnode.Config)
 
-// Node starts an emulated node for this test, named after the test, with
-// its registry directory and NRI socket in a fresh short TempDir. At the
-// test's end the node is stopped and its Node object deleted, so no later
-// pod is scheduled to it. It skips the test when not run as root (the node
-// creates network namespaces).
-func Node(t testing.TB, cp *controlplane.ControlPlane, opts ...NodeOption) *node.Node {
+// WithLabels adds labels to the Node.
+func WithLabels(l map[string]string) NodeOption {
+	return func(c *realnode.Config) { c.Labels = l }
+}
+
+var (
+	binOnce sync.Once
+	bins    *realnode.Binaries
+	binErr  error
+)
+
+// Binaries returns the real node's programs, built once per test binary
+// (minutes the first time on a machine, seconds after: see realnode.Build).
+func Binaries(t testing.TB) *realnode.Binaries {
+	t.Helper()
+	binOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+		defer cancel()
+		bins, binErr = realnode.Build(ctx, slog.New(newStderrHandler()))
+	})
+	if binErr != nil {
+		t.Fatalf("building the real node: %v", binErr)
+	}
+	return bins
+}
+
+// Node starts a real node for this test — a real kubelet and containerd
+// with NRI, runc and the CNI plugins, named after the test — against cp.
+// At the test's end its pods are deleted, the node is stopped and
+// everything it made is removed, the Node object included. It skips the
+// test when not run as root.
+func Node(t testing.TB, cp *controlplane.ControlPlane, opts ...NodeOption) *realnode.Node {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("the test world's node creates network namespaces: run the tests as root")
+		t.Skip("the real node runs containerd and the kubelet: run the tests as root")
 	}
-	dir := TempDir(t)
+	b := Binaries(t)
+	dir, err := os.MkdirTemp("", "rn-")
+	if err != nil {
+		t.Fatal(err)
+	}
 	name := NodeName(t)
-	cfg := node.Config{
-		Client:      cp.Client(),
-		NodeName:    name,
-		RegistryDir: dir + "/reg",
-		NRISocket:   dir + "/nri.sock",
-		NetnsPrefix: "tw-",
-		Logger:      Logger(t),
+	cfg := realnode.Config{
+		Name:       name,
+		Dir:        dir,
+		Kubeconfig: cp.Kubeconfig(),
+		Client:     cp.Client(),
+		Binaries:   b,
+		Logger:     Logger(t),
 	}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	n, err := node.Start(context.Background(), cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	n, err := realnode.Start(ctx, cfg)
 	if err != nil {
+		os.RemoveAll(dir)
 		t.Fatalf("starting node %s: %v", name, err)
 	}
 	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("kubelet log of %s (tail):\n%s", name, realnode.Tail(n.LogPath("kubelet"), 6000))
+		}
 		if err := n.Stop(); err != nil {
 			t.Errorf("stopping node %s: %v", name, err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		err := cp.Client().CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			t.Errorf("deleting node %s: %v", name, err)
 		}
 	})
 	return n

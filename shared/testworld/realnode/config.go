@@ -1,0 +1,136 @@
+package realnode
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// containerdConfig is containerd 2.4's configuration (version 4) for one
+// node: CRI and NRI on, every path under the node's directory, runc from
+// Debian with cgroupfs, the pause image pinned as the sandbox image, CDI
+// specs read from the node's cdi directory. Pitfalls of this machine (see
+// RIGS.md, "The real node"): the socket addresses belong in the server
+// plugins' blocks; restrict_oom_score_adj because the bounding set lacks
+// CAP_SYS_RESOURCE (runc fails with "can't get final child's PID from pipe"
+// otherwise); no AppArmor.
+const containerdConfig = `version = 4
+root = '{{dir}}/containerd/root'
+state = '{{dir}}/containerd/state'
+
+[plugins]
+  [plugins.'io.containerd.server.v1.grpc']
+    address = '{{dir}}/containerd.sock'
+  [plugins.'io.containerd.server.v1.ttrpc']
+    address = '{{dir}}/containerd.sock.ttrpc'
+  [plugins.'io.containerd.server.v1.debug']
+    address = ''
+  [plugins.'io.containerd.cri.v1.images']
+    snapshotter = 'overlayfs'
+    [plugins.'io.containerd.cri.v1.images'.pinned_images]
+      sandbox = '{{pause}}'
+  [plugins.'io.containerd.cri.v1.runtime']
+    disable_apparmor = true
+    restrict_oom_score_adj = true
+    enable_cdi = true
+    cdi_spec_dirs = ['{{dir}}/cdi']
+    [plugins.'io.containerd.cri.v1.runtime'.containerd]
+      default_runtime_name = 'runc'
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+        runtime_type = 'io.containerd.runc.v2'
+        [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+          BinaryName = '{{runc}}'
+          Root = '{{dir}}/containerd/runc'
+          SystemdCgroup = false
+    [plugins.'io.containerd.cri.v1.runtime'.cni]
+      bin_dirs = ['{{cni}}']
+      conf_dir = '{{dir}}/cni/net.d'
+  [plugins.'io.containerd.grpc.v1.cri']
+    stream_server_address = '127.0.0.1'
+    stream_server_port = '0'
+  [plugins.'io.containerd.internal.v1.opt']
+    path = '{{dir}}/containerd/opt'
+  [plugins.'io.containerd.nri.v1.nri']
+    disable = false
+    socket_path = '{{dir}}/nri.sock'
+    plugin_path = '{{dir}}/nri/plugins'
+    plugin_config_path = '{{dir}}/nri/conf.d'
+`
+
+// kubeletConfig is the KubeletConfiguration: cgroupfs on this machine's
+// cgroup v1 hierarchy (failCgroupV1: false), no QoS cgroups and no
+// allocatable enforcement, its ports on loopback, pod logs under the node's
+// directory (read by tests: the apiserver cannot reach the kubelet by the
+// node's name here).
+const kubeletConfig = `apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+containerRuntimeEndpoint: unix://{{dir}}/containerd.sock
+imageServiceEndpoint: unix://{{dir}}/containerd.sock
+cgroupDriver: cgroupfs
+cgroupsPerQOS: false
+enforceNodeAllocatable: []
+failSwapOn: false
+failCgroupV1: false
+address: 127.0.0.1
+port: {{port}}
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: {{healthz}}
+authentication:
+  anonymous: {enabled: true}
+  webhook: {enabled: false}
+authorization:
+  mode: AlwaysAllow
+podLogsDir: {{dir}}/podlogs
+resolvConf: /etc/resolv.conf
+serializeImagePulls: false
+localStorageCapacityIsolation: false
+evictionHard:
+  memory.available: "1Mi"
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+nodeStatusUpdateFrequency: 10s
+syncFrequency: 10s
+fileCheckFrequency: 10s
+rotateCertificates: false
+serverTLSBootstrap: false
+maxPods: 110
+`
+
+// cniConfig gives pods an eth0 on a bridge of the node's own, addresses
+// from a host-local range kept under the node's directory.
+const cniConfig = `{
+  "cniVersion": "1.0.0",
+  "name": "{{bridge}}",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "{{bridge}}",
+      "isGateway": false,
+      "ipMasq": false,
+      "ipam": {
+        "type": "host-local",
+        "ranges": [[{"subnet": "{{subnet}}"}]],
+        "dataDir": "{{dir}}/cni/ipam"
+      }
+    }
+  ]
+}
+`
+
+// render replaces each {{key}} in tmpl and writes the result to path.
+func render(path, tmpl string, vars map[string]string) error {
+	var args []string
+	for k, v := range vars {
+		args = append(args, "{{"+k+"}}", v)
+	}
+	out := strings.NewReplacer(args...).Replace(tmpl)
+	if strings.Contains(out, "{{") {
+		return fmt.Errorf("%s: a placeholder has no value", path)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(out), 0o644)
+}

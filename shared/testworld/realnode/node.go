@@ -1,0 +1,600 @@
+package realnode
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Config describes one node.
+type Config struct {
+	// Name is the Node's name (the kubelet's --hostname-override).
+	Name string
+	// Dir holds everything of the node: keep it short (unix socket paths
+	// are 108 bytes at most). It is created; Stop removes it.
+	Dir string
+	// Kubeconfig is the kubelet's (an admin kubeconfig of the control
+	// plane), Client an admin client of the same control plane.
+	Kubeconfig string
+	Client     kubernetes.Interface
+	// Binaries are what Build returned.
+	Binaries *Binaries
+	// Labels are the Node's extra labels (--node-labels).
+	Labels map[string]string
+	// Logger receives progress lines. Default: discard.
+	Logger *slog.Logger
+}
+
+// Node is one running real node. Its methods are safe for concurrent use.
+type Node struct {
+	cfg     Config
+	log     *slog.Logger
+	index   int    // the node's number in this process: its bridge and subnet
+	nodeIP  string // the host's address the kubelet reports
+	ports   [2]int // kubelet, healthz
+	sysctls map[string]string
+
+	mu         sync.Mutex
+	netns      map[string]bool // of the sandboxes seen, for Stop
+	containerd *proc
+	kubelet    *proc
+	stopped    bool
+}
+
+var (
+	nodesMu   sync.Mutex
+	running   int
+	hostState *hostSnapshot // what the first node found; restored by the last
+)
+
+// Start starts containerd, imports the images, starts the kubelet and waits
+// until the Node is Ready, then lifts the not-ready taint (the test world
+// runs no node-lifecycle controller). On failure it removes what it made.
+func Start(ctx context.Context, cfg Config) (*Node, error) {
+	if cfg.Name == "" || cfg.Dir == "" || cfg.Kubeconfig == "" || cfg.Client == nil || cfg.Binaries == nil {
+		return nil, errors.New("realnode: Name, Dir, Kubeconfig, Client and Binaries are required")
+	}
+	if len(cfg.Dir) > 60 {
+		return nil, fmt.Errorf("realnode: Dir %q is too long for its unix sockets", cfg.Dir)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.Name), netns: map[string]bool{}}
+	n.index = indexOf(cfg.Name)
+	nodesMu.Lock()
+	if running == 0 {
+		hostState = snapshotHost()
+	}
+	running++
+	nodesMu.Unlock()
+	if err := n.start(ctx); err != nil {
+		if serr := n.Stop(); serr != nil {
+			n.log.Warn("cleaning up after a failed start", "err", serr)
+		}
+		return nil, err
+	}
+	return n, nil
+}
+
+func (n *Node) start(ctx context.Context) error {
+	t0 := time.Now()
+	var err error
+	if n.nodeIP, err = hostIP(); err != nil {
+		return err
+	}
+	for i := range n.ports {
+		if n.ports[i], err = freePort(); err != nil {
+			return err
+		}
+	}
+	if err := n.writeConfigs(); err != nil {
+		return err
+	}
+	if err := n.startContainerd(ctx); err != nil {
+		return err
+	}
+	if err := n.importImages(ctx); err != nil {
+		return err
+	}
+	if err := n.startKubelet(ctx); err != nil {
+		return err
+	}
+	if err := n.waitReady(ctx); err != nil {
+		return err
+	}
+	n.log.Info("real node ready", "took", time.Since(t0).Round(time.Millisecond), "dir", n.cfg.Dir)
+	return nil
+}
+
+func (n *Node) writeConfigs() error {
+	d := n.cfg.Dir
+	for _, sub := range []string{"nri/plugins", "nri/conf.d", "cdi", "podlogs", "kubelet", "logs"} {
+		if err := os.MkdirAll(filepath.Join(d, sub), 0o755); err != nil {
+			return err
+		}
+	}
+	b := n.cfg.Binaries
+	vars := map[string]string{"dir": d, "pause": PauseImage, "runc": b.Runc, "cni": b.CNIDir,
+		"port": strconv.Itoa(n.ports[0]), "healthz": strconv.Itoa(n.ports[1]),
+		"bridge": n.Bridge(), "subnet": fmt.Sprintf("10.%d.%d.0/24", 200+n.index/250, n.index%250)} // 10.200-203.x
+	if err := render(filepath.Join(d, "containerd.toml"), containerdConfig, vars); err != nil {
+		return err
+	}
+	if err := render(filepath.Join(d, "kubelet.yaml"), kubeletConfig, vars); err != nil {
+		return err
+	}
+	return render(filepath.Join(d, "cni/net.d/10-realnode.conflist"), cniConfig, vars)
+}
+
+// indexOf numbers a node by its name, for its bridge and pod subnet: nodes
+// of other test processes run beside this one's, so no counter would do.
+func indexOf(name string) int {
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	return int(h.Sum32() % 1000)
+}
+
+// Bridge is the name of the node's CNI bridge.
+func (n *Node) Bridge() string { return fmt.Sprintf("rnbr%d", n.index) }
+
+// Name is the Node's name.
+func (n *Node) Name() string { return n.cfg.Name }
+
+// Dir is the node's directory.
+func (n *Node) Dir() string { return n.cfg.Dir }
+
+// NRISocket is containerd's NRI socket, where netdra's nri plugin connects.
+func (n *Node) NRISocket() string { return filepath.Join(n.cfg.Dir, "nri.sock") }
+
+// ContainerdSocket is containerd's gRPC (and CRI) socket.
+func (n *Node) ContainerdSocket() string { return filepath.Join(n.cfg.Dir, "containerd.sock") }
+
+// KubeletDir is the kubelet's --root-dir.
+func (n *Node) KubeletDir() string { return filepath.Join(n.cfg.Dir, "kubelet") }
+
+// RegistryDir is where DRA drivers put their registration sockets.
+func (n *Node) RegistryDir() string { return filepath.Join(n.KubeletDir(), "plugins_registry") }
+
+// PluginsDir is the kubelet's plugins directory (a DRA driver's own dir
+// goes under it).
+func (n *Node) PluginsDir() string { return filepath.Join(n.KubeletDir(), "plugins") }
+
+// CDIDir is where containerd reads CDI specs.
+func (n *Node) CDIDir() string { return filepath.Join(n.cfg.Dir, "cdi") }
+
+// LogPath is the log file of the node's kubelet or containerd.
+func (n *Node) LogPath(component string) string {
+	return filepath.Join(n.cfg.Dir, "logs", component+".log")
+}
+
+func (n *Node) startContainerd(ctx context.Context) error {
+	p, err := startProc(n.LogPath("containerd"), n.cfg.Binaries.Containerd(), "--config", filepath.Join(n.cfg.Dir, "containerd.toml"))
+	if err != nil {
+		return fmt.Errorf("starting containerd: %w", err)
+	}
+	n.mu.Lock()
+	n.containerd = p
+	n.mu.Unlock()
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		select {
+		case <-p.exited:
+			return false, fmt.Errorf("containerd exited: %s", tail(n.LogPath("containerd")))
+		default:
+		}
+		return exec.CommandContext(ctx, n.cfg.Binaries.Ctr(), "--address", n.ContainerdSocket(), "version").Run() == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for containerd: %w", err)
+	}
+	return nil
+}
+
+func (n *Node) importImages(ctx context.Context) error {
+	for _, img := range []string{"pause.tar", "testapp.tar"} {
+		out, err := exec.CommandContext(ctx, n.cfg.Binaries.Ctr(), "--address", n.ContainerdSocket(), "-n", "k8s.io",
+			"images", "import", "--local", filepath.Join(n.cfg.Binaries.Images, img)).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("importing %s: %w: %s", img, err, out)
+		}
+	}
+	return nil
+}
+
+func (n *Node) startKubelet(ctx context.Context) error {
+	args := []string{
+		"--config=" + filepath.Join(n.cfg.Dir, "kubelet.yaml"),
+		"--kubeconfig=" + n.cfg.Kubeconfig,
+		"--root-dir=" + n.KubeletDir(),
+		"--cert-dir=" + filepath.Join(n.KubeletDir(), "pki"),
+		"--hostname-override=" + n.cfg.Name,
+		"--node-ip=" + n.nodeIP,
+		"--v=2",
+	}
+	if len(n.cfg.Labels) > 0 {
+		var l []string
+		for k, v := range n.cfg.Labels {
+			l = append(l, k+"="+v)
+		}
+		args = append(args, "--node-labels="+strings.Join(l, ","))
+	}
+	p, err := startProc(n.LogPath("kubelet"), n.cfg.Binaries.Kubelet(), args...)
+	if err != nil {
+		return fmt.Errorf("starting the kubelet: %w", err)
+	}
+	n.mu.Lock()
+	n.kubelet = p
+	n.mu.Unlock()
+	return nil
+}
+
+// waitReady waits for the Node to be Ready and removes its not-ready taint.
+func (n *Node) waitReady(ctx context.Context) error {
+	c := n.cfg.Client
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		n.mu.Lock()
+		k := n.kubelet
+		n.mu.Unlock()
+		select {
+		case <-k.exited:
+			return false, fmt.Errorf("the kubelet exited: %s", tail(n.LogPath("kubelet")))
+		default:
+		}
+		node, err := c.CoreV1().Nodes().Get(ctx, n.cfg.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, cond := range node.Status.Conditions {
+			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("node %s Ready: %w (kubelet log %s)", n.cfg.Name, err, n.LogPath("kubelet"))
+	}
+	return n.untaint(ctx)
+}
+
+// untaint removes the node.kubernetes.io/not-ready taint, which no
+// node-lifecycle controller lifts in the test world.
+func (n *Node) untaint(ctx context.Context) error {
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		node, err := n.cfg.Client.CoreV1().Nodes().Get(ctx, n.cfg.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		var keep []corev1.Taint
+		for _, t := range node.Spec.Taints {
+			if t.Key != corev1.TaintNodeNotReady && t.Key != corev1.TaintNodeUnreachable {
+				keep = append(keep, t)
+			}
+		}
+		if len(keep) == len(node.Spec.Taints) {
+			return true, nil
+		}
+		node.Spec.Taints = keep
+		_, err = n.cfg.Client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
+		return err == nil, nil
+	})
+}
+
+// RestartKubelet stops the kubelet (SIGTERM, as systemd would) and starts
+// it again, leaving the pods running; it returns once the Node is Ready.
+func (n *Node) RestartKubelet(ctx context.Context) error {
+	n.mu.Lock()
+	k := n.kubelet
+	n.mu.Unlock()
+	k.stop(30 * time.Second)
+	if err := n.startKubelet(ctx); err != nil {
+		return err
+	}
+	return n.waitReady(ctx)
+}
+
+// RestartContainerd stops containerd (SIGTERM) and starts it again; the
+// containers keep running in their shims.
+func (n *Node) RestartContainerd(ctx context.Context) error {
+	n.mu.Lock()
+	c := n.containerd
+	n.mu.Unlock()
+	c.stop(30 * time.Second)
+	return n.startContainerd(ctx)
+}
+
+// ContainerLog returns what a container of a pod on this node wrote, in
+// order, without the CRI log format's prefixes ("" when it wrote nothing
+// yet). restart is the container's restart count (0 for its first run).
+func (n *Node) ContainerLog(namespace, pod string, uid types.UID, container string, restart int) (string, error) {
+	path := filepath.Join(n.cfg.Dir, "podlogs", fmt.Sprintf("%s_%s_%s", namespace, pod, uid), container, fmt.Sprintf("%d.log", restart))
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	var out strings.Builder
+	s := bufio.NewScanner(bytes.NewReader(b))
+	s.Buffer(make([]byte, 64<<10), 1<<20)
+	for s.Scan() {
+		// 2026-12-01T11:00:00.000000000Z stdout F <text>
+		f := strings.SplitN(s.Text(), " ", 4)
+		if len(f) == 4 {
+			out.WriteString(f[3])
+			if f[2] == "F" {
+				out.WriteByte('\n')
+			}
+		}
+	}
+	return out.String(), nil
+}
+
+// Stop deletes the node's pods (the kubelet stops their sandboxes: netdra's
+// nri detaches, dra unprepares), stops the kubelet and containerd, and
+// removes everything the node made. It is idempotent.
+func (n *Node) Stop() error {
+	n.mu.Lock()
+	if n.stopped {
+		n.mu.Unlock()
+		return nil
+	}
+	n.stopped = true
+	n.mu.Unlock()
+	var errs []error
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := n.drain(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	n.mu.Lock()
+	k, c := n.kubelet, n.containerd
+	n.mu.Unlock()
+	if k != nil {
+		k.stop(30 * time.Second)
+	}
+	if c != nil {
+		n.recordSandboxes(ctx)
+		n.removeContainers(ctx)
+		c.stop(30 * time.Second)
+	}
+	errs = append(errs, n.cleanHost()...)
+	nodesMu.Lock()
+	running--
+	if running == 0 && hostState != nil {
+		errs = append(errs, hostState.restore()...)
+		hostState = nil
+	}
+	nodesMu.Unlock()
+	if err := os.RemoveAll(n.cfg.Dir); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Drain deletes the node's pods through the API and waits (a minute at
+// most) until the kubelet has torn each down and they are gone. Tests call
+// it while netdra still runs, so that every device goes back through the
+// real teardown path before the processes stop.
+func (n *Node) Drain(ctx context.Context) {
+	c := n.cfg.Client
+	sel := metav1.ListOptions{FieldSelector: "spec.nodeName=" + n.cfg.Name}
+	if pods, err := c.CoreV1().Pods("").List(ctx, sel); err == nil {
+		for _, p := range pods.Items {
+			_ = c.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{})
+		}
+	}
+	_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := c.CoreV1().Pods("").List(ctx, sel)
+		return err == nil && len(pods.Items) == 0, nil
+	})
+}
+
+// drain deletes the node's pods through the API and waits until they are
+// gone (the kubelet tore each down), then deletes the Node object.
+func (n *Node) drain(ctx context.Context) error {
+	c := n.cfg.Client
+	n.mu.Lock()
+	alive := n.kubelet != nil && !n.kubelet.done()
+	n.mu.Unlock()
+	sel := metav1.ListOptions{FieldSelector: "spec.nodeName=" + n.cfg.Name}
+	if alive {
+		n.Drain(ctx)
+	}
+	// Whatever is left (no kubelet to stop it) goes without grace.
+	if pods, err := c.CoreV1().Pods("").List(ctx, sel); err == nil {
+		for _, p := range pods.Items {
+			_ = c.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, *metav1.NewDeleteOptions(0))
+		}
+	}
+	err := c.CoreV1().Nodes().Delete(ctx, n.cfg.Name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting node %s: %w", n.cfg.Name, err)
+	}
+	return nil
+}
+
+// removeContainers kills and removes every task and container left in
+// containerd's k8s.io namespace, so that no shim outlives the node.
+func (n *Node) removeContainers(ctx context.Context) {
+	ctr := func(args ...string) string {
+		out, _ := exec.CommandContext(ctx, n.cfg.Binaries.Ctr(), append([]string{"--address", n.ContainerdSocket(), "-n", "k8s.io"}, args...)...).Output()
+		return string(out)
+	}
+	tasks := strings.Fields(ctr("tasks", "ls", "-q"))
+	for _, t := range tasks {
+		ctr("tasks", "kill", "-s", "KILL", t)
+	}
+	for _, t := range tasks {
+		_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			ctr("tasks", "rm", "-f", t)
+			return !strings.Contains(ctr("tasks", "ls", "-q"), t), nil
+		})
+	}
+	for _, c := range strings.Fields(ctr("containers", "ls", "-q")) {
+		ctr("containers", "rm", c)
+	}
+}
+
+// proc is one child process of the node.
+type proc struct {
+	cmd    *exec.Cmd
+	exited chan struct{}
+	log    *os.File
+}
+
+func startProc(logPath, bin string, args ...string) (*proc, error) {
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	// containerd finds containerd-shim-runc-v2 on its PATH.
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	p := &proc{cmd: cmd, exited: make(chan struct{}), log: f}
+	go func() {
+		_ = cmd.Wait()
+		f.Close()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+func (p *proc) done() bool {
+	select {
+	case <-p.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop sends SIGTERM, then SIGKILL after grace, and waits for the exit.
+func (p *proc) stop(grace time.Duration) {
+	if p.done() {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(grace):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
+// Kill kills the kubelet or containerd at once (SIGKILL), as a crash
+// would; Restart* start them again.
+func (n *Node) Kill(component string) {
+	n.mu.Lock()
+	p := n.kubelet
+	if component == "containerd" {
+		p = n.containerd
+	}
+	n.mu.Unlock()
+	if p != nil && !p.done() {
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
+// hostIP is the address of the host's first up, non-loopback interface:
+// the kubelet refuses a loopback node IP.
+func hostIP() (string, error) {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return "", err
+	}
+	for _, i := range ifs {
+		if i.Flags&net.FlagUp == 0 || i.Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		addrs, _ := i.Addrs()
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && ipn.IP.IsGlobalUnicast() {
+				return ipn.IP.String(), nil
+			}
+		}
+	}
+	return "", errors.New("realnode: no up interface with a global IPv4 address for the kubelet's node IP")
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// tail is the end of a log file, for errors.
+func tail(path string) string { return Tail(path, 4096) }
+
+// Tail returns the last max bytes of a file (a log), or the error reading it.
+func Tail(path string, max int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	st, _ := f.Stat()
+	if st != nil && st.Size() > max {
+		_, _ = f.Seek(-max, io.SeekEnd)
+	}
+	b, _ := io.ReadAll(f)
+	return string(b)
+}
+
+// Plugin reports whether the kubelet holds a live connection to the DRA
+// driver's plugin, and its endpoint: the last "Connection changed" line
+// the kubelet logged for the driver (at -v=2, which the node runs) says
+// connected=true. The kubelet has no API that tells.
+func (n *Node) Plugin(driver string) (endpoint string, ok bool) {
+	b, err := os.ReadFile(n.LogPath("kubelet"))
+	if err != nil {
+		return "", false
+	}
+	key := `"Connection changed" driverName="` + driver + `"`
+	for _, line := range strings.Split(string(b), "\n") {
+		i := strings.Index(line, key)
+		if i < 0 {
+			continue
+		}
+		rest := line[i+len(key):]
+		endpoint, ok = "", strings.Contains(rest, "connected=true")
+		if j := strings.Index(rest, `endpoint="`); j >= 0 {
+			endpoint = rest[j+len(`endpoint="`):]
+			endpoint = endpoint[:max(0, strings.IndexByte(endpoint, '"'))]
+		}
+	}
+	return endpoint, ok
+}
