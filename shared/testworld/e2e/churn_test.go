@@ -288,13 +288,7 @@ func (ch *churn) lifecycle(ctx context.Context, name string) error {
 
 // createPod creates the pod, retrying while the apiserver is away.
 func (ch *churn) createPod(ctx context.Context, name string) (*corev1.Pod, error) {
-	tmpl := ch.tmpl
-	want := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{
-		NodeSelector:   map[string]string{corev1.LabelHostname: ch.nn.node.Name()},
-		ResourceClaims: []corev1.PodResourceClaim{{Name: "net", ResourceClaimTemplateName: &tmpl}},
-		Containers: []corev1.Container{{Name: "app", Image: "registry.invalid/app",
-			Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "net"}}}}},
-	}}
+	want := podWithClaim(name, ch.nn.node.Name(), ch.tmpl)
 	var pod *corev1.Pod
 	var last error
 	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {

@@ -64,18 +64,26 @@ func claimTemplate(t *testing.T, c kubernetes.Interface, ns, class string, param
 
 func newPod(t *testing.T, c kubernetes.Interface, ns, name, node, template string) *corev1.Pod {
 	t.Helper()
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{
+	pod, err := c.CoreV1().Pods(ns).Create(context.Background(), podWithClaim(name, node, template), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pod
+}
+
+// podWithClaim is a pod on node whose test-app container uses a claim
+// from template. It requires netdra's NRI plugin (NRI's default validator
+// refuses its containers while netdra's nri is not connected), as a user
+// of netdra's fail-closed would write it.
+func podWithClaim(name, node, template string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name,
+		Annotations: map[string]string{realnode.RequiredPluginsAnnotation: `["netdra"]`}}, Spec: corev1.PodSpec{
 		NodeSelector:                  map[string]string{corev1.LabelHostname: node},
 		ResourceClaims:                []corev1.PodResourceClaim{{Name: "net", ResourceClaimTemplateName: &template}},
 		TerminationGracePeriodSeconds: ptr.To[int64](5),
 		Containers: []corev1.Container{{Name: "app", Image: realnode.TestAppImage, ImagePullPolicy: corev1.PullNever,
 			Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "net"}}}}},
 	}}
-	pod, err := c.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pod
 }
 
 // containerView returns the first complete dump of the pod's test-app

@@ -14,7 +14,9 @@ import (
 // RIGS.md, "The real node"): the socket addresses belong in the server
 // plugins' blocks; restrict_oom_score_adj because the bounding set lacks
 // CAP_SYS_RESOURCE (runc fails with "can't get final child's PID from pipe"
-// otherwise); no AppArmor.
+// otherwise); no AppArmor. NRI's default validator is on, so that a pod
+// annotated required-plugins.noderesource.dev/pod: '["netdra"]' gets no
+// container started while netdra's nri plugin is not connected (RequiredPlugins).
 const containerdConfig = `version = 4
 root = '{{dir}}/containerd/root'
 state = '{{dir}}/containerd/state'
@@ -56,6 +58,8 @@ state = '{{dir}}/containerd/state'
     socket_path = '{{dir}}/nri.sock'
     plugin_path = '{{dir}}/nri/plugins'
     plugin_config_path = '{{dir}}/nri/conf.d'
+    [plugins.'io.containerd.nri.v1.nri'.default_validator]
+      enable = true
 `
 
 // kubeletConfig is the KubeletConfiguration: cgroupfs on this machine's

@@ -18,3 +18,9 @@
 // Several nodes may run at once in one process (each with its own ports,
 // bridge and pod subnet); they share the host's network namespace.
 package realnode
+
+// RequiredPluginsAnnotation is the pod annotation NRI's default validator
+// reads (containerd 2.2 and later, on in the node's config): the NRI plugins
+// that must be connected for the pod's containers to be created.
+const RequiredPluginsAnnotation = "required-plugins.noderesource.dev/pod"
+

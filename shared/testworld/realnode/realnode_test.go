@@ -84,3 +84,53 @@ func TestNode_PodRunsAndNothingIsLeft(t *testing.T) {
 		t.Errorf("the Node object is left: %v", err)
 	}
 }
+
+// TestNode_RequiredPluginRefusesContainers: with NRI's default validator
+// on, the container of a pod that requires an NRI plugin which is not
+// connected is refused (the kubelet retries), while a pod without the
+// annotation runs: the mechanism netdra's fail-closed relies on when its nri
+// plugin is down.
+func TestNode_RequiredPluginRefusesContainers(t *testing.T) {
+	cp := worldtest.ControlPlane(t)
+	c := cp.Client()
+	ns := worldtest.Namespace(t, c)
+	n := worldtest.Node(t, cp)
+	mk := func(name string, ann map[string]string) *corev1.Pod {
+		pod, err := c.CoreV1().Pods(ns).Create(context.Background(), &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: ann},
+			Spec: corev1.PodSpec{NodeName: n.Name(), TerminationGracePeriodSeconds: new(int64),
+				Containers: []corev1.Container{{Name: "app", Image: realnode.TestAppImage, ImagePullPolicy: corev1.PullNever}}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pod
+	}
+	refused := mk("needs-netdra", map[string]string{realnode.RequiredPluginsAnnotation: `["netdra"]`})
+	plain := mk("plain", nil)
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := c.CoreV1().Pods(ns).Get(ctx, plain.Name, metav1.GetOptions{})
+		return err == nil && p.Status.Phase == corev1.PodRunning, nil
+	})
+	if err != nil {
+		t.Fatalf("the pod without the annotation does not run: %v", err)
+	}
+	var why string
+	err = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := c.CoreV1().Pods(ns).Get(ctx, refused.Name, metav1.GetOptions{})
+		if err != nil || len(p.Status.ContainerStatuses) == 0 {
+			return false, nil
+		}
+		if w := p.Status.ContainerStatuses[0].State.Waiting; w != nil {
+			why = w.Message
+		}
+		return strings.Contains(why, `required plugin "netdra" not present`), nil
+	})
+	if err != nil {
+		t.Fatalf("the container of the pod requiring netdra was not refused for it: %v (waiting: %q)", err, why)
+	}
+	if p, _ := c.CoreV1().Pods(ns).Get(context.Background(), refused.Name, metav1.GetOptions{}); p.Status.Phase == corev1.PodRunning {
+		t.Errorf("the pod requiring netdra runs without it")
+	}
+	t.Logf("refused: %s", why)
+}
