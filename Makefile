@@ -104,7 +104,7 @@ DEV_DIR     ?= /tmp/netdra-dev
 DEV_ONESHOT ?=
 
 .PHONY: dev
-dev: build world-bin dev-bin $(TOOLS)/stamps/grpcurl-$(GRPCURL_VERSION) ## Run netdra's whole job here (as root): test world, node processes, a pod with a device; until Ctrl-C (DEV_ONESHOT=1: once).
+dev: build world-bin node-bin dev-bin $(TOOLS)/stamps/grpcurl-$(GRPCURL_VERSION) ## Run netdra's whole job here (as root): test world, node processes, a pod with a device; until Ctrl-C (DEV_ONESHOT=1: once).
 	@$(OUT)/devdemo -dir $(DEV_DIR) -bin $(OUT) -testworld $(OUT)/testworld -grpcurl $(GRPCURL) \
 		-crds $(CURDIR)/pods/crds $(if $(filter 1 yes true,$(DEV_ONESHOT)),-oneshot)
 
@@ -122,12 +122,21 @@ world-bin: ## Build the test world (Kubernetes v1.37.2 from module sources) into
 	@echo ">> building Kubernetes v1.37.2 from module sources into $(OUT)/testworld (about 7 minutes the first time, cached after)"
 	@bash shared/testworld/dev/gobuild.sh shared/testworld $(OUT)/testworld ./cmd/testworld -ldflags '$(TESTWORLD_LDFLAGS)'
 
+.PHONY: node-bin
+node-bin: world-bin node-deps ## Build the test world's real node (kubelet, containerd, CNI plugins, images) into its cache.
+	@$(OUT)/testworld build-node
+
+.PHONY: node-deps
+node-deps: ## Install what the test world's real node takes from Debian (runc) when missing.
+	@command -v runc >/dev/null || { echo ">> installing runc from Debian for the test world's real node"; \
+		apt-get install -y --no-install-recommends runc; }
+
 # The test world: a real control plane, an emulated kubelet and the NRI
 # runtime side, in its own Go module (shared/testworld). The first build of
 # Kubernetes from module sources takes about 7 minutes on 2 cores; later
 # builds reuse the Go build cache.
 .PHONY: test-world
-test-world: ## Run the test world's tests, the operator's and the end-to-end tests (real control plane).
+test-world: node-deps ## Run the test world's tests, the operator's and the end-to-end tests (real control plane).
 	@echo ">> test world: building Kubernetes v1.37.2 from module sources if not cached (about 7 minutes the first time)"
 	cd shared/testworld && $(GO) vet ./... && GRPCURL=$(GRPCURL) $(GO) test -count=1 -p 1 -timeout 40m ./...
 

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,12 +28,14 @@ import (
 
 // devRun is one run of `make dev`'s program (cmd/devdemo) with names of
 // its own, so that it runs beside other tests: its demo links in a
-// throwaway netns standing in for the host's (-host-netns), its own pod
-// netns prefix, node name, folder, and no metrics ports.
+// throwaway netns standing in for the host's (-host-netns), its own node
+// name (the real node's bridge and pod subnet follow from it), folder, and
+// no metrics ports.
 type devRun struct {
-	dir, hostNS, netnsPrefix, linkPrefix string
-	args                                 []string
-	stdout                               io.Reader
+	dir, hostNS, linkPrefix string
+	args                    []string
+	stdout                  io.Reader
+	podNetns                string // as devdemo showed it, made by containerd
 }
 
 var (
@@ -51,6 +54,7 @@ func newDevRun(t *testing.T, extra ...string) *devRun {
 		t.Fatal(err)
 	}
 	bins := nodetest.Binaries(t)
+	worldtest.Binaries(t) // the real node's programs: testworld finds them built
 	devdemoOnce.Do(func() {
 		var dir string
 		if dir, devdemoErr = os.MkdirTemp("", "devdemo"); devdemoErr != nil {
@@ -69,13 +73,12 @@ func newDevRun(t *testing.T, extra ...string) *devRun {
 	_, _ = rand.Read(b[:])
 	s := hex.EncodeToString(b[:])
 	r := &devRun{
-		dir:         filepath.Join(os.TempDir(), "nddev-"+s),
-		hostNS:      "nddh-" + s,
-		netnsPrefix: "nddp-" + s + "-",
-		linkPrefix:  "nd" + s,
+		dir:        filepath.Join(os.TempDir(), "nddev-"+s),
+		hostNS:     "nddh-" + s,
+		linkPrefix: "nd" + s,
 	}
 	r.args = append([]string{"-dir", r.dir, "-bin", bins, "-testworld", tw, "-grpcurl", grpcurltest.Binary(t),
-		"-crds", "../../../pods/crds", "-host-netns", r.hostNS, "-netns-prefix", r.netnsPrefix,
+		"-crds", "../../../pods/crds", "-host-netns", r.hostNS,
 		"-link-prefix", r.linkPrefix, "-node-name", "dev-" + s, "-dra-metrics", "", "-nri-metrics", ""}, extra...)
 	t.Cleanup(func() { r.forceClean() })
 	return r
@@ -94,14 +97,24 @@ func (r *devRun) command(ctx context.Context) *exec.Cmd {
 	return exec.CommandContext(ctx, devdemoBin, r.args...)
 }
 
-// checkOutput checks that devdemo showed what make dev promises.
+// podNetnsRE finds the pod's network namespace in devdemo's output.
+var podNetnsRE = regexp.MustCompile(`its network namespace (\S+) \(made by containerd\)`)
+
+// checkOutput checks that devdemo showed what make dev promises: the pod's
+// container's own log with net1 as the claim asks, the claim's status,
+// how to look further, and the device back in the host at the end.
 func (r *devRun) checkOutput(t *testing.T, out string) {
 	t.Helper()
+	if !r.notePodNetns(out) {
+		t.Errorf("the output names no network namespace of the pod")
+	}
 	for _, want := range []string{
 		"pod default/demo is Running",
-		"== ip -n " + r.netnsPrefix,
-		"net1", "link/ether 02:00:00:00:d0:01", "mtu 1400", "inet 10.40.0.2/24", "inet6 fd00:40::2/64",
-		"10.41.0.0/16 via 10.40.0.1 dev net1",
+		"== The container's own view of its network (its log " + r.dir + "/world/node/podlogs/default_demo_",
+		"  testapp dump 1 netns=net:[",
+		": net1: <up", "mtu 1400 hw 02:00:00:00:d0:01", "\n      inet 10.40.0.2/24\n", "\n      inet fd00:40::2/64\n",
+		"\n  route 10.41.0.0/16 via 10.40.0.1 dev net1\n",
+		"  testapp end 1\n",
 		"== The claim's status", "interfaceName: net1", "reason: DevicePrepared",
 		"export KUBECONFIG=" + r.dir + "/world/",
 		"-unix " + r.dir + "/state.sock netdra.state.v1.StateService/Dump",
@@ -120,17 +133,25 @@ func (r *devRun) checkOutput(t *testing.T, out string) {
 	}
 }
 
+// notePodNetns notes the pod's network namespace that devdemo showed, for
+// checkNothingLeft and forceClean; false when it showed none.
+func (r *devRun) notePodNetns(out string) bool {
+	m := podNetnsRE.FindStringSubmatch(out)
+	if m != nil {
+		r.podNetns = m[1]
+	}
+	return m != nil
+}
+
 // checkNothingLeft checks, independently of devdemo, that it left nothing:
-// no netns of its, no demo link in the host netns, no folder, no process.
+// no netns of its (the host stand-in, the pod's), no demo link in the host
+// netns, no folder, no mount under it, no process (the real node's
+// kubelet, containerd and shims name the folder).
 func (r *devRun) checkNothingLeft(t *testing.T) {
 	t.Helper()
-	entries, err := os.ReadDir("/var/run/netns")
-	if err != nil && !os.IsNotExist(err) {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), r.netnsPrefix) || e.Name() == r.hostNS {
-			t.Errorf("network namespace %s left", e.Name())
+	for _, ns := range []string{r.hostNS, r.podNetns} {
+		if _, err := os.Stat(filepath.Join("/var/run/netns", ns)); ns != "" && err == nil {
+			t.Errorf("network namespace %s left", ns)
 		}
 	}
 	for _, l := range []string{r.linkPrefix + "0", r.linkPrefix + "0p", r.linkPrefix + "1", r.linkPrefix + "1p"} {
@@ -144,25 +165,49 @@ func (r *devRun) checkNothingLeft(t *testing.T) {
 	if pids := processesNaming(r.dir); len(pids) > 0 {
 		t.Errorf("processes naming %s still run: %v", r.dir, pids)
 	}
+	if m := mountsUnder(r.dir); len(m) > 0 {
+		t.Errorf("mounts under %s left: %v", r.dir, m)
+	}
 }
 
 // forceClean removes what a failed run may have left, so that a failure
-// does not leak into the machine.
+// does not leak into the machine. It first gives a testworld that is still
+// stopping (devdemo killed: the kernel sent it SIGTERM) the time to remove
+// its real node itself, which puts the host back as it was.
 func (r *devRun) forceClean() {
+	deadline := time.Now().Add(3 * time.Minute)
+	for len(processesNaming(r.dir)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+	}
 	for _, pid := range processesNaming(r.dir) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
-	entries, _ := os.ReadDir("/var/run/netns")
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), r.netnsPrefix) || e.Name() == r.hostNS {
-			_ = exec.Command("ip", "netns", "del", e.Name()).Run()
+	for _, m := range mountsUnder(r.dir) {
+		_ = syscall.Unmount(m, syscall.MNT_DETACH)
+	}
+	for _, ns := range []string{r.hostNS, r.podNetns} {
+		if _, err := os.Stat(filepath.Join("/var/run/netns", ns)); ns != "" && err == nil {
+			_ = exec.Command("ip", "netns", "del", ns).Run()
 		}
 	}
 	os.RemoveAll(r.dir)
 }
 
+// mountsUnder lists the mount points under dir, deepest first.
+func mountsUnder(dir string) []string {
+	b, _ := os.ReadFile("/proc/self/mountinfo")
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			out = append(out, f[4])
+		}
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(out)))
+	return out
+}
+
 // processesNaming lists the processes with dir or a path under it in their
-// command line.
+// command line (also as a flag's value: the kubelet's --config=...).
 func processesNaming(dir string) []int {
 	entries, _ := os.ReadDir("/proc")
 	var pids []int
@@ -176,7 +221,7 @@ func processesNaming(dir string) []int {
 			continue
 		}
 		for _, arg := range strings.Split(string(b), "\x00") {
-			if arg == dir || strings.HasPrefix(arg, dir+"/") {
+			if arg == dir || strings.HasPrefix(arg, dir+"/") || strings.Contains(arg, "="+dir+"/") {
 				pids = append(pids, pid)
 				break
 			}
@@ -199,6 +244,9 @@ func TestE2E_DevOneshot(t *testing.T) {
 		t.Fatalf("devdemo -oneshot: %v\n%s", err, out)
 	}
 	r.checkOutput(t, string(out))
+	if !strings.Contains(string(out), ">> checked: the container sees net1 up with MAC 02:00:00:00:d0:01, MTU 1400") {
+		t.Errorf("the oneshot run did not say it checked the container's view")
+	}
 	if !strings.Contains(string(out), "== The device's counters") || !strings.Contains(string(out), `netdra_device_packets_total{`) {
 		t.Errorf("the output shows no device counters:\n%s", out)
 	}
@@ -275,6 +323,7 @@ func (r *devRun) startUntilRunning(t *testing.T) (*exec.Cmd, *strings.Builder, *
 	for sc.Scan() {
 		out.WriteString(sc.Text() + "\n")
 		if sc.Text() == "Running until Ctrl-C." {
+			r.notePodNetns(out.String())
 			return cmd, out, stderr
 		}
 	}

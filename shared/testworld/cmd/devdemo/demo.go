@@ -10,11 +10,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -31,13 +33,16 @@ type demo struct {
 	out  io.Writer
 	undo []undoStep
 
-	world    *proc
-	procs    map[string]*proc
-	env      map[string]string // world.env
-	restCfg  *rest.Config
-	client   kubernetes.Interface
-	dyn      dynamic.Interface
-	podNetns string
+	world   *proc
+	procs   map[string]*proc
+	env     map[string]string // world.env
+	restCfg *rest.Config
+	client  kubernetes.Interface
+	dyn     dynamic.Interface
+	// The running pod's: its network namespace as containerd made it (a
+	// name under /var/run/netns), its container's log and the first dump
+	// the container printed of its network.
+	podNetns, podLog, podView string
 	// madeAny is set once preflight passed: from then on, things are made.
 	madeAny bool
 }
@@ -157,12 +162,11 @@ func (d *demo) preflight(context.Context) error {
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
+	if pids := processesUnder(d.c.dir); len(pids) > 0 {
+		return fmt.Errorf("processes with %s in their command line run (a real node's, left by a make dev that was killed?): %v; stop them and start again", d.c.dir, pids)
+	}
 	if d.c.hostNetns != "" && netnsExists(d.c.hostNetns) {
 		return fmt.Errorf("network namespace %s exists already: remove it (ip netns del %s) or choose another -host-netns", d.c.hostNetns, d.c.hostNetns)
-	}
-	if left := netnsWithPrefix(d.c.netnsPrefix); len(left) > 0 {
-		return fmt.Errorf("network namespaces named %s* exist already (left by a make dev that was killed?): %s; remove them with ip netns del",
-			d.c.netnsPrefix, strings.Join(left, " "))
 	}
 	if d.c.hostNetns == "" {
 		for _, l := range d.c.links() {
@@ -236,23 +240,31 @@ func (d *demo) makeLinks(context.Context) error {
 	return nil
 }
 
+// worldEnv are the keys world.env must have.
+var worldEnv = []string{"KUBECONFIG", "TESTWORLD_NODE", "TESTWORLD_NRI_SOCKET", "TESTWORLD_PLUGINS_REGISTRY",
+	"TESTWORLD_PLUGINS", "TESTWORLD_NODE_DIR", "TESTWORLD_CONTAINERD_SOCKET"}
+
+// worldStopGrace bounds the world's stop: the real node drains its pods
+// (a minute at most when a pod cannot be torn down), then stops the
+// kubelet and containerd (half a minute each at most) and cleans up.
+const worldStopGrace = 3 * time.Minute
+
 // startWorld starts the testworld binary and waits for its world.env.
 func (d *demo) startWorld(ctx context.Context) error {
-	worldDir := filepath.Join(d.c.dir, "world")
 	logPath := filepath.Join(d.c.dir, "world.log")
-	d.say("starting the test world: Kubernetes v1.37.2 control plane, node %s with its kubelet and the NRI runtime side (log %s)",
-		d.c.nodeName, logPath)
+	d.say("starting the test world: Kubernetes v1.37.2 control plane, real node %s (kubelet v1.37.2, containerd v2.4.2 with NRI, runc) in %s (log %s)",
+		d.c.nodeName, d.c.nodeDir(), logPath)
 	t0 := time.Now()
-	p, err := startProc("testworld", logPath, d.c.testworld, "-dir", worldDir, "-node-name", d.c.nodeName,
-		"-netns-prefix", d.c.netnsPrefix, "-start-timeout", d.c.timeout.String())
+	p, err := startProc("testworld", logPath, d.c.testworld, "-dir", d.c.worldDir(), "-node-name", d.c.nodeName,
+		"-start-timeout", d.c.timeout.String())
 	if err != nil {
 		return err
 	}
 	d.world = p
-	// After the world stopped: pod namespaces it could not remove.
-	d.onExit("removing leftover pod network namespaces", d.removeLeftoverNetns)
-	d.onExit("stopping the test world", func() error { return p.stop(90 * time.Second) })
-	envPath := filepath.Join(worldDir, "world.env")
+	// After the world stopped: what its node could not remove.
+	d.onExit("removing what the real node left", d.removeNodeLeftovers)
+	d.onExit("stopping the test world", func() error { return p.stop(worldStopGrace) })
+	envPath := filepath.Join(d.c.worldDir(), "world.env")
 	err = p.waitUntil(ctx, "world.env (the world ready)", d.c.timeout+30*time.Second, func(context.Context) (bool, error) {
 		env, err := readEnv(envPath)
 		if err != nil {
@@ -264,7 +276,7 @@ func (d *demo) startWorld(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, k := range []string{"KUBECONFIG", "TESTWORLD_NODE", "TESTWORLD_NRI_SOCKET", "TESTWORLD_PLUGINS_REGISTRY", "TESTWORLD_PLUGINS", "TESTWORLD_NETNS_PREFIX"} {
+	for _, k := range worldEnv {
 		if d.env[k] == "" {
 			return fmt.Errorf("%s has no %s", envPath, k)
 		}
@@ -385,30 +397,48 @@ func netnsExists(name string) bool {
 	return err == nil
 }
 
-// netnsWithPrefix lists the named network namespaces starting with prefix.
-func netnsWithPrefix(prefix string) []string {
-	entries, _ := os.ReadDir(netnsDir)
-	var out []string
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), prefix) {
-			out = append(out, e.Name())
-		}
-	}
-	return out
-}
-
-// removeLeftoverNetns deletes pod network namespaces the world left: it
-// removes them itself when it stops, so any left is reported.
-func (d *demo) removeLeftoverNetns() error {
-	left := netnsWithPrefix(d.c.netnsPrefix)
+// removeNodeLeftovers removes what the real node left after the world
+// stopped: processes naming the folder (a shim, the kubelet), mounts under
+// it, the pod's network namespace. The world removes all of it itself when
+// it stops, so anything found is reported.
+func (d *demo) removeNodeLeftovers() error {
 	var errs []error
-	for _, ns := range left {
-		errs = append(errs, d.ipHost("netns", "del", ns))
+	if pids := processesUnder(d.c.dir); len(pids) > 0 {
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		errs = append(errs, fmt.Errorf("the test world left processes naming %s: %v (killed now)", d.c.dir, pids))
 	}
-	if len(left) > 0 {
-		errs = append(errs, fmt.Errorf("the test world left network namespaces %s (removed now)", strings.Join(left, " ")))
+	if mounts := mountsUnder(d.c.dir); len(mounts) > 0 {
+		for _, m := range mounts {
+			if err := unix.Unmount(m, unix.MNT_DETACH); err != nil {
+				errs = append(errs, fmt.Errorf("unmounting %s: %w", m, err))
+			}
+		}
+		errs = append(errs, fmt.Errorf("the test world left mounts %s (unmounted now)", strings.Join(mounts, " ")))
+	}
+	if d.podNetns != "" && netnsExists(d.podNetns) {
+		errs = append(errs, d.ipHost("netns", "del", d.podNetns),
+			fmt.Errorf("the test world left the pod's network namespace %s (removed now)", d.podNetns))
 	}
 	return errors.Join(errs...)
+}
+
+// mountsUnder lists the mount points under dir, deepest first.
+func mountsUnder(dir string) []string {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		// id parent major:minor root mount-point ...
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			out = append(out, f[4])
+		}
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(out)))
+	return out
 }
 
 // checkNothingLeft checks, after cleanup, that nothing devdemo made is
@@ -418,8 +448,14 @@ func (d *demo) checkNothingLeft() error {
 		return nil // refused before making anything: what is there is not ours
 	}
 	var errs []error
-	if left := netnsWithPrefix(d.c.netnsPrefix); len(left) > 0 {
-		errs = append(errs, fmt.Errorf("network namespaces left: %s", strings.Join(left, " ")))
+	if _, err := os.Lstat(d.c.nodeDir()); err == nil {
+		errs = append(errs, fmt.Errorf("the real node's folder %s left", d.c.nodeDir()))
+	}
+	if mounts := mountsUnder(d.c.dir); len(mounts) > 0 {
+		errs = append(errs, fmt.Errorf("mounts left under %s: %s", d.c.dir, strings.Join(mounts, " ")))
+	}
+	if d.podNetns != "" && netnsExists(d.podNetns) {
+		errs = append(errs, fmt.Errorf("the pod's network namespace %s left", d.podNetns))
 	}
 	if d.c.hostNetns != "" && netnsExists(d.c.hostNetns) {
 		errs = append(errs, fmt.Errorf("network namespace %s left", d.c.hostNetns))

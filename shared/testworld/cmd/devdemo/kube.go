@@ -26,16 +26,18 @@ import (
 	"github.com/netdra/netdra/shared/apis/v1alpha1"
 	"github.com/netdra/netdra/shared/rpc"
 	"github.com/netdra/netdra/shared/testworld/crds"
+	"github.com/netdra/netdra/shared/testworld/realnode"
 )
 
 // The demo's objects.
 const (
-	driverName   = v1alpha1.DefaultDriverName
-	poolName     = "demo"
-	className    = "demo.netdra.io"
-	templateName = "demo-net"
-	podName      = "demo"
-	podNamespace = metav1.NamespaceDefault
+	driverName    = v1alpha1.DefaultDriverName
+	poolName      = "demo"
+	className     = "demo.netdra.io"
+	templateName  = "demo-net"
+	podName       = "demo"
+	podNamespace  = metav1.NamespaceDefault
+	containerName = "app"
 )
 
 // What the claim asks for net1, checked in the pod.
@@ -111,14 +113,18 @@ func claimTemplate() *resourceapi.ResourceClaimTemplate {
 		}}}}
 }
 
-// pod uses a claim from the template, on the demo node. No container runs
-// in the test world: the image is never pulled.
+// pod uses a claim from the template, on the demo node. Its container is
+// the real node's test app (imported by the node, never pulled: no
+// registry), which prints what it sees of its network to its log; it
+// stops at once on SIGTERM.
 func (c *config) pod() *corev1.Pod {
 	tmpl := templateName
+	grace := int64(2)
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: podName, Namespace: podNamespace}, Spec: corev1.PodSpec{
-		NodeSelector:   map[string]string{corev1.LabelHostname: c.nodeName},
-		ResourceClaims: []corev1.PodResourceClaim{{Name: "net", ResourceClaimTemplateName: &tmpl}},
-		Containers: []corev1.Container{{Name: "app", Image: "registry.invalid/demo",
+		NodeSelector:                  map[string]string{corev1.LabelHostname: c.nodeName},
+		ResourceClaims:                []corev1.PodResourceClaim{{Name: "net", ResourceClaimTemplateName: &tmpl}},
+		TerminationGracePeriodSeconds: &grace,
+		Containers: []corev1.Container{{Name: containerName, Image: realnode.TestAppImage, ImagePullPolicy: corev1.PullNever,
 			Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "net"}}}}},
 	}}
 }
@@ -285,7 +291,9 @@ func (d *demo) deletePod() error {
 	return nil
 }
 
-// waitPod waits for the pod to run; when it does not, it says why.
+// waitPod waits for the pod to run (when it does not, it says why), asks
+// containerd for its network namespace and waits for its container's
+// first dump of its network in its log.
 func (d *demo) waitPod(ctx context.Context) error {
 	var pod *corev1.Pod
 	err := d.poll(ctx, "pod Running", func(ctx context.Context) (bool, error) {
@@ -299,8 +307,18 @@ func (d *demo) waitPod(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w\n%s", err, d.events(context.Background()))
 	}
-	d.podNetns = d.env["TESTWORLD_NETNS_PREFIX"] + string(pod.UID)
-	return nil
+	if d.podNetns, err = podNetns(ctx, d.env["TESTWORLD_CONTAINERD_SOCKET"], pod.UID); err != nil {
+		return err
+	}
+	d.podLog = containerLogPath(d.env["TESTWORLD_NODE_DIR"], pod, containerName)
+	return d.poll(ctx, "first dump of its network in the container's log "+d.podLog, func(context.Context) (bool, error) {
+		log, err := readContainerLog(d.podLog)
+		if err != nil {
+			return false, err
+		}
+		d.podView, err = firstDump(log)
+		return err == nil, err
+	})
 }
 
 // events lists the demo namespace's events, to say why a pod does not run.

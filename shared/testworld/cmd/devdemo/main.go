@@ -3,18 +3,24 @@
 //
 //   - creates demo veth pairs (ndemo0, ndemo1, ...; peers <name>p) for the
 //     provisioner's host manager to offer,
-//   - starts the test world (testworld binary: control plane, node,
-//     kubelet, NRI runtime side) and netdra's four node processes —
-//     state, provisioner, nri, dra — as separate processes with their
-//     sockets and logs in one folder,
+//   - starts the test world (testworld binary: a control plane and a real
+//     node, a real kubelet and containerd with NRI, in DIR/world/node) and
+//     netdra's four node processes — state, provisioner, nri, dra — as
+//     separate processes with their sockets and logs in one folder,
 //   - applies the CRDs, a NodeConfig, a DeviceClass, a ResourceClaimTemplate
-//     (net1, a MAC, an MTU, an IPv4 and an IPv6 address, a route) and a Pod,
-//   - shows the pod Running, its net1 in its network namespace, the claim's
-//     status, and how to look further (kubectl, one grpcurl per socket),
+//     (net1, a MAC, an MTU, an IPv4 and an IPv6 address, a route) and a Pod
+//     whose container (the real node's test app) prints what it sees of
+//     its network,
+//   - shows the pod Running, the container's own log (net1 with the
+//     claim's MAC, MTU, addresses and route, as the container sees them),
+//     its network namespace (from containerd), the claim's status, and how
+//     to look further (kubectl, one grpcurl per socket),
 //   - runs until Ctrl-C (or, with -oneshot, checks what it showed and
 //     goes on), then removes everything it made: the pod (its device goes
-//     back to the host), the processes, the namespaces, the links, the
-//     folder. It checks that nothing is left and fails when something is.
+//     back to the host), the processes, the world with its node, the
+//     links, the folder. It checks that nothing is left — no process, mount
+//     or file under the folder, no pod network namespace, no demo link —
+//     and fails when something is.
 //
 // Every step checks its inputs first; a failure part-way, or a child that
 // dies while it runs, removes what was made up to then. It exits 0 after a
@@ -34,7 +40,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"syscall"
 	"time"
 )
@@ -45,29 +50,32 @@ func main() {
 
 // config is devdemo's flags.
 type config struct {
-	dir         string // sockets, logs, state.db, the world's folder
-	binDir      string // state, provisioner, nri, dra
-	testworld   string // the testworld binary
-	grpcurl     string
-	crds        string // pods/crds
-	nodeName    string
-	netnsPrefix string // of the pods' network namespaces
-	linkPrefix  string // of the demo links
-	devices     int
-	hostNetns   string // a named netns standing in for the host's; "" = the host's own
-	draMetrics  string
-	nriMetrics  string
-	oneshot     bool
-	timeout     time.Duration // bounds each wait
+	dir        string // sockets, logs, state.db, the world's folder
+	binDir     string // state, provisioner, nri, dra
+	testworld  string // the testworld binary
+	grpcurl    string
+	crds       string // pods/crds
+	nodeName   string
+	linkPrefix string // of the demo links
+	devices    int
+	hostNetns  string // a named netns standing in for the host's; "" = the host's own
+	draMetrics string
+	nriMetrics string
+	oneshot    bool
+	timeout    time.Duration // bounds each wait
 }
 
 // ifNameMax is the longest kernel interface name (IFNAMSIZ - 1).
 const ifNameMax = 15
 
+// nodeDirMax is the longest directory the real node takes
+// (realnode.Start): its unix sockets' paths are 108 bytes at most.
+const nodeDirMax = 60
+
 var (
-	linkPrefixRE  = regexp.MustCompile(`^[a-z][a-z0-9]*$`)
-	netnsPrefixRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
-	dnsLabelRE    = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	linkPrefixRE = regexp.MustCompile(`^[a-z][a-z0-9]*$`)
+	netnsNameRE  = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
+	dnsLabelRE   = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 )
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -79,8 +87,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.testworld, "testworld", "", "the testworld binary (required; make world-bin)")
 	fs.StringVar(&c.grpcurl, "grpcurl", "", "the grpcurl binary (required)")
 	fs.StringVar(&c.crds, "crds", "", "folder of netdra's CRDs, pods/crds (required)")
-	fs.StringVar(&c.nodeName, "node-name", "netdra-dev", "name of the emulated node")
-	fs.StringVar(&c.netnsPrefix, "netns-prefix", "netdra-dev-", "prefix of the pods' network namespace names")
+	fs.StringVar(&c.nodeName, "node-name", "netdra-dev", "name of the real node")
 	fs.StringVar(&c.linkPrefix, "link-prefix", "ndemo", "prefix of the demo veth names (<prefix>0, <prefix>0p, ...)")
 	fs.IntVar(&c.devices, "devices", 2, "how many demo veth pairs to create")
 	fs.StringVar(&c.hostNetns, "host-netns", "", "run the provisioner and the demo links in this named netns, created and deleted here (default: the host's own)")
@@ -116,23 +123,24 @@ func (c *config) validate() error {
 		return fmt.Errorf("-devices %d: want 1 to 9", c.devices)
 	case !linkPrefixRE.MatchString(c.linkPrefix) || len(c.linkPrefix)+2 > ifNameMax:
 		return fmt.Errorf("-link-prefix %q: want lower-case letters and digits, starting with a letter, at most %d characters", c.linkPrefix, ifNameMax-2)
-	case !netnsPrefixRE.MatchString(c.netnsPrefix):
-		return fmt.Errorf("-netns-prefix %q: want letters, digits, '_', '.' and '-'", c.netnsPrefix)
-	case c.hostNetns != "" && !netnsPrefixRE.MatchString(c.hostNetns):
+	case c.hostNetns != "" && !netnsNameRE.MatchString(c.hostNetns):
 		return fmt.Errorf("-host-netns %q: want letters, digits, '_', '.' and '-'", c.hostNetns)
-	case c.hostNetns != "" && strings.HasPrefix(c.hostNetns, c.netnsPrefix):
-		return fmt.Errorf("-host-netns %q starts with -netns-prefix %q, which names the pods' namespaces", c.hostNetns, c.netnsPrefix)
 	case !dnsLabelRE.MatchString(c.nodeName) || len(c.nodeName) > 63:
 		return fmt.Errorf("-node-name %q: want a DNS label", c.nodeName)
 	case c.timeout <= 0:
 		return fmt.Errorf("-timeout %s: must be positive", c.timeout)
 	}
-	// The longest socket path: the dra plugin's, under the world's folder.
-	if sock := filepath.Join(c.dir, "world", "plugins", "netdra.io", "dra.sock"); len(sock) > 107 {
-		return fmt.Errorf("-dir %q: too long for unix socket paths (%s)", c.dir, sock)
+	// The real node's sockets are under its folder, the longest the
+	// registration socket of the dra plugin.
+	if node := c.nodeDir(); len(node) > nodeDirMax {
+		return fmt.Errorf("-dir %q: too long for unix socket paths (the real node's folder %s is over %d bytes)", c.dir, node, nodeDirMax)
 	}
 	return nil
 }
+
+// worldDir is the test world's folder, nodeDir its real node's.
+func (c *config) worldDir() string { return filepath.Join(c.dir, "world") }
+func (c *config) nodeDir() string  { return filepath.Join(c.worldDir(), "node") }
 
 // links returns the demo links: name and peer of each pair.
 func (c *config) links() [][2]string {
@@ -179,6 +187,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "devdemo:", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, ">> stopped: the pod, the processes, the network namespaces, the demo links and %s are gone\n", c.dir)
+	fmt.Fprintf(stdout, ">> stopped: the pod, the processes, the real node, the demo links and %s are gone\n", c.dir)
 	return 0
 }

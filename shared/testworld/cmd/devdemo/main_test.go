@@ -10,9 +10,11 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/netdra/netdra/shared/apis/v1alpha1"
 	"github.com/netdra/netdra/shared/claimconfig"
+	"github.com/netdra/netdra/shared/testworld/realnode"
 )
 
 // required are the flags without defaults.
@@ -29,15 +31,15 @@ func TestParseFlags(t *testing.T) {
 			name: "defaults",
 			args: required,
 			want: config{dir: "/tmp/netdra-dev", binDir: "/b", testworld: "/tw", grpcurl: "/g", crds: "/c",
-				nodeName: "netdra-dev", netnsPrefix: "netdra-dev-", linkPrefix: "ndemo", devices: 2,
+				nodeName: "netdra-dev", linkPrefix: "ndemo", devices: 2,
 				draMetrics: "127.0.0.1:9651", nriMetrics: "127.0.0.1:9652", timeout: 3 * time.Minute},
 		},
 		{
 			name: "everything set",
-			args: append([]string{"-dir", "/d", "-node-name", "n1", "-netns-prefix", "p-", "-link-prefix", "x1",
+			args: append([]string{"-dir", "/d", "-node-name", "n1", "-link-prefix", "x1",
 				"-devices", "3", "-host-netns", "h", "-dra-metrics", "", "-nri-metrics", "", "-oneshot", "-timeout", "1m"}, required...),
 			want: config{dir: "/d", binDir: "/b", testworld: "/tw", grpcurl: "/g", crds: "/c",
-				nodeName: "n1", netnsPrefix: "p-", linkPrefix: "x1", devices: 3, hostNetns: "h",
+				nodeName: "n1", linkPrefix: "x1", devices: 3, hostNetns: "h",
 				oneshot: true, timeout: time.Minute},
 		},
 		{name: "missing -bin", args: []string{"-testworld", "/tw", "-grpcurl", "/g", "-crds", "/c"}, wantErr: "-bin is required"},
@@ -45,10 +47,15 @@ func TestParseFlags(t *testing.T) {
 		{name: "no devices", args: append([]string{"-devices", "0"}, required...), wantErr: "-devices 0"},
 		{name: "link prefix too long", args: append([]string{"-link-prefix", "abcdefghijklmn"}, required...), wantErr: "-link-prefix"},
 		{name: "link prefix with a slash", args: append([]string{"-link-prefix", "a/b"}, required...), wantErr: "-link-prefix"},
-		{name: "bad netns prefix", args: append([]string{"-netns-prefix", "a/b"}, required...), wantErr: "-netns-prefix"},
-		{name: "host netns with the pods' prefix", args: append([]string{"-host-netns", "netdra-dev-host"}, required...), wantErr: "starts with -netns-prefix"},
+		{name: "emulated node's flag", args: append([]string{"-netns-prefix", "p-"}, required...), wantErr: "not defined: -netns-prefix"},
+		{name: "bad host netns", args: append([]string{"-host-netns", "a/b"}, required...), wantErr: "-host-netns"},
 		{name: "bad node name", args: append([]string{"-node-name", "Node_1"}, required...), wantErr: "-node-name"},
 		{name: "dir too long for sockets", args: append([]string{"-dir", "/" + strings.Repeat("d", 90)}, required...), wantErr: "too long for unix socket paths"},
+		{name: "dir too long for the node", args: append([]string{"-dir", "/" + strings.Repeat("d", 49)}, required...), wantErr: "real node's folder"},
+		{name: "longest dir", args: append([]string{"-dir", "/" + strings.Repeat("d", 48), "-oneshot"}, required...),
+			want: config{dir: "/" + strings.Repeat("d", 48), binDir: "/b", testworld: "/tw", grpcurl: "/g", crds: "/c",
+				nodeName: "netdra-dev", linkPrefix: "ndemo", devices: 2,
+				draMetrics: "127.0.0.1:9651", nriMetrics: "127.0.0.1:9652", oneshot: true, timeout: 3 * time.Minute}},
 		{name: "zero timeout", args: append([]string{"-timeout", "0s"}, required...), wantErr: "-timeout"},
 	}
 	for _, tt := range tests {
@@ -106,6 +113,9 @@ func TestObjectsAreValid(t *testing.T) {
 	pod := c.pod()
 	if pod.Spec.NodeSelector["kubernetes.io/hostname"] != "netdra-dev" || *pod.Spec.ResourceClaims[0].ResourceClaimTemplateName != templateName {
 		t.Errorf("pod: %+v", pod.Spec)
+	}
+	if app := pod.Spec.Containers[0]; app.Image != realnode.TestAppImage || app.ImagePullPolicy != corev1.PullNever {
+		t.Errorf("the container runs %s (pull %s), want the real node's test app %s, never pulled", app.Image, app.ImagePullPolicy, realnode.TestAppImage)
 	}
 }
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,7 +13,8 @@ import (
 )
 
 // show prints what happened and how to look further, and checks it: net1
-// as the claim asked, and every printed grpcurl command answering.
+// as the claim asked in the container's own view, and every printed
+// grpcurl command answering.
 func (d *demo) show(ctx context.Context) error {
 	pod, err := d.client.CoreV1().Pods(podNamespace).Get(ctx, podName, metav1.GetOptions{})
 	if err != nil {
@@ -24,14 +24,6 @@ func (d *demo) show(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	addr, err := exec.Command("ip", "-n", d.podNetns, "addr").CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("ip -n %s addr: %w: %s", d.podNetns, err, addr)
-	}
-	route, err := exec.Command("ip", "-n", d.podNetns, "route").CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("ip -n %s route: %w: %s", d.podNetns, err, route)
-	}
 	status, err := claimStatusYAML(claim)
 	if err != nil {
 		return err
@@ -39,13 +31,16 @@ func (d *demo) show(ctx context.Context) error {
 	w := d.out
 	fmt.Fprintf(w, "\n== The pod\n")
 	fmt.Fprintf(w, "  pod %s/%s is %s on node %s, uid %s\n", podNamespace, podName, pod.Status.Phase, pod.Spec.NodeName, pod.UID)
-	fmt.Fprintf(w, "  its claim %s/%s, its network namespace %s\n", podNamespace, claim.Name, d.podNetns)
-	fmt.Fprintf(w, "\n== ip -n %s addr\n%s", d.podNetns, indent(string(addr)))
-	fmt.Fprintf(w, "\n== ip -n %s route\n%s", d.podNetns, indent(string(route)))
+	fmt.Fprintf(w, "  its claim %s/%s, its network namespace %s (made by containerd)\n", podNamespace, claim.Name, d.podNetns)
+	fmt.Fprintf(w, "\n== The container's own view of its network (its log %s)\n%s", d.podLog, indent(d.podView))
 	fmt.Fprintf(w, "\n== The claim's status (kubectl get resourceclaim %s -o yaml)\n%s", claim.Name, indent(status))
 
-	if err := d.checkNet1(); err != nil {
+	if err := checkContainerView(d.podView); err != nil {
 		return err
+	}
+	if d.c.oneshot {
+		d.say("checked: the container sees %s up with MAC %s, MTU %d, %s, %s and the route %s via %s",
+			wantIfName, wantMAC, wantMTU, wantIPv4, wantIPv6, wantRoute, wantGateway)
 	}
 
 	kubeconfig := d.env["KUBECONFIG"]
@@ -55,7 +50,8 @@ func (d *demo) show(ctx context.Context) error {
 	fmt.Fprintf(w, "  kubectl get resourceclaim %s -o yaml\n", claim.Name)
 	fmt.Fprintf(w, "  kubectl get resourceslices,deviceclasses\n")
 	fmt.Fprintf(w, "  kubectl get nodeconfig %s -o yaml\n", d.c.nodeName)
-	fmt.Fprintf(w, "  ip -n %s addr\n", d.podNetns)
+	fmt.Fprintf(w, "  ip -n %s addr; ip -n %s route\n", d.podNetns, d.podNetns)
+	fmt.Fprintf(w, "  tail -f %s   (the container prints its view again every 30s)\n", d.podLog)
 	for _, g := range d.grpcurlCommands(string(claim.UID), string(pod.UID)) {
 		fmt.Fprintf(w, "  %s\n", g.String())
 		if err := g.check(); err != nil {
@@ -69,7 +65,7 @@ func (d *demo) show(ctx context.Context) error {
 		}
 		fmt.Fprintf(w, "\n== The device's counters (curl -s http://%s/metrics | grep netdra_device_)\n%s", d.c.draMetrics, indent(strings.Join(lines, "\n")))
 	}
-	fmt.Fprintf(w, "  logs: %s\n", filepath.Join(d.c.dir, "*.log"))
+	fmt.Fprintf(w, "  logs: %s (world.log: the real node's kubelet and containerd logs and a ctr command)\n", filepath.Join(d.c.dir, "*.log"))
 	return nil
 }
 
@@ -107,41 +103,10 @@ func indent(s string) string {
 	return "  " + strings.Join(lines, "\n  ") + "\n"
 }
 
-// ipLink is what `ip -j addr show dev X` says about a link.
+// ipLink is what `ip -j link show dev X` says about a link.
 type ipLink struct {
-	Address   string `json:"address"`
-	MTU       int    `json:"mtu"`
-	AddrInfos []struct {
-		Local     string `json:"local"`
-		PrefixLen int    `json:"prefixlen"`
-	} `json:"addr_info"`
-}
-
-// checkNet1 checks net1 in the pod's netns: the claim's MAC, MTU,
-// addresses and route.
-func (d *demo) checkNet1() error {
-	out, err := exec.Command("ip", "-n", d.podNetns, "-j", "addr", "show", "dev", wantIfName).Output()
-	if err != nil {
-		return fmt.Errorf("%s is not in the pod's network namespace %s: %w", wantIfName, d.podNetns, err)
-	}
-	var links []ipLink
-	if err := json.Unmarshal(out, &links); err != nil || len(links) != 1 {
-		return fmt.Errorf("ip -j addr show dev %s: %v: %s", wantIfName, err, out)
-	}
-	l := links[0]
-	addrs := map[string]bool{}
-	for _, a := range l.AddrInfos {
-		addrs[fmt.Sprintf("%s/%d", a.Local, a.PrefixLen)] = true
-	}
-	if l.Address != wantMAC || l.MTU != wantMTU || !addrs[wantIPv4] || !addrs[wantIPv6] {
-		return fmt.Errorf("%s in the pod is %s mtu %d with %v, want %s mtu %d with %s and %s",
-			wantIfName, l.Address, l.MTU, addrs, wantMAC, wantMTU, wantIPv4, wantIPv6)
-	}
-	route, err := exec.Command("ip", "-n", d.podNetns, "route", "show", wantRoute).Output()
-	if err != nil || !strings.Contains(string(route), "via "+wantGateway+" dev "+wantIfName) {
-		return fmt.Errorf("the pod has no route %s via %s dev %s: %v %q", wantRoute, wantGateway, wantIfName, err, route)
-	}
-	return nil
+	Address string `json:"address"`
+	MTU     int    `json:"mtu"`
 }
 
 // grpcurlCmd is one printed grpcurl command and what its output must

@@ -1,22 +1,29 @@
 // Command testworld runs a test world by hand: a real Kubernetes control
 // plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler) and
-// one emulated node (kubelet plugin registration and DRA, the NRI runtime
-// side, a network namespace per pod), until Ctrl-C.
+// one real node (a real kubelet and containerd with CRI and NRI, runc and
+// the CNI plugins: package realnode), until Ctrl-C.
 //
-//	testworld [-dir DIR] [-node-name NAME] [-nri-socket PATH]
-//	          [-plugins-registry DIR] [-plugins DIR] [-netns-prefix P]
-//	          [-start-timeout D] [-keep]
+//	testworld [-dir DIR] [-node-name NAME] [-start-timeout D] [-keep]
+//	testworld build-node
 //
-// It is ready once the control plane answers, the node is Ready and the
-// "default" namespace has its default ServiceAccount (no pod is admitted
-// before); then it writes DIR/world.env (KUBECONFIG, TESTWORLD_NODE,
-// TESTWORLD_NRI_SOCKET, TESTWORLD_PLUGINS_REGISTRY, TESTWORLD_PLUGINS,
-// TESTWORLD_NETNS_PREFIX) in one piece, for scripts to wait for and source.
+// It first builds the real node's programs (realnode.Build: minutes the
+// first time on a machine, seconds after; `testworld build-node` does only
+// that, so that make can build them ahead). It is ready once the control
+// plane answers, the node is Ready and the "default" namespace has its
+// default ServiceAccount (no pod is admitted before); then it writes
+// DIR/world.env (KUBECONFIG, TESTWORLD_NODE, TESTWORLD_NRI_SOCKET,
+// TESTWORLD_PLUGINS_REGISTRY, TESTWORLD_PLUGINS, TESTWORLD_NODE_DIR,
+// TESTWORLD_CONTAINERD_SOCKET) in one piece, for scripts to wait for and
+// source. The node lives in DIR/node (its sockets, kubelet root, pod logs
+// under podlogs/, the kubelet's and containerd's logs under logs/).
 // At exit it removes what it created, and only that: DIR when it made it,
-// else the files and folders it made in it.
+// else the files and folders it made in it. The node is removed whatever
+// -keep says (realnode.Node.Stop: its processes, mounts, pod network
+// namespaces and host paths cannot outlive the world).
 //
 // Build it with `make world-bin` (into _output/testworld): it needs the
-// Kubernetes version ldflags (controlplane.LDFlags).
+// Kubernetes version ldflags (controlplane.LDFlags), and its source path
+// (no -trimpath), where realnode.Build finds the real node's sources.
 // The "control-plane" subcommand is what the controlplane package runs in
 // a child process; people need not call it.
 package main
@@ -44,7 +51,7 @@ import (
 
 	"github.com/netdra/netdra/shared/testworld/controlplane"
 	"github.com/netdra/netdra/shared/testworld/internal/cluster"
-	"github.com/netdra/netdra/shared/testworld/node"
+	"github.com/netdra/netdra/shared/testworld/realnode"
 )
 
 func main() {
@@ -52,35 +59,43 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "control-plane" {
-		return runControlPlane(args[1:], stdout, stderr)
+	if len(args) > 0 {
+		switch args[0] {
+		case "control-plane":
+			return runControlPlane(args[1:], stdout, stderr)
+		case "build-node":
+			return runBuildNode(args[1:], stderr)
+		}
 	}
 	return runWorld(args, stdout, stderr)
 }
 
 // worldConfig is the flags of the world command.
 type worldConfig struct {
-	dir, nodeName, nriSocket, registry, plugins, netnsPrefix string
-	logLevel                                                 slog.Level
-	verbosity                                                int
-	keep                                                     bool
-	startTimeout                                             time.Duration
+	dir, nodeName string
+	logLevel      slog.Level
+	verbosity     int
+	keep          bool
+	startTimeout  time.Duration
 }
+
+// nodeDirMax is the longest node directory realnode.Start takes (its unix
+// sockets' paths are 108 bytes at most).
+const nodeDirMax = 60
+
+// nodeDir is the real node's directory.
+func (c worldConfig) nodeDir() string { return filepath.Join(c.dir, "node") }
 
 func parseWorldFlags(args []string, stderr io.Writer) (worldConfig, error) {
 	var c worldConfig
 	fs := flag.NewFlagSet("testworld", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&c.dir, "dir", "/tmp/testworld", "working directory (control plane data, kubeconfig, sockets); what the world made in it is removed at exit unless -keep")
-	fs.StringVar(&c.nodeName, "node-name", "testworld-node", "name of the emulated node")
-	fs.StringVar(&c.nriSocket, "nri-socket", "", "NRI socket the runtime side listens on (default DIR/nri.sock)")
-	fs.StringVar(&c.registry, "plugins-registry", "", "kubelet plugin registration directory (default DIR/plugins_registry)")
-	fs.StringVar(&c.plugins, "plugins", "", "kubelet plugins directory, created for DRA drivers' sockets (default DIR/plugins)")
-	fs.StringVar(&c.netnsPrefix, "netns-prefix", "testworld-", "prefix of the pods' network namespace names")
+	fs.StringVar(&c.dir, "dir", "/tmp/testworld", "working directory (control plane data, kubeconfig, the node in DIR/node: keep it short); what the world made in it is removed at exit unless -keep")
+	fs.StringVar(&c.nodeName, "node-name", "testworld-node", "name of the real node")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn, error")
 	fs.IntVar(&c.verbosity, "v", 0, "klog verbosity of the control-plane components (their log is DIR/controlplane/controlplane.log)")
-	fs.BoolVar(&c.keep, "keep", false, "keep what the world made at exit")
-	fs.DurationVar(&c.startTimeout, "start-timeout", 3*time.Minute, "how long the world may take to be ready (the binary is built already)")
+	fs.BoolVar(&c.keep, "keep", false, "keep the control plane's data and world.env at exit (the node is removed all the same)")
+	fs.DurationVar(&c.startTimeout, "start-timeout", 3*time.Minute, "how long the world may take to be ready once the node's programs are built")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -90,14 +105,8 @@ func parseWorldFlags(args []string, stderr io.Writer) (worldConfig, error) {
 	if c.startTimeout <= 0 {
 		return c, fmt.Errorf("-start-timeout %s: must be positive", c.startTimeout)
 	}
-	if c.nriSocket == "" {
-		c.nriSocket = filepath.Join(c.dir, "nri.sock")
-	}
-	if c.registry == "" {
-		c.registry = filepath.Join(c.dir, "plugins_registry")
-	}
-	if c.plugins == "" {
-		c.plugins = filepath.Join(c.dir, "plugins")
+	if len(c.nodeDir()) > nodeDirMax {
+		return c, fmt.Errorf("-dir %q: too long for the node's unix sockets (%s is over %d bytes)", c.dir, c.nodeDir(), nodeDirMax)
 	}
 	return c, nil
 }
@@ -129,20 +138,25 @@ func world(ctx context.Context, c worldConfig, logger *slog.Logger, stdout io.Wr
 	}
 	cpDir := filepath.Join(c.dir, "controlplane")
 	envFile := filepath.Join(c.dir, "world.env")
-	for _, p := range []string{cpDir, envFile, c.nriSocket} {
+	for _, p := range []string{cpDir, envFile, c.nodeDir()} {
 		if _, err := os.Lstat(p); err == nil {
 			return fmt.Errorf("%s exists (left by a world run with -keep, or by one that was killed): remove it or choose another -dir", p)
 		}
 	}
-	for _, d := range []string{c.dir, cpDir, c.registry, c.plugins, filepath.Dir(c.nriSocket)} {
+	for _, d := range []string{c.dir, cpDir} {
 		if err := made.mkdirAll(d); err != nil {
 			return err
 		}
 	}
-	made.add(c.nriSocket, envFile)
+	made.add(envFile)
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("finding this binary: %w", err)
+	}
+	// Before the start timeout: a cold build takes minutes.
+	bins, err := realnode.Build(ctx, logger)
+	if err != nil {
+		return fmt.Errorf("building the real node: %w", err)
 	}
 	// The binary is this one: the start timeout covers no build.
 	startCtx, cancelStart := context.WithTimeout(ctx, c.startTimeout)
@@ -154,12 +168,12 @@ func world(ctx context.Context, c worldConfig, logger *slog.Logger, stdout io.Wr
 	}
 	defer func() { err = errors.Join(err, cp.Stop()) }()
 
-	n, err := node.Start(ctx, node.Config{
-		Client: cp.Client(), NodeName: c.nodeName, RegistryDir: c.registry,
-		NRISocket: c.nriSocket, NetnsPrefix: c.netnsPrefix, Logger: logger,
-	})
+	// Stopped before the control plane (deferred after it): Stop drains
+	// the node's pods through the API.
+	n, err := realnode.Start(startCtx, realnode.Config{Name: c.nodeName, Dir: c.nodeDir(),
+		Kubeconfig: cp.Kubeconfig(), Client: cp.Client(), Binaries: bins, Logger: logger})
 	if err != nil {
-		return err
+		return fmt.Errorf("%w (start timeout %s)", err, c.startTimeout)
 	}
 	defer func() { err = errors.Join(err, n.Stop()) }()
 	if err := waitDefaultServiceAccount(startCtx, cp.Client()); err != nil {
@@ -167,10 +181,10 @@ func world(ctx context.Context, c worldConfig, logger *slog.Logger, stdout io.Wr
 	}
 	cancelStart()
 
-	if err := writeEnv(envFile, c, cp); err != nil {
+	if err := writeEnv(envFile, cp, n); err != nil {
 		return err
 	}
-	printHints(stdout, c, cp, envFile)
+	printHints(stdout, cp, n, bins, envFile)
 	select {
 	case <-ctx.Done():
 		logger.Info("stopping the world")
@@ -178,6 +192,37 @@ func world(ctx context.Context, c worldConfig, logger *slog.Logger, stdout io.Wr
 		return fmt.Errorf("the control plane exited; see %s", cp.LogPath())
 	}
 	return nil
+}
+
+// runBuildNode builds the real node's programs and images (realnode.Build)
+// with progress lines on stderr, so that make can build them before a
+// world needs them.
+func runBuildNode(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("build-node", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "build-node: unexpected arguments: %q\n", fs.Args())
+		return 2
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, nil))
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	fmt.Fprintln(stderr, ">> building the real node: kubelet v1.37.2, containerd v2.4.2, CNI plugins, pause and test-app images (minutes the first time, seconds after)")
+	t0 := time.Now()
+	bins, err := realnode.Build(ctx, logger)
+	if err != nil {
+		fmt.Fprintln(stderr, "build-node:", err)
+		return 1
+	}
+	fmt.Fprintf(stderr, ">> real node ready in %s (programs in %s, runc %s) after %s\n",
+		filepath.Dir(bins.Dir), bins.Dir, bins.Runc, time.Since(t0).Round(100*time.Millisecond))
+	return 0
 }
 
 // waitDefaultServiceAccount waits for the ServiceAccount "default" in the
@@ -241,11 +286,21 @@ func (m *madePaths) remove() error {
 // writeEnv writes the world's coordinates as shell variables, for scripts
 // such as make dev to source. The file appears whole (written aside, then
 // renamed): its presence means the world is ready.
-func writeEnv(path string, c worldConfig, cp *controlplane.ControlPlane) error {
-	env := fmt.Sprintf("KUBECONFIG=%s\nTESTWORLD_NODE=%s\nTESTWORLD_NRI_SOCKET=%s\nTESTWORLD_PLUGINS_REGISTRY=%s\nTESTWORLD_PLUGINS=%s\nTESTWORLD_NETNS_PREFIX=%s\n",
-		cp.Kubeconfig(), c.nodeName, c.nriSocket, c.registry, c.plugins, c.netnsPrefix)
+func writeEnv(path string, cp *controlplane.ControlPlane, n *realnode.Node) error {
+	var b strings.Builder
+	for _, kv := range [][2]string{
+		{"KUBECONFIG", cp.Kubeconfig()},
+		{"TESTWORLD_NODE", n.Name()},
+		{"TESTWORLD_NRI_SOCKET", n.NRISocket()},
+		{"TESTWORLD_PLUGINS_REGISTRY", n.RegistryDir()},
+		{"TESTWORLD_PLUGINS", n.PluginsDir()},
+		{"TESTWORLD_NODE_DIR", n.Dir()},
+		{"TESTWORLD_CONTAINERD_SOCKET", n.ContainerdSocket()},
+	} {
+		fmt.Fprintf(&b, "%s=%s\n", kv[0], kv[1])
+	}
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(env), 0o644); err != nil {
+	if err := os.WriteFile(tmp, []byte(b.String()), 0o644); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
@@ -255,25 +310,30 @@ func writeEnv(path string, c worldConfig, cp *controlplane.ControlPlane) error {
 	return nil
 }
 
-func printHints(w io.Writer, c worldConfig, cp *controlplane.ControlPlane, envFile string) {
+func printHints(w io.Writer, cp *controlplane.ControlPlane, n *realnode.Node, bins *realnode.Binaries, envFile string) {
 	var b strings.Builder
+	pki := filepath.Join(filepath.Dir(cp.Kubeconfig()), "pki")
 	fmt.Fprintf(&b, "\nThe test world is up (control plane ready in %s).\n\n", cp.StartedIn().Round(100*time.Millisecond))
-	fmt.Fprintf(&b, "  kubeconfig        %s\n", cp.Kubeconfig())
-	fmt.Fprintf(&b, "  apiserver         %s\n", cp.Server())
-	fmt.Fprintf(&b, "  node              %s\n", c.nodeName)
-	fmt.Fprintf(&b, "  plugins registry  %s   (DRA drivers register here)\n", c.registry)
-	fmt.Fprintf(&b, "  plugins dir       %s\n", c.plugins)
-	fmt.Fprintf(&b, "  NRI socket        %s   (NRI plugins connect here)\n", c.nriSocket)
-	fmt.Fprintf(&b, "  pod netns         /var/run/netns/%s<pod UID>\n", c.netnsPrefix)
-	fmt.Fprintf(&b, "  all of the above  %s\n", envFile)
-	fmt.Fprintf(&b, "  component logs    %s\n\n", cp.LogPath())
+	fmt.Fprintf(&b, "  kubeconfig          %s\n", cp.Kubeconfig())
+	fmt.Fprintf(&b, "  apiserver           %s\n", cp.Server())
+	fmt.Fprintf(&b, "  node                %s   (a real kubelet and containerd; everything of it under %s)\n", n.Name(), n.Dir())
+	fmt.Fprintf(&b, "  kubelet log         %s\n", n.LogPath("kubelet"))
+	fmt.Fprintf(&b, "  containerd log      %s\n", n.LogPath("containerd"))
+	fmt.Fprintf(&b, "  containerd socket   %s   (CRI too)\n", n.ContainerdSocket())
+	fmt.Fprintf(&b, "  NRI socket          %s   (NRI plugins connect here)\n", n.NRISocket())
+	fmt.Fprintf(&b, "  plugins registry    %s   (DRA drivers register here)\n", n.RegistryDir())
+	fmt.Fprintf(&b, "  plugins dir         %s\n", n.PluginsDir())
+	fmt.Fprintf(&b, "  CDI dir             %s\n", n.CDIDir())
+	fmt.Fprintf(&b, "  pod logs            %s/<namespace>_<pod>_<uid>/<container>/0.log\n", filepath.Join(n.Dir(), "podlogs"))
+	fmt.Fprintf(&b, "  all of the above    %s\n", envFile)
+	fmt.Fprintf(&b, "  control plane logs  %s\n\n", cp.LogPath())
 	fmt.Fprintf(&b, "Look around:\n")
 	fmt.Fprintf(&b, "  export KUBECONFIG=%s; kubectl get nodes   (if kubectl is installed)\n", cp.Kubeconfig())
 	fmt.Fprintf(&b, "  curl --cacert %s --cert %s --key %s %s/api/v1/nodes\n",
-		filepath.Join(filepath.Dir(cp.Kubeconfig()), "pki", "ca.crt"),
-		filepath.Join(filepath.Dir(cp.Kubeconfig()), "pki", "client-admin.crt"),
-		filepath.Join(filepath.Dir(cp.Kubeconfig()), "pki", "client-admin.key"), cp.Server())
-	fmt.Fprintf(&b, "  ip netns list\n")
+		filepath.Join(pki, "ca.crt"), filepath.Join(pki, "client-admin.crt"), filepath.Join(pki, "client-admin.key"), cp.Server())
+	fmt.Fprintf(&b, "  %s --address %s -n k8s.io containers ls\n", bins.Ctr(), n.ContainerdSocket())
+	fmt.Fprintf(&b, "  tail -f %s\n", n.LogPath("kubelet"))
+	fmt.Fprintf(&b, "  ip netns list   (the pods' network namespaces, made by containerd)\n")
 	fmt.Fprintf(&b, "\nRunning until Ctrl-C.\n")
 	fmt.Fprint(w, b.String())
 }
