@@ -129,19 +129,24 @@ node-bin: world-bin node-deps ## Build the test world's real node (kubelet, cont
 .PHONY: node-deps
 node-deps: ## Install what the test world's real node takes from Debian (runc) when missing.
 	@command -v runc >/dev/null || { echo ">> installing runc from Debian for the test world's real node"; \
-		apt-get install -y --no-install-recommends runc; }
+		apt-get install -y -q --no-install-recommends runc || { apt-get update -q && apt-get install -y -q --no-install-recommends runc; }; }
 
-# The test world: a real control plane, an emulated kubelet and the NRI
-# runtime side, in its own Go module (shared/testworld). The first build of
-# Kubernetes from module sources takes about 7 minutes on 2 cores; later
-# builds reuse the Go build cache.
+# The test world: a real control plane and real nodes (a real kubelet,
+# containerd with NRI, runc, containers), in its own Go module
+# (shared/testworld). The first build of Kubernetes from module sources
+# takes about 7 minutes on 2 cores, the kubelet, containerd and the CNI
+# plugins a few more; later builds reuse the Go build cache.
 .PHONY: test-world
 test-world: node-deps ## Run the test world's tests, the operator's and the end-to-end tests (real control plane).
 	@echo ">> test world: building Kubernetes v1.37.2 from module sources if not cached (about 7 minutes the first time)"
 	cd shared/testworld && $(GO) vet ./... && GRPCURL=$(GRPCURL) $(GO) test -count=1 -p 1 -timeout 40m ./...
 
+.PHONY: e2e
+e2e: node-deps ## Run the end-to-end tests alone, on the real node (as root).
+	cd shared/testworld && GRPCURL=$(GRPCURL) $(GO) test -count=1 -p 1 -timeout 40m ./e2e/
+
 .PHONY: world
-world: world-bin ## Start the test world by hand (control plane + node, as root) until Ctrl-C.
+world: world-bin node-bin ## Start the test world by hand (control plane + a real node, as root) until Ctrl-C.
 	$(OUT)/testworld -dir /tmp/netdra-world
 
 # Images: pods/Dockerfile, one target per service. No container engine runs
