@@ -61,6 +61,11 @@ func TestParse(t *testing.T) {
 		{name: "address without prefix", raw: `{"addresses":["10.0.0.1/24","10.0.0.2"]}`, wantField: "addresses[1]"},
 		{name: "route with host bits", raw: `{"routes":[{"destination":"10.1.0.1/16"}]}`, wantField: "routes[0].destination"},
 		{name: "route gateway family", raw: `{"routes":[{"destination":"10.1.0.0/16","gateway":"fd00::1"}]}`, wantField: "routes[0].gateway"},
+		{name: "broadcast address", raw: `{"addresses":["255.255.255.255/32"]}`, wantField: "addresses[0]"},
+		{name: "route to IPv4-mapped", raw: `{"routes":[{"destination":"::ffff:0.0.0.0/96"}]}`, wantField: "routes[0].destination"},
+		{name: "route gateway unspecified", raw: `{"routes":[{"destination":"10.0.0.0/8","gateway":"0.0.0.0"}]}`, wantField: "routes[0].gateway"},
+		{name: "route gateway multicast", raw: `{"routes":[{"destination":"ff00::/8","gateway":"ff02::1"}]}`, wantField: "routes[0].gateway"},
+		{name: "route gateway with a zone", raw: `{"routes":[{"destination":"::/0","gateway":"fe80::1%eth0"}]}`, wantField: "routes[0].gateway"},
 		{name: "three pools", raw: `{"ipPools":["a","b","c"]}`, wantField: "ipPools"},
 		{name: "bad pool", raw: `{"ipPools":["A/B"]}`, wantField: "ipPools[0]"},
 	}
