@@ -149,7 +149,11 @@ func Parse(s Spec) (*Pool, error) {
 		p.Exclude = append(p.Exclude, x)
 	}
 	if p.Size().Sign() == 0 {
-		return nil, fielderr.New("exclude", "no address of %s-%s is left to hand out", p.Start, p.End)
+		field := "exclude"
+		if len(s.Exclude) == 0 {
+			field = "gateway" // the range's only address
+		}
+		return nil, fielderr.New(field, "no address of %s-%s is left to hand out", p.Start, p.End)
 	}
 	return p, nil
 }

@@ -42,6 +42,7 @@ func TestParse(t *testing.T) {
 		{name: "multicast route gateway", spec: Spec{Name: "a", Subnet: "10.0.0.0/24", Routes: []RouteSpec{{Destination: "0.0.0.0/0", Gateway: "224.0.0.1"}}}, wantField: "routes[0].gateway"},
 		{name: "IPv4-mapped route", spec: Spec{Name: "a", Subnet: "fd00::/64", Routes: []RouteSpec{{Destination: "::ffff:0.0.0.0/96"}}}, wantField: "routes[0].destination"},
 		{name: "exclude with a zone", spec: Spec{Name: "a", Subnet: "fe80::/64", Exclude: []string{"fe80::1%eth0"}}, wantField: "exclude[0]"},
+		{name: "gateway is the only address", spec: Spec{Name: "a", Subnet: "10.0.0.7/32", Gateway: "10.0.0.7"}, wantField: "gateway"},
 		{name: "all excluded", spec: Spec{Name: "a", Subnet: "10.0.0.0/30", Exclude: []string{"10.0.0.0/30"}}, wantField: "exclude"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
