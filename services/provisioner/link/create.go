@@ -121,7 +121,7 @@ func (m *Mover) Create(ctx context.Context, orig *devicev1.LinkSnapshot, netnsPa
 // is left alone, with a warning, and is success too: the device is not in
 // the pod.
 func (m *Mover) Remove(ctx context.Context, orig *devicev1.LinkSnapshot, netnsPath string, cfg *devicev1.DeviceConfig) error {
-	if err := validateIfName("podIfName", cfg.GetPodIfName()); err != nil {
+	if err := ValidateIfName("podIfName", cfg.GetPodIfName()); err != nil {
 		return err
 	}
 	podName := cfg.GetPodIfName()

@@ -13,8 +13,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -255,18 +257,50 @@ func validateConfig(mgr manager.Manager, dev *devicev1.Device, cfg *devicev1.Dev
 	return mgr.Validate(dev, cfg)
 }
 
+// validatePrepared checks what Attach, Detach and Free use of a prepared
+// device: its name (a DNS label, as published; the eBPF programs are
+// pinned under it), its manager, and the interface names and MAC a link
+// is moved and restored with.
 func validatePrepared(field string, pd *devicev1.PreparedDevice) error {
-	switch {
-	case pd == nil:
+	if pd == nil {
 		return fielderr.New(field, "required")
-	case pd.GetDevice().GetName() == "":
-		return fielderr.New(field+".device.name", "required")
 	}
-	if _, ok := devicev1.DeviceManager_name[int32(pd.GetDevice().GetManager())]; !ok || pd.GetDevice().GetManager() == devicev1.DeviceManager_DEVICE_MANAGER_UNSPECIFIED {
-		return fielderr.New(field+".device.manager", "unknown device manager %v", pd.GetDevice().GetManager())
+	if err := validateDevice(field+".device", pd.GetDevice()); err != nil {
+		return err
 	}
 	if pd.GetDevice().GetKernelIfName() != "" && pd.GetOriginalLink() == nil && !pd.GetLinkCreated() {
 		return fielderr.New(field+".originalLink", "required for a device with a kernel interface")
+	}
+	if err := link.ValidateIfName(field+".device.kernelIfName", pd.GetDevice().GetKernelIfName()); err != nil {
+		return err
+	}
+	if err := link.ValidateIfName(field+".originalLink.name", pd.GetOriginalLink().GetName()); err != nil {
+		return err
+	}
+	if mac := pd.GetOriginalLink().GetMacAddress(); mac != "" {
+		if _, err := net.ParseMAC(mac); err != nil {
+			return fielderr.New(field+".originalLink.macAddress", "%q is not a MAC address", mac)
+		}
+	}
+	return nil
+}
+
+// dnsLabel is the form of a device name (RFC 1123 label), as ResourceSlices
+// publish it.
+var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
+// validateDevice checks the identity of a device a request names: its name
+// and its manager.
+func validateDevice(field string, d *devicev1.Device) error {
+	switch name := d.GetName(); {
+	case name == "":
+		return fielderr.New(field+".name", "required")
+	case !dnsLabel.MatchString(name):
+		return fielderr.New(field+".name", "%q is not a device name (a DNS label: lower-case letters, digits and '-', at most 63)", name)
+	}
+	m := d.GetManager()
+	if _, ok := devicev1.DeviceManager_name[int32(m)]; !ok || m == devicev1.DeviceManager_DEVICE_MANAGER_UNSPECIFIED {
+		return fielderr.New(field+".manager", "unknown device manager %v", m)
 	}
 	return nil
 }

@@ -400,6 +400,22 @@ func TestBadInput(t *testing.T) {
 			_, err := h.client.Restore(ctx, &provisionerv1.RestoreRequest{Data: []byte(`{"device":{"name":"d","bogus":1}}`)})
 			return err
 		}, codes.InvalidArgument, "data"},
+		{"free of a device named like a path", func() error {
+			_, err := h.client.Free(ctx, &provisionerv1.FreeRequest{PreparedDevice: &devicev1.PreparedDevice{Device: &devicev1.Device{Name: "..", Manager: devicev1.DeviceManager_DEVICE_MANAGER_DUMMY}}})
+			return err
+		}, codes.InvalidArgument, "preparedDevice.device.name"},
+		{"restore of a device named like a path", func() error {
+			_, err := h.client.Restore(ctx, &provisionerv1.RestoreRequest{Data: []byte(`{"device":{"name":"a/../../b","manager":"DEVICE_MANAGER_HOST"}}`)})
+			return err
+		}, codes.InvalidArgument, "data.device.name"},
+		{"restore with a bad original link name", func() error {
+			_, err := h.client.Restore(ctx, &provisionerv1.RestoreRequest{Data: []byte(`{"device":{"name":"eth1","manager":"DEVICE_MANAGER_HOST","kernelIfName":"eth1"},"originalLink":{"name":"eth 1"}}`)})
+			return err
+		}, codes.InvalidArgument, "data.originalLink.name"},
+		{"restore with a bad original MAC", func() error {
+			_, err := h.client.Restore(ctx, &provisionerv1.RestoreRequest{Data: []byte(`{"device":{"name":"eth1","manager":"DEVICE_MANAGER_HOST","kernelIfName":"eth1"},"originalLink":{"name":"eth1","macAddress":"nope"}}`)})
+			return err
+		}, codes.InvalidArgument, "data.originalLink.macAddress"},
 		{"restore without a manager", func() error {
 			_, err := h.client.Restore(ctx, &provisionerv1.RestoreRequest{Data: []byte(`{"device":{"name":"d"}}`)})
 			return err
