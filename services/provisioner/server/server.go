@@ -122,10 +122,10 @@ func (s *Server) WatchDevices(_ *provisionerv1.WatchDevicesRequest, stream provi
 // Setup implements ProvisionerServiceServer. The device must be in its
 // running manager's inventory; the provisioner's own copy is what is set up.
 func (s *Server) Setup(ctx context.Context, req *provisionerv1.SetupRequest) (*provisionerv1.SetupResponse, error) {
-	kind, name := req.GetDevice().GetManager(), req.GetDevice().GetName()
-	if name == "" {
-		return nil, fielderr.New("device.name", "required")
+	if err := validateDevice("device", req.GetDevice()); err != nil {
+		return nil, err
 	}
+	kind, name := req.GetDevice().GetManager(), req.GetDevice().GetName()
 	mgr, ok := s.managers.forSetup(kind)
 	if !ok {
 		return nil, status.Errorf(codes.FailedPrecondition, "device manager %s is not running", kind)

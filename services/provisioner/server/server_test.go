@@ -388,6 +388,14 @@ func TestBadInput(t *testing.T) {
 			_, err := h.client.Attach(ctx, &provisionerv1.AttachRequest{PreparedDevice: &devicev1.PreparedDevice{Device: pd.GetDevice()}, NetnsPath: "/run/netns/p"})
 			return err
 		}, codes.InvalidArgument, "preparedDevice.originalLink"},
+		{"setup with an unknown manager", func() error {
+			_, err := h.client.Setup(ctx, &provisionerv1.SetupRequest{Device: &devicev1.Device{Name: "dummy0", Manager: 999}})
+			return err
+		}, codes.InvalidArgument, "device.manager"},
+		{"setup of a device named like a path", func() error {
+			_, err := h.client.Setup(ctx, &provisionerv1.SetupRequest{Device: &devicev1.Device{Name: "../dummy0", Manager: devicev1.DeviceManager_DEVICE_MANAGER_DUMMY}})
+			return err
+		}, codes.InvalidArgument, "device.name"},
 		{"free without a device", func() error {
 			_, err := h.client.Free(ctx, &provisionerv1.FreeRequest{})
 			return err
