@@ -91,10 +91,15 @@ func (s *Server) attachPrograms(ctx context.Context, req *provisionerv1.AttachRe
 
 // DeviceCounters implements ProvisionerServiceServer.
 func (s *Server) DeviceCounters(_ context.Context, req *provisionerv1.DeviceCountersRequest) (*provisionerv1.DeviceCountersResponse, error) {
+	for i, name := range req.GetDevices() {
+		if !dnsLabel.MatchString(name) {
+			return nil, fielderr.New(fmt.Sprintf("devices[%d]", i), "%q is not a device name (a DNS label)", name)
+		}
+	}
 	if s.programs == nil {
 		return nil, status.Error(codes.FailedPrecondition, "the provisioner runs without eBPF programs")
 	}
-	names := req.GetDevices()
+	names := slices.Clone(req.GetDevices())
 	if len(names) == 0 {
 		all, err := s.programs.Devices()
 		if err != nil {

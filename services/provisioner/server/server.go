@@ -282,6 +282,59 @@ func validatePrepared(field string, pd *devicev1.PreparedDevice) error {
 			return fielderr.New(field+".originalLink.macAddress", "%q is not a MAC address", mac)
 		}
 	}
+	if err := validateVFSnapshot(field+".originalVf", pd.GetOriginalVf()); err != nil {
+		return err
+	}
+	for i, p := range pd.GetDetachedEbpfPrograms() {
+		if err := validateProgram(fmt.Sprintf("%s.detachedEbpfPrograms[%d]", field, i), p, pd.GetDevice().GetName()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateVFSnapshot checks the VF settings Free restores: what a VF can
+// have had (a VLAN 0..4095, a priority 0..7, known protocol and link
+// state, a MAC).
+func validateVFSnapshot(field string, vf *devicev1.VfSnapshot) error {
+	if vf == nil {
+		return nil
+	}
+	_, protoOK := devicev1.VlanProto_name[int32(vf.GetVlanProto())]
+	_, stateOK := devicev1.VfLinkState_name[int32(vf.GetLinkState())]
+	switch {
+	case vf.GetVlan() > 4095:
+		return fielderr.New(field+".vlan", "%d is out of range 0..4095", vf.GetVlan())
+	case vf.GetVlanQos() > 7:
+		return fielderr.New(field+".vlanQos", "%d is out of range 0..7", vf.GetVlanQos())
+	case !protoOK:
+		return fielderr.New(field+".vlanProto", "unknown VLAN protocol %d", vf.GetVlanProto())
+	case !stateOK:
+		return fielderr.New(field+".linkState", "unknown link state %d", vf.GetLinkState())
+	}
+	if mac := vf.GetMacAddress(); mac != "" {
+		if _, err := net.ParseMAC(mac); err != nil {
+			return fielderr.New(field+".macAddress", "%q is not a MAC address", mac)
+		}
+	}
+	return nil
+}
+
+// validateProgram checks a host eBPF program Free gives back: a known
+// attach point, and a pin (if any) where the hand-off keeps the device's,
+// a file in a directory named after the device.
+func validateProgram(field string, p *devicev1.EbpfProgram, device string) error {
+	if _, ok := devicev1.EbpfAttachPoint_name[int32(p.GetAttachPoint())]; !ok || p.GetAttachPoint() == devicev1.EbpfAttachPoint_EBPF_ATTACH_POINT_UNSPECIFIED {
+		return fielderr.New(field+".attachPoint", "unknown attach point %d", p.GetAttachPoint())
+	}
+	if pin := p.GetPin(); pin != "" {
+		if err := validatePath(field+".pin", pin); err != nil {
+			return err
+		}
+		if filepath.Base(filepath.Dir(pin)) != device {
+			return fielderr.New(field+".pin", "%q is not a pin of device %s", pin, device)
+		}
+	}
 	return nil
 }
 
@@ -309,10 +362,30 @@ func (s *Server) validateMove(pd *devicev1.PreparedDevice, netnsPath string, cfg
 	if err := validatePrepared("preparedDevice", pd); err != nil {
 		return err
 	}
-	if netnsPath == "" || !filepath.IsAbs(netnsPath) || filepath.Clean(netnsPath) != netnsPath {
-		return fielderr.New("netnsPath", "%q is not a clean absolute path", netnsPath)
+	if err := validatePath("netnsPath", netnsPath); err != nil {
+		return err
 	}
-	return fielderr.Prefix("config", link.Validate(cfg))
+	if err := link.Validate(cfg); err != nil {
+		return fielderr.Prefix("config", err)
+	}
+	// The VLAN the eBPF programs enforce in the pod (a dummy's, a host
+	// interface's) is the Attach config's.
+	return manager.CheckSoftwareVLAN(cfg)
+}
+
+// maxPathLen is the longest path the kernel opens (PATH_MAX less the NUL).
+const maxPathLen = 4095
+
+// validatePath checks a path the provisioner opens: a clean absolute path
+// the kernel can take.
+func validatePath(field, path string) error {
+	switch {
+	case path == "" || !filepath.IsAbs(path) || filepath.Clean(path) != path:
+		return fielderr.New(field, "%q is not a clean absolute path", path)
+	case len(path) > maxPathLen:
+		return fielderr.New(field, "%d bytes, longer than a path can be (%d)", len(path), maxPathLen)
+	}
+	return nil
 }
 
 // linkStatus gives the link package's errors their status codes.

@@ -396,6 +396,37 @@ func TestBadInput(t *testing.T) {
 			_, err := h.client.Setup(ctx, &provisionerv1.SetupRequest{Device: &devicev1.Device{Name: "../dummy0", Manager: devicev1.DeviceManager_DEVICE_MANAGER_DUMMY}})
 			return err
 		}, codes.InvalidArgument, "device.name"},
+		{"attach with a VLAN out of range", func() error {
+			_, err := h.client.Attach(ctx, &provisionerv1.AttachRequest{PreparedDevice: pd, NetnsPath: "/run/netns/p", Config: &devicev1.DeviceConfig{Vlan: new(uint32(70000))}})
+			return err
+		}, codes.InvalidArgument, "config.vlan"},
+		{"attach with an unknown VLAN protocol", func() error {
+			_, err := h.client.Attach(ctx, &provisionerv1.AttachRequest{PreparedDevice: pd, NetnsPath: "/run/netns/p", Config: &devicev1.DeviceConfig{Vlan: new(uint32(7)), VlanProto: 999}})
+			return err
+		}, codes.InvalidArgument, "config.vlanProto"},
+		{"attach to a path too long to open", func() error {
+			_, err := h.client.Attach(ctx, &provisionerv1.AttachRequest{PreparedDevice: pd, NetnsPath: "/run/netns/" + strings.Repeat("p", 4096)})
+			return err
+		}, codes.InvalidArgument, "netnsPath"},
+		{"free of a VF snapshot no VF has", func() error {
+			_, err := h.client.Free(ctx, &provisionerv1.FreeRequest{PreparedDevice: &devicev1.PreparedDevice{Device: pd.GetDevice(), OriginalLink: pd.GetOriginalLink(),
+				OriginalVf: &devicev1.VfSnapshot{Vlan: 5000}}})
+			return err
+		}, codes.InvalidArgument, "preparedDevice.originalVf.vlan"},
+		{"free giving back a program pinned elsewhere", func() error {
+			_, err := h.client.Free(ctx, &provisionerv1.FreeRequest{PreparedDevice: &devicev1.PreparedDevice{Device: pd.GetDevice(), OriginalLink: pd.GetOriginalLink(),
+				DetachedEbpfPrograms: []*devicev1.EbpfProgram{{AttachPoint: devicev1.EbpfAttachPoint_EBPF_ATTACH_POINT_XDP, Pin: "/sys/fs/bpf/cilium/prog"}}}})
+			return err
+		}, codes.InvalidArgument, "preparedDevice.detachedEbpfPrograms[0].pin"},
+		{"free giving back a program without an attach point", func() error {
+			_, err := h.client.Free(ctx, &provisionerv1.FreeRequest{PreparedDevice: &devicev1.PreparedDevice{Device: pd.GetDevice(), OriginalLink: pd.GetOriginalLink(),
+				DetachedEbpfPrograms: []*devicev1.EbpfProgram{{Pin: "/sys/fs/bpf/netdra-handoff/dummy0/x"}}}})
+			return err
+		}, codes.InvalidArgument, "preparedDevice.detachedEbpfPrograms[0].attachPoint"},
+		{"counters of a device named like a path", func() error {
+			_, err := h.client.DeviceCounters(ctx, &provisionerv1.DeviceCountersRequest{Devices: []string{"dummy0", "../../x"}})
+			return err
+		}, codes.InvalidArgument, "devices[1]"},
 		{"free without a device", func() error {
 			_, err := h.client.Free(ctx, &provisionerv1.FreeRequest{})
 			return err
