@@ -94,7 +94,7 @@ func TestHostileRequests(t *testing.T) {
 }
 
 // requests parses the JSON bases into each method's request type.
-func requests(t *testing.T, sd protoreflect.ServiceDescriptor, bases map[string][]string) map[string][]proto.Message {
+func requests(t testing.TB, sd protoreflect.ServiceDescriptor, bases map[string][]string) map[string][]proto.Message {
 	out := map[string][]proto.Message{}
 	for name, bodies := range bases {
 		md := sd.Methods().ByName(protoreflect.Name(name))
@@ -114,7 +114,7 @@ func requests(t *testing.T, sd protoreflect.ServiceDescriptor, bases map[string]
 
 // fastDir is a folder on tmpfs when there is one: the store fsyncs every
 // write, and the test resets it after every request that changed it.
-func fastDir(t *testing.T) string {
+func fastDir(t testing.TB) string {
 	dir, err := os.MkdirTemp("/dev/shm", "ndst")
 	if err != nil {
 		return t.TempDir()
