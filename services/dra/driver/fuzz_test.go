@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	"github.com/netdra/netdra/shared/fielderr"
 )
 
 // FuzzDecodeStatusData feeds decodeStatusData any claim status data. A
@@ -81,4 +82,57 @@ func checkStatusDataRoundTrip(t *testing.T, pd *devicev1.PreparedDevice, cfg *de
 	if !proto.Equal(got, pd) || !proto.Equal(gotCfg, cfg) {
 		t.Fatalf("status data round trip: %v, %v; then %v, %v", pd, cfg, got, gotCfg)
 	}
+}
+
+// FuzzMergeParams merges a class's and a claim's opaque parameters (any
+// bytes): a rejection is a *fielderr.Error, which configFor names under
+// the request; a merge is a JSON object with every key of both, each with
+// the claim's value when it has one, else the class's.
+func FuzzMergeParams(f *testing.F) {
+	f.Add([]byte(`{"vlan":5,"mtu":1400}`), []byte(`{"vlan":null,"podIfName":"net1"}`))
+	f.Add([]byte(``), []byte(`null`))
+	f.Add([]byte(`{"a":1,"a":2}`), []byte(`{}`))
+	f.Add([]byte(`[1]`), []byte(`{}`))
+	f.Add([]byte(`{} {}`), []byte(`{}`))
+	f.Fuzz(func(t *testing.T, class, claim []byte) {
+		merged, err := mergeParams([][]byte{class, claim})
+		if err != nil {
+			var fe *fielderr.Error
+			if !errors.As(err, &fe) || fe.Field == "" {
+				t.Fatalf("mergeParams(%q, %q) = %v, want a *fielderr.Error", class, claim, err)
+			}
+			return
+		}
+		var got map[string]json.RawMessage
+		if err := json.Unmarshal(merged, &got); err != nil || got == nil {
+			t.Fatalf("mergeParams(%q, %q) = %q, not a JSON object: %v", class, claim, merged, err)
+		}
+		want := map[string]json.RawMessage{}
+		for _, raw := range [][]byte{class, claim} {
+			var m map[string]json.RawMessage
+			if len(bytes.TrimSpace(raw)) > 0 {
+				_ = json.Unmarshal(raw, &m)
+			}
+			for k, v := range m {
+				want[k] = v
+			}
+		}
+		if len(got) != len(want) {
+			t.Fatalf("mergeParams(%q, %q) = %s, want the keys of %v", class, claim, merged, want)
+		}
+		for k, v := range want {
+			if !jsonEqual(t, got[k], v) {
+				t.Fatalf("mergeParams(%q, %q): %q is %s, want %s", class, claim, k, got[k], v)
+			}
+		}
+	})
+}
+
+func jsonEqual(t *testing.T, a, b []byte) bool {
+	t.Helper()
+	var x, y bytes.Buffer
+	if json.Compact(&x, a) != nil || json.Compact(&y, b) != nil {
+		return false
+	}
+	return bytes.Equal(x.Bytes(), y.Bytes())
 }
