@@ -80,11 +80,30 @@ lint: tools ## buf lint, gofmt, go vet.
 	@cd shared/testworld && out=$$($(GO) mod tidy -diff 2>&1) || { echo "shared/testworld/go.mod is not tidy (run go mod tidy there):"; echo "$$out"; exit 1; }
 
 .PHONY: test
-test: tools checkgenerate lint test-unit test-kernel test-world ## Run every test, all set-up included (as root).
+test: tools checkgenerate lint test-unit fuzz test-kernel test-world ## Run every test, all set-up included (as root).
 
 .PHONY: test-unit
 test-unit: ## Run the tests on this machine's kernel (root tests use throwaway netns).
 	GRPCURL=$(GRPCURL) $(GO) test $(GOTEST_FLAGS) ./...
+
+# Fuzz targets: every `func FuzzX(f *testing.F)` in this module's test
+# files, as pkg:FuzzX, found afresh each time so that a new one is run too
+# (shared/testworld is a module of its own, with none). A crash's input is
+# written to the package's testdata/fuzz/FuzzX/, where plain `go test`
+# replays it; commit it with the fix.
+FUZZTIME         ?= 4s
+FUZZMINIMIZETIME ?= 5s
+FUZZ_TARGETS = $(shell grep -rEo --include='*_test.go' --exclude-dir=.git --exclude-dir=.tools --exclude-dir=_output --exclude-dir=testworld \
+	'^func Fuzz[A-Za-z0-9_]*\(f \*testing\.F\)' . | sed -E 's|^\./(.*)/[^/]*_test\.go:func (Fuzz[A-Za-z0-9_]*).*|\1:\2|' | sort)
+
+.PHONY: fuzz
+fuzz: ## Run each fuzz target for FUZZTIME (default 4s), one after another.
+	@test -n "$(FUZZ_TARGETS)" || { echo "no fuzz targets found"; exit 1; }
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  pkg=$${t%%:*}; name=$${t##*:}; \
+	  echo ">> $$name (./$$pkg) for $(FUZZTIME)"; \
+	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) ./$$pkg; \
+	done
 
 # Packages with kernel-rig tests (//go:build kernelrig); see shared/kernelrig/README.md.
 KERNEL_PKGS = $(shell grep -rlE --include='*_test.go' --exclude-dir=.git --exclude-dir=.tools --exclude-dir=_output --exclude-dir=testdata '^//go:build.*\bkernelrig\b' . | xargs -r -n1 dirname | sort -u)

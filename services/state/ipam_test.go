@@ -211,9 +211,9 @@ func TestIPAM_DualStackStaticAndRetire(t *testing.T) {
 		code  codes.Code
 		field string
 	}{
-		{&devicev1.DeviceConfig{IpPools: []string{"nope"}}, codes.InvalidArgument, "config.ipPools[0]"},
-		{&devicev1.DeviceConfig{IpPools: []string{"v4", "v4"}}, codes.InvalidArgument, "config.ipPools[1]"},
-		{&devicev1.DeviceConfig{Addresses: []string{"10.20.0.1/24"}}, codes.InvalidArgument, "config.addresses[0]"},
+		{&devicev1.DeviceConfig{IpPools: []string{"nope"}}, codes.InvalidArgument, "allocations[0].config.ipPools[0]"},
+		{&devicev1.DeviceConfig{IpPools: []string{"v4", "v4"}}, codes.InvalidArgument, "allocations[0].config.ipPools[1]"},
+		{&devicev1.DeviceConfig{Addresses: []string{"10.20.0.1/24"}}, codes.InvalidArgument, "allocations[0].config.addresses[0]"},
 		// The static address another claim got from the pool.
 		{&devicev1.DeviceConfig{Addresses: []string{"10.20.0.10/24"}}, codes.AlreadyExists, ""},
 	} {
@@ -267,7 +267,7 @@ func TestIPAM_DualStackStaticAndRetire(t *testing.T) {
 	if v4 := byName["v4"]; v4.GetUsed() != 2 || v4.GetOutOfRange() != 1 || v4.GetFree() != "1" {
 		t.Fatalf("v4 after shrinking: used %d outOfRange %d free %s", v4.GetUsed(), v4.GetOutOfRange(), v4.GetFree())
 	}
-	if _, err := prepareIP(ctx, c, 5, &devicev1.DeviceConfig{IpPools: []string{"v6"}}); badField(err) != "config.ipPools[0]" {
+	if _, err := prepareIP(ctx, c, 5, &devicev1.DeviceConfig{IpPools: []string{"v6"}}); badField(err) != "allocations[0].config.ipPools[0]" {
 		t.Fatalf("a retired pool handed out an address: %v", err)
 	}
 	// Released, the retired pool goes away.

@@ -20,6 +20,7 @@ package claimconfig
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -88,48 +89,110 @@ func Parse(raw []byte) (*devicev1.DeviceConfig, error) {
 }
 
 // exactKeys refuses keys that encoding/json would match case-insensitively
-// ("VLAN" for "vlan") and keys given twice: the parameters are strict.
+// ("VLAN" for "vlan"), unknown keys and keys given twice, in the
+// parameters and in each route: the parameters are strict. What is not
+// JSON, or not of the right type, it leaves to the decoder.
 func exactKeys(raw []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return nil // not an object: the decoder says what is wrong
+	if !bytes.HasPrefix(bytes.TrimSpace(raw), []byte("{")) {
+		return nil
 	}
+	err := checkKeys(json.NewDecoder(bytes.NewReader(raw)), "", paramsKeys)
+	if errors.Is(err, errLeaveToDecoder) {
+		return nil
+	}
+	return err
+}
+
+// keySchema is the keys an object may have, each with the keys of its own
+// value when that is an object (or a list of objects); nil where the value
+// is not an object.
+type keySchema map[string]keySchema
+
+var paramsKeys = func() keySchema {
+	s := jsonKeys[Params]()
+	s["routes"] = jsonKeys[Route]()
+	return s
+}()
+
+func jsonKeys[T any]() keySchema {
+	keys := keySchema{}
+	t := reflect.TypeFor[T]()
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		keys[name] = nil
+	}
+	return keys
+}
+
+// errLeaveToDecoder stops checkKeys where the decoder reports the error.
+var errLeaveToDecoder = errors.New("not for checkKeys")
+
+// checkKeys reads one JSON value from dec and checks the keys of its
+// objects (lists are looked through) against s; field names the value.
+func checkKeys(dec *json.Decoder, field string, s keySchema) error {
+	t, err := dec.Token()
+	if err != nil {
+		return errLeaveToDecoder
+	}
+	switch t {
+	case json.Delim('['):
+		for i := 0; dec.More(); i++ {
+			if err := checkKeys(dec, fmt.Sprintf("%s[%d]", field, i), s); err != nil {
+				return err
+			}
+		}
+	case json.Delim('{'):
+		if s == nil {
+			return errLeaveToDecoder // an object where none belongs
+		}
+		if err := checkObjectKeys(dec, field, s); err != nil {
+			return err
+		}
+	default:
+		return nil
+	}
+	if _, err := dec.Token(); err != nil { // the closing ']' or '}'
+		return errLeaveToDecoder
+	}
+	return nil
+}
+
+// checkObjectKeys checks the members of the object whose '{' dec read.
+func checkObjectKeys(dec *json.Decoder, field string, s keySchema) error {
 	seen := map[string]bool{}
 	for dec.More() {
 		t, err := dec.Token()
 		if err != nil {
-			return nil
+			return errLeaveToDecoder
 		}
 		key, _ := t.(string)
-		if !knownKeys[key] {
-			return fielderr.New(key, "unknown field")
+		child, known := s[key]
+		name := key
+		if field != "" {
+			name = field + "." + key
 		}
-		if seen[key] {
-			return fielderr.New(key, "given twice")
+		switch {
+		case key == "":
+			return fielderr.New(cmp.Or(field, "parameters"), `unknown field ""`)
+		case !known:
+			return fielderr.New(name, "unknown field")
+		case seen[key]:
+			return fielderr.New(name, "given twice")
 		}
 		seen[key] = true
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return nil
+		if err := checkKeys(dec, name, child); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-var knownKeys = func() map[string]bool {
-	keys := map[string]bool{}
-	t := reflect.TypeFor[Params]()
-	for i := range t.NumField() {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-		keys[name] = true
-	}
-	return keys
-}()
-
 func decodeError(err error) error {
 	var typeErr *json.UnmarshalTypeError
 	var syntaxErr *json.SyntaxError
 	switch {
+	case errors.As(err, &typeErr) && typeErr.Field == "":
+		return fielderr.New("parameters", "%s is not a JSON object", typeErr.Value)
 	case errors.As(err, &typeErr):
 		return fielderr.New(typeErr.Field, "%s is not a %s", typeErr.Value, typeErr.Type)
 	case errors.As(err, &syntaxErr):

@@ -44,16 +44,27 @@ func validCIDR(field, s string) error {
 	if err != nil {
 		return fielderr.New(field, "%q is not an address in CIDR form (10.0.0.2/24, fd00::2/64)", s)
 	}
-	if a := p.Addr(); a.Is4In6() || a.IsUnspecified() || a.IsMulticast() || a.Zone() != "" {
+	if !unicast(p.Addr()) {
 		return fielderr.New(field, "%q is not a unicast address", s)
 	}
 	return nil
+}
+
+// unicast reports whether a can be an interface address or a next hop, as
+// the provisioner's Attach takes them: no zone, not IPv4-mapped, not
+// unspecified, multicast or the IPv4 broadcast address.
+func unicast(a netip.Addr) bool {
+	return a.Zone() == "" && !a.Is4In6() && !a.IsUnspecified() && !a.IsMulticast() &&
+		a != netip.AddrFrom4([4]byte{255, 255, 255, 255})
 }
 
 func validRoute(field string, r Route) error {
 	dst, err := netip.ParsePrefix(r.Destination)
 	if err != nil {
 		return fielderr.New(field+".destination", "%q is not a prefix in CIDR form (10.0.0.0/8, ::/0)", r.Destination)
+	}
+	if dst.Addr().Is4In6() {
+		return fielderr.New(field+".destination", "%q is IPv4-mapped IPv6; write it as IPv4", r.Destination)
 	}
 	if dst.Masked() != dst {
 		return fielderr.New(field+".destination", "%q has host bits set; the prefix is %s", r.Destination, dst.Masked())
@@ -64,6 +75,9 @@ func validRoute(field string, r Route) error {
 	gw, err := netip.ParseAddr(r.Gateway)
 	if err != nil {
 		return fielderr.New(field+".gateway", "%q is not an IP address", r.Gateway)
+	}
+	if !unicast(gw) {
+		return fielderr.New(field+".gateway", "%q is not a unicast address", r.Gateway)
 	}
 	if gw.Is4() != dst.Addr().Is4() {
 		return fielderr.New(field+".gateway", "%s and destination %s are of different IP families", r.Gateway, r.Destination)

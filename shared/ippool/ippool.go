@@ -76,9 +76,15 @@ func Parse(s Spec) (*Pool, error) {
 	if p.Start.Compare(p.End) > 0 {
 		return nil, fielderr.New("rangeEnd", "%s is before rangeStart %s", p.End, p.Start)
 	}
+	if err := p.checkUnicast(s); err != nil {
+		return nil, err
+	}
 	if s.Gateway != "" {
 		if p.Gateway, err = inSubnet("gateway", s.Gateway, subnet, netip.Addr{}); err != nil {
 			return nil, err
+		}
+		if !Unicast(p.Gateway) {
+			return nil, fielderr.New("gateway", "%s is not a unicast address", p.Gateway)
 		}
 		if p.Contains(p.Gateway) && (s.RangeStart != "" || s.RangeEnd != "") {
 			return nil, fielderr.New("gateway", "%s is inside the range %s-%s; the gateway is never handed out, put it outside the range", p.Gateway, p.Start, p.End)
@@ -93,7 +99,7 @@ func Parse(s Spec) (*Pool, error) {
 		if err != nil {
 			return nil, fielderr.New(f+".destination", "%q is not a CIDR: %v", r.Destination, err)
 		}
-		if dst.Addr().Is4() != subnet.Addr().Is4() {
+		if dst.Addr().Is4() != subnet.Addr().Is4() || dst.Addr().Is4In6() {
 			return nil, fielderr.New(f+".destination", "%s is not of the subnet's IP family", dst)
 		}
 		route := Route{Destination: dst.Masked(), Gateway: p.Gateway}
@@ -104,6 +110,9 @@ func Parse(s Spec) (*Pool, error) {
 			}
 			if gw.Is4() != subnet.Addr().Is4() {
 				return nil, fielderr.New(f+".gateway", "%s is not of the subnet's IP family", gw)
+			}
+			if !Unicast(gw) {
+				return nil, fielderr.New(f+".gateway", "%q is not a unicast address", r.Gateway)
 			}
 			route.Gateway = gw
 		}
@@ -120,7 +129,11 @@ func Parse(s Spec) (*Pool, error) {
 		p.Exclude = append(p.Exclude, x)
 	}
 	if p.Size().Sign() == 0 {
-		return nil, fielderr.New("exclude", "no address of %s-%s is left to hand out", p.Start, p.End)
+		field := "exclude"
+		if len(s.Exclude) == 0 {
+			field = "gateway" // the range's only address
+		}
+		return nil, fielderr.New(field, "no address of %s-%s is left to hand out", p.Start, p.End)
 	}
 	return p, nil
 }
@@ -194,11 +207,56 @@ func ParseAll(field string, specs []Spec) ([]*Pool, error) {
 }
 
 func parseAddrOrPrefix(s string) (netip.Prefix, error) {
-	if a, err := netip.ParseAddr(s); err == nil {
+	if a, err := netip.ParseAddr(s); err == nil && a.Zone() == "" {
 		return netip.PrefixFrom(a, a.BitLen()), nil
 	}
 	x, err := netip.ParsePrefix(s)
 	return x.Masked(), err
+}
+
+// Unicast reports whether a can be an interface address or a next hop, as
+// the provisioner's Attach takes them: no zone, not IPv4-mapped IPv6, not
+// unspecified, multicast or the IPv4 broadcast address.
+func Unicast(a netip.Addr) bool {
+	return a.IsValid() && a.Zone() == "" && !a.Is4In6() && !a.IsUnspecified() && !a.IsMulticast() &&
+		a != netip.AddrFrom4([4]byte{255, 255, 255, 255})
+}
+
+// notUnicast are the blocks of addresses Unicast refuses, IPv4 then IPv6.
+var notUnicast = [2][][2]netip.Addr{
+	{
+		{netip.MustParseAddr("0.0.0.0"), netip.MustParseAddr("0.0.0.0")},
+		{netip.MustParseAddr("224.0.0.0"), netip.MustParseAddr("239.255.255.255")},
+		{netip.MustParseAddr("255.255.255.255"), netip.MustParseAddr("255.255.255.255")},
+	},
+	{
+		{netip.MustParseAddr("::"), netip.MustParseAddr("::")},
+		{netip.MustParseAddr("::ffff:0.0.0.0"), netip.MustParseAddr("::ffff:255.255.255.255")},
+		{netip.MustParseAddr("ff00::"), netip.MustParseAddr("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff")},
+	},
+}
+
+// checkUnicast refuses a range that holds an address no interface takes
+// (see Unicast): the pool would hand it out and the claim fail at Attach.
+func (p *Pool) checkUnicast(s Spec) error {
+	fam := 1
+	if p.Is4() {
+		fam = 0
+	}
+	field := "subnet"
+	switch {
+	case s.RangeStart != "":
+		field = "rangeStart"
+	case s.RangeEnd != "":
+		field = "rangeEnd"
+	}
+	for _, b := range notUnicast[fam] {
+		if p.Start.Compare(b[1]) <= 0 && b[0].Compare(p.End) <= 0 {
+			return fielderr.New(field, "the range %s-%s holds %s-%s, addresses no interface takes (unspecified, IPv4-mapped, multicast or broadcast)",
+				p.Start, p.End, maxAddr(p.Start, b[0]), minAddr(p.End, b[1]))
+		}
+	}
+	return nil
 }
 
 func inSubnet(field, s string, subnet netip.Prefix, def netip.Addr) (netip.Addr, error) {

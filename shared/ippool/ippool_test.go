@@ -32,6 +32,17 @@ func TestParse(t *testing.T) {
 		{name: "route family", spec: Spec{Name: "a", Subnet: "10.0.0.0/24", Routes: []RouteSpec{{Destination: "::/0"}}}, wantField: "routes[0].destination"},
 		{name: "route gateway", spec: Spec{Name: "a", Subnet: "10.0.0.0/24", Routes: []RouteSpec{{Destination: "0.0.0.0/0", Gateway: "x"}}}, wantField: "routes[0].gateway"},
 		{name: "exclude outside", spec: Spec{Name: "a", Subnet: "10.0.0.0/24", Exclude: []string{"10.0.0.0/16"}}, wantField: "exclude[0]"},
+		{name: "multicast subnet", spec: Spec{Name: "a", Subnet: "224.0.0.0/24"}, wantField: "subnet"},
+		{name: "broadcast in a /31", spec: Spec{Name: "a", Subnet: "255.255.255.254/31"}, wantField: "subnet"},
+		{name: "unspecified in a /31", spec: Spec{Name: "a", Subnet: "0.0.0.0/31"}, wantField: "subnet"},
+		{name: "v6 multicast", spec: Spec{Name: "a", Subnet: "ff02::/120"}, wantField: "subnet"},
+		{name: "IPv4-mapped range", spec: Spec{Name: "a", Subnet: "::/64", RangeStart: "::ffff:10.0.0.1", RangeEnd: "::ffff:10.0.0.9"}, wantField: "rangeStart"},
+		{name: "unspecified gateway", spec: Spec{Name: "a", Subnet: "0.0.0.0/24", Gateway: "0.0.0.0"}, wantField: "gateway"},
+		{name: "route gateway with a zone", spec: Spec{Name: "a", Subnet: "fd00::/64", Routes: []RouteSpec{{Destination: "::/0", Gateway: "fe80::1%eth0"}}}, wantField: "routes[0].gateway"},
+		{name: "multicast route gateway", spec: Spec{Name: "a", Subnet: "10.0.0.0/24", Routes: []RouteSpec{{Destination: "0.0.0.0/0", Gateway: "224.0.0.1"}}}, wantField: "routes[0].gateway"},
+		{name: "IPv4-mapped route", spec: Spec{Name: "a", Subnet: "fd00::/64", Routes: []RouteSpec{{Destination: "::ffff:0.0.0.0/96"}}}, wantField: "routes[0].destination"},
+		{name: "exclude with a zone", spec: Spec{Name: "a", Subnet: "fe80::/64", Exclude: []string{"fe80::1%eth0"}}, wantField: "exclude[0]"},
+		{name: "gateway is the only address", spec: Spec{Name: "a", Subnet: "10.0.0.7/32", Gateway: "10.0.0.7"}, wantField: "gateway"},
 		{name: "all excluded", spec: Spec{Name: "a", Subnet: "10.0.0.0/30", Exclude: []string{"10.0.0.0/30"}}, wantField: "exclude"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

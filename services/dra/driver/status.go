@@ -75,6 +75,9 @@ func decodeStatusData(data []byte) (json.RawMessage, *devicev1.DeviceConfig, err
 	if len(sd.PreparedDevice) == 0 || bytes.Equal(sd.PreparedDevice, []byte("null")) {
 		return nil, nil, fmt.Errorf("%w: no preparedDevice", ErrBadStatusData)
 	}
+	if sd.PreparedDevice[0] != '{' {
+		return nil, nil, fmt.Errorf("%w: preparedDevice is not a JSON object", ErrBadStatusData)
+	}
 	cfg := &devicev1.DeviceConfig{}
 	if len(sd.Config) > 0 {
 		if err := protojson.Unmarshal(sd.Config, cfg); err != nil {

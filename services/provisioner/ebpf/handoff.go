@@ -339,6 +339,10 @@ func (h *Handoff) Give(ctx context.Context, device string, ns netns.NsHandle, if
 			return fmt.Errorf("interface %s: %w", ifName, err)
 		}
 		for _, p := range progs {
+			if pin := p.GetPin(); pin != "" && filepath.Dir(pin) != dir {
+				fails = append(fails, fmt.Errorf("%s program %q (id %d): its pin %s is not in %s, where the hand-off keeps them", p.GetAttachPoint(), p.GetName(), p.GetProgramId(), pin, dir))
+				continue
+			}
 			if err := give(nh, l, p); err != nil {
 				fails = append(fails, fmt.Errorf("%s program %q (id %d): %w", p.GetAttachPoint(), p.GetName(), p.GetProgramId(), err))
 			}

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 
 	cebpf "github.com/cilium/ebpf"
@@ -201,5 +202,30 @@ func TestHandoff_GiveReportsWhatItCannot(t *testing.T) {
 	t.Log(fails[0])
 	if diff := cmp.Diff(onLink{}, programsOn(t, host, "eth9")); diff != "" {
 		t.Errorf("programs (-want +got):\n%s", diff)
+	}
+}
+
+// TestHandoff_GiveRefusesForeignPins: Give loads only pins the hand-off
+// made, in the device's directory; a prepared device naming another pin
+// (a claim status tampered with) gets nothing attached.
+func TestHandoff_GiveRefusesForeignPins(t *testing.T) {
+	nodetest.RequireRoot(t)
+	host := nodetest.Netns(t, "ndhost")
+	nodetest.IP(t, "-n", host, "link", "add", "eth9", "type", "veth", "peer", "name", "eth9p")
+	h, err := ebpf.NewHandoff(nil, ebpftest.BPFFS(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := netns.GetFromName(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	for _, pin := range []string{h.Root() + "/eth8/x", h.Root() + "/../x", "/sys/fs/bpf/x"} {
+		foreign := []*devicev1.EbpfProgram{{AttachPoint: devicev1.EbpfAttachPoint_EBPF_ATTACH_POINT_TCX_INGRESS, ProgramId: 42, Name: "foreign", Pin: pin}}
+		fails := h.Give(context.Background(), "eth9", ns, "eth9", foreign)
+		if len(fails) != 1 || !strings.Contains(fails[0].Error(), "where the hand-off keeps them") {
+			t.Errorf("Give of a program pinned at %s: %v, want it refused", pin, fails)
+		}
 	}
 }

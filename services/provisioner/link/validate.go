@@ -31,7 +31,7 @@ func Validate(cfg *devicev1.DeviceConfig) error {
 	if cfg == nil {
 		return nil
 	}
-	if err := validateIfName("podIfName", cfg.GetPodIfName()); err != nil {
+	if err := ValidateIfName("podIfName", cfg.GetPodIfName()); err != nil {
 		return err
 	}
 	if cfg.GetMacAddress() != "" {
@@ -60,7 +60,7 @@ func validateSnapshot(s *devicev1.LinkSnapshot) error {
 	if s.GetName() == "" {
 		return &FieldError{Field: "originalLink.name", Reason: "required"}
 	}
-	if err := validateIfName("originalLink.name", s.GetName()); err != nil {
+	if err := ValidateIfName("originalLink.name", s.GetName()); err != nil {
 		return err
 	}
 	if s.GetMacAddress() != "" {
@@ -71,9 +71,11 @@ func validateSnapshot(s *devicev1.LinkSnapshot) error {
 	return nil
 }
 
-// validateIfName accepts what the kernel's dev_valid_name accepts, minus
-// '%', which the kernel would take as a pattern ("eth%d") and expand.
-func validateIfName(field, name string) error {
+// ValidateIfName checks an interface name Attach or Detach gives a link:
+// empty (none), or what the kernel's dev_valid_name accepts in letters,
+// digits, '.', '_' and '-' (no '%', which the kernel would take as a
+// pattern, "eth%d", and expand). A bad one is a *FieldError for field.
+func ValidateIfName(field, name string) error {
 	switch {
 	case name == "":
 		return nil

@@ -63,11 +63,13 @@ func RefuseVFSettings(mgr string, cfg *devicev1.DeviceConfig) error {
 			return fielderr.New("config."+f.field, "not supported by the %s manager (%s); only sr-iov devices take it", mgr, noVF)
 		}
 	}
-	return checkSoftwareVLAN(cfg)
+	return CheckSoftwareVLAN(cfg)
 }
 
-// checkSoftwareVLAN checks the VLAN settings the eBPF programs enforce.
-func checkSoftwareVLAN(cfg *devicev1.DeviceConfig) error {
+// CheckSoftwareVLAN checks the VLAN settings the eBPF programs enforce
+// (vlan, vlanQoS, vlanProto), returning a *fielderr.Error naming the
+// first bad one ("config.vlan") or nil. A nil cfg is valid.
+func CheckSoftwareVLAN(cfg *devicev1.DeviceConfig) error {
 	vlan := cfg.GetVlan()
 	switch {
 	case vlan > 4094:

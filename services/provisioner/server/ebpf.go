@@ -109,10 +109,15 @@ func (s *Server) attachPrograms(ctx context.Context, req *provisionerv1.AttachRe
 
 // DeviceCounters implements ProvisionerServiceServer.
 func (s *Server) DeviceCounters(_ context.Context, req *provisionerv1.DeviceCountersRequest) (*provisionerv1.DeviceCountersResponse, error) {
+	for i, name := range req.GetDevices() {
+		if !dnsLabel.MatchString(name) {
+			return nil, fielderr.New(fmt.Sprintf("devices[%d]", i), "%q is not a device name (a DNS label)", name)
+		}
+	}
 	if s.counters == nil {
 		return nil, status.Error(codes.FailedPrecondition, "the provisioner runs without eBPF programs")
 	}
-	names := req.GetDevices()
+	names := slices.Clone(req.GetDevices())
 	if len(names) == 0 {
 		all, err := s.counters.Devices()
 		if err != nil {

@@ -19,8 +19,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -135,10 +137,10 @@ func (s *Server) WatchDevices(_ *provisionerv1.WatchDevicesRequest, stream provi
 // config is checked here (validateConfig); the manager is given the
 // provisioner's copy of the device and a config that passed.
 func (s *Server) Setup(ctx context.Context, req *provisionerv1.SetupRequest) (*provisionerv1.SetupResponse, error) {
-	kind, name := req.GetDevice().GetManager(), req.GetDevice().GetName()
-	if name == "" {
-		return nil, fielderr.New("device.name", "required")
+	if err := validateDevice("device", req.GetDevice()); err != nil {
+		return nil, err
 	}
+	kind, name := req.GetDevice().GetManager(), req.GetDevice().GetName()
 	mgr, ok := s.managers.forSetup(kind)
 	if !ok {
 		return nil, status.Errorf(codes.FailedPrecondition, "device manager %s is not running", kind)
@@ -278,21 +280,103 @@ func validateConfig(mgr manager.Manager, dev *devicev1.Device, cfg *devicev1.Dev
 	return mgr.Validate(dev, cfg)
 }
 
-// validatePrepared checks a prepared device a request carries (Free,
-// Attach, Detach, Restore): a device name, a known manager, and the
-// original link a kernel interface needs to come back to.
+// validatePrepared checks what Attach, Detach and Free use of a prepared
+// device: its name (a DNS label, as published; the eBPF programs are
+// pinned under it), its manager, and the interface names and MAC a link
+// is moved and restored with.
 func validatePrepared(field string, pd *devicev1.PreparedDevice) error {
-	switch {
-	case pd == nil:
+	if pd == nil {
 		return fielderr.New(field, "required")
-	case pd.GetDevice().GetName() == "":
-		return fielderr.New(field+".device.name", "required")
 	}
-	if _, ok := devicev1.DeviceManager_name[int32(pd.GetDevice().GetManager())]; !ok || pd.GetDevice().GetManager() == devicev1.DeviceManager_DEVICE_MANAGER_UNSPECIFIED {
-		return fielderr.New(field+".device.manager", "unknown device manager %v", pd.GetDevice().GetManager())
+	if err := validateDevice(field+".device", pd.GetDevice()); err != nil {
+		return err
 	}
 	if pd.GetDevice().GetKernelIfName() != "" && pd.GetOriginalLink() == nil && !pd.GetLinkCreated() {
 		return fielderr.New(field+".originalLink", "required for a device with a kernel interface")
+	}
+	if err := link.ValidateIfName(field+".device.kernelIfName", pd.GetDevice().GetKernelIfName()); err != nil {
+		return err
+	}
+	if err := link.ValidateIfName(field+".originalLink.name", pd.GetOriginalLink().GetName()); err != nil {
+		return err
+	}
+	if mac := pd.GetOriginalLink().GetMacAddress(); mac != "" {
+		if _, err := net.ParseMAC(mac); err != nil {
+			return fielderr.New(field+".originalLink.macAddress", "%q is not a MAC address", mac)
+		}
+	}
+	if err := validateVFSnapshot(field+".originalVf", pd.GetOriginalVf()); err != nil {
+		return err
+	}
+	for i, p := range pd.GetDetachedEbpfPrograms() {
+		if err := validateProgram(fmt.Sprintf("%s.detachedEbpfPrograms[%d]", field, i), p, pd.GetDevice().GetName()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateVFSnapshot checks the VF settings Free restores: what a VF can
+// have had (a VLAN 0..4095, a priority 0..7, known protocol and link
+// state, a MAC).
+func validateVFSnapshot(field string, vf *devicev1.VfSnapshot) error {
+	if vf == nil {
+		return nil
+	}
+	_, protoOK := devicev1.VlanProto_name[int32(vf.GetVlanProto())]
+	_, stateOK := devicev1.VfLinkState_name[int32(vf.GetLinkState())]
+	switch {
+	case vf.GetVlan() > 4095:
+		return fielderr.New(field+".vlan", "%d is out of range 0..4095", vf.GetVlan())
+	case vf.GetVlanQos() > 7:
+		return fielderr.New(field+".vlanQos", "%d is out of range 0..7", vf.GetVlanQos())
+	case !protoOK:
+		return fielderr.New(field+".vlanProto", "unknown VLAN protocol %d", vf.GetVlanProto())
+	case !stateOK:
+		return fielderr.New(field+".linkState", "unknown link state %d", vf.GetLinkState())
+	}
+	if mac := vf.GetMacAddress(); mac != "" {
+		if _, err := net.ParseMAC(mac); err != nil {
+			return fielderr.New(field+".macAddress", "%q is not a MAC address", mac)
+		}
+	}
+	return nil
+}
+
+// validateProgram checks a host eBPF program Free gives back: a known
+// attach point, and a pin (if any) where the hand-off keeps the device's,
+// a file in a directory named after the device.
+func validateProgram(field string, p *devicev1.EbpfProgram, device string) error {
+	if _, ok := devicev1.EbpfAttachPoint_name[int32(p.GetAttachPoint())]; !ok || p.GetAttachPoint() == devicev1.EbpfAttachPoint_EBPF_ATTACH_POINT_UNSPECIFIED {
+		return fielderr.New(field+".attachPoint", "unknown attach point %d", p.GetAttachPoint())
+	}
+	if pin := p.GetPin(); pin != "" {
+		if err := validatePath(field+".pin", pin); err != nil {
+			return err
+		}
+		if filepath.Base(filepath.Dir(pin)) != device {
+			return fielderr.New(field+".pin", "%q is not a pin of device %s", pin, device)
+		}
+	}
+	return nil
+}
+
+// dnsLabel is the form of a device name (RFC 1123 label), as ResourceSlices
+// publish it.
+var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
+// validateDevice checks the identity of a device a request names: its name
+// and its manager.
+func validateDevice(field string, d *devicev1.Device) error {
+	switch name := d.GetName(); {
+	case name == "":
+		return fielderr.New(field+".name", "required")
+	case !dnsLabel.MatchString(name):
+		return fielderr.New(field+".name", "%q is not a device name (a DNS label: lower-case letters, digits and '-', at most 63)", name)
+	}
+	m := d.GetManager()
+	if _, ok := devicev1.DeviceManager_name[int32(m)]; !ok || m == devicev1.DeviceManager_DEVICE_MANAGER_UNSPECIFIED {
+		return fielderr.New(field+".manager", "unknown device manager %v", m)
 	}
 	return nil
 }
@@ -322,10 +406,30 @@ func (s *Server) validateMove(pd *devicev1.PreparedDevice, netnsPath string, cfg
 	if err := validatePrepared("preparedDevice", pd); err != nil {
 		return err
 	}
-	if netnsPath == "" || !filepath.IsAbs(netnsPath) || filepath.Clean(netnsPath) != netnsPath {
-		return fielderr.New("netnsPath", "%q is not a clean absolute path", netnsPath)
+	if err := validatePath("netnsPath", netnsPath); err != nil {
+		return err
 	}
-	return fielderr.Prefix("config", link.Validate(cfg))
+	if err := link.Validate(cfg); err != nil {
+		return fielderr.Prefix("config", err)
+	}
+	// The VLAN the eBPF programs enforce in the pod (a dummy's, a host
+	// interface's) is the Attach config's.
+	return manager.CheckSoftwareVLAN(cfg)
+}
+
+// maxPathLen is the longest path the kernel opens (PATH_MAX less the NUL).
+const maxPathLen = 4095
+
+// validatePath checks a path the provisioner opens: a clean absolute path
+// the kernel can take.
+func validatePath(field, path string) error {
+	switch {
+	case path == "" || !filepath.IsAbs(path) || filepath.Clean(path) != path:
+		return fielderr.New(field, "%q is not a clean absolute path", path)
+	case len(path) > maxPathLen:
+		return fielderr.New(field, "%d bytes, longer than a path can be (%d)", len(path), maxPathLen)
+	}
+	return nil
 }
 
 // linkStatus gives the link package's errors their status codes.

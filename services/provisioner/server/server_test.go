@@ -387,6 +387,45 @@ func TestBadInput(t *testing.T) {
 			_, err := h.client.Attach(ctx, &provisionerv1.AttachRequest{PreparedDevice: &devicev1.PreparedDevice{Device: pd.GetDevice()}, NetnsPath: "/run/netns/p"})
 			return err
 		}, codes.InvalidArgument, "preparedDevice.originalLink"},
+		{"setup with an unknown manager", func() error {
+			_, err := h.client.Setup(ctx, &provisionerv1.SetupRequest{Device: &devicev1.Device{Name: "dummy0", Manager: 999}})
+			return err
+		}, codes.InvalidArgument, "device.manager"},
+		{"setup of a device named like a path", func() error {
+			_, err := h.client.Setup(ctx, &provisionerv1.SetupRequest{Device: &devicev1.Device{Name: "../dummy0", Manager: devicev1.DeviceManager_DEVICE_MANAGER_DUMMY}})
+			return err
+		}, codes.InvalidArgument, "device.name"},
+		{"attach with a VLAN out of range", func() error {
+			_, err := h.client.Attach(ctx, &provisionerv1.AttachRequest{PreparedDevice: pd, NetnsPath: "/run/netns/p", Config: &devicev1.DeviceConfig{Vlan: new(uint32(70000))}})
+			return err
+		}, codes.InvalidArgument, "config.vlan"},
+		{"attach with an unknown VLAN protocol", func() error {
+			_, err := h.client.Attach(ctx, &provisionerv1.AttachRequest{PreparedDevice: pd, NetnsPath: "/run/netns/p", Config: &devicev1.DeviceConfig{Vlan: new(uint32(7)), VlanProto: 999}})
+			return err
+		}, codes.InvalidArgument, "config.vlanProto"},
+		{"attach to a path too long to open", func() error {
+			_, err := h.client.Attach(ctx, &provisionerv1.AttachRequest{PreparedDevice: pd, NetnsPath: "/run/netns/" + strings.Repeat("p", 4096)})
+			return err
+		}, codes.InvalidArgument, "netnsPath"},
+		{"free of a VF snapshot no VF has", func() error {
+			_, err := h.client.Free(ctx, &provisionerv1.FreeRequest{PreparedDevice: &devicev1.PreparedDevice{Device: pd.GetDevice(), OriginalLink: pd.GetOriginalLink(),
+				OriginalVf: &devicev1.VfSnapshot{Vlan: 5000}}})
+			return err
+		}, codes.InvalidArgument, "preparedDevice.originalVf.vlan"},
+		{"free giving back a program pinned elsewhere", func() error {
+			_, err := h.client.Free(ctx, &provisionerv1.FreeRequest{PreparedDevice: &devicev1.PreparedDevice{Device: pd.GetDevice(), OriginalLink: pd.GetOriginalLink(),
+				DetachedEbpfPrograms: []*devicev1.EbpfProgram{{AttachPoint: devicev1.EbpfAttachPoint_EBPF_ATTACH_POINT_XDP, Pin: "/sys/fs/bpf/cilium/prog"}}}})
+			return err
+		}, codes.InvalidArgument, "preparedDevice.detachedEbpfPrograms[0].pin"},
+		{"free giving back a program without an attach point", func() error {
+			_, err := h.client.Free(ctx, &provisionerv1.FreeRequest{PreparedDevice: &devicev1.PreparedDevice{Device: pd.GetDevice(), OriginalLink: pd.GetOriginalLink(),
+				DetachedEbpfPrograms: []*devicev1.EbpfProgram{{Pin: "/sys/fs/bpf/netdra-handoff/dummy0/x"}}}})
+			return err
+		}, codes.InvalidArgument, "preparedDevice.detachedEbpfPrograms[0].attachPoint"},
+		{"counters of a device named like a path", func() error {
+			_, err := h.client.DeviceCounters(ctx, &provisionerv1.DeviceCountersRequest{Devices: []string{"dummy0", "../../x"}})
+			return err
+		}, codes.InvalidArgument, "devices[1]"},
 		{"free without a device", func() error {
 			_, err := h.client.Free(ctx, &provisionerv1.FreeRequest{})
 			return err
@@ -399,6 +438,22 @@ func TestBadInput(t *testing.T) {
 			_, err := h.client.Restore(ctx, &provisionerv1.RestoreRequest{Data: []byte(`{"device":{"name":"d","bogus":1}}`)})
 			return err
 		}, codes.InvalidArgument, "data"},
+		{"free of a device named like a path", func() error {
+			_, err := h.client.Free(ctx, &provisionerv1.FreeRequest{PreparedDevice: &devicev1.PreparedDevice{Device: &devicev1.Device{Name: "..", Manager: devicev1.DeviceManager_DEVICE_MANAGER_DUMMY}}})
+			return err
+		}, codes.InvalidArgument, "preparedDevice.device.name"},
+		{"restore of a device named like a path", func() error {
+			_, err := h.client.Restore(ctx, &provisionerv1.RestoreRequest{Data: []byte(`{"device":{"name":"a/../../b","manager":"DEVICE_MANAGER_HOST"}}`)})
+			return err
+		}, codes.InvalidArgument, "data.device.name"},
+		{"restore with a bad original link name", func() error {
+			_, err := h.client.Restore(ctx, &provisionerv1.RestoreRequest{Data: []byte(`{"device":{"name":"eth1","manager":"DEVICE_MANAGER_HOST","kernelIfName":"eth1"},"originalLink":{"name":"eth 1"}}`)})
+			return err
+		}, codes.InvalidArgument, "data.originalLink.name"},
+		{"restore with a bad original MAC", func() error {
+			_, err := h.client.Restore(ctx, &provisionerv1.RestoreRequest{Data: []byte(`{"device":{"name":"eth1","manager":"DEVICE_MANAGER_HOST","kernelIfName":"eth1"},"originalLink":{"name":"eth1","macAddress":"nope"}}`)})
+			return err
+		}, codes.InvalidArgument, "data.originalLink.macAddress"},
 		{"restore without a manager", func() error {
 			_, err := h.client.Restore(ctx, &provisionerv1.RestoreRequest{Data: []byte(`{"device":{"name":"d"}}`)})
 			return err

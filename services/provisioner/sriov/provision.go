@@ -16,13 +16,24 @@ import (
 // maxIfNameLen is IFNAMSIZ - 1.
 const maxIfNameLen = 15
 
+// maxPathLen is the longest path the kernel opens (PATH_MAX less the NUL).
+const maxPathLen = 4095
+
+// maxVFCount is the most VFs a PF is asked for, as the NodeConfig CRD
+// allows.
+const maxVFCount = 4096
+
 // ValidateConfig checks cfg without touching anything: every interface has
-// a valid, unique ifName (a vfCount of 0 means: use the VFs it has). It returns a
+// a valid, unique ifName and a vfCount of at most 4096 (0 means: use the
+// VFs it has); the path, if set, is clean and absolute. It returns a
 // *fielderr.Error with the field relative to cfg ("ifaces[0].vfCount"). A nil
 // cfg or one with no ifaces is valid (every VF on the node is published).
 func ValidateConfig(cfg *provisionerv1.SriovConfig) error {
-	if p := cfg.GetSysBusPciDevPath(); p != "" && (!filepath.IsAbs(p) || filepath.Clean(p) != p) {
+	switch p := cfg.GetSysBusPciDevPath(); {
+	case p != "" && (!filepath.IsAbs(p) || filepath.Clean(p) != p):
 		return fielderr.New("sysBusPciDevPath", "%q is not a clean absolute path", p)
+	case len(p) > maxPathLen:
+		return fielderr.New("sysBusPciDevPath", "%d bytes, longer than a path can be (%d)", len(p), maxPathLen)
 	}
 	seen := map[string]int{}
 	for i, iface := range cfg.GetIfaces() {
@@ -34,6 +45,9 @@ func ValidateConfig(cfg *provisionerv1.SriovConfig) error {
 			return fielderr.New(field+".ifName", "%q is already ifaces[%d]", iface.GetIfName(), j)
 		}
 		seen[iface.GetIfName()] = i
+		if n := iface.GetVfCount(); n > maxVFCount {
+			return fielderr.New(field+".vfCount", "%d is out of range 0..%d", n, maxVFCount)
+		}
 	}
 	return nil
 }

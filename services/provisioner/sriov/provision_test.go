@@ -105,6 +105,9 @@ func TestValidateConfig(t *testing.T) {
 		{name: "dot ifName", cfg: &provisionerv1.SriovConfig{Ifaces: ifaces("..", 4)}, wantField: "ifaces[0].ifName"},
 		{name: "duplicate ifName", cfg: &provisionerv1.SriovConfig{Ifaces: ifaces("ens1f0", 1, "ens1f0", 2)}, wantField: "ifaces[1].ifName"},
 		{name: "zero vfCount uses the VFs there are", cfg: &provisionerv1.SriovConfig{Ifaces: ifaces("ens1f0", 0)}},
+		{name: "most VFs", cfg: &provisionerv1.SriovConfig{Ifaces: ifaces("ens1f0", 4096)}},
+		{name: "too many VFs", cfg: &provisionerv1.SriovConfig{Ifaces: ifaces("ens1f0", 1, "ens1f1", 4097)}, wantField: "ifaces[1].vfCount"},
+		{name: "path too long", cfg: &provisionerv1.SriovConfig{SysBusPciDevPath: "/" + strings.Repeat("a", 4095)}, wantField: "sysBusPciDevPath"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			checkField(t, ValidateConfig(tc.cfg), tc.wantField)

@@ -180,7 +180,7 @@ func (s *service) invoke(method, body string) (proto.Message, error) {
 	return out, err
 }
 
-func newMessage(t *testing.T, d protoreflect.MessageDescriptor) proto.Message {
+func newMessage(t testing.TB, d protoreflect.MessageDescriptor) proto.Message {
 	mt, err := protoregistry.GlobalTypes.FindMessageByName(d.FullName())
 	if err != nil {
 		t.Fatal(err)

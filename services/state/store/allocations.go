@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+	"github.com/netdra/netdra/shared/fielderr"
 )
 
 // Allocation phases, short.
@@ -50,10 +51,10 @@ func (s *Store) BeginPrepare(req *statev1.BeginPrepareRequest) (*statev1.BeginPr
 	out := &statev1.BeginPrepareResponse{}
 	rev, err := s.write(func(w *writer) error {
 		out.Allocations = nil
-		for _, a := range allocs {
+		for i, a := range allocs {
 			row, err := w.beginPrepare(a)
 			if err != nil {
-				return err
+				return fielderr.Prefix(indexed("allocations", i), err)
 			}
 			out.Allocations = append(out.Allocations, row)
 		}

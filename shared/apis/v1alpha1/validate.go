@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	"fmt"
 	"path"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -253,6 +254,9 @@ func checkIfNameGlob(s string) string {
 	if _, err := path.Match(s, ""); err != nil {
 		return fmt.Sprintf("%q is not a valid glob: %v", s, err)
 	}
+	if !strings.ContainsAny(s, `*?[\`) && len(s) > MaxKernelIfNameLen {
+		return fmt.Sprintf("%q is no glob and longer than an interface name can be (%d bytes)", s, MaxKernelIfNameLen)
+	}
 	return ""
 }
 
@@ -295,6 +299,8 @@ func checkPath(s string) string {
 		return fmt.Sprintf("%q is longer than %d bytes", s, MaxPathLen)
 	case !strings.HasPrefix(s, "/"):
 		return fmt.Sprintf("%q is not an absolute path", s)
+	case filepath.Clean(s) != s:
+		return fmt.Sprintf("%q is not a clean path; write %s", s, filepath.Clean(s))
 	}
 	return ""
 }

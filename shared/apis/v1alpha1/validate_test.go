@@ -85,7 +85,11 @@ func TestValidate(t *testing.T) {
 		{"too many dummies", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Dummy.Count = 1025 }, "deviceManagerConfigs.dummy.count", "out of range"},
 		{"host enabled without selectors", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Host = &HostConfig{Enabled: true} }, "deviceManagerConfigs.host.enabled", "never offers every interface"},
 		{"bad host glob", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Host.IfNames = []string{"eth["} }, "deviceManagerConfigs.host.ifNames[0]", "not a valid glob"},
+		{"host name longer than an interface name", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Host.IfNames = []string{"averylonginterfacename"} }, "deviceManagerConfigs.host.ifNames[0]", "longer than an interface name"},
+		{"long host glob", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Host.IfNames = []string{"averylonginterfacename*"} }, "", ""},
 		{"relative sysfs root", func(s *NodeConfigSpec) { s.SysfsRoot = "sys" }, "sysfsRoot", "absolute"},
+		{"unclean sysfs root", func(s *NodeConfigSpec) { s.SysfsRoot = "/host//sys/" }, "sysfsRoot", "not a clean path; write /host/sys"},
+		{"unclean sysBusPCIDevPath", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.SRIOV.SysBusPCIDevPath = "/sys/../sys/bus/pci/devices" }, "deviceManagerConfigs.sriov.sysBusPCIDevPath", "not a clean path"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

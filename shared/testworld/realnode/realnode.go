@@ -23,4 +23,3 @@ package realnode
 // reads (containerd 2.2 and later, on in the node's config): the NRI plugins
 // that must be connected for the pod's containers to be created.
 const RequiredPluginsAnnotation = "required-plugins.noderesource.dev/pod"
-

@@ -1,0 +1,81 @@
+package claimconfig
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	"github.com/netdra/netdra/shared/fielderr"
+)
+
+// FuzzParse feeds Parse any bytes. A rejection is a *fielderr.Error naming
+// a field, the same every time; an accepted config round-trips: written
+// back as parameters (paramsOf) and parsed again, it is the same config.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{
+		``, `null`, `{}`, `{"vlan":0}`, `{"VLAN":5}`, `{"vlan":5,"vlan":6}`, `{} {}`, `[1]`, `"x"`,
+		`{"podIfName":"net1","vlan":100,"vlanQoS":3,"vlanProto":"802.1AD","mac":"02:AA:00:00:00:01",
+			"spoofChk":true,"trust":false,"linkState":"enable","minTxRate":10,"maxTxRate":100,"mtu":9000,
+			"addresses":["10.0.0.2/24","fd00::2/64"],"routes":[{"destination":"10.1.0.0/16","gateway":"10.0.0.1"},{"destination":"::/0"}],
+			"ipPools":["v4","v6"]}`,
+		`{"routes":[{"destination":"10.1.0.0/16","gateway":"fe80::1%eth0"}]}`,
+		`{"addresses":["255.255.255.255/32"]}`,
+		`{"minTxRate":5,"maxTxRate":0}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		cfg, err := Parse(raw)
+		_, again := Parse(raw)
+		if err != nil {
+			var fe *fielderr.Error
+			if !errors.As(err, &fe) || fe.Field == "" || fe.Reason == "" {
+				t.Fatalf("Parse(%q) = %v (%T), want a *fielderr.Error naming a field", raw, err, err)
+			}
+			if again == nil || again.Error() != err.Error() {
+				t.Fatalf("Parse(%q) is not deterministic: %v, then %v", raw, err, again)
+			}
+			return
+		}
+		if again != nil {
+			t.Fatalf("Parse(%q) is not deterministic: accepted, then %v", raw, again)
+		}
+		back, err := json.Marshal(paramsOf(cfg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := Parse(back)
+		if err != nil {
+			t.Fatalf("Parse(%q) accepted %v, but not its own parameters %s: %v", raw, cfg, back, err)
+		}
+		if !proto.Equal(cfg, got) {
+			t.Fatalf("round trip of %q through %s: %v, then %v", raw, back, cfg, got)
+		}
+	})
+}
+
+// paramsOf is the inverse of Params.Config: the parameters that give cfg.
+func paramsOf(cfg *devicev1.DeviceConfig) *Params {
+	p := &Params{
+		PodIfName: cfg.GetPodIfName(), Vlan: cfg.Vlan, VlanQoS: cfg.VlanQos, MAC: cfg.GetMacAddress(),
+		SpoofChk: cfg.SpoofChk, Trust: cfg.Trust, MinTxRate: cfg.MinTxRate, MaxTxRate: cfg.MaxTxRate,
+		MTU: cfg.GetMtu(), Addresses: cfg.GetAddresses(), IPPools: cfg.GetIpPools(),
+	}
+	for name, v := range vlanProtos {
+		if v == cfg.GetVlanProto() {
+			p.VlanProto = name
+		}
+	}
+	for name, v := range linkStates {
+		if v == cfg.GetLinkState() {
+			p.LinkState = name
+		}
+	}
+	for _, r := range cfg.GetRoutes() {
+		p.Routes = append(p.Routes, Route{Destination: r.GetDestination(), Gateway: r.GetGateway()})
+	}
+	return p
+}
