@@ -149,25 +149,3 @@ func TestPublisher(t *testing.T) {
 		t.Errorf("Last (-want +got):\n%s", diff)
 	}
 }
-
-func TestDevice_Attributes(t *testing.T) {
-	vf, numa := int32(2), int32(1)
-	d := Device("vfs", &devicev1.Device{Name: "0000-03-00-3", Manager: devicev1.DeviceManager_DEVICE_MANAGER_SRIOV,
-		KernelIfName: "ens1f0v2", PfName: "ens1f0", VfIndex: &vf, NumaNode: &numa, PciAddress: "0000:03:00.3",
-		PcieRoot: "pci0000:00", VendorId: "0x8086", DeviceId: "0x154c", Driver: "iavf", Mtu: 1500})
-	got := map[string]string{}
-	for k, v := range d.Attributes {
-		switch {
-		case v.StringValue != nil:
-			got[string(k)] = *v.StringValue
-		case v.IntValue != nil:
-			got[string(k)] = fmt.Sprint(*v.IntValue)
-		}
-	}
-	want := map[string]string{"pool": "vfs", "deviceManager": "sr-iov", "ifName": "0000-03-00-3", "kernelIfName": "ens1f0v2",
-		"pfName": "ens1f0", "vfIndex": "2", "numaNode": "1", "driver": "iavf", "vendor": "0x8086", "deviceID": "0x154c", "mtu": "1500",
-		"resource.kubernetes.io/pciBusID": "0000:03:00.3", "resource.kubernetes.io/pcieRoot": "pci0000:00"}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("attributes (-want +got):\n%s", diff)
-	}
-}

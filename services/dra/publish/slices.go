@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/dynamic-resource-allocation/deviceattribute"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/utils/ptr"
 
@@ -19,24 +20,28 @@ import (
 // MaxDevicesPerSlice is the most devices one ResourceSlice holds.
 const MaxDevicesPerSlice = 128
 
-// Standard attributes of the DRA device model.
+// The driver's own attributes, unqualified: in the driver's domain
+// (netdra.io/pool). The standard ones are deviceattribute's.
 const (
-	pciBusIDAttr  resourceapi.QualifiedName = "resource.kubernetes.io/pciBusID"
-	pcieRootAttr  resourceapi.QualifiedName = "resource.kubernetes.io/pcieRoot"
-	attrPool      resourceapi.QualifiedName = "pool"
-	attrManager   resourceapi.QualifiedName = "deviceManager"
-	attrIfName    resourceapi.QualifiedName = "ifName"
-	attrKernel    resourceapi.QualifiedName = "kernelIfName"
-	attrPFName    resourceapi.QualifiedName = "pfName"
-	attrVFIndex   resourceapi.QualifiedName = "vfIndex"
-	attrDriver    resourceapi.QualifiedName = "driver"
-	attrVendor    resourceapi.QualifiedName = "vendor"
-	attrDeviceID  resourceapi.QualifiedName = "deviceID"
-	attrNUMANode  resourceapi.QualifiedName = "numaNode"
-	attrMAC       resourceapi.QualifiedName = "macAddress"
-	attrMTU       resourceapi.QualifiedName = "mtu"
-	maxAttrValLen                           = 64
+	attrPool     resourceapi.QualifiedName = "pool"
+	attrManager  resourceapi.QualifiedName = "deviceManager"
+	attrIfName   resourceapi.QualifiedName = "ifName"
+	attrKernel   resourceapi.QualifiedName = "kernelIfName"
+	attrPFName   resourceapi.QualifiedName = "pfName"
+	attrVFIndex  resourceapi.QualifiedName = "vfIndex"
+	attrDriver   resourceapi.QualifiedName = "driver"
+	attrVendor   resourceapi.QualifiedName = "vendor"
+	attrDeviceID resourceapi.QualifiedName = "deviceID"
+	attrMAC      resourceapi.QualifiedName = "macAddress"
+	attrMTU      resourceapi.QualifiedName = "mtu"
+	// attrNUMANode is deprecated in favour of the standard
+	// resource.kubernetes.io/numaNode, which has the same value; it is
+	// published for one more release, then removed.
+	attrNUMANode resourceapi.QualifiedName = "numaNode"
 )
+
+// maxAttrValLen is the API's limit on a string attribute.
+const maxAttrValLen = 64
 
 // Resources builds the driver's resources from the pools: every pool, even
 // empty, in slices of at most MaxDevicesPerSlice devices.
@@ -65,6 +70,9 @@ func Resources(ps []pools.Pool) *resourceslice.DriverResources {
 // deviceManager, and the standard PCI attributes where known.
 func Device(pool string, d *devicev1.Device) resourceapi.Device {
 	attrs := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{}
+	for _, a := range standardAttributes(d) {
+		attrs[a.Name] = a.Value
+	}
 	str := func(name resourceapi.QualifiedName, v string) {
 		if v != "" {
 			attrs[name] = resourceapi.DeviceAttribute{StringValue: ptr.To(truncate(v))}
@@ -79,8 +87,6 @@ func Device(pool string, d *devicev1.Device) resourceapi.Device {
 	str(attrVendor, d.GetVendorId())
 	str(attrDeviceID, d.GetDeviceId())
 	str(attrMAC, d.GetMacAddress())
-	str(pciBusIDAttr, d.GetPciAddress())
-	str(pcieRootAttr, d.GetPcieRoot())
 	if d.VfIndex != nil {
 		attrs[attrVFIndex] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(d.GetVfIndex()))}
 	}
@@ -96,6 +102,32 @@ func Device(pool string, d *devicev1.Device) resourceapi.Device {
 		}
 	}
 	return resourceapi.Device{Name: d.GetName(), Attributes: attrs}
+}
+
+// standardAttributes returns the standard attributes of d when it is a PCI
+// function, as deviceattribute names and checks them:
+// resource.kubernetes.io/pciBusID, and pcieRoot and numaNode (the scalar
+// form, which needs no feature gate) when the provisioner found them. A
+// device without a valid PCI address (a dummy, a veth) has none; a value
+// deviceattribute refuses (a NUMA node out of range) is left out.
+func standardAttributes(d *devicev1.Device) []deviceattribute.DeviceAttribute {
+	bus, err := deviceattribute.GetPCIBusIDAttribute(d.GetPciAddress())
+	if err != nil {
+		return nil
+	}
+	out := []deviceattribute.DeviceAttribute{bus}
+	if root := d.GetPcieRoot(); root != "" {
+		out = append(out, deviceattribute.DeviceAttribute{
+			Name:  deviceattribute.StandardDeviceAttributePCIeRoot,
+			Value: resourceapi.DeviceAttribute{StringValue: ptr.To(truncate(root))},
+		})
+	}
+	if d.NumaNode != nil {
+		if numa, err := deviceattribute.GetNUMANodeAttribute(int(d.GetNumaNode()), deviceattribute.ScalarAttribute); err == nil {
+			out = append(out, numa)
+		}
+	}
+	return out
 }
 
 // truncate keeps an attribute within the API's 64-character limit.

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/netdra/netdra/services/provisioner/pcitopo"
 )
 
 // pciAddr is a PCI function address as sysfs names it (0000:03:00.1).
@@ -17,8 +19,8 @@ type hwInfo struct {
 	vendor   string // device/vendor, lower case (0x8086)
 	device   string // device/device, lower case
 	pci      string // basename of device, when a PCI address
-	pcieRoot string // the pciDDDD:BB directory above the device
-	numa     *int32 // device/numa_node, when not -1
+	pcieRoot string // the root complex (pciDDDD:BB), for a PCI device
+	numa     *int32 // the NUMA node of a PCI device, when not -1
 }
 
 // readHW reads <root>/class/net/<ifName>/device. sysfs lists the
@@ -46,34 +48,10 @@ func readHW(root, ifName string, ifIndex int) hwInfo {
 	hw.vendor, hw.device = strings.ToLower(hw.vendor), strings.ToLower(hw.device)
 	if base := filepath.Base(target); pciAddr.MatchString(base) {
 		hw.pci = base
-		hw.pcieRoot = pcieRoot(dev)
-	}
-	if s, ok := readAttr(filepath.Join(dev, "numa_node")); ok {
-		if n, err := strconv.ParseInt(s, 10, 32); err == nil && n >= 0 {
-			n32 := int32(n)
-			hw.numa = &n32
-		}
+		at, _ := pcitopo.Read(pcitopo.Tree(root), base) // an unreadable numa_node: unknown
+		hw.pcieRoot, hw.numa = at.PCIeRoot, at.NUMANode
 	}
 	return hw
-}
-
-// pcieRoot returns the root complex directory (pci0000:00) that the
-// resolved path of a PCI device goes through under devices/, or "".
-func pcieRoot(dev string) string {
-	p, err := filepath.EvalSymlinks(dev)
-	if err != nil {
-		return ""
-	}
-	parts := strings.Split(filepath.ToSlash(p), "/")
-	for i := len(parts) - 2; i >= 0; i-- {
-		if parts[i] == "devices" {
-			if next := parts[i+1]; strings.HasPrefix(next, "pci") {
-				return next
-			}
-			return ""
-		}
-	}
-	return ""
 }
 
 // readAttr reads a one-line sysfs attribute, trimmed.

@@ -11,12 +11,13 @@ import (
 
 // fakeNIC is an interface in a fake sysfs tree, laid out as the kernel does
 // it: class/net/<if> links into devices/, a PCI device has its attributes,
-// a driver link into bus/pci/drivers and a net/<if> directory whose device
-// link points back at it.
+// a bus/pci/devices link to it, a driver link into bus/pci/drivers and a
+// net/<if> directory whose device link points back at it.
 type fakeNIC struct {
 	ifName  string
 	ifIndex int
 	pci     string // "" for a virtual interface (devices/virtual/net)
+	parent  string // the PCI device's parent under devices/; "" is pci0000:00
 	vendor  string
 	device  string
 	driver  string
@@ -40,8 +41,15 @@ func addFakeNIC(t testing.TB, root string, n fakeNIC) {
 	if n.pci == "" {
 		netDir = filepath.Join("devices/virtual/net", n.ifName)
 	} else {
-		devDir := filepath.Join(root, "devices/pci0000:00", n.pci)
-		netDir = filepath.Join("devices/pci0000:00", n.pci, "net", n.ifName)
+		parent := n.parent
+		if parent == "" {
+			parent = "pci0000:00"
+		}
+		devPath := filepath.Join("devices", parent, n.pci)
+		devDir := filepath.Join(root, devPath)
+		netDir = filepath.Join(devPath, "net", n.ifName)
+		must(os.MkdirAll(filepath.Join(root, "bus/pci/devices"), 0o755))
+		must(os.Symlink(filepath.Join("../../..", devPath), filepath.Join(root, "bus/pci/devices", n.pci)))
 		if n.vendor != "" {
 			write(filepath.Join(devDir, "vendor"), n.vendor)
 		}
@@ -68,6 +76,8 @@ func TestReadHW(t *testing.T) {
 	addFakeNIC(t, root, fakeNIC{ifName: "eth0", ifIndex: 2, pci: "0000:03:00.0", vendor: "0x8086", device: "0x10D3", driver: "e1000e", numa: "1"})
 	addFakeNIC(t, root, fakeNIC{ifName: "eth1", ifIndex: 3, pci: "0000:03:00.1", vendor: "0x8086", device: "0x10d3", numa: "-1"})
 	addFakeNIC(t, root, fakeNIC{ifName: "veth0", ifIndex: 4})
+	addFakeNIC(t, root, fakeNIC{ifName: "ens5", ifIndex: 5, pci: "0000:01:00.0", parent: "pci0000:00/0000:00:01.0", vendor: "0x15b3", device: "0x1017", driver: "mlx5_core", numa: "0"})
+	addFakeNIC(t, root, fakeNIC{ifName: "ens6", ifIndex: 6, pci: "0001:81:00.0", parent: "pci0001:80/0001:80:01.0", vendor: "0x15b3", device: "0x1017", numa: "junk"})
 	numa1 := int32(1)
 	for _, tc := range []struct {
 		name    string
@@ -77,6 +87,8 @@ func TestReadHW(t *testing.T) {
 	}{
 		{"PCI NIC", "eth0", 2, hwInfo{driver: "e1000e", vendor: "0x8086", device: "0x10d3", pci: "0000:03:00.0", pcieRoot: "pci0000:00", numa: &numa1}},
 		{"no driver, no NUMA", "eth1", 3, hwInfo{vendor: "0x8086", device: "0x10d3", pci: "0000:03:00.1", pcieRoot: "pci0000:00"}},
+		{"behind a bridge", "ens5", 5, hwInfo{driver: "mlx5_core", vendor: "0x15b3", device: "0x1017", pci: "0000:01:00.0", pcieRoot: "pci0000:00", numa: new(int32(0))}},
+		{"another root complex, unreadable NUMA node", "ens6", 6, hwInfo{vendor: "0x15b3", device: "0x1017", pci: "0001:81:00.0", pcieRoot: "pci0001:80"}},
 		{"virtual", "veth0", 4, hwInfo{}},
 		{"another namespace's eth0", "eth0", 7, hwInfo{}},
 		{"not in sysfs", "eth9", 9, hwInfo{}},

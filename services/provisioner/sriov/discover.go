@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	"github.com/netdra/netdra/services/provisioner/pcitopo"
 )
 
 // pciEthernetClass is the PCI class and subclass of an Ethernet controller
@@ -36,14 +37,11 @@ func DiscoverPCI(sysfsRoot, pciDir string) ([]*devicev1.Device, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listing PCI devices: %w", err)
 	}
-	devicesDir, err := filepath.EvalSymlinks(filepath.Join(sysfsRoot, "devices"))
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("resolving %s/devices: %w", sysfsRoot, err)
-	}
+	sysfs := pcitopo.TreeListing(sysfsRoot, pciDir)
 	var out []*devicev1.Device
 	pfs := pfCache{}
 	for _, e := range entries {
-		d, err := readVF(filepath.Join(dir, e.Name()), e.Name(), devicesDir, pfs)
+		d, err := readVF(filepath.Join(dir, e.Name()), e.Name(), sysfs, pfs)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			continue // removed under us
@@ -64,9 +62,9 @@ func deviceName(addr string) string {
 }
 
 // readVF reads the PCI device at path (the bus/pci/devices link named
-// addr). It returns nil, nil for a device that is not an Ethernet VF. pfs
-// holds what this discovery read of the PFs so far.
-func readVF(path, addr, devicesDir string, pfs pfCache) (*devicev1.Device, error) {
+// addr, in the tree sysfs). It returns nil, nil for a device that is not an
+// Ethernet VF. pfs holds what this discovery read of the PFs so far.
+func readVF(path, addr string, sysfs fs.ReadLinkFS, pfs pfCache) (*devicev1.Device, error) {
 	class, err := readHex(filepath.Join(path, "class"))
 	if err != nil {
 		return nil, err
@@ -105,10 +103,11 @@ func readVF(path, addr, devicesDir string, pfs pfCache) (*devicev1.Device, error
 	if idx, ok := pf.vfs[addr]; ok {
 		d.VfIndex = new(int32(idx))
 	}
-	if d.NumaNode, err = numaNode(filepath.Join(path, "numa_node")); err != nil {
+	at, err := pcitopo.Read(sysfs, addr)
+	if err != nil {
 		return nil, err
 	}
-	d.PcieRoot = pcieRoot(path, devicesDir)
+	d.PcieRoot, d.NumaNode = at.PCIeRoot, at.NUMANode
 	if d.KernelIfName != "" {
 		if err := readNetdev(d, filepath.Join(path, "net", d.KernelIfName)); err != nil {
 			return nil, err
@@ -210,46 +209,6 @@ func readVFIndexes(pf string) (map[string]int, error) {
 		vfs[filepath.Base(target)] = n
 	}
 	return vfs, nil
-}
-
-// numaNode reads a numa_node file: nil when missing or -1 (no affinity).
-func numaNode(path string) (*int32, error) {
-	s, err := readString(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	n, err := strconv.ParseInt(s, 10, 32)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if n < 0 {
-		return nil, nil
-	}
-	return new(int32(n)), nil
-}
-
-// pcieRoot returns the first element of the device's resolved path under
-// /sys/devices when it is a PCI root (pci0000:00), or "".
-func pcieRoot(path, devicesDir string) string {
-	if devicesDir == "" {
-		return ""
-	}
-	real, err := filepath.EvalSymlinks(path)
-	if err != nil {
-		return ""
-	}
-	rel, err := filepath.Rel(devicesDir, real)
-	if err != nil || !filepath.IsLocal(rel) {
-		return ""
-	}
-	root, _, _ := strings.Cut(filepath.ToSlash(rel), "/")
-	if !strings.HasPrefix(root, "pci") {
-		return ""
-	}
-	return root
 }
 
 // pfNetdev returns the PF's netdev from its net directory dir. In

@@ -1,0 +1,80 @@
+package publish
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/utils/ptr"
+
+	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+)
+
+type attrs = map[resourceapi.QualifiedName]resourceapi.DeviceAttribute
+
+func strAttr(v string) resourceapi.DeviceAttribute {
+	return resourceapi.DeviceAttribute{StringValue: &v}
+}
+func intAttr(v int64) resourceapi.DeviceAttribute { return resourceapi.DeviceAttribute{IntValue: &v} }
+
+// TestDevice_Attributes: a PCI function (a VF, a host NIC) publishes the
+// standard resource.kubernetes.io/pciBusID, pcieRoot and numaNode beside
+// the driver's own (numaNode too, deprecated); a device with no PCI
+// function (a dummy, a veth) publishes none of them. The devices are as the
+// provisioner's managers discover them from their fake sysfs trees.
+func TestDevice_Attributes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		pool string
+		dev  *devicev1.Device
+		want attrs
+	}{
+		{name: "SR-IOV VF", pool: "vfs", dev: &devicev1.Device{Name: "0000-03-02-0", Manager: devicev1.DeviceManager_DEVICE_MANAGER_SRIOV,
+			KernelIfName: "ens1f0v0", PciAddress: "0000:03:02.0", PfName: "ens1f0", VfIndex: ptr.To[int32](0), VendorId: "0x8086",
+			DeviceId: "0x154c", Driver: "iavf", NumaNode: ptr.To[int32](1), PcieRoot: "pci0000:00", MacAddress: "02:00:00:03:02:00", Mtu: 1500},
+			want: attrs{"pool": strAttr("vfs"), "deviceManager": strAttr("sr-iov"), "ifName": strAttr("0000-03-02-0"),
+				"kernelIfName": strAttr("ens1f0v0"), "pfName": strAttr("ens1f0"), "vfIndex": intAttr(0), "driver": strAttr("iavf"),
+				"vendor": strAttr("0x8086"), "deviceID": strAttr("0x154c"), "macAddress": strAttr("02:00:00:03:02:00"), "mtu": intAttr(1500),
+				"numaNode":                        intAttr(1),
+				"resource.kubernetes.io/pciBusID": strAttr("0000:03:02.0"),
+				"resource.kubernetes.io/pcieRoot": strAttr("pci0000:00"),
+				"resource.kubernetes.io/numaNode": intAttr(1)}},
+		{name: "VF on vfio-pci with no NUMA affinity", pool: "vfs", dev: &devicev1.Device{Name: "0000-5e-00-3", Manager: devicev1.DeviceManager_DEVICE_MANAGER_SRIOV,
+			PciAddress: "0000:5e:00.3", PfName: "ens2f0np0", VfIndex: ptr.To[int32](1), VendorId: "0x15b3", DeviceId: "0x1018", Driver: "vfio-pci", PcieRoot: "pci0000:5d"},
+			want: attrs{"pool": strAttr("vfs"), "deviceManager": strAttr("sr-iov"), "ifName": strAttr("0000-5e-00-3"),
+				"pfName": strAttr("ens2f0np0"), "vfIndex": intAttr(1), "driver": strAttr("vfio-pci"), "vendor": strAttr("0x15b3"), "deviceID": strAttr("0x1018"),
+				"resource.kubernetes.io/pciBusID": strAttr("0000:5e:00.3"),
+				"resource.kubernetes.io/pcieRoot": strAttr("pci0000:5d")}},
+		{name: "host NIC behind a bridge, NUMA node 0", pool: "nics", dev: &devicev1.Device{Name: "ens5", Manager: devicev1.DeviceManager_DEVICE_MANAGER_HOST,
+			KernelIfName: "ens5", PciAddress: "0000:01:00.0", VendorId: "0x15b3", DeviceId: "0x1017", Driver: "mlx5_core",
+			NumaNode: ptr.To[int32](0), PcieRoot: "pci0000:00", MacAddress: "b8:59:9f:00:00:05", Mtu: 9000},
+			want: attrs{"pool": strAttr("nics"), "deviceManager": strAttr("host"), "ifName": strAttr("ens5"), "kernelIfName": strAttr("ens5"),
+				"driver": strAttr("mlx5_core"), "vendor": strAttr("0x15b3"), "deviceID": strAttr("0x1017"),
+				"macAddress": strAttr("b8:59:9f:00:00:05"), "mtu": intAttr(9000),
+				"numaNode":                        intAttr(0),
+				"resource.kubernetes.io/pciBusID": strAttr("0000:01:00.0"),
+				"resource.kubernetes.io/pcieRoot": strAttr("pci0000:00"),
+				"resource.kubernetes.io/numaNode": intAttr(0)}},
+		{name: "host veth", pool: "nics", dev: &devicev1.Device{Name: "veth0", Manager: devicev1.DeviceManager_DEVICE_MANAGER_HOST,
+			KernelIfName: "veth0", Driver: "veth", MacAddress: "02:00:00:00:00:04", Mtu: 1500},
+			want: attrs{"pool": strAttr("nics"), "deviceManager": strAttr("host"), "ifName": strAttr("veth0"), "kernelIfName": strAttr("veth0"),
+				"driver": strAttr("veth"), "macAddress": strAttr("02:00:00:00:00:04"), "mtu": intAttr(1500)}},
+		{name: "dummy", pool: "dummies", dev: &devicev1.Device{Name: "dummy0", Manager: devicev1.DeviceManager_DEVICE_MANAGER_DUMMY},
+			want: attrs{"pool": strAttr("dummies"), "deviceManager": strAttr("dummy"), "ifName": strAttr("dummy0")}},
+		{name: "NUMA node out of the standard's range: only the driver's own", pool: "nics", dev: &devicev1.Device{Name: "eth0", Manager: devicev1.DeviceManager_DEVICE_MANAGER_HOST,
+			PciAddress: "0000:03:00.0", NumaNode: ptr.To[int32](4096), PcieRoot: "pci0000:00"},
+			want: attrs{"pool": strAttr("nics"), "deviceManager": strAttr("host"), "ifName": strAttr("eth0"), "numaNode": intAttr(4096),
+				"resource.kubernetes.io/pciBusID": strAttr("0000:03:00.0"),
+				"resource.kubernetes.io/pcieRoot": strAttr("pci0000:00")}},
+		{name: "not a PCI address: no standard attribute", pool: "nics", dev: &devicev1.Device{Name: "eth1", Manager: devicev1.DeviceManager_DEVICE_MANAGER_HOST,
+			PciAddress: "03:00.0", NumaNode: ptr.To[int32](1), PcieRoot: "pci0000:00"},
+			want: attrs{"pool": strAttr("nics"), "deviceManager": strAttr("host"), "ifName": strAttr("eth1"), "numaNode": intAttr(1)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Device(tc.pool, tc.dev)
+			if diff := cmp.Diff(tc.want, attrs(got.Attributes)); diff != "" {
+				t.Errorf("attributes (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
