@@ -7,6 +7,7 @@ package fielderr
 import (
 	"errors"
 	"fmt"
+	"unicode/utf8"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -37,7 +38,26 @@ func Prefix(parent string, err error) error {
 	return &Error{Field: parent + "." + fe.Field, Reason: fe.Reason}
 }
 
-func (e *Error) Error() string { return e.Field + ": " + e.Reason }
+// MaxText bounds what an error repeats of a request: a field or a reason
+// longer than MaxText bytes (a 1 MiB value quoted back) is cut, so that a
+// bad request makes neither the answer nor each log line of it as large
+// as itself.
+const MaxText = 1024
+
+// clip cuts s to MaxText bytes at a character boundary, saying how long it
+// was.
+func clip(s string) string {
+	if len(s) <= MaxText {
+		return s
+	}
+	cut := MaxText
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s... (%d bytes)", s[:cut], len(s))
+}
+
+func (e *Error) Error() string { return clip(e.Field) + ": " + clip(e.Reason) }
 
 // Unwrap returns ErrInvalid.
 func (e *Error) Unwrap() error { return ErrInvalid }
@@ -47,7 +67,7 @@ func (e *Error) Unwrap() error { return ErrInvalid }
 func (e *Error) GRPCStatus() *status.Status {
 	st := status.New(codes.InvalidArgument, e.Error())
 	d, err := st.WithDetails(&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{
-		{Field: e.Field, Description: e.Reason}}})
+		{Field: clip(e.Field), Description: clip(e.Reason)}}})
 	if err != nil {
 		return st
 	}

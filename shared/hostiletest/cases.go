@@ -69,12 +69,11 @@ func Cases(md protoreflect.MethodDescriptor, bases ...proto.Message) []Case {
 	return out
 }
 
-// step is one element of a field path: a field, and the list index or map
-// key under it when there is one.
+// step is one element of a field path: a field, and the list index under
+// it when there is one.
 type step struct {
 	fd    protoreflect.FieldDescriptor
 	index int // -1: none
-	key   protoreflect.MapKey
 }
 
 func pathString(path []step) string {
@@ -84,11 +83,8 @@ func pathString(path []step) string {
 			b.WriteByte('.')
 		}
 		b.WriteString(s.fd.JSONName())
-		switch {
-		case s.index >= 0:
+		if s.index >= 0 {
 			fmt.Fprintf(&b, "[%d]", s.index)
-		case s.key.IsValid():
-			fmt.Fprintf(&b, "[%v]", s.key.Interface())
 		}
 	}
 	return b.String()
@@ -142,21 +138,18 @@ func (g *generator) variant(path []step, what string, change func(m protoreflect
 // descend returns the message at s under m, making it when it is unset
 // (a list element one past the end is appended).
 func descend(m protoreflect.Message, s step) protoreflect.Message {
-	switch {
-	case s.index >= 0:
-		l := m.Mutable(s.fd).List()
-		if s.index == l.Len() {
-			l.Append(l.NewElement())
-		}
-		return l.Get(s.index).Message()
-	case s.key.IsValid():
-		return m.Mutable(s.fd).Map().Mutable(s.key).Message()
+	if s.index < 0 {
+		return m.Mutable(s.fd).Message()
 	}
-	return m.Mutable(s.fd).Message()
+	l := m.Mutable(s.fd).List()
+	if s.index == l.Len() {
+		l.Append(l.NewElement())
+	}
+	return l.Get(s.index).Message()
 }
 
-// message adds the variants of every field of the message at path, whose
-// value in the base is base (nil when the base has none).
+// message adds the variants of every field of md, the message at path;
+// the base's values there, where it has the message, are what is varied.
 func (g *generator) message(path []step, md protoreflect.MessageDescriptor, depth int) {
 	base := g.at(path)
 	fields := md.Fields()
@@ -184,14 +177,12 @@ func (g *generator) at(path []step) protoreflect.Message {
 			return nil
 		}
 		switch v := m.Get(s.fd); {
-		case s.index >= 0 && s.index >= v.List().Len():
-			return nil
-		case s.index >= 0:
-			m = v.List().Get(s.index).Message()
-		case s.key.IsValid():
-			m = v.Map().Get(s.key).Message()
-		default:
+		case s.index < 0:
 			m = v.Message()
+		case s.index >= v.List().Len():
+			return nil
+		default:
+			m = v.List().Get(s.index).Message()
 		}
 	}
 	return m
