@@ -53,7 +53,7 @@ func Binary(ctx context.Context, logger *slog.Logger) (string, error) {
 	if err := os.MkdirAll(gobin, 0o755); err != nil {
 		return "", fmt.Errorf("cache dir for the testworld binary: %w", err)
 	}
-	unlock, err := lockFile(filepath.Join(gobin, ".lock"))
+	unlock, err := LockFile(filepath.Join(gobin, ".lock"))
 	if err != nil {
 		return "", err
 	}
@@ -88,7 +88,10 @@ func moduleDir() (string, error) {
 	return dir, nil
 }
 
-func lockFile(path string) (func(), error) {
+// LockFile takes an exclusive flock on path (created if missing) and
+// returns its release: builds of the test world's binaries into one cache,
+// from this process or others, take turns.
+func LockFile(path string) (func(), error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("build lock: %w", err)

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -81,7 +80,7 @@ func Build(ctx context.Context, logger *slog.Logger) (*Binaries, error) {
 			return nil, err
 		}
 	}
-	unlock, err := lockFile(filepath.Join(cache, ".lock"))
+	unlock, err := controlplane.LockFile(filepath.Join(cache, ".lock"))
 	if err != nil {
 		return nil, err
 	}
@@ -210,16 +209,4 @@ func moduleDir() (string, error) {
 		return "", fmt.Errorf("no source path in this build of realnode")
 	}
 	return filepath.Dir(filepath.Dir(file)), nil
-}
-
-func lockFile(path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("build lock: %w", err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("build lock: %w", err)
-	}
-	return func() { f.Close() }, nil
 }
