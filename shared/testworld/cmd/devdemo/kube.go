@@ -116,11 +116,15 @@ func claimTemplate() *resourceapi.ResourceClaimTemplate {
 // pod uses a claim from the template, on the demo node. Its container is
 // the real node's test app (imported by the node, never pulled: no
 // registry), which prints what it sees of its network to its log; it
-// stops at once on SIGTERM.
+// stops at once on SIGTERM. It requires netdra's NRI plugin, as a user of
+// netdra's fail-closed writes it: NRI's default validator (on in the real
+// node's containerd) creates no container of it while nri is not
+// connected.
 func (c *config) pod() *corev1.Pod {
 	tmpl := templateName
 	grace := int64(2)
-	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: podName, Namespace: podNamespace}, Spec: corev1.PodSpec{
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: podName, Namespace: podNamespace,
+		Annotations: map[string]string{realnode.RequiredPluginsAnnotation: `["netdra"]`}}, Spec: corev1.PodSpec{
 		NodeSelector:                  map[string]string{corev1.LabelHostname: c.nodeName},
 		ResourceClaims:                []corev1.PodResourceClaim{{Name: "net", ResourceClaimTemplateName: &tmpl}},
 		TerminationGracePeriodSeconds: &grace,

@@ -117,6 +117,9 @@ func TestObjectsAreValid(t *testing.T) {
 	if app := pod.Spec.Containers[0]; app.Image != realnode.TestAppImage || app.ImagePullPolicy != corev1.PullNever {
 		t.Errorf("the container runs %s (pull %s), want the real node's test app %s, never pulled", app.Image, app.ImagePullPolicy, realnode.TestAppImage)
 	}
+	if got := pod.Annotations[realnode.RequiredPluginsAnnotation]; got != `["netdra"]` {
+		t.Errorf("the pod requires NRI plugins %q, want netdra's", got)
+	}
 }
 
 func TestReadEnv(t *testing.T) {
