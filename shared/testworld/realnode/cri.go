@@ -3,9 +3,10 @@ package realnode
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
-	"strings"
+	"regexp"
 	"time"
 
 	"google.golang.org/grpc"
@@ -14,9 +15,9 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// withCRI calls f with a CRI runtime client of the node's containerd.
-func (n *Node) withCRI(ctx context.Context, f func(runtimeapi.RuntimeServiceClient) error) error {
-	conn, err := grpc.NewClient("unix://"+n.ContainerdSocket(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+// withCRI calls f with a CRI runtime client of the containerd on socket.
+func withCRI(ctx context.Context, socket string, f func(runtimeapi.RuntimeServiceClient) error) error {
+	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return err
 	}
@@ -30,62 +31,90 @@ func (n *Node) withCRI(ctx context.Context, f func(runtimeapi.RuntimeServiceClie
 func (n *Node) Sandbox(podUID types.UID) (netns string, ok bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_ = n.withCRI(ctx, func(c runtimeapi.RuntimeServiceClient) error {
+	netns, err := SandboxNetns(ctx, n.ContainerdSocket(), podUID)
+	if err != nil {
+		return "", false
+	}
+	n.record(netns)
+	return netns, true
+}
+
+// SandboxNetns asks containerd, through the CRI on its socket, for the
+// network namespace of the pod's ready sandbox: its name under
+// /var/run/netns (containerd names them cni-<uuid>).
+func SandboxNetns(ctx context.Context, containerdSocket string, podUID types.UID) (string, error) {
+	var netns string
+	err := withCRI(ctx, containerdSocket, func(c runtimeapi.RuntimeServiceClient) error {
 		resp, err := c.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
 			State:         &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY},
 			LabelSelector: map[string]string{"io.kubernetes.pod.uid": string(podUID)},
 		}})
-		if err != nil || len(resp.Items) == 0 {
-			return err
+		if err != nil {
+			return fmt.Errorf("listing the pod's sandboxes from containerd: %w", err)
 		}
-		netns, ok = n.sandboxNetns(ctx, c, resp.Items[0].Id)
-		return nil
+		if len(resp.GetItems()) != 1 {
+			return fmt.Errorf("containerd has %d ready sandboxes of pod %s, want 1", len(resp.GetItems()), podUID)
+		}
+		netns, err = sandboxNetns(ctx, c, resp.Items[0].Id)
+		return err
 	})
-	return netns, ok
+	return netns, err
 }
 
-// sandboxNetns reads the netns path from the sandbox's verbose status (the
-// OCI runtime spec containerd keeps for it) and records it for Stop.
-func (n *Node) sandboxNetns(ctx context.Context, c runtimeapi.RuntimeServiceClient, id string) (string, bool) {
+func sandboxNetns(ctx context.Context, c runtimeapi.RuntimeServiceClient, id string) (string, error) {
 	st, err := c.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: true})
 	if err != nil {
-		return "", false
+		return "", fmt.Errorf("the sandbox's status from containerd: %w", err)
 	}
-	var info struct {
+	return netnsOfSandbox(st.GetInfo()["info"])
+}
+
+// netnsOfSandbox reads the network namespace's name from containerd's
+// verbose sandbox info (the OCI runtime spec it made for the sandbox).
+func netnsOfSandbox(info string) (string, error) {
+	var v struct {
 		RuntimeSpec struct {
 			Linux struct {
 				Namespaces []struct{ Type, Path string }
 			}
 		}
 	}
-	if err := json.Unmarshal([]byte(st.Info["info"]), &info); err != nil {
-		return "", false
+	if err := json.Unmarshal([]byte(info), &v); err != nil {
+		return "", fmt.Errorf("containerd's sandbox info: %w", err)
 	}
-	for _, ns := range info.RuntimeSpec.Linux.Namespaces {
-		if ns.Type == "network" && ns.Path != "" {
-			name := ns.Path
-			if strings.HasPrefix(ns.Path, "/var/run/netns/") || strings.HasPrefix(ns.Path, "/run/netns/") {
-				name = filepath.Base(ns.Path)
-			}
-			n.mu.Lock()
-			n.netns[name] = true
-			n.mu.Unlock()
-			return name, true
+	for _, ns := range v.RuntimeSpec.Linux.Namespaces {
+		if ns.Type != "network" {
+			continue
 		}
+		name := filepath.Base(ns.Path)
+		if dir := filepath.Dir(ns.Path); (dir != "/var/run/netns" && dir != "/run/netns") || !netnsName.MatchString(name) {
+			return "", fmt.Errorf("the pod's network namespace %q is not a named one under /var/run/netns", ns.Path)
+		}
+		return name, nil
 	}
-	return "", false // host network
+	return "", errors.New("the pod's sandbox has no network namespace of its own")
+}
+
+var netnsName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
+
+func (n *Node) record(netns string) {
+	n.mu.Lock()
+	n.netns[netns] = true
+	n.mu.Unlock()
 }
 
 // recordSandboxes notes the netns of every sandbox containerd has, so that
 // Stop can remove those it leaves.
 func (n *Node) recordSandboxes(ctx context.Context) {
-	_ = n.withCRI(ctx, func(c runtimeapi.RuntimeServiceClient) error {
+	_ = withCRI(ctx, n.ContainerdSocket(), func(c runtimeapi.RuntimeServiceClient) error {
 		resp, err := c.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
 		if err != nil {
 			return err
 		}
 		for _, sb := range resp.Items {
-			n.sandboxNetns(ctx, c, sb.Id)
+			if netns, err := sandboxNetns(ctx, c, sb.Id); err == nil {
+				n.record(netns)
+			}
 		}
 		return nil
 	})
@@ -95,7 +124,7 @@ func (n *Node) recordSandboxes(ctx context.Context) {
 // `kubectl exec` would (CRI ExecSync), and returns its output and exit
 // code. err is about reaching the container, not the command's status.
 func (n *Node) Exec(ctx context.Context, podUID types.UID, container string, cmd ...string) (out string, exitCode int32, err error) {
-	err = n.withCRI(ctx, func(c runtimeapi.RuntimeServiceClient) error {
+	err = withCRI(ctx, n.ContainerdSocket(), func(c runtimeapi.RuntimeServiceClient) error {
 		resp, err := c.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{
 			State:         &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
 			LabelSelector: map[string]string{"io.kubernetes.pod.uid": string(podUID), "io.kubernetes.container.name": container},

@@ -105,7 +105,7 @@ func removeEmptyTree(root string) {
 // kubelet's log links to its containers and libcni's cache of its pods.
 func (n *Node) cleanHost() []error {
 	var errs []error
-	for _, m := range mountsUnder(n.cfg.Dir) {
+	for _, m := range MountsUnder(n.cfg.Dir) {
 		if err := unix.Unmount(m, 0); err != nil {
 			if err := unix.Unmount(m, unix.MNT_DETACH); err != nil {
 				errs = append(errs, fmt.Errorf("unmounting %s: %w", m, err))
@@ -148,8 +148,8 @@ func (n *Node) netnsLeft() []string {
 	return out
 }
 
-// mountsUnder lists the mount points under dir, deepest first.
-func mountsUnder(dir string) []string {
+// MountsUnder lists the mount points at and under dir, deepest first.
+func MountsUnder(dir string) []string {
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return nil

@@ -1,8 +1,6 @@
 package realnode
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -328,25 +326,36 @@ func (n *Node) RestartContainerd(ctx context.Context) error {
 // order, without the CRI log format's prefixes ("" when it wrote nothing
 // yet). restart is the container's restart count (0 for its first run).
 func (n *Node) ContainerLog(namespace, pod string, uid types.UID, container string, restart int) (string, error) {
-	path := filepath.Join(n.cfg.Dir, "podlogs", fmt.Sprintf("%s_%s_%s", namespace, pod, uid), container, fmt.Sprintf("%d.log", restart))
-	b, err := os.ReadFile(path)
+	log, err := ReadContainerLog(ContainerLogPath(n.cfg.Dir, namespace, pod, uid, container, restart))
 	if errors.Is(err, os.ErrNotExist) {
 		return "", nil
 	}
+	return log, err
+}
+
+// ContainerLogPath is where the kubelet of the node in nodeDir keeps a
+// container's log (its podLogsDir is <nodeDir>/podlogs).
+func ContainerLogPath(nodeDir, namespace, pod string, uid types.UID, container string, restart int) string {
+	return filepath.Join(nodeDir, "podlogs", fmt.Sprintf("%s_%s_%s", namespace, pod, uid), container, fmt.Sprintf("%d.log", restart))
+}
+
+// ReadContainerLog returns what a container wrote, without the CRI log
+// format's prefix of each line ("<time> <stream> <P|F> "; P is part of a
+// line that goes on in the next).
+func ReadContainerLog(path string) (string, error) {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return "", err
 	}
 	var out strings.Builder
-	s := bufio.NewScanner(bytes.NewReader(b))
-	s.Buffer(make([]byte, 64<<10), 1<<20)
-	for s.Scan() {
-		// 2026-12-01T11:00:00.000000000Z stdout F <text>
-		f := strings.SplitN(s.Text(), " ", 4)
-		if len(f) == 4 {
-			out.WriteString(f[3])
-			if f[2] == "F" {
-				out.WriteByte('\n')
-			}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.SplitN(line, " ", 4)
+		if len(f) != 4 {
+			continue
+		}
+		out.WriteString(f[3])
+		if f[2] == "F" {
+			out.WriteByte('\n')
 		}
 	}
 	return out.String(), nil

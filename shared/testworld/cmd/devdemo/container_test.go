@@ -2,12 +2,12 @@ package main
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/netdra/netdra/shared/testworld/realnode"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -70,7 +70,7 @@ func TestCheckContainerView(t *testing.T) {
 func TestReadContainerLog(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "demo", UID: "u-1"}}
 	nodeDir := t.TempDir()
-	path := containerLogPath(nodeDir, pod, "app")
+	path := realnode.ContainerLogPath(nodeDir, pod.Namespace, pod.Name, pod.UID, "app", 0)
 	if want := filepath.Join(nodeDir, "podlogs", "default_demo_u-1", "app", "0.log"); path != want {
 		t.Errorf("log path %s, want %s", path, want)
 	}
@@ -90,7 +90,7 @@ func TestReadContainerLog(t *testing.T) {
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	log, err := readContainerLog(path)
+	log, err := realnode.ReadContainerLog(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,63 +103,5 @@ func TestReadContainerLog(t *testing.T) {
 	}
 	if _, err := firstDump(strings.TrimSuffix(dump, "testapp end 1\n")); err == nil {
 		t.Error("firstDump took a dump without its end")
-	}
-}
-
-func TestNetnsOfSandbox(t *testing.T) {
-	tests := []struct {
-		name, info, want, wantErr string
-	}{
-		{name: "named by containerd",
-			info: `{"runtimeSpec":{"linux":{"namespaces":[{"type":"pid"},{"type":"network","path":"/var/run/netns/cni-1234"}]}}}`,
-			want: "cni-1234"},
-		{name: "under /run/netns", info: `{"runtimeSpec":{"linux":{"namespaces":[{"type":"network","path":"/run/netns/cni-1"}]}}}`, want: "cni-1"},
-		{name: "elsewhere", info: `{"runtimeSpec":{"linux":{"namespaces":[{"type":"network","path":"/proc/12/ns/net"}]}}}`, wantErr: "not a named one"},
-		{name: "host network", info: `{"runtimeSpec":{"linux":{"namespaces":[{"type":"pid"}]}}}`, wantErr: "no network namespace"},
-		{name: "not json", info: `{`, wantErr: "sandbox info"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := netnsOfSandbox(tt.info)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err = %v, want one containing %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil || got != tt.want {
-				t.Errorf("netnsOfSandbox = %q, %v; want %q", got, err, tt.want)
-			}
-		})
-	}
-}
-
-// TestMountsUnder lists mounts under a folder, deepest first, and not the
-// folder's siblings.
-func TestMountsUnder(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting needs root")
-	}
-	dir := t.TempDir()
-	for _, d := range []string{"a", "a/b", "ax"} {
-		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	a := filepath.Join(dir, "a")
-	for _, m := range []string{a, filepath.Join(a, "b")} {
-		if out, err := exec.Command("mount", "-t", "tmpfs", "tmpfs", m).CombinedOutput(); err != nil {
-			t.Skipf("mount tmpfs: %v %s", err, out)
-		}
-		t.Cleanup(func() { _ = exec.Command("umount", "-l", m).Run() })
-		if m == a {
-			_ = os.MkdirAll(filepath.Join(a, "b"), 0o755)
-		}
-	}
-	if diff := cmp.Diff([]string{filepath.Join(a, "b"), a}, mountsUnder(dir)); diff != "" {
-		t.Errorf("mounts under %s (-want +got):\n%s", dir, diff)
-	}
-	if got := mountsUnder(filepath.Join(dir, "ax")); len(got) != 0 {
-		t.Errorf("mounts under a sibling: %v", got)
 	}
 }

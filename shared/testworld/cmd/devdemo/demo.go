@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/netdra/netdra/shared/rpc"
+	"github.com/netdra/netdra/shared/testworld/realnode"
 )
 
 // The node processes, in start order.
@@ -409,7 +409,7 @@ func (d *demo) removeNodeLeftovers() error {
 		}
 		errs = append(errs, fmt.Errorf("the test world left processes naming %s: %v (killed now)", d.c.dir, pids))
 	}
-	if mounts := mountsUnder(d.c.dir); len(mounts) > 0 {
+	if mounts := realnode.MountsUnder(d.c.dir); len(mounts) > 0 {
 		for _, m := range mounts {
 			if err := unix.Unmount(m, unix.MNT_DETACH); err != nil {
 				errs = append(errs, fmt.Errorf("unmounting %s: %w", m, err))
@@ -424,23 +424,6 @@ func (d *demo) removeNodeLeftovers() error {
 	return errors.Join(errs...)
 }
 
-// mountsUnder lists the mount points under dir, deepest first.
-func mountsUnder(dir string) []string {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		// id parent major:minor root mount-point ...
-		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
-			out = append(out, f[4])
-		}
-	}
-	sort.Sort(sort.Reverse(sort.StringSlice(out)))
-	return out
-}
-
 // checkNothingLeft checks, after cleanup, that nothing devdemo made is
 // still there.
 func (d *demo) checkNothingLeft() error {
@@ -451,7 +434,7 @@ func (d *demo) checkNothingLeft() error {
 	if _, err := os.Lstat(d.c.nodeDir()); err == nil {
 		errs = append(errs, fmt.Errorf("the real node's folder %s left", d.c.nodeDir()))
 	}
-	if mounts := mountsUnder(d.c.dir); len(mounts) > 0 {
+	if mounts := realnode.MountsUnder(d.c.dir); len(mounts) > 0 {
 		errs = append(errs, fmt.Errorf("mounts left under %s: %s", d.c.dir, strings.Join(mounts, " ")))
 	}
 	if d.podNetns != "" && netnsExists(d.podNetns) {

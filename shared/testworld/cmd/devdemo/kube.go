@@ -311,12 +311,12 @@ func (d *demo) waitPod(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w\n%s", err, d.events(context.Background()))
 	}
-	if d.podNetns, err = podNetns(ctx, d.env["TESTWORLD_CONTAINERD_SOCKET"], pod.UID); err != nil {
+	if d.podNetns, err = realnode.SandboxNetns(ctx, d.env["TESTWORLD_CONTAINERD_SOCKET"], pod.UID); err != nil {
 		return err
 	}
-	d.podLog = containerLogPath(d.env["TESTWORLD_NODE_DIR"], pod, containerName)
+	d.podLog = realnode.ContainerLogPath(d.env["TESTWORLD_NODE_DIR"], pod.Namespace, pod.Name, pod.UID, containerName, 0)
 	return d.poll(ctx, "first dump of its network in the container's log "+d.podLog, func(context.Context) (bool, error) {
-		log, err := readContainerLog(d.podLog)
+		log, err := realnode.ReadContainerLog(d.podLog)
 		if err != nil {
 			return false, err
 		}
