@@ -78,9 +78,10 @@ lint: tools ## buf lint, gofmt, go vet.
 	$(GO) vet -tags kernelrig ./...
 	@out=$$($(GO) mod tidy -diff 2>&1) || { echo "go.mod is not tidy (run go mod tidy):"; echo "$$out"; exit 1; }
 	@cd shared/testworld && out=$$($(GO) mod tidy -diff 2>&1) || { echo "shared/testworld/go.mod is not tidy (run go mod tidy there):"; echo "$$out"; exit 1; }
+	@cd pods/images && out=$$($(GO) mod tidy -diff 2>&1) || { echo "pods/images/go.mod is not tidy (run go mod tidy there):"; echo "$$out"; exit 1; }
 
 .PHONY: test
-test: tools checkgenerate lint test-unit fuzz test-kernel test-world ## Run every test, all set-up included (as root).
+test: tools checkgenerate lint test-unit test-images fuzz test-kernel test-world ## Run every test, all set-up included (as root).
 
 .PHONY: test-unit
 test-unit: ## Run the tests on this machine's kernel (root tests use throwaway netns).
@@ -168,17 +169,45 @@ e2e: node-deps ## Run the end-to-end tests alone, on the real node (as root).
 world: world-bin node-bin ## Start the test world by hand (control plane + a real node, as root) until Ctrl-C.
 	$(OUT)/testworld -dir /tmp/netdra-world
 
-# Images: pods/Dockerfile, one target per service. No container engine runs
-# on the project's machines: CI checks the manifests against the test
-# world's apiserver instead (shared/testworld/deploytest).
-CONTAINER_ENGINE ?= docker
-IMAGE_PREFIX     ?= netdra
-IMAGE_TAG        ?= latest
+# Images. `make images` needs no container engine: pods/images (a Go
+# module of its own, with go-containerregistry) builds the static binaries
+# and writes one OCI image layout archive per service,
+# _output/images/<service>.tar, reproducible (SOURCE_DATE_EPOCH or the
+# commit's time). `make images-load` imports them into a containerd with
+# ctr; `make images-engine` builds the same images from pods/Dockerfile
+# with docker or podman (pods/images' tests check that both describe the
+# same images).
+CONTAINER_ENGINE  ?= docker
+IMAGE_PREFIX      ?= netdra
+IMAGE_TAG         ?= latest
+IMAGE_LICENSES    ?= NOASSERTION
+# ctr and the containerd it talks to (the test world's real node has a ctr
+# at ~/.cache/netdra-realnode/bin/ctr, and its containerd's socket under
+# the node's directory).
+CTR               ?= ctr
+CONTAINERD_SOCKET ?= /run/containerd/containerd.sock
 
 .PHONY: images
-images: ## Build every service's image (pods/Dockerfile) with a container engine; fails clearly without one.
+images: ## Build every service's image as an OCI archive, _output/images/<service>.tar (no container engine needed).
+	$(GO) run -C pods/images . -root $(CURDIR) -out $(OUT)/images \
+		-prefix $(IMAGE_PREFIX) -tag $(IMAGE_TAG) -licenses '$(IMAGE_LICENSES)' -go $(GO)
+
+.PHONY: images-load
+images-load: images ## Import _output/images/*.tar into containerd's k8s.io namespace (CTR, CONTAINERD_SOCKET).
+	@command -v $(CTR) >/dev/null || { echo "make images-load: no ctr ('$(CTR)'): set CTR (the test world's real node has ~/.cache/netdra-realnode/bin/ctr)" >&2; exit 1; }
+	@set -e; for f in $(OUT)/images/*.tar; do \
+	  echo ">> $(CTR) --address $(CONTAINERD_SOCKET) -n k8s.io images import $$f"; \
+	  $(CTR) --address $(CONTAINERD_SOCKET) -n k8s.io images import $$f; \
+	done
+
+.PHONY: test-images
+test-images: ## Run pods/images' tests: the builder, pods/Dockerfile and pods/base describe the same images; one image read back.
+	cd pods/images && $(GO) vet ./... && $(GO) test -count=1 -p 1 ./...
+
+.PHONY: images-engine
+images-engine: ## Build every service's image from pods/Dockerfile with a container engine; fails clearly without one.
 	@$(CONTAINER_ENGINE) info >/dev/null 2>&1 || { \
-	  echo "make images: no container engine reachable ('$(CONTAINER_ENGINE) info' failed): start one, or set CONTAINER_ENGINE (e.g. podman). Nothing was built." >&2; exit 1; }
+	  echo "make images-engine: no container engine reachable ('$(CONTAINER_ENGINE) info' failed): start one, or set CONTAINER_ENGINE (e.g. podman), or use make images (no engine needed). Nothing was built." >&2; exit 1; }
 	@set -e; for s in $(SERVICES); do \
 	  echo ">> $(IMAGE_PREFIX)/$$s:$(IMAGE_TAG)"; \
 	  $(CONTAINER_ENGINE) build -f pods/Dockerfile --target $$s -t $(IMAGE_PREFIX)/$$s:$(IMAGE_TAG) .; \

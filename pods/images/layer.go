@@ -1,0 +1,87 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// The users every image knows, as distroless's static base has them (the
+// base pods/Dockerfile builds on): names for uid 0 and 65532, and the
+// home directories they point to.
+const (
+	passwd = "root:x:0:0:root:/root:/sbin/nologin\n" +
+		"nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n" +
+		"nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n"
+	group = "root:x:0:\n" +
+		"nobody:x:65534:\n" +
+		"nonroot:x:65532:\n"
+)
+
+// entry is one file or directory of an image's only layer.
+type entry struct {
+	name     string // relative; a directory's ends in /
+	mode     int64
+	uid, gid int
+	data     []byte // a regular file's content
+}
+
+// rootfs is everything an image holds: the distroless skeleton the
+// processes may look at (the users, a home for each, /tmp) and the binary,
+// owned by root and executable by every user. No mount points: the
+// runtime creates those before it makes the root read-only.
+func rootfs(img image, bin []byte) []entry {
+	return []entry{
+		{name: "etc/", mode: 0o755},
+		{name: "etc/group", mode: 0o644, data: []byte(group)},
+		{name: "etc/passwd", mode: 0o644, data: []byte(passwd)},
+		{name: "home/", mode: 0o755},
+		{name: "home/nonroot/", mode: 0o700, uid: 65532, gid: 65532},
+		{name: "root/", mode: 0o700},
+		{name: "tmp/", mode: 0o1777},
+		{name: "usr/", mode: 0o755},
+		{name: "usr/local/", mode: 0o755},
+		{name: "usr/local/bin/", mode: 0o755},
+		{name: strings.TrimPrefix(img.binary(), "/"), mode: 0o755, data: bin},
+	}
+}
+
+// newLayer packs the image's root into a gzip-compressed OCI layer whose
+// every entry has the time mtime, so that the same binary always gives the
+// same layer digest.
+func newLayer(img image, binPath string, mtime time.Time) (v1.Layer, error) {
+	bin, err := os.ReadFile(binPath)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, e := range rootfs(img, bin) {
+		h := &tar.Header{Name: e.name, Mode: e.mode, Uid: e.uid, Gid: e.gid, ModTime: mtime}
+		if strings.HasSuffix(e.name, "/") {
+			h.Typeflag = tar.TypeDir
+		} else {
+			h.Typeflag, h.Size = tar.TypeReg, int64(len(e.data))
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return nil, fmt.Errorf("layer entry %s: %w", e.name, err)
+		}
+		if _, err := tw.Write(e.data); err != nil {
+			return nil, fmt.Errorf("layer entry %s: %w", e.name, err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	b := buf.Bytes()
+	return tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil },
+		tarball.WithMediaType(types.OCILayer), tarball.WithCompressedCaching)
+}
