@@ -20,6 +20,16 @@ var rules = map[string][]string{
 	"operator":    {"github.com/vishvananda/netlink", "github.com/cilium/ebpf"},
 }
 
+// testInfrastructure are the packages of this module that exist for tests:
+// no service binary may link them (their tests may).
+var testInfrastructure = []string{
+	module + "shared/nodetest", module + "shared/hostiletest", module + "shared/kernelrig",
+	module + "shared/grpcurltest", module + "shared/boundaries", module + "shared/tiltcheck",
+	module + "shared/apis/agreement", module + "shared/testworld",
+	module + "services/provisioner/netnstest", module + "services/provisioner/ebpf/ebpftest",
+	module + "services/provisioner/link/linktest",
+}
+
 // owners says, per import path prefix, the only packages (path prefixes in
 // this module) that may import it directly: eBPF is the provisioner's, and
 // within it the ebpf package's (its tests and test helpers included).
@@ -93,6 +103,34 @@ func TestImportRules(t *testing.T) {
 	}
 	if checked == 0 {
 		t.Fatal("no service checked")
+	}
+}
+
+// TestBinariesLinkNoTestInfrastructure: what a service binary links (its
+// main package's dependencies; the test helpers under services/ are
+// packages of their own that only tests import) holds none of the test
+// infrastructure.
+func TestBinariesLinkNoTestInfrastructure(t *testing.T) {
+	root := moduleRoot(t)
+	mains, err := filepath.Glob(filepath.Join(root, "services", "*", "main.go"))
+	if err != nil || len(mains) == 0 {
+		t.Fatalf("no service main packages: %v", err)
+	}
+	for _, m := range mains {
+		name := filepath.Base(filepath.Dir(m))
+		cmd := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", "./services/"+name) // no -test: what the binary links
+		cmd.Dir = root
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list ./services/%s: %v", name, err)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			for _, f := range testInfrastructure {
+				if dep == f || strings.HasPrefix(dep, f+"/") {
+					t.Errorf("the %s binary links test infrastructure: %s", name, dep)
+				}
+			}
+		}
 	}
 }
 
