@@ -53,7 +53,8 @@ const containerdTags = "urfave_cli_no_docs no_btrfs no_devmapper no_zfs osusergo
 // two images: the kubelet from k8s.io/kubernetes v1.37.2 (this module's
 // requirement), containerd, ctr and the runc shim v2.4.2 and the CNI
 // plugins v1.10.0 from the modules under tools/, the pause and test-app
-// images from images/. All static (CGO_ENABLED=0). runc comes from Debian
+// images from images/. All static (CGO_ENABLED=0) but the kubelet, which
+// shares its build with the testworld binary's. runc comes from Debian
 // (apt-get install runc; `make test-world` installs it). go install relinks
 // only what changed: the first build takes minutes (the kubelet compiles
 // much of Kubernetes), a warm one seconds. Concurrent callers are serialized
@@ -87,7 +88,13 @@ func Build(ctx context.Context, logger *slog.Logger) (*Binaries, error) {
 	defer unlock()
 
 	steps := []goInstall{
-		{what: "kubelet v1.37.2 (the first build compiles much of Kubernetes: minutes)", dir: src, gobin: b.Dir,
+		// The kubelet is built as the testworld binary is (cgo as the
+		// environment says, no -trimpath), so that the Kubernetes packages
+		// both link are compiled once: a CGO_ENABLED=0 build changes the
+		// cache key of everything above package net and compiled most of
+		// Kubernetes a second time (12 minutes here). It runs on the host,
+		// so a dynamically linked one is fine.
+		{what: "kubelet v1.37.2 (the first build compiles the kubelet's part of Kubernetes: minutes)", dir: src, gobin: b.Dir, cgo: true,
 			args: []string{"-ldflags=-s -w " + controlplane.LDFlags, "k8s.io/kubernetes/cmd/kubelet"}},
 		{what: "containerd and ctr v2.4.2", dir: filepath.Join(src, "realnode/tools/containerd"), gobin: b.Dir,
 			args: []string{"-tags", containerdTags, "-ldflags", containerdLDFlags, "github.com/containerd/containerd/v2/cmd/containerd", "github.com/containerd/containerd/v2/cmd/ctr"}},
@@ -119,9 +126,11 @@ func Build(ctx context.Context, logger *slog.Logger) (*Binaries, error) {
 const containerdLDFlags = "-s -w -X github.com/containerd/containerd/v2/version.Version=v2.4.2" +
 	" -X github.com/containerd/containerd/v2/version.Package=github.com/containerd/containerd/v2"
 
-// goInstall is one `go install` with progress.
+// goInstall is one `go install` with progress; static (CGO_ENABLED=0)
+// unless cgo is set.
 type goInstall struct {
 	what, dir, gobin string
+	cgo              bool
 	args             []string
 }
 
@@ -131,7 +140,10 @@ func (g goInstall) run(ctx context.Context, logger *slog.Logger) error {
 	// the testworld binary's (the same Kubernetes), halving a cold build.
 	cmd := exec.CommandContext(ctx, "go", append([]string{"install"}, g.args...)...)
 	cmd.Dir = g.dir
-	cmd.Env = append(os.Environ(), "GOBIN="+g.gobin, "GOWORK=off", "CGO_ENABLED=0", "GOFLAGS=")
+	cmd.Env = append(os.Environ(), "GOBIN="+g.gobin, "GOWORK=off", "GOFLAGS=")
+	if !g.cgo {
+		cmd.Env = append(cmd.Env, "CGO_ENABLED=0")
+	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	done := make(chan struct{})
