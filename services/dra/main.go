@@ -99,7 +99,7 @@ func run(ctx context.Context, log *slog.Logger, cfg *config) error {
 	srv.SetServing(drav1.DraService_ServiceDesc.ServiceName, true)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	agentActor := rpc.Actor{Execute: func() error { return a.Run(ctx) }, Interrupt: func(error) { cancel() }}
+	agentActor := process.Actor{Execute: func() error { return a.Run(ctx) }, Interrupt: func(error) { cancel() }}
 	log.Info("Serving", "socket", cfg.Socket, "node", cfg.NodeName)
-	return rpc.RunServer(ctx, log, srv, agentActor, metrics)
+	return process.RunServer(ctx, log, srv, agentActor, metrics)
 }

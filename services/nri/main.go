@@ -57,10 +57,10 @@ func (cfg *config) run(ctx context.Context, log *slog.Logger) error {
 	srv.SetServing(nriv1.NriService_ServiceDesc.ServiceName, true)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	nri := rpc.Actor{
+	nri := process.Actor{
 		Execute:   func() error { return p.Serve(ctx, cfg.NRI) },
 		Interrupt: func(error) { cancel() },
 	}
 	log.Info("Serving", "socket", cfg.Socket, "nri", cfg.NRI.Socket)
-	return rpc.RunServer(ctx, log, srv, nri, metrics)
+	return process.RunServer(ctx, log, srv, nri, metrics)
 }

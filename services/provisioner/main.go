@@ -94,5 +94,5 @@ func (cfg *config) run(ctx context.Context, log *slog.Logger) error {
 	log.Info("Serving", "socket", cfg.Socket, "sysfs", cfg.SysfsRoot)
 	// Closing the service first ends the watch streams and stops the
 	// managers, so the graceful stop does not wait for them.
-	return rpc.RunServer(ctx, log, srv, rpc.OnStop(svc.Close))
+	return process.RunServer(ctx, log, srv, process.OnStop(svc.Close))
 }

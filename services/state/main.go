@@ -47,5 +47,5 @@ func (cfg *config) run(ctx context.Context, log *slog.Logger) error {
 	log.Info("Serving", "socket", cfg.Socket, "db", cfg.DB)
 	// Closing the store first ends the watch streams, so the graceful stop
 	// does not wait for them.
-	return rpc.RunServer(ctx, log, srv, rpc.OnStop(func() { _ = st.Close() }))
+	return process.RunServer(ctx, log, srv, process.OnStop(func() { _ = st.Close() }))
 }

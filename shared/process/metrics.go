@@ -11,8 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/netdra/netdra/shared/rpc"
 )
 
 // NewRegistry returns a Prometheus registry with the Go runtime and process
@@ -26,18 +24,18 @@ func NewRegistry() *prometheus.Registry {
 // ServeMetrics is an actor serving reg on http://addr/metrics until the
 // group stops. An empty addr serves nothing. Bind it to localhost: metrics
 // are for the node's own scraper.
-func ServeMetrics(addr string, reg *prometheus.Registry) (rpc.Actor, error) {
+func ServeMetrics(addr string, reg *prometheus.Registry) (Actor, error) {
 	if addr == "" {
-		return rpc.OnStop(func() {}), nil
+		return OnStop(func() {}), nil
 	}
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		return rpc.Actor{}, fmt.Errorf("metrics listener: %w", err)
+		return Actor{}, fmt.Errorf("metrics listener: %w", err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	return rpc.Actor{
+	return Actor{
 		Execute: func() error {
 			if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
 				return fmt.Errorf("metrics server: %w", err)

@@ -3,8 +3,9 @@
 // level, and for dra and nri the sockets of the processes they call), a
 // `health` subcommand for exec probes, and turning the flags and the run
 // function's result into an exit code (ParseArgs, which the operator uses
-// too). Mains stay thin: flags into a config struct, wiring, and
-// rpc.RunServer.
+// too), and its lifetime as an oklog/run group: [RunServer] serves the
+// process's rpc.Server beside its other actors until a signal. Mains stay
+// thin: flags into a config struct, wiring, and RunServer.
 package process
 
 import (
@@ -29,7 +30,7 @@ type Flags struct {
 	Socket string
 	// AllowedUIDs are the peer uids allowed to call; empty means the
 	// process's own uid and root.
-	AllowedUIDs rpc.UIDList
+	AllowedUIDs UIDList
 	// LogLevel is the minimum level logged.
 	LogLevel slog.Level
 }

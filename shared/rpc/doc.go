@@ -5,8 +5,8 @@
 // socket created by [Listen], which admits only peers whose SO_PEERCRED uid
 // is on an allow-list, recovers handler panics, logs finished calls through
 // an injected [log/slog.Logger] and always answers grpc.health.v1 and server
-// reflection. [RunServer] runs a Server until a signal arrives or a context
-// ends.
+// reflection. Running a Server for a process's lifetime (signals, the other
+// actors of its run group) is package process's job.
 //
 // Clients connect with [Dial], whose connections outlive server restarts, and
 // keep long-lived watch streams open with [Retry]. [CheckHealth] backs the

@@ -1,22 +1,26 @@
-package rpc
+package process
 
 import (
 	"context"
 	"errors"
 	"flag"
+	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/netdra/netdra/shared/rpc"
 )
 
 // runServer starts RunServer in a goroutine and waits until srv is healthy.
 func runServer(t *testing.T, ctx context.Context, path string, extra ...Actor) <-chan error {
 	t.Helper()
-	srv := NewServer(ServerConfig{SocketPath: path, Logger: testLogger(t)})
+	srv := rpc.NewServer(rpc.ServerConfig{SocketPath: path, Logger: testLogger(t)})
 	t.Cleanup(srv.Stop)
 	errc := make(chan error, 1)
 	go func() { errc <- RunServer(ctx, testLogger(t), srv, extra...) }()
@@ -26,7 +30,7 @@ func runServer(t *testing.T, ctx context.Context, path string, extra ...Actor) <
 			t.Fatalf("RunServer returned early: %v", err)
 		default:
 		}
-		return CheckHealth(ctx, path, "")
+		return rpc.CheckHealth(ctx, path, "")
 	})
 	return errc
 }
@@ -68,7 +72,7 @@ func TestRunServerStopsWithContext(t *testing.T) {
 	if err := isNotExist(path); err != nil {
 		t.Error(err)
 	}
-	if err := CheckHealth(testCtx(t), path, ""); err == nil {
+	if err := rpc.CheckHealth(testCtx(t), path, ""); err == nil {
 		t.Error("socket still answers after RunServer returned")
 	}
 }
@@ -177,4 +181,49 @@ func TestUIDListFlag(t *testing.T) {
 	if got := nilList.String(); got != "" {
 		t.Errorf("nil String() = %q, want empty", got)
 	}
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// socketPath returns a socket path in a fresh directory short enough for
+// the 108-byte sun_path limit (t.TempDir can be too long).
+func socketPath(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return filepath.Join(dir, "s.sock")
+}
+
+// eventually polls cond until it returns nil or a generous deadline passes.
+func eventually(t testing.TB, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still failing at deadline: %v", what, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func isNotExist(path string) error {
+	if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
+		return errors.New(path + " still exists")
+	}
+	return nil
 }

@@ -1,16 +1,15 @@
-package rpc
+package process
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 
 	"github.com/oklog/run"
+
+	"github.com/netdra/netdra/shared/rpc"
 )
 
 // Actor is a unit of a process's lifetime run by [RunServer], as in
@@ -26,7 +25,7 @@ type Actor struct {
 // them, the extra actors before srv, and waits for them to return. It returns nil when the
 // shutdown came from a signal or from ctx, and otherwise the error of the
 // actor that returned first. This is the shape of every netdra main.
-func RunServer(ctx context.Context, log *slog.Logger, srv *Server, extra ...Actor) error {
+func RunServer(ctx context.Context, log *slog.Logger, srv *rpc.Server, extra ...Actor) error {
 	var g run.Group
 	g.Add(run.SignalHandler(ctx, syscall.SIGINT, syscall.SIGTERM))
 	// Actors are interrupted in the order they were added: the extra ones
@@ -42,41 +41,6 @@ func RunServer(ctx context.Context, log *slog.Logger, srv *Server, extra ...Acto
 		return nil
 	}
 	return err
-}
-
-// UIDList is a flag.Value holding a comma-separated list of uids, such as
-// "0,1000".
-type UIDList []uint32
-
-// Set replaces the list with the uids in s; an empty s empties it. On error
-// the list is left unchanged.
-func (l *UIDList) Set(s string) error {
-	var uids UIDList
-	for f := range strings.SplitSeq(s, ",") {
-		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
-		uid, err := strconv.ParseUint(f, 10, 32)
-		if err != nil {
-			return fmt.Errorf("parse uid list: %w", err)
-		}
-		uids = append(uids, uint32(uid))
-	}
-	*l = uids
-	return nil
-}
-
-// String returns the uids comma-separated.
-func (l *UIDList) String() string {
-	if l == nil {
-		return ""
-	}
-	parts := make([]string, len(*l))
-	for i, uid := range *l {
-		parts[i] = strconv.FormatUint(uint64(uid), 10)
-	}
-	return strings.Join(parts, ",")
 }
 
 // OnStop is an actor that does nothing until the group stops, then runs fn.
