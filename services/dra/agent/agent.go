@@ -34,11 +34,12 @@ import (
 	drav1 "github.com/netdra/netdra/protos/netdra/dra/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+	"github.com/netdra/netdra/services/dra/claims"
 	"github.com/netdra/netdra/services/dra/config"
+	"github.com/netdra/netdra/services/dra/devicesync"
 	"github.com/netdra/netdra/services/dra/driver"
 	"github.com/netdra/netdra/services/dra/health"
-	"github.com/netdra/netdra/services/dra/inventory"
-	"github.com/netdra/netdra/services/dra/kube"
+	"github.com/netdra/netdra/services/dra/nodeconfig"
 	"github.com/netdra/netdra/services/dra/publish"
 	"github.com/netdra/netdra/shared/apis/v1alpha1"
 )
@@ -62,10 +63,10 @@ type Agent struct {
 	drav1.UnimplementedDraServiceServer
 	cfg    Config
 	log    *slog.Logger
-	pump   *inventory.Pump
+	pump   *devicesync.Pump
 	pub    *publish.Publisher
-	claims *kube.Claims
-	status *kube.StatusWriter
+	claims *claims.Claims
+	status *nodeconfig.StatusWriter
 	health *health.Watcher
 	fatal  chan error
 	// ipKick asks watchIPPools to look at the address pools now.
@@ -83,7 +84,7 @@ type Agent struct {
 	driverName string          // the name registered under, "" before
 	attempts   int             // registration attempts under driverName
 	regErr     string          // the last failed attempt's error
-	watcher    *kube.NodeConfigWatcher
+	watcher    *nodeconfig.Watcher
 	// waitingUnprepared is set while retryWhenUnprepared watches.
 	waitingUnprepared bool
 }
@@ -102,14 +103,14 @@ type serving struct {
 func New(cfg Config) *Agent {
 	a := &Agent{cfg: cfg, log: cfg.Logger, configured: make(chan struct{}), fatal: make(chan error, 4),
 		ipKick: make(chan struct{}, 1)}
-	a.pump = inventory.New(cfg.Logger.With("part", "inventory"), cfg.Provisioner, cfg.State)
+	a.pump = devicesync.New(cfg.Logger.With("part", "devicesync"), cfg.Provisioner, cfg.State)
 	a.pub = publish.NewPublisher(cfg.Logger.With("part", "publish"), cfg.State, cfg.Debounce, a.publish)
 	// The state service keeps the inventory in memory: a restarted one
 	// gets it again.
 	a.pub.OnRestart(a.pump.Resend)
-	recorder := kube.NewRecorder(cfg.Kube, "netdra-dra", cfg.NodeName)
-	a.claims = kube.NewClaims(cfg.Kube, recorder)
-	a.status = kube.NewStatusWriter(cfg.Logger.With("part", "status"), cfg.Dynamic, cfg.NodeName)
+	recorder := newRecorder(cfg.Kube, "netdra-dra", cfg.NodeName)
+	a.claims = claims.NewClaims(cfg.Kube, recorder)
+	a.status = nodeconfig.NewStatusWriter(cfg.Logger.With("part", "status"), cfg.Dynamic, cfg.NodeName)
 	a.health = health.New(a.pub, 0)
 	return a
 }
@@ -241,8 +242,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	spawn("publisher", a.pub.Run)
 	spawn("nodeconfig status", a.status.Run)
 	spawn("ip pools", a.watchIPPools)
-	watcher := kube.NewNodeConfigWatcher(a.log.With("part", "nodeconfig"), a.cfg.Dynamic,
-		kube.NewRecorder(a.cfg.Kube, "netdra-dra", a.cfg.NodeName), a.status, a.cfg.NodeName, a.apply)
+	watcher := nodeconfig.NewWatcher(a.log.With("part", "nodeconfig"), a.cfg.Dynamic,
+		newRecorder(a.cfg.Kube, "netdra-dra", a.cfg.NodeName), a.status, a.cfg.NodeName, a.apply)
 	a.mu.Lock()
 	a.runCtx, a.watcher = ctx, watcher
 	a.mu.Unlock()
@@ -289,11 +290,11 @@ func (a *Agent) recover(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	claims, err := kube.NodeClaims(ctx, a.log, a.cfg.Kube, a.cfg.NodeName)
+	nodeClaims, err := claims.NodeClaims(ctx, a.log, a.cfg.Kube, a.cfg.NodeName)
 	if err != nil {
 		return err
 	}
-	if err := drv.Recover(ctx, claims); err != nil {
+	if err := drv.Recover(ctx, nodeClaims); err != nil {
 		return fmt.Errorf("restart recovery: %w", err)
 	}
 	return nil

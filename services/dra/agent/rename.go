@@ -6,7 +6,8 @@ import (
 	"time"
 
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
-	"github.com/netdra/netdra/services/dra/kube"
+	"github.com/netdra/netdra/services/dra/claims"
+	"github.com/netdra/netdra/services/dra/nodeconfig"
 	"github.com/netdra/netdra/shared/apis/v1alpha1"
 )
 
@@ -43,7 +44,7 @@ type rename struct {
 }
 
 // beginRename returns the rename spec asks for, nil when it asks none, or
-// why it is refused (a *kube.Refusal while claims are prepared). From a
+// why it is refused (a *nodeconfig.Refusal while claims are prepared). From a
 // rename it returns on, no kubelet call is under way under the old name.
 func (a *Agent) beginRename(ctx context.Context, spec *v1alpha1.NodeConfigSpec, generation int64) (*rename, error) {
 	a.mu.Lock()
@@ -127,14 +128,14 @@ func (r *rename) complete(ctx context.Context) error {
 	}
 	err := a.refuseRename(ctx, r.from, r.to)
 	if err == nil && knocked {
-		err = &kube.Refusal{Reason: v1alpha1.ReasonDriverNameInUse, Message: fmt.Sprintf(
+		err = &nodeconfig.Refusal{Reason: v1alpha1.ReasonDriverNameInUse, Message: fmt.Sprintf(
 			"driverName change from %s to %s: the kubelet called the plugin while it was stopping; retried", r.from, r.to)}
 	}
 	if err != nil {
 		r.rollBack(ctx)
 		return err
 	}
-	if err := kube.DeleteSlices(ctx, a.cfg.Kube, a.cfg.NodeName, r.from); err != nil {
+	if err := deleteSlices(ctx, a.cfg.Kube, a.cfg.NodeName, r.from); err != nil {
 		a.log.Warn("Deleting the old driver's ResourceSlices", "driver", r.from, "error", err)
 	}
 	return nil
@@ -216,7 +217,7 @@ func (a *Agent) preparedUnder(ctx context.Context, want string) (string, error) 
 		return "", fmt.Errorf("listing the prepared claims: %w", err)
 	}
 	for _, row := range resp.GetAllocations() {
-		name, err := kube.ClaimDriver(ctx, a.cfg.Kube, row.GetClaimNamespace(), row.GetClaimName(), row.GetClaimUid(), row.GetPool(), row.GetDeviceName())
+		name, err := claims.ClaimDriver(ctx, a.cfg.Kube, row.GetClaimNamespace(), row.GetClaimName(), row.GetClaimUid(), row.GetPool(), row.GetDeviceName())
 		if err != nil {
 			return "", err
 		}
@@ -227,7 +228,7 @@ func (a *Agent) preparedUnder(ctx context.Context, want string) (string, error) 
 	return "", nil
 }
 
-// refuseRename returns a *kube.Refusal while claims are prepared (or
+// refuseRename returns a *nodeconfig.Refusal while claims are prepared (or
 // being prepared or freed) on the node: the kubelet unprepares a claim
 // through the driver that prepared it.
 func (a *Agent) refuseRename(ctx context.Context, from, to string) error {
@@ -235,12 +236,12 @@ func (a *Agent) refuseRename(ctx context.Context, from, to string) error {
 	if err != nil {
 		return fmt.Errorf("driverName change from %s to %s: listing the prepared claims: %w", from, to, err)
 	}
-	claims := map[string]bool{}
+	prepared := map[string]bool{}
 	for _, row := range resp.GetAllocations() {
-		claims[row.GetClaimUid()] = true
+		prepared[row.GetClaimUid()] = true
 	}
-	if n := len(claims); n > 0 {
-		return &kube.Refusal{Reason: v1alpha1.ReasonDriverNameInUse, Message: fmt.Sprintf(
+	if n := len(prepared); n > 0 {
+		return &nodeconfig.Refusal{Reason: v1alpha1.ReasonDriverNameInUse, Message: fmt.Sprintf(
 			"driverName change from %s to %s refused: %d claims are prepared under %s; it is applied once they are unprepared",
 			from, to, n, from)}
 	}

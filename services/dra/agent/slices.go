@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/utils/ptr"
@@ -65,4 +67,20 @@ func (p *slicePublisher) Stop() {
 		p.ctrl.Stop()
 		p.ctrl = nil
 	}
+}
+
+// deleteSlices deletes the ResourceSlices driver published for node, after
+// dra stopped publishing under that name. Slices already gone are fine.
+func deleteSlices(ctx context.Context, client kubernetes.Interface, node, driver string) error {
+	rs := client.ResourceV1().ResourceSlices()
+	list, err := rs.List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node + ",spec.driver=" + driver})
+	if err != nil {
+		return fmt.Errorf("listing the ResourceSlices of %s: %w", driver, err)
+	}
+	for _, s := range list.Items {
+		if err := rs.Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting ResourceSlice %s: %w", s.Name, err)
+		}
+	}
+	return nil
 }

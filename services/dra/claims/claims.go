@@ -1,7 +1,8 @@
-// Package kube is dra's Kubernetes glue: writing claim status and events,
-// finding the claims of the node's pods, and following the node's
-// NodeConfig.
-package kube
+// Package claims is dra's side of the ResourceClaims: writing their device
+// status and events, finding the claims of the node's pods at recovery, and
+// reading which driver a claim's allocated device belongs to (the driver
+// rename protocol asks).
+package claims
 
 import (
 	"context"
@@ -113,22 +114,6 @@ func NodeClaims(ctx context.Context, log *slog.Logger, client kubernetes.Interfa
 	}
 	log.Info("Claims of the node's pods", "pods", len(pods.Items), "claims", len(out))
 	return out, nil
-}
-
-// DeleteSlices deletes the ResourceSlices driver published for node, after
-// dra stopped publishing under that name. Slices already gone are fine.
-func DeleteSlices(ctx context.Context, client kubernetes.Interface, node, driver string) error {
-	rs := client.ResourceV1().ResourceSlices()
-	list, err := rs.List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node + ",spec.driver=" + driver})
-	if err != nil {
-		return fmt.Errorf("listing the ResourceSlices of %s: %w", driver, err)
-	}
-	for _, s := range list.Items {
-		if err := rs.Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("deleting ResourceSlice %s: %w", s.Name, err)
-		}
-	}
-	return nil
 }
 
 // ClaimDriver returns the driver of the claim's allocated device (pool,

@@ -1,4 +1,4 @@
-// Package inventory pipes the provisioner's device inventory into the state
+// Package devicesync pipes the provisioner's device inventory into the state
 // service and keeps the provisioner configured: on every (re)connection to
 // the provisioner it sends the current manager configuration first, then
 // copies each WatchDevices message into state ReplaceDevices. Either side
@@ -7,7 +7,7 @@
 // watcher sees its epoch change), the last inventory of each manager is
 // copied again, since the provisioner sends nothing new until something
 // changes.
-package inventory
+package devicesync
 
 import (
 	"context"

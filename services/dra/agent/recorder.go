@@ -1,4 +1,4 @@
-package kube
+package agent
 
 import (
 	corev1 "k8s.io/api/core/v1"
@@ -11,9 +11,9 @@ import (
 	"github.com/netdra/netdra/shared/apis/v1alpha1"
 )
 
-// NewRecorder returns an event recorder writing to the API server as
+// newRecorder returns an event recorder writing to the API server as
 // component on node; it knows the core, resource and netdra types.
-func NewRecorder(client kubernetes.Interface, component, node string) record.EventRecorder {
+func newRecorder(client kubernetes.Interface, component, node string) record.EventRecorder {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = v1alpha1.AddToScheme(scheme)

@@ -1,4 +1,4 @@
-package kube
+package nodeconfig
 
 import (
 	"context"

@@ -1,4 +1,8 @@
-package kube
+// Package nodeconfig follows the node's NodeConfig for dra: a Watcher hands
+// each valid spec to the agent's Applier, retrying failures with a backoff,
+// and a StatusWriter keeps the NodeConfig's status (conditions, the pools
+// published, the driver name) written, coalescing updates.
+package nodeconfig
 
 import (
 	"context"
@@ -46,11 +50,11 @@ const (
 	maxApplyRetry = time.Minute
 )
 
-// NodeConfigWatcher follows the NodeConfig named after the node: a valid
+// Watcher follows the NodeConfig named after the node: a valid
 // spec (defaults filled in) is applied at once, without a restart; an
 // invalid one is reported on the NodeConfig's status (Accepted=False with
 // the reason) and as an event, and the last good one stays in force.
-type NodeConfigWatcher struct {
+type Watcher struct {
 	queue    chan struct{}
 	log      *slog.Logger
 	client   dynamic.Interface
@@ -60,15 +64,15 @@ type NodeConfigWatcher struct {
 	apply    Applier
 }
 
-// NewNodeConfigWatcher returns the watcher for node; it reports on the
+// NewWatcher returns the watcher for node; it reports on the
 // NodeConfig's status through status.
-func NewNodeConfigWatcher(log *slog.Logger, client dynamic.Interface, recorder record.EventRecorder, status *StatusWriter, node string, apply Applier) *NodeConfigWatcher {
-	return &NodeConfigWatcher{queue: make(chan struct{}, 1), log: log, client: client, recorder: recorder, status: status, node: node, apply: apply}
+func NewWatcher(log *slog.Logger, client dynamic.Interface, recorder record.EventRecorder, status *StatusWriter, node string, apply Applier) *Watcher {
+	return &Watcher{queue: make(chan struct{}, 1), log: log, client: client, recorder: recorder, status: status, node: node, apply: apply}
 }
 
 // Retry has a configuration whose apply failed tried again now, rather
 // than after its backoff.
-func (w *NodeConfigWatcher) Retry() {
+func (w *Watcher) Retry() {
 	select {
 	case w.queue <- struct{}{}:
 	default:
@@ -76,7 +80,7 @@ func (w *NodeConfigWatcher) Retry() {
 }
 
 // Run watches until ctx ends.
-func (w *NodeConfigWatcher) Run(ctx context.Context) error {
+func (w *Watcher) Run(ctx context.Context) error {
 	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(w.client, 10*time.Minute, "", func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", w.node).String()
 	})
@@ -137,7 +141,7 @@ func (w *NodeConfigWatcher) Run(ctx context.Context) error {
 
 // handle validates and applies one generation of the NodeConfig. It
 // returns false when applying failed and should be tried again.
-func (w *NodeConfigWatcher) handle(ctx context.Context, nc *v1alpha1.NodeConfig) bool {
+func (w *Watcher) handle(ctx context.Context, nc *v1alpha1.NodeConfig) bool {
 	ok := true
 	spec := v1alpha1.Default(nc.Spec.DeepCopy())
 	accepted := metav1.Condition{Type: v1alpha1.ConditionAccepted, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonValid,
