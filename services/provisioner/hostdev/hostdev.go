@@ -28,6 +28,7 @@ import (
 	"github.com/netdra/netdra/services/provisioner/ebpf"
 	"github.com/netdra/netdra/services/provisioner/hostns"
 	"github.com/netdra/netdra/services/provisioner/manager"
+	"github.com/netdra/netdra/services/provisioner/settle"
 )
 
 // DefaultResync is how often Run rescans without an event.
@@ -117,7 +118,7 @@ func New(log *slog.Logger, sysfsRoot string, cfg *provisionerv1.HostConfig, opts
 // scan). A later failed scan is logged and retried at the next event or
 // resync; a subscription the kernel ends (a receive buffer overrun) is
 // made again, followed by a rescan. A burst of events makes one rescan
-// (manager.Settle), and a rescan after events reads the links from a cache
+// (settle.Wait), and a rescan after events reads the links from a cache
 // the events keep (linkCache) instead of dumping them all; the resync
 // dumps.
 func (m *Manager) Run(ctx context.Context, publish func([]*devicev1.Device)) error {
@@ -156,7 +157,7 @@ func (m *Manager) Run(ctx context.Context, publish func([]*devicev1.Device)) err
 
 // rescan is Run after the first publication, last: it scans again once a
 // burst of events on changed settles (waiting at most
-// manager.SettleMaxAfter(took), took being what the previous scan cost)
+// settle.MaxAfter(took), took being what the previous scan cost)
 // and at each resync, which dumps the links, and publishes what differs
 // from the last publication. A failed scan is logged and retried at the
 // next change or resync. It returns nil when ctx ends.
@@ -171,7 +172,7 @@ func (m *Manager) rescan(ctx context.Context, s *scanner, changed <-chan struct{
 		case <-changed:
 			// One rescan for a burst of events: a namespace move makes
 			// several, a burst of pods many.
-			manager.Settle(ctx, changed, manager.SettleQuiet, manager.SettleMaxAfter(took))
+			settle.Wait(ctx, changed, settle.Quiet, settle.MaxAfter(took))
 		case <-tick.C:
 			fresh = true // a dump: what no event tells, and a check of the cache
 		}

@@ -9,7 +9,7 @@ import (
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	"github.com/netdra/netdra/services/provisioner/hostns"
-	"github.com/netdra/netdra/services/provisioner/manager"
+	"github.com/netdra/netdra/services/provisioner/settings"
 	"github.com/netdra/netdra/shared/fielderr"
 )
 
@@ -103,5 +103,5 @@ func (m *Manager) Validate(dev *devicev1.Device, cfg *devicev1.DeviceConfig) err
 	if dev.GetKernelIfName() == "" {
 		return fielderr.New("device.kernelIfName", "required for a host device")
 	}
-	return manager.RefuseVFSettings("host", cfg)
+	return settings.RefuseVF("host", cfg)
 }

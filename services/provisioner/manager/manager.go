@@ -9,7 +9,6 @@ import (
 	"context"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
-	"github.com/netdra/netdra/shared/fielderr"
 )
 
 // Manager discovers one class of devices and sets them up for claims.
@@ -34,55 +33,4 @@ type Manager interface {
 	// anything is touched, returning a *fielderr.Error naming the field
 	// ("config.vlanQoS").
 	Validate(dev *devicev1.Device, cfg *devicev1.DeviceConfig) error
-}
-
-// RefuseVFSettings returns a *fielderr.Error naming the first setting cfg
-// sets that a manager without SR-IOV VFs, called mgr, cannot enforce
-// (trust, linkState, minTxRate, maxTxRate), or a bad software VLAN, or
-// nil. A field counts as set when it is present, even at its zero value.
-//
-// vlan, vlanQoS, vlanProto and spoofChk are accepted: the provisioner
-// enforces them in software, with eBPF programs on the device in the pod
-// (package ebpf), so the same claim config means the same on every
-// manager. vlan 0 is no VLAN; vlanQoS (0..7) and vlanProto need a vlan.
-func RefuseVFSettings(mgr string, cfg *devicev1.DeviceConfig) error {
-	if cfg == nil {
-		return nil
-	}
-	const noVF = "not an SR-IOV VF"
-	for _, f := range []struct {
-		field string
-		set   bool
-	}{
-		{"trust", cfg.Trust != nil},
-		{"linkState", cfg.GetLinkState() != devicev1.VfLinkState_VF_LINK_STATE_UNSPECIFIED},
-		{"minTxRate", cfg.MinTxRate != nil},
-		{"maxTxRate", cfg.MaxTxRate != nil},
-	} {
-		if f.set {
-			return fielderr.New("config."+f.field, "not supported by the %s manager (%s); only sr-iov devices take it", mgr, noVF)
-		}
-	}
-	return CheckSoftwareVLAN(cfg)
-}
-
-// CheckSoftwareVLAN checks the VLAN settings the eBPF programs enforce
-// (vlan, vlanQoS, vlanProto), returning a *fielderr.Error naming the
-// first bad one ("config.vlan") or nil. A nil cfg is valid.
-func CheckSoftwareVLAN(cfg *devicev1.DeviceConfig) error {
-	vlan := cfg.GetVlan()
-	switch {
-	case vlan > 4094:
-		return fielderr.New("config.vlan", "%d is out of range 0..4094", vlan)
-	case cfg.GetVlanQos() > 7:
-		return fielderr.New("config.vlanQoS", "%d is out of range 0..7", cfg.GetVlanQos())
-	case cfg.GetVlanQos() != 0 && vlan == 0:
-		return fielderr.New("config.vlanQoS", "needs a non-zero vlan")
-	case cfg.GetVlanProto() != devicev1.VlanProto_VLAN_PROTO_UNSPECIFIED && vlan == 0:
-		return fielderr.New("config.vlanProto", "needs a non-zero vlan")
-	}
-	if _, ok := devicev1.VlanProto_name[int32(cfg.GetVlanProto())]; !ok {
-		return fielderr.New("config.vlanProto", "unknown VLAN protocol %d", cfg.GetVlanProto())
-	}
-	return nil
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/netdra/netdra/services/provisioner/hostns"
 	"github.com/netdra/netdra/services/provisioner/link"
 	"github.com/netdra/netdra/services/provisioner/manager"
+	"github.com/netdra/netdra/services/provisioner/settings"
 	"github.com/netdra/netdra/shared/fielderr"
 	"github.com/netdra/netdra/shared/keylock"
 )
@@ -414,7 +415,7 @@ func (s *Server) validateMove(pd *devicev1.PreparedDevice, netnsPath string, cfg
 	}
 	// The VLAN the eBPF programs enforce in the pod (a dummy's, a host
 	// interface's) is the Attach config's.
-	return manager.CheckSoftwareVLAN(cfg)
+	return settings.SoftwareVLAN(cfg)
 }
 
 // maxPathLen is the longest path the kernel opens (PATH_MAX less the NUL).

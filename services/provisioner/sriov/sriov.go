@@ -24,6 +24,7 @@ import (
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	"github.com/netdra/netdra/services/provisioner/manager"
+	"github.com/netdra/netdra/services/provisioner/settle"
 )
 
 // DefaultResync is how often Run rescans sysfs when no link event asks it
@@ -100,7 +101,7 @@ func New(log *slog.Logger, sysfsRoot string, cfg *provisionerv1.SriovConfig, opt
 // namespace or every resync interval. It returns nil when ctx ends; an
 // error when provisioning or the first discovery fails. Later rescans that
 // fail are logged and retried; a lost link event subscription is renewed.
-// A burst of link events makes one rescan (manager.Settle).
+// A burst of link events makes one rescan (settle.Wait).
 func (m *Manager) Run(ctx context.Context, publish func([]*devicev1.Device)) error {
 	if _, err := ProvisionVFs(m.log, m.root, m.cfg.GetIfaces()); err != nil {
 		return fmt.Errorf("provisioning VFs: %w", err)
@@ -126,7 +127,7 @@ func (m *Manager) Run(ctx context.Context, publish func([]*devicev1.Device)) err
 			if ok {
 				// One rescan for a burst of events (our own moves make
 				// several each).
-				ok = manager.Settle(ctx, ev.ch, manager.SettleQuiet, manager.SettleMaxAfter(took))
+				ok = settle.Wait(ctx, ev.ch, settle.Quiet, settle.MaxAfter(took))
 			}
 			if !ok {
 				m.log.Warn("Link event subscription ended; renewing it")

@@ -1,4 +1,6 @@
-package manager
+// Package settle debounces the device managers' rescans on link events: one
+// rescan for a burst of events, not one per event.
+package settle
 
 import (
 	"context"
@@ -6,30 +8,30 @@ import (
 )
 
 // Debounce bounds of the managers' rescans on link events: a rescan waits
-// until no event came for SettleQuiet, or at most SettleMax after the
+// until no event came for Quiet, or at most Max after the
 // first one. A namespace move makes several link events (down, MAC, MTU,
 // rename, the move itself), and a burst of pods makes many: one rescan
 // covers them all, so that a rescan (a dump of every link, which holds the
 // kernel's RTNL lock that the moves need too) no longer runs once per
 // event while the pods' devices move.
 const (
-	SettleQuiet = 50 * time.Millisecond
-	SettleMax   = 500 * time.Millisecond
+	Quiet = 50 * time.Millisecond
+	Max   = 500 * time.Millisecond
 )
 
-// SettleMaxAfter is the longest a rescan waits for a burst to end after a
-// scan that took took: SettleMax, or four times took when that is longer,
+// MaxAfter is the longest a rescan waits for a burst to end after a
+// scan that took took: Max, or four times took when that is longer,
 // so that under a steady stream of events the rescans of a large
 // inventory take at most a fifth of the time.
-func SettleMaxAfter(took time.Duration) time.Duration {
-	return max(SettleMax, 4*took)
+func MaxAfter(took time.Duration) time.Duration {
+	return max(Max, 4*took)
 }
 
-// Settle is called after a first event came on ch: it consumes the events
-// that follow until none came for quiet, or max has passed since Settle
+// Wait is called after a first event came on ch: it consumes the events
+// that follow until none came for quiet, or max has passed since Wait
 // was called, or ctx ends. It returns false when ch was closed (the caller
 // then renews its subscription; the events it had count as seen).
-func Settle[T any](ctx context.Context, ch <-chan T, quiet, max time.Duration) bool {
+func Wait[T any](ctx context.Context, ch <-chan T, quiet, max time.Duration) bool {
 	end := time.NewTimer(max)
 	defer end.Stop()
 	idle := time.NewTimer(quiet)
