@@ -4,7 +4,7 @@
 // state service (durable intents and allocations) and the provisioner (the
 // only process that touches the node).
 //
-// Prepare of a claim, for the results of this driver only: a plan is made
+// Prepare of a claim, for the results of this driver only: a preparation is made
 // and checked first (exactly one pod reserves the claim, the pod is not on
 // the host network, the opaque config parses strictly, interface names are
 // unique in the pod), with nothing touched. Then state.BeginPrepare records

@@ -26,7 +26,7 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 	}
 	defer unlock()
 	log := d.log.With("claim", claim.Namespace+"/"+claim.Name, "claimUID", claim.UID)
-	p, err := d.makePlan(ctx, claim)
+	p, err := d.makePreparation(ctx, claim)
 	if err != nil {
 		return nil, err
 	}
@@ -47,7 +47,7 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 	return p.result(), nil
 }
 
-func (p *plan) result() []kubeletplugin.Device {
+func (p *preparation) result() []kubeletplugin.Device {
 	out := make([]kubeletplugin.Device, 0, len(p.devices))
 	for _, dev := range p.devices {
 		kd := kubeletplugin.Device{Requests: []string{dev.request}, PoolName: dev.pool, DeviceName: dev.device}
@@ -62,9 +62,9 @@ func (p *plan) result() []kubeletplugin.Device {
 
 // reuse settles what the state already holds for the claim and reports
 // whether the claim is prepared as planned (then its status entries are
-// rewritten where missing). Prepared rows that do not match the plan are
+// rewritten where missing). Prepared rows that do not match the preparation are
 // freed, so that the claim is prepared afresh.
-func (d *Driver) reuse(ctx context.Context, log *slog.Logger, p *plan) (bool, error) {
+func (d *Driver) reuse(ctx context.Context, log *slog.Logger, p *preparation) (bool, error) {
 	rows, err := d.listAllocations(ctx, &statev1.ListAllocationsRequest{ClaimUid: string(p.claim.UID)})
 	if err != nil || len(rows) == 0 {
 		return false, err
@@ -96,7 +96,7 @@ func (d *Driver) reuse(ctx context.Context, log *slog.Logger, p *plan) (bool, er
 // returns the prepared ones: left-over intents are restored from the claim
 // status or rolled back (settleIntent); rows still being freed from an
 // earlier use are freed now, or the prepare fails.
-func (d *Driver) settle(ctx context.Context, log *slog.Logger, p *plan, rows []*statev1.Allocation) ([]*statev1.Allocation, error) {
+func (d *Driver) settle(ctx context.Context, log *slog.Logger, p *preparation, rows []*statev1.Allocation) ([]*statev1.Allocation, error) {
 	var kept []*statev1.Allocation
 	for _, row := range rows {
 		switch row.GetPhase() {
@@ -132,7 +132,7 @@ func stillFreeing(row *statev1.Allocation, freeErr, err error) error {
 	return err
 }
 
-func sameDevices(rows []*statev1.Allocation, p *plan) bool {
+func sameDevices(rows []*statev1.Allocation, p *preparation) bool {
 	if len(rows) != len(p.devices) {
 		return false
 	}
@@ -150,7 +150,7 @@ func sameDevices(rows []*statev1.Allocation, p *plan) bool {
 
 // ensureStatus rewrites the claim's status entries from the prepared rows
 // when one of them is missing.
-func (d *Driver) ensureStatus(ctx context.Context, p *plan, rows []*statev1.Allocation) error {
+func (d *Driver) ensureStatus(ctx context.Context, p *preparation, rows []*statev1.Allocation) error {
 	byKey := map[string]*statev1.Allocation{}
 	missing := false
 	for _, row := range rows {
@@ -179,7 +179,7 @@ func (d *Driver) ensureStatus(ctx context.Context, p *plan, rows []*statev1.Allo
 
 // prepareFresh records the intents, sets the devices up, writes the claim
 // status and commits; on failure it undoes all of it.
-func (d *Driver) prepareFresh(ctx context.Context, log *slog.Logger, p *plan) error {
+func (d *Driver) prepareFresh(ctx context.Context, log *slog.Logger, p *preparation) error {
 	inv, err := d.inventory(ctx)
 	if err != nil {
 		return err
@@ -208,7 +208,7 @@ func ifName(cfg *devicev1.DeviceConfig, dev *devicev1.Device) string {
 	return dev.GetKernelIfName()
 }
 
-func checkNamesInClaim(p *plan, devs []*devicev1.Device) error {
+func checkNamesInClaim(p *preparation, devs []*devicev1.Device) error {
 	names := map[string]string{}
 	for i, dev := range p.devices {
 		n := ifName(dev.config, devs[i])
@@ -226,7 +226,7 @@ func checkNamesInClaim(p *plan, devs []*devicev1.Device) error {
 // begin checks the interface names against the pod's other claims and
 // records the intents, under the pod's lock so that two claims of one pod
 // cannot both take a name.
-func (d *Driver) begin(ctx context.Context, p *plan, devs []*devicev1.Device, inv map[string]*devicev1.Device) error {
+func (d *Driver) begin(ctx context.Context, p *preparation, devs []*devicev1.Device, inv map[string]*devicev1.Device) error {
 	unlock, err := d.podLocks.Lock(ctx, p.podUID)
 	if err != nil {
 		return err
@@ -290,7 +290,7 @@ func rowDevice(row *statev1.Allocation, inv map[string]*devicev1.Device) *device
 
 // setUp runs Setup for each device, then writes the claim status and
 // commits the intents. Any failure rolls everything back.
-func (d *Driver) setUp(ctx context.Context, log *slog.Logger, p *plan, devs []*devicev1.Device) error {
+func (d *Driver) setUp(ctx context.Context, log *slog.Logger, p *preparation, devs []*devicev1.Device) error {
 	rb := &rollback{p: p, devs: devs, uncertain: -1}
 	for i, dev := range p.devices {
 		resp, err := d.prov.Setup(ctx, &provisionerv1.SetupRequest{Device: devs[i], Config: dev.config, Pool: dev.pool})

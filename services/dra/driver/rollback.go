@@ -20,7 +20,7 @@ import (
 
 // rollback is how far a prepare got.
 type rollback struct {
-	p    *plan
+	p    *preparation
 	devs []*devicev1.Device
 	// prepared[i] is device i as Setup left it.
 	prepared []*devicev1.PreparedDevice

@@ -96,8 +96,8 @@ func (ms *managers) configure(cfg *provisionerv1.ManagerConfigs, sysfsRoot strin
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
 	built := map[devicev1.DeviceManager]manager.Manager{}
-	plan := ms.wanted(cfg, sysfsRoot)
-	for _, w := range plan {
+	wanted := ms.wanted(cfg, sysfsRoot)
+	for _, w := range wanted {
 		if w.config == nil {
 			continue
 		}
@@ -110,7 +110,7 @@ func (ms *managers) configure(cfg *provisionerv1.ManagerConfigs, sysfsRoot strin
 		}
 		built[w.kind] = m
 	}
-	for _, w := range plan {
+	for _, w := range wanted {
 		r := ms.running[w.kind]
 		_, rebuilt := built[w.kind]
 		if r != nil && (w.config == nil || rebuilt) {

@@ -32,24 +32,24 @@ type plannedDevice struct {
 	config *devicev1.DeviceConfig
 }
 
-// plan is what preparing a claim means, checked before anything is
+// preparation is what preparing a claim means, checked before anything is
 // touched.
-type plan struct {
+type preparation struct {
 	claim   *resourceapi.ResourceClaim
 	podUID  string
 	podName string
 	devices []plannedDevice
 }
 
-// makePlan checks the claim and parses its config without touching the
+// makePreparation checks the claim and parses its config without touching the
 // node or the state: the results of this driver, one pod that is not on
 // the host network, and a valid config for each request.
-func (d *Driver) makePlan(ctx context.Context, claim *resourceapi.ResourceClaim) (*plan, error) {
+func (d *Driver) makePreparation(ctx context.Context, claim *resourceapi.ResourceClaim) (*preparation, error) {
 	alloc := claim.Status.Allocation
 	if alloc == nil {
 		return nil, ErrNotAllocated
 	}
-	p := &plan{claim: claim}
+	p := &preparation{claim: claim}
 	for _, r := range alloc.Devices.Results {
 		if r.Driver != d.name {
 			continue
@@ -77,9 +77,9 @@ func (d *Driver) makePlan(ctx context.Context, claim *resourceapi.ResourceClaim)
 	return p, nil
 }
 
-// checkPod sets the plan's pod from reservedFor, which must name exactly
+// checkPod sets the preparation's pod from reservedFor, which must name exactly
 // one pod, and refuses a host-network pod.
-func (d *Driver) checkPod(ctx context.Context, p *plan) error {
+func (d *Driver) checkPod(ctx context.Context, p *preparation) error {
 	claim := p.claim
 	var names []string
 	for _, r := range claim.Status.ReservedFor {
