@@ -77,7 +77,7 @@ lint: tools ## buf lint, gofmt, go vet.
 	$(GO) vet ./...
 	$(GO) vet -tags kernelrig ./...
 	@out=$$($(GO) mod tidy -diff 2>&1) || { echo "go.mod is not tidy (run go mod tidy):"; echo "$$out"; exit 1; }
-	@cd shared/testworld && out=$$($(GO) mod tidy -diff 2>&1) || { echo "shared/testworld/go.mod is not tidy (run go mod tidy there):"; echo "$$out"; exit 1; }
+	@cd shared/testinfra/testworld && out=$$($(GO) mod tidy -diff 2>&1) || { echo "shared/testinfra/testworld/go.mod is not tidy (run go mod tidy there):"; echo "$$out"; exit 1; }
 	@cd pods/images && out=$$($(GO) mod tidy -diff 2>&1) || { echo "pods/images/go.mod is not tidy (run go mod tidy there):"; echo "$$out"; exit 1; }
 
 .PHONY: test
@@ -89,7 +89,7 @@ test-unit: ## Run the tests on this machine's kernel (root tests use throwaway n
 
 # Fuzz targets: every `func FuzzX(f *testing.F)` in this module's test
 # files, as pkg:FuzzX, found afresh each time so that a new one is run too
-# (shared/testworld is a module of its own, with none). A crash's input is
+# (shared/testinfra/testworld is a module of its own, with none). A crash's input is
 # written to the package's testdata/fuzz/FuzzX/, where plain `go test`
 # replays it; commit it with the fix.
 FUZZTIME         ?= 4s
@@ -106,20 +106,20 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 4s), one after another.
 	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) ./$$pkg; \
 	done
 
-# Packages with kernel-rig tests (//go:build kernelrig); see shared/kernelrig/README.md.
+# Packages with kernel-rig tests (//go:build kernelrig); see shared/testinfra/kernelrig/README.md.
 KERNEL_PKGS = $(shell grep -rlE --include='*_test.go' --exclude-dir=.git --exclude-dir=.tools --exclude-dir=_output --exclude-dir=testdata '^//go:build.*\bkernelrig\b' . | xargs -r -n1 dirname | sort -u)
 
 .PHONY: test-kernel
 test-kernel: ## Run the kernel-rig tests in QEMU (dummy, VLAN, SR-IOV VFs); builds the rig once.
-	bash shared/kernelrig/setup.sh
-	CGO_ENABLED=0 $(GO) test -tags kernelrig -exec "$(CURDIR)/shared/kernelrig/vmrun.sh" -p 1 -count=1 -timeout 30m $(KERNEL_PKGS)
+	bash shared/testinfra/kernelrig/setup.sh
+	CGO_ENABLED=0 $(GO) test -tags kernelrig -exec "$(CURDIR)/shared/testinfra/kernelrig/vmrun.sh" -p 1 -count=1 -timeout 30m $(KERNEL_PKGS)
 
 # `make dev`: netdra's whole job on this machine, as root (see the README):
 # the test world, the four node processes, demo veths, a NodeConfig, a
 # DeviceClass, a ResourceClaimTemplate and a pod that gets net1; until
 # Ctrl-C, then everything it made is removed. DEV_ONESHOT=1 checks the pod
-# and net1, cleans up and exits (shared/testworld/e2e/dev_test.go runs the
-# same in CI). The program is shared/testworld/cmd/devdemo.
+# and net1, cleans up and exits (shared/testinfra/testworld/e2e/dev_test.go runs the
+# same in CI). The program is shared/testinfra/testworld/cmd/devdemo.
 DEV_DIR     ?= /tmp/netdra-dev
 DEV_ONESHOT ?=
 
@@ -130,8 +130,8 @@ dev: build world-bin node-bin dev-bin $(TOOLS)/stamps/grpcurl-$(GRPCURL_VERSION)
 
 .PHONY: dev-bin
 dev-bin: ## Build make dev's program into _output/devdemo.
-	@echo ">> building make dev's program (shared/testworld/cmd/devdemo) into $(OUT)/devdemo"
-	@bash shared/testworld/dev/gobuild.sh shared/testworld $(OUT)/devdemo ./cmd/devdemo
+	@echo ">> building make dev's program (shared/testinfra/testworld/cmd/devdemo) into $(OUT)/devdemo"
+	@bash shared/testinfra/testworld/dev/gobuild.sh shared/testinfra/testworld $(OUT)/devdemo ./cmd/devdemo
 
 # The Kubernetes version the test world's components report; the same as
 # controlplane.LDFlags (cmd/testworld's tests check it).
@@ -140,7 +140,7 @@ TESTWORLD_LDFLAGS := -X k8s.io/component-base/version.gitVersion=v1.37.2 -X k8s.
 .PHONY: world-bin
 world-bin: ## Build the test world (Kubernetes v1.37.2 from module sources) into _output/testworld.
 	@echo ">> building Kubernetes v1.37.2 from module sources into $(OUT)/testworld (about 7 minutes the first time, cached after)"
-	@bash shared/testworld/dev/gobuild.sh shared/testworld $(OUT)/testworld ./cmd/testworld -ldflags '$(TESTWORLD_LDFLAGS)'
+	@bash shared/testinfra/testworld/dev/gobuild.sh shared/testinfra/testworld $(OUT)/testworld ./cmd/testworld -ldflags '$(TESTWORLD_LDFLAGS)'
 
 .PHONY: node-bin
 node-bin: world-bin node-deps ## Build the test world's real node (kubelet, containerd, CNI plugins, images) into its cache.
@@ -153,17 +153,17 @@ node-deps: ## Install what the test world's real node takes from Debian (runc) w
 
 # The test world: a real control plane and real nodes (a real kubelet,
 # containerd with NRI, runc, containers), in its own Go module
-# (shared/testworld). The first build of Kubernetes from module sources
+# (shared/testinfra/testworld). The first build of Kubernetes from module sources
 # takes about 7 minutes on 2 cores, the kubelet, containerd and the CNI
 # plugins a few more; later builds reuse the Go build cache.
 .PHONY: test-world
 test-world: node-deps ## Run the test world's tests, the operator's and the end-to-end tests (real control plane).
 	@echo ">> test world: building Kubernetes v1.37.2 from module sources if not cached (about 7 minutes the first time)"
-	cd shared/testworld && $(GO) vet ./... && GRPCURL=$(GRPCURL) $(GO) test -count=1 -p 1 -timeout 40m ./...
+	cd shared/testinfra/testworld && $(GO) vet ./... && GRPCURL=$(GRPCURL) $(GO) test -count=1 -p 1 -timeout 40m ./...
 
 .PHONY: e2e
 e2e: node-deps ## Run the end-to-end tests alone, on the real node (as root).
-	cd shared/testworld && GRPCURL=$(GRPCURL) $(GO) test -count=1 -p 1 -timeout 40m ./e2e/
+	cd shared/testinfra/testworld && GRPCURL=$(GRPCURL) $(GO) test -count=1 -p 1 -timeout 40m ./e2e/
 
 .PHONY: world
 world: world-bin node-bin ## Start the test world by hand (control plane + a real node, as root) until Ctrl-C.
@@ -229,11 +229,11 @@ image-dev: $(DEV_GRPCURL)
 	$(CONTAINER_ENGINE) build -f pods/Dockerfile --target dev --build-arg SERVICE=$(SERVICE) -t $(IMAGE) $(OUT)
 
 .PHONY: bench
-bench: ## Run the benchmarks (bench/, shared/testworld/benchworld) and regenerate bench/RESULTS.md and bench/latency.png (root; ~10 min).
+bench: ## Run the benchmarks (bench/, shared/testinfra/testworld/benchworld) and regenerate bench/RESULTS.md and bench/latency.png (root; ~10 min).
 	@out=$$(mktemp -d /tmp/netdra-bench.XXXXXX); start=$$(date +%s); \
 	{ NETDRA_BENCH_OUT=$$out $(GO) test -run '^$$' -bench 'State|Sriov' -benchtime 2s -count 1 ./bench/ && \
 	  NETDRA_BENCH_OUT=$$out $(GO) test -run '^$$' -bench 'Attach' -benchtime 1x -count 1 -timeout 30m ./bench/ && \
-	  ( cd shared/testworld && NETDRA_BENCH_OUT=$$out $(GO) test -p 1 -run '^$$' -bench . -benchtime 1x -count 1 -timeout 30m ./benchworld/ ) ; \
+	  ( cd shared/testinfra/testworld && NETDRA_BENCH_OUT=$$out $(GO) test -p 1 -run '^$$' -bench . -benchtime 1x -count 1 -timeout 30m ./benchworld/ ) ; \
 	} 2>&1 | grep --line-buffered -v 'level=info' | tee $$out/bench.txt; rc=$$?; \
 	if [ $$rc = 0 ]; then $(GO) run ./bench/cmd/benchreport -in $$out -out bench/RESULTS.md -png bench/latency.png -elapsed $$(( $$(date +%s) - start ))s; rc=$$?; fi; \
 	rm -rf $$out; exit $$rc

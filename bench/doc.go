@@ -1,7 +1,7 @@
 // Package bench holds netdra's benchmarks. Each one measures a path of the
 // product against a baseline measured in the same run (the machines are
 // noisy), and reports the ratio. `make bench` runs them, and those of
-// shared/testworld/benchworld against the test world's real apiserver,
+// shared/testinfra/testworld/benchworld against the test world's real apiserver,
 // with $NETDRA_BENCH_OUT set: they write their figures there (see
 // bench/figures), and bench/cmd/benchreport turns them into
 // bench/RESULTS.md and bench/latency.png. Figures are reported, never

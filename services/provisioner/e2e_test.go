@@ -15,9 +15,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/netdra/netdra/shared/grpcurltest"
-	"github.com/netdra/netdra/shared/nodetest"
 	"github.com/netdra/netdra/shared/rpc"
+	"github.com/netdra/netdra/shared/testinfra/grpcurltest"
+	"github.com/netdra/netdra/shared/testinfra/nodetest"
 )
 
 // The end-to-end tests run the provisioner as a real process: the test

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/netdra/netdra/shared/grpcurltest"
+	"github.com/netdra/netdra/shared/testinfra/grpcurltest"
 )
 
 // TestGrpcurl is what a person does by hand: list the services of a running

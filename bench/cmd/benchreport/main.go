@@ -88,7 +88,7 @@ func writeReport(w io.Writer, d data, png string, elapsed time.Duration) {
 	p("```sh")
 	p("go test -run '^$' -bench 'State|Sriov' -benchtime 2s -count 1 ./bench/         # point 4 (discovery alone)")
 	p("go test -run '^$' -bench Attach -benchtime 1x -count 1 -timeout 30m ./bench/    # points 1, 3 (host), 5")
-	p("cd shared/testworld && go test -p 1 -run '^$' -bench . -benchtime 1x -count 1 -timeout 30m ./benchworld/   # points 2, 4, 5 (dra)")
+	p("cd shared/testinfra/testworld && go test -p 1 -run '^$' -bench . -benchtime 1x -count 1 -timeout 30m ./benchworld/   # points 2, 4, 5 (dra)")
 	p("go run ./bench/cmd/benchreport -in $NETDRA_BENCH_OUT -out bench/RESULTS.md -png bench/latency.png")
 	p("```")
 	p("")

@@ -16,8 +16,8 @@ import (
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
-	"github.com/netdra/netdra/shared/nodetest"
 	"github.com/netdra/netdra/shared/rpc"
+	"github.com/netdra/netdra/shared/testinfra/nodetest"
 )
 
 // node is the real state service and provisioner, the latter in a

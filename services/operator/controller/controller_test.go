@@ -19,7 +19,7 @@ import (
 
 // TestReconcile drives the client code against controller-runtime's fake
 // client; the rules themselves are tested in package plan, and against a
-// real apiserver in shared/testworld/operatortest.
+// real apiserver in shared/testinfra/testworld/operatortest.
 func TestReconcile(t *testing.T) {
 	scheme := runtime.NewScheme()
 	if err := corev1.AddToScheme(scheme); err != nil {

@@ -23,7 +23,7 @@ import (
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	"github.com/netdra/netdra/services/provisioner/ebpf"
 	"github.com/netdra/netdra/services/provisioner/ebpf/ebpftest"
-	"github.com/netdra/netdra/shared/nodetest"
+	"github.com/netdra/netdra/shared/testinfra/nodetest"
 )
 
 // hostPrograms is what a host attached to an interface: one program of

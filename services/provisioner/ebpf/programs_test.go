@@ -19,7 +19,7 @@ import (
 
 	"github.com/netdra/netdra/services/provisioner/ebpf"
 	"github.com/netdra/netdra/services/provisioner/ebpf/ebpftest"
-	"github.com/netdra/netdra/shared/nodetest"
+	"github.com/netdra/netdra/shared/testinfra/nodetest"
 )
 
 // wait bounds how long a failing test waits for a frame; it asserts no

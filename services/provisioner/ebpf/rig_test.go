@@ -26,7 +26,7 @@ import (
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	"github.com/netdra/netdra/services/provisioner/ebpf"
 	"github.com/netdra/netdra/services/provisioner/ebpf/ebpftest"
-	"github.com/netdra/netdra/shared/kernelrig"
+	"github.com/netdra/netdra/shared/testinfra/kernelrig"
 )
 
 // rigNetns creates the named netns name with a dummy link dummyName in it.

@@ -16,7 +16,7 @@ import (
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	"github.com/netdra/netdra/services/provisioner/netnstest"
-	"github.com/netdra/netdra/shared/nodetest"
+	"github.com/netdra/netdra/shared/testinfra/nodetest"
 )
 
 // waitLimit bounds how long a test waits for the inventory to reach a

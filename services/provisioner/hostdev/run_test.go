@@ -18,7 +18,7 @@ import (
 	"github.com/netdra/netdra/services/provisioner/hostns"
 	"github.com/netdra/netdra/services/provisioner/netnstest"
 	"github.com/netdra/netdra/shared/fielderr"
-	"github.com/netdra/netdra/shared/nodetest"
+	"github.com/netdra/netdra/shared/testinfra/nodetest"
 )
 
 // TestRun_Select checks which interfaces each configuration offers, on veth

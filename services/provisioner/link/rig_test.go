@@ -12,7 +12,7 @@ import (
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	"github.com/netdra/netdra/services/provisioner/hostns"
 	"github.com/netdra/netdra/services/provisioner/netnstest"
-	"github.com/netdra/netdra/shared/nodetest"
+	"github.com/netdra/netdra/shared/testinfra/nodetest"
 )
 
 // The privileged tests never touch the real host namespace: a rig is two

@@ -19,7 +19,7 @@ import (
 	"github.com/netdra/netdra/services/provisioner/link"
 	"github.com/netdra/netdra/services/provisioner/manager"
 	"github.com/netdra/netdra/services/provisioner/netnstest"
-	"github.com/netdra/netdra/shared/nodetest"
+	"github.com/netdra/netdra/shared/testinfra/nodetest"
 )
 
 // benchVeths is how many veths the host manager offers in the benchmarks,

@@ -26,7 +26,7 @@ import (
 	"github.com/netdra/netdra/services/provisioner/link"
 	"github.com/netdra/netdra/services/provisioner/manager"
 	"github.com/netdra/netdra/services/provisioner/netnstest"
-	"github.com/netdra/netdra/shared/kernelrig"
+	"github.com/netdra/netdra/shared/testinfra/kernelrig"
 )
 
 func TestKernel_DummyWithoutTCX(t *testing.T) {

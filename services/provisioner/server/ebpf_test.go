@@ -32,7 +32,7 @@ import (
 	"github.com/netdra/netdra/services/provisioner/hostdev"
 	"github.com/netdra/netdra/services/provisioner/link"
 	"github.com/netdra/netdra/services/provisioner/manager"
-	"github.com/netdra/netdra/shared/nodetest"
+	"github.com/netdra/netdra/shared/testinfra/nodetest"
 )
 
 // ebpfWorld is a provisioner with the host manager and eBPF, its host

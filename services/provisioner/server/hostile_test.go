@@ -25,9 +25,9 @@ import (
 	"github.com/netdra/netdra/services/provisioner/hostdev"
 	"github.com/netdra/netdra/services/provisioner/manager"
 	"github.com/netdra/netdra/services/provisioner/sriov"
-	"github.com/netdra/netdra/shared/hostiletest"
-	"github.com/netdra/netdra/shared/nodetest"
 	"github.com/netdra/netdra/shared/rpc"
+	"github.com/netdra/netdra/shared/testinfra/hostiletest"
+	"github.com/netdra/netdra/shared/testinfra/nodetest"
 )
 
 // recordingManager is a real manager whose Run and Validate are its own

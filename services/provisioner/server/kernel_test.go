@@ -23,7 +23,7 @@ import (
 	"github.com/netdra/netdra/services/provisioner/link/linktest"
 	"github.com/netdra/netdra/services/provisioner/manager"
 	"github.com/netdra/netdra/services/provisioner/netnstest"
-	"github.com/netdra/netdra/shared/kernelrig"
+	"github.com/netdra/netdra/shared/testinfra/kernelrig"
 )
 
 // TestKernel_DummyEndToEnd: Configure, WatchDevices' inventory, Setup

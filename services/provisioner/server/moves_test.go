@@ -36,7 +36,7 @@ import (
 	"github.com/netdra/netdra/services/provisioner/link/linktest"
 	"github.com/netdra/netdra/services/provisioner/manager"
 	"github.com/netdra/netdra/services/provisioner/netnstest"
-	"github.com/netdra/netdra/shared/nodetest"
+	"github.com/netdra/netdra/shared/testinfra/nodetest"
 )
 
 // lifecycle runs Setup, Attach, Attach again, Detach, Detach again and

@@ -21,7 +21,7 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
-	"github.com/netdra/netdra/shared/kernelrig"
+	"github.com/netdra/netdra/shared/testinfra/kernelrig"
 )
 
 const (

@@ -16,7 +16,7 @@ import (
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 	"github.com/netdra/netdra/services/state/api"
 	"github.com/netdra/netdra/services/state/store"
-	"github.com/netdra/netdra/shared/hostiletest"
+	"github.com/netdra/netdra/shared/testinfra/hostiletest"
 )
 
 // fuzzStore is the service a fuzz worker calls in-process: a seeded

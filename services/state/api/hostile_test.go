@@ -11,7 +11,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
-	"github.com/netdra/netdra/shared/hostiletest"
+	"github.com/netdra/netdra/shared/testinfra/hostiletest"
 )
 
 // hostileSeed is the store every hostile request meets: an inventory, an

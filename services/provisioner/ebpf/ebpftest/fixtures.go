@@ -10,7 +10,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
-	"github.com/netdra/netdra/shared/nodetest"
+	"github.com/netdra/netdra/shared/testinfra/nodetest"
 )
 
 // BPFFS mounts a bpffs of the test's own on a temporary folder, unmounted

@@ -1,0 +1,213 @@
+package boundaries
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/netdra/netdra/"
+
+// rules says, per service, which import path prefixes none of its packages
+// may depend on, directly or not.
+var rules = map[string][]string{
+	"provisioner": {"k8s.io/client-go", "sigs.k8s.io/controller-runtime"},
+	"state":       {"github.com/vishvananda/netlink", "github.com/cilium/ebpf", "k8s.io/client-go"},
+	"nri":         {"github.com/vishvananda/netlink", "github.com/cilium/ebpf", "k8s.io/client-go"},
+	"dra":         {"github.com/vishvananda/netlink", "github.com/cilium/ebpf"},
+	"operator":    {"github.com/vishvananda/netlink", "github.com/cilium/ebpf"},
+}
+
+// testInfrastructure are the packages of this module that exist for tests:
+// no service binary may link them (their tests may). shared/ keeps them
+// apart under shared/testinfra; the provisioner's own fixtures sit beside
+// the packages they serve, named *test.
+var testInfrastructure = []string{
+	module + "shared/testinfra",
+	module + "shared/apis/agreement",
+	module + "services/provisioner/netnstest", module + "services/provisioner/ebpf/ebpftest",
+	module + "services/provisioner/link/linktest",
+}
+
+// owners says, per import path prefix, the only packages (path prefixes in
+// this module) that may import it directly: eBPF is the provisioner's, and
+// within it the ebpf package's (its tests and test helpers included).
+var owners = map[string][]string{
+	"github.com/cilium/ebpf": {module + "services/provisioner/ebpf"},
+}
+
+func TestImportOwners(t *testing.T) {
+	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}`, "./...")
+	cmd.Dir = moduleRoot(t)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	found := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		pkg, imports := f[0], f[1:]
+		for _, imp := range imports {
+			for prefix, allowed := range owners {
+				if imp != prefix && !strings.HasPrefix(imp, prefix+"/") {
+					continue
+				}
+				found[prefix] = true
+				ok := false
+				for _, a := range allowed {
+					ok = ok || pkg == a || strings.HasPrefix(pkg, a+"/")
+				}
+				if !ok {
+					t.Errorf("%s imports %s; only %v may", pkg, imp, allowed)
+				}
+			}
+		}
+	}
+	for prefix := range owners {
+		if !found[prefix] {
+			t.Errorf("no package imports %s: the rule checks nothing (or go list missed it)", prefix)
+		}
+	}
+}
+
+func TestImportRules(t *testing.T) {
+	root := moduleRoot(t)
+	services, err := os.ReadDir(filepath.Join(root, "services"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, svc := range services {
+		if !svc.IsDir() {
+			continue
+		}
+		name := svc.Name()
+		t.Run(name, func(t *testing.T) {
+			deps := goListDeps(t, root, "./services/"+name+"/...")
+			forbidden := append([]string{}, rules[name]...)
+			for _, other := range services {
+				if other.IsDir() && other.Name() != name {
+					forbidden = append(forbidden, module+"services/"+other.Name())
+				}
+			}
+			for _, dep := range deps {
+				for _, f := range forbidden {
+					if dep == f || strings.HasPrefix(dep, f+"/") {
+						t.Errorf("services/%s depends on %s", name, dep)
+					}
+				}
+			}
+			checked++
+		})
+	}
+	if checked == 0 {
+		t.Fatal("no service checked")
+	}
+}
+
+// TestBinariesLinkNoTestInfrastructure: what a service binary links (its
+// main package's dependencies; the test helpers under services/ are
+// packages of their own that only tests import) holds none of the test
+// infrastructure.
+func TestBinariesLinkNoTestInfrastructure(t *testing.T) {
+	root := moduleRoot(t)
+	mains, err := filepath.Glob(filepath.Join(root, "services", "*", "main.go"))
+	if err != nil || len(mains) == 0 {
+		t.Fatalf("no service main packages: %v", err)
+	}
+	for _, m := range mains {
+		name := filepath.Base(filepath.Dir(m))
+		for _, dep := range binaryDeps(t, root, name) {
+			if isTestInfrastructure(dep) {
+				t.Errorf("the %s binary links test infrastructure: %s", name, dep)
+			}
+		}
+	}
+}
+
+// TestSharedIsProduct checks the other half of the layout: every package in
+// shared/ outside shared/testinfra (and the test-only apis/agreement) is
+// linked by some service binary, so test infrastructure cannot settle
+// among the product's libraries unnoticed.
+func TestSharedIsProduct(t *testing.T) {
+	root := moduleRoot(t)
+	linked := map[string]bool{}
+	mains, err := filepath.Glob(filepath.Join(root, "services", "*", "main.go"))
+	if err != nil || len(mains) == 0 {
+		t.Fatalf("no service main packages: %v", err)
+	}
+	for _, m := range mains {
+		for _, dep := range binaryDeps(t, root, filepath.Base(filepath.Dir(m))) {
+			linked[dep] = true
+		}
+	}
+	cmd := exec.Command("go", "list", "./shared/...")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list ./shared/...: %v", err)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		if isTestInfrastructure(pkg) {
+			continue
+		}
+		if !linked[pkg] {
+			t.Errorf("%s is in shared/ but no service binary links it: product libraries only (test infrastructure goes under shared/testinfra)", pkg)
+		}
+	}
+}
+
+func isTestInfrastructure(pkg string) bool {
+	for _, f := range testInfrastructure {
+		if pkg == f || strings.HasPrefix(pkg, f+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestImportRules_Detects makes sure the check sees through to transitive
+// dependencies: the rpc plumbing depends on grpc.
+func TestImportRules_Detects(t *testing.T) {
+	deps := goListDeps(t, moduleRoot(t), "./shared/rpc")
+	for _, d := range deps {
+		if d == "google.golang.org/grpc/internal/transport" {
+			return
+		}
+	}
+	t.Fatalf("go list -deps missed a transitive dependency: %q", deps)
+}
+
+func goListDeps(t *testing.T, root, pattern string) []string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-deps", "-test", "-f", "{{.ImportPath}}", pattern)
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list %s: %v", pattern, err)
+	}
+	return strings.Fields(string(out))
+}
+
+// binaryDeps lists what the service's binary links: no -test.
+func binaryDeps(t *testing.T, root, service string) []string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", "./services/"+service)
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list ./services/%s: %v", service, err)
+	}
+	return strings.Fields(string(out))
+}
+
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Dir(strings.TrimSpace(string(out)))
+}

@@ -1,0 +1,115 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+
+	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+	"github.com/netdra/netdra/shared/rpc"
+	"github.com/netdra/netdra/shared/testinfra/nodetest"
+	"github.com/netdra/netdra/shared/testinfra/testworld/controlplane"
+	"github.com/netdra/netdra/shared/testinfra/testworld/crds"
+	"github.com/netdra/netdra/shared/testinfra/testworld/realnode"
+	"github.com/netdra/netdra/shared/testinfra/testworld/worldtest"
+)
+
+func TestMain(m *testing.M) { worldtest.Main(m) }
+
+var (
+	crdOnce sync.Once
+	crdErr  error
+)
+
+// installCRDs applies pods/crds once per test binary and waits until they
+// are served.
+func installCRDs(t *testing.T, cp *controlplane.ControlPlane) {
+	t.Helper()
+	crdOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, crdErr = crds.Install(ctx, cp.RESTConfig(), "../../../../pods/crds")
+	})
+	if crdErr != nil {
+		t.Fatalf("installing the CRDs: %v", crdErr)
+	}
+}
+
+// netdraNode is one node running netdra: a real node (kubelet, containerd
+// with NRI, runc) plus the four netdra processes, the provisioner in a
+// throwaway host netns that stands in for the node's.
+type netdraNode struct {
+	cp                     *controlplane.ControlPlane
+	node                   *realnode.Node
+	hostNS                 string
+	dir                    string
+	state, prov, dra, nriP *nodetest.Proc
+	stateClient            statev1.StateServiceClient
+	dyn                    dynamic.Interface
+}
+
+func startNetdra(t *testing.T, devices ...string) *netdraNode {
+	t.Helper()
+	nodetest.RequireRoot(t)
+	cp := worldtest.ControlPlane(t)
+	installCRDs(t, cp)
+	n := worldtest.Node(t, cp)
+	nn := &netdraNode{cp: cp, node: n, hostNS: nodetest.Netns(t, "e2h"), dir: nodetest.Dir(t)}
+	for i, d := range devices {
+		nodetest.IP(t, "-n", nn.hostNS, "link", "add", d, "address", fmt.Sprintf("02:00:00:00:0e:%02x", i),
+			"mtu", "1500", "type", "veth", "peer", "name", "p-"+d)
+	}
+	nn.state = nodetest.Start(t, "state", nn.dir, "", "-db", nn.dir+"/state.db")
+	nn.prov = nodetest.Start(t, "provisioner", nn.dir, nn.hostNS)
+	socks := []string{"-state-socket", nn.state.Socket, "-provisioner-socket", nn.prov.Socket, "-metrics-address", ""}
+	nn.nriP = nodetest.Start(t, "nri", nn.dir, "", append(socks, "-nri-socket", n.NRISocket())...)
+	nn.dra = nodetest.Start(t, "dra", nn.dir, "", append(socks, "-node-name", n.Name(), "-kubeconfig", cp.Kubeconfig(),
+		"-plugin-dir", nn.dir+"/plugins", "-registrar-dir", n.RegistryDir(), "-publish-debounce", "50ms")...)
+	// Registered last, run first: the pods go through the real teardown
+	// (StopPodSandbox to nri, NodeUnprepareResources to dra) while netdra
+	// still runs, and every device comes back before the processes stop.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		n.Drain(ctx)
+	})
+	conn, err := rpc.Dial(nn.state.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	nn.stateClient = statev1.NewStateServiceClient(conn)
+	if nn.dyn, err = dynamic.NewForConfig(cp.RESTConfig()); err != nil {
+		t.Fatal(err)
+	}
+	return nn
+}
+
+// applyNodeConfig creates or replaces the node's NodeConfig.
+func (nn *netdraNode) applyNodeConfig(t *testing.T, spec map[string]any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res := nn.dyn.Resource(nodeConfigs)
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "netdra.io/v1alpha1", "kind": "NodeConfig",
+		"metadata": map[string]any{"name": nn.node.Name()}, "spec": spec}}
+	cur, err := res.Get(ctx, nn.node.Name(), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = res.Create(ctx, u, metav1.CreateOptions{})
+	} else if err == nil {
+		u.SetResourceVersion(cur.GetResourceVersion())
+		_, err = res.Update(ctx, u, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		t.Fatalf("applying the NodeConfig: %v", err)
+	}
+	t.Cleanup(func() { _ = res.Delete(context.Background(), nn.node.Name(), metav1.DeleteOptions{}) })
+}

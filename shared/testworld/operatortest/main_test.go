@@ -1,9 +1,0 @@
-package operatortest
-
-import (
-	"testing"
-
-	"github.com/netdra/netdra/shared/testworld/worldtest"
-)
-
-func TestMain(m *testing.M) { worldtest.Main(m) }
