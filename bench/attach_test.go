@@ -22,8 +22,8 @@ import (
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
-	"github.com/netdra/netdra/shared/testinfra/nodetest"
 	"github.com/netdra/netdra/shared/rpc"
+	"github.com/netdra/netdra/shared/testinfra/nodetest"
 )
 
 // The configurations of point 1 of issue 10: devices per pod, concurrent
