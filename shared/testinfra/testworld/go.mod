@@ -34,7 +34,6 @@ require (
 	github.com/go-logr/zapr v1.3.0 // indirect
 	github.com/klauspost/compress v1.20.1 // indirect
 	github.com/monochromegane/go-gitignore v0.0.0-20200626010858-205db1a8cc00 // indirect
-	github.com/oklog/run v1.2.0 // indirect
 	github.com/xlab/treeprint v1.2.0 // indirect
 	go.opentelemetry.io/contrib/instrumentation/github.com/emicklei/go-restful/otelrestful v0.69.0 // indirect
 	gomodules.xyz/jsonpatch/v2 v2.4.0 // indirect
