@@ -10,7 +10,7 @@ import (
 const binDir = "/usr/local/bin"
 
 // image is one service's image. Each describes what pods/Dockerfile's
-// final stage of the same name describes (images_test.go checks that they
+// final stage of the same name describes (match_test.go checks that they
 // agree, and that the manifests in pods/base expect the same user and
 // binary).
 type image struct {

@@ -1,9 +1,11 @@
 package boundaries
 
 import (
+	"go/build/constraint"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -210,4 +212,67 @@ func moduleRoot(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return filepath.Dir(strings.TrimSpace(string(out)))
+}
+
+// TestTestFileNames checks that where a test runs is readable from its file
+// name, in the product module: a file of kernel-rig tests (built only
+// with the kernelrig tag, run in QEMU by `make test-kernel`) is named
+// *_kernel_test.go, and only those; a file that needs root on the host
+// (testenv.RequireRoot, throwaway namespaces from netnstest; `//go:build
+// !kernelrig` ones too) is named *_netns_test.go. The real
+// node's tests live in the test world's own packages (shared/testinfra/testworld).
+func TestTestFileNames(t *testing.T) {
+	root := moduleRoot(t)
+	needsRoot := regexp.MustCompile(`testenv\.RequireRoot\(|netnstest\.New\(`)
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if d.IsDir() {
+			switch rel {
+			case ".git", ".tools", "_output", "shared/testinfra/testworld", "pods/images":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		kernel, netns := strings.HasSuffix(path, "_kernel_test.go"), strings.HasSuffix(path, "_netns_test.go")
+		switch tagged := kernelOnly(src); {
+		case tagged && !kernel:
+			t.Errorf("%s has the kernelrig build tag: name it *_kernel_test.go", rel)
+		case kernel && !tagged:
+			t.Errorf("%s is named *_kernel_test.go without the kernelrig build tag", rel)
+		case !tagged && needsRoot.Match(src) && !netns:
+			t.Errorf("%s needs root on the host: name it *_netns_test.go", rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// kernelOnly reports whether src's build constraint holds with the
+// kernelrig tag and not without it.
+func kernelOnly(src []byte) bool {
+	for _, line := range strings.Split(string(src), "\n") {
+		if !constraint.IsGoBuild(line) {
+			continue
+		}
+		expr, err := constraint.Parse(line)
+		if err != nil {
+			return false
+		}
+		with := expr.Eval(func(tag string) bool { return tag == "kernelrig" })
+		without := expr.Eval(func(string) bool { return false })
+		return with && !without
+	}
+	return false
 }

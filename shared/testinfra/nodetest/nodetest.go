@@ -28,14 +28,6 @@ var (
 	buildErr  error
 )
 
-// RequireRoot skips the test, saying why, when not run as root.
-func RequireRoot(t testing.TB) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces and moves links between them")
-	}
-}
-
 // Binaries builds the node processes (state, provisioner, nri, dra when
 // present) into a folder shared by the test binary and returns it.
 func Binaries(t testing.TB) string {

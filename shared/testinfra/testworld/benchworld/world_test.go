@@ -14,6 +14,7 @@ import (
 
 	"github.com/netdra/netdra/bench/figures"
 	"github.com/netdra/netdra/shared/testinfra/nodetest"
+	"github.com/netdra/netdra/shared/testinfra/testenv"
 	"github.com/netdra/netdra/shared/testinfra/testworld/controlplane"
 	"github.com/netdra/netdra/shared/testinfra/testworld/crds"
 	"github.com/netdra/netdra/shared/testinfra/testworld/realnode"
@@ -60,7 +61,7 @@ type netdraNode struct {
 // the tests), as they would on a node.
 func startNetdra(b testing.TB, provArgs ...string) *netdraNode {
 	b.Helper()
-	nodetest.RequireRoot(b)
+	testenv.RequireRoot(b, "creates network namespaces and moves links between them")
 	cp := worldtest.ControlPlane(b)
 	installCRDs(b, cp)
 	n := worldtest.Node(b, cp)

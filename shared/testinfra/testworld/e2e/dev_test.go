@@ -22,6 +22,7 @@ import (
 
 	"github.com/netdra/netdra/shared/testinfra/grpcurltest"
 	"github.com/netdra/netdra/shared/testinfra/nodetest"
+	"github.com/netdra/netdra/shared/testinfra/testenv"
 	"github.com/netdra/netdra/shared/testinfra/testworld/controlplane"
 	"github.com/netdra/netdra/shared/testinfra/testworld/worldtest"
 )
@@ -46,7 +47,7 @@ var (
 
 func newDevRun(t *testing.T, extra ...string) *devRun {
 	t.Helper()
-	nodetest.RequireRoot(t)
+	testenv.RequireRoot(t, "creates network namespaces and moves links between them")
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute) // a cold build of Kubernetes
 	defer cancel()
 	tw, err := controlplane.Binary(ctx, worldtest.Logger(t))

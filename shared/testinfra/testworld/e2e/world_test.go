@@ -15,6 +15,7 @@ import (
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 	"github.com/netdra/netdra/shared/rpc"
 	"github.com/netdra/netdra/shared/testinfra/nodetest"
+	"github.com/netdra/netdra/shared/testinfra/testenv"
 	"github.com/netdra/netdra/shared/testinfra/testworld/controlplane"
 	"github.com/netdra/netdra/shared/testinfra/testworld/crds"
 	"github.com/netdra/netdra/shared/testinfra/testworld/realnode"
@@ -57,7 +58,7 @@ type netdraNode struct {
 
 func startNetdra(t *testing.T, devices ...string) *netdraNode {
 	t.Helper()
-	nodetest.RequireRoot(t)
+	testenv.RequireRoot(t, "creates network namespaces and moves links between them")
 	cp := worldtest.ControlPlane(t)
 	installCRDs(t, cp)
 	n := worldtest.Node(t, cp)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/netdra/netdra/shared/testinfra/testenv"
 )
 
 func TestNetnsOfSandbox(t *testing.T) {
@@ -41,9 +42,7 @@ func TestNetnsOfSandbox(t *testing.T) {
 // TestMountsUnder lists mounts under a folder, deepest first, and not the
 // folder's siblings.
 func TestMountsUnder(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting needs root")
-	}
+	testenv.RequireRoot(t, "mounts tmpfs")
 	dir := t.TempDir()
 	for _, d := range []string{"a", "a/b", "ax"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {

@@ -39,6 +39,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
+	"github.com/netdra/netdra/shared/testinfra/testenv"
 	"github.com/netdra/netdra/shared/testinfra/testworld/controlplane"
 	"github.com/netdra/netdra/shared/testinfra/testworld/realnode"
 )
@@ -157,13 +158,11 @@ func Binaries(t testing.TB) *realnode.Binaries {
 // Node starts a real node for this test — a real kubelet and containerd
 // with NRI, runc and the CNI plugins, named after the test — against cp.
 // At the test's end its pods are deleted, the node is stopped and
-// everything it made is removed, the Node object included. It skips the
+// everything it made is removed, the Node object included. It needs root
 // test when not run as root.
 func Node(t testing.TB, cp *controlplane.ControlPlane, opts ...NodeOption) *realnode.Node {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("the real node runs containerd and the kubelet: run the tests as root")
-	}
+	testenv.RequireRoot(t, "the real node runs containerd and the kubelet")
 	b := Binaries(t)
 	dir, err := os.MkdirTemp("", "rn-")
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/netdra/netdra/shared/testinfra/testenv"
 	"github.com/netdra/netdra/shared/testinfra/testworld/controlplane"
 	"github.com/netdra/netdra/shared/testinfra/testworld/worldtest"
 )
@@ -77,9 +78,7 @@ func TestBuildNodeRefusesArguments(t *testing.T) {
 // (SIGINT) stops cleanly and removes what it made: the whole directory
 // when it made it, only its own files when the directory was there before.
 func TestCommand(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the real node runs containerd and the kubelet: run as root")
-	}
+	testenv.RequireRoot(t, "the real node runs containerd and the kubelet")
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	bin, err := controlplane.Binary(ctx, worldtest.Logger(t))

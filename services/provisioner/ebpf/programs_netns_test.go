@@ -1,7 +1,7 @@
 //go:build !kernelrig
 
 // These tests need the host kernel (tcx, 6.6+) and iproute2; the kernel
-// rig (6.1, busybox) runs rig_test.go instead.
+// rig (6.1, busybox) runs rig_kernel_test.go instead.
 
 package ebpf_test
 
@@ -20,6 +20,7 @@ import (
 	"github.com/netdra/netdra/services/provisioner/ebpf"
 	"github.com/netdra/netdra/services/provisioner/ebpf/ebpftest"
 	"github.com/netdra/netdra/shared/testinfra/nodetest"
+	"github.com/netdra/netdra/shared/testinfra/testenv"
 )
 
 // wait bounds how long a failing test waits for a frame; it asserts no
@@ -36,7 +37,7 @@ type pair struct {
 
 func newPair(t *testing.T) pair {
 	t.Helper()
-	nodetest.RequireRoot(t)
+	testenv.RequireRoot(t, "creates network namespaces and moves links between them")
 	p := pair{pod: nodetest.Netns(t, "ndpod"), wire: nodetest.Netns(t, "ndwire")}
 	p.mac, _ = net.ParseMAC("02:00:00:00:aa:01")
 	p.netns = "/var/run/netns/" + p.pod

@@ -12,7 +12,7 @@ import (
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	"github.com/netdra/netdra/services/provisioner/hostns"
 	"github.com/netdra/netdra/services/provisioner/netnstest"
-	"github.com/netdra/netdra/shared/testinfra/nodetest"
+	"github.com/netdra/netdra/shared/testinfra/testenv"
 )
 
 // The privileged tests never touch the real host namespace: a rig is two
@@ -32,7 +32,7 @@ type rig struct {
 
 func newRig(tb testing.TB) *rig {
 	tb.Helper()
-	nodetest.RequireRoot(tb)
+	testenv.RequireRoot(tb, "creates network namespaces and moves links between them")
 	r := &rig{tb: tb, hostPath: netnstest.New(tb), podPath: netnstest.New(tb)}
 	r.host = netnstest.Handle(tb, r.hostPath)
 	r.pod = netnstest.Handle(tb, r.podPath)

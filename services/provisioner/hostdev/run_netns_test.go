@@ -18,7 +18,7 @@ import (
 	"github.com/netdra/netdra/services/provisioner/hostns"
 	"github.com/netdra/netdra/services/provisioner/netnstest"
 	"github.com/netdra/netdra/shared/fielderr"
-	"github.com/netdra/netdra/shared/testinfra/nodetest"
+	"github.com/netdra/netdra/shared/testinfra/testenv"
 )
 
 // TestRun_Select checks which interfaces each configuration offers, on veth
@@ -261,7 +261,7 @@ func TestRun_Resync(t *testing.T) {
 }
 
 func TestRun_BadNetns(t *testing.T) {
-	nodetest.RequireRoot(t)
+	testenv.RequireRoot(t, "creates network namespaces and moves links between them")
 	path := netnstest.New(t)
 	m, err := New(testLogger(t), t.TempDir(), &provisionerv1.HostConfig{IfNames: []string{"eth0"}}, WithNetns(path))
 	if err != nil {

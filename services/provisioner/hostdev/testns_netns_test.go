@@ -16,7 +16,7 @@ import (
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	"github.com/netdra/netdra/services/provisioner/netnstest"
-	"github.com/netdra/netdra/shared/testinfra/nodetest"
+	"github.com/netdra/netdra/shared/testinfra/testenv"
 )
 
 // waitLimit bounds how long a test waits for the inventory to reach a
@@ -32,7 +32,7 @@ type testNs struct {
 
 func newTestNs(t *testing.T) *testNs {
 	t.Helper()
-	nodetest.RequireRoot(t)
+	testenv.RequireRoot(t, "creates network namespaces and moves links between them")
 	path := netnstest.New(t)
 	return &testNs{path: path, h: netnstest.Handle(t, path)}
 }

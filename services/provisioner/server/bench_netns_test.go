@@ -20,10 +20,11 @@ import (
 	"github.com/netdra/netdra/services/provisioner/manager"
 	"github.com/netdra/netdra/services/provisioner/netnstest"
 	"github.com/netdra/netdra/shared/testinfra/nodetest"
+	"github.com/netdra/netdra/shared/testinfra/testenv"
 )
 
 // benchVeths is how many veths the host manager offers in the benchmarks,
-// as in bench/attach_test.go (64 pods x 8 devices).
+// as in bench/attach_netns_test.go (64 pods x 8 devices).
 const benchVeths = 512
 
 // BenchmarkServer_AttachDetach_Host runs the provisioner's Attach and
@@ -41,7 +42,7 @@ func BenchmarkServer_AttachDetach_Host(b *testing.B) {
 }
 
 func benchAttachDetach(b *testing.B, devices int) {
-	nodetest.RequireRoot(b)
+	testenv.RequireRoot(b, "creates network namespaces and moves links between them")
 	host, pod := nodetest.Netns(b, "nsbh"), nodetest.Netns(b, "nsbp")
 	hostPath, podPath := "/var/run/netns/"+host, "/var/run/netns/"+pod
 	makeBenchVeths(b, hostPath)

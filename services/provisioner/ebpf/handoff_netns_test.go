@@ -1,7 +1,7 @@
 //go:build !kernelrig
 
 // These tests need the host kernel (tcx, 6.6+) and iproute2; the kernel
-// rig (6.1, busybox) runs rig_test.go instead.
+// rig (6.1, busybox) runs rig_kernel_test.go instead.
 
 package ebpf_test
 
@@ -24,6 +24,7 @@ import (
 	"github.com/netdra/netdra/services/provisioner/ebpf"
 	"github.com/netdra/netdra/services/provisioner/ebpf/ebpftest"
 	"github.com/netdra/netdra/shared/testinfra/nodetest"
+	"github.com/netdra/netdra/shared/testinfra/testenv"
 )
 
 // hostPrograms is what a host attached to an interface: one program of
@@ -117,7 +118,7 @@ func programsOn(t *testing.T, ns, ifName string) onLink {
 }
 
 func TestHandoff_TakeAndGive(t *testing.T) {
-	nodetest.RequireRoot(t)
+	testenv.RequireRoot(t, "creates network namespaces and moves links between them")
 	host := nodetest.Netns(t, "ndhost")
 	nodetest.IP(t, "-n", host, "link", "add", "eth9", "type", "veth", "peer", "name", "eth9p")
 	hp := attachHostPrograms(t, host, "eth9")
@@ -181,7 +182,7 @@ func TestHandoff_TakeAndGive(t *testing.T) {
 }
 
 func TestHandoff_GiveReportsWhatItCannot(t *testing.T) {
-	nodetest.RequireRoot(t)
+	testenv.RequireRoot(t, "creates network namespaces and moves links between them")
 	host := nodetest.Netns(t, "ndhost")
 	nodetest.IP(t, "-n", host, "link", "add", "eth9", "type", "veth", "peer", "name", "eth9p")
 	h, err := ebpf.NewHandoff(nil, ebpftest.BPFFS(t))
@@ -209,7 +210,7 @@ func TestHandoff_GiveReportsWhatItCannot(t *testing.T) {
 // made, in the device's directory; a prepared device naming another pin
 // (a claim status tampered with) gets nothing attached.
 func TestHandoff_GiveRefusesForeignPins(t *testing.T) {
-	nodetest.RequireRoot(t)
+	testenv.RequireRoot(t, "creates network namespaces and moves links between them")
 	host := nodetest.Netns(t, "ndhost")
 	nodetest.IP(t, "-n", host, "link", "add", "eth9", "type", "veth", "peer", "name", "eth9p")
 	h, err := ebpf.NewHandoff(nil, ebpftest.BPFFS(t))

@@ -18,6 +18,7 @@ import (
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 	"github.com/netdra/netdra/shared/rpc"
 	"github.com/netdra/netdra/shared/testinfra/nodetest"
+	"github.com/netdra/netdra/shared/testinfra/testenv"
 )
 
 // node is the real state service and provisioner, the latter in a
@@ -31,7 +32,7 @@ type node struct {
 
 func startNode(t *testing.T, devices ...string) *node {
 	t.Helper()
-	nodetest.RequireRoot(t)
+	testenv.RequireRoot(t, "creates network namespaces and moves links between them")
 	dir := nodetest.Dir(t)
 	n := &node{hostNS: nodetest.Netns(t, "ndh")}
 	for i, d := range devices {

@@ -1,7 +1,7 @@
 //go:build !kernelrig
 
 // These tests need the host kernel (tcx) and iproute2; the kernel rig runs
-// the dummy lifecycle with real dummy links (kernel_test.go).
+// the dummy lifecycle with real dummy links (server_kernel_test.go).
 
 package server
 
@@ -37,6 +37,7 @@ import (
 	"github.com/netdra/netdra/services/provisioner/manager"
 	"github.com/netdra/netdra/services/provisioner/netnstest"
 	"github.com/netdra/netdra/shared/testinfra/nodetest"
+	"github.com/netdra/netdra/shared/testinfra/testenv"
 )
 
 // lifecycle runs Setup, Attach, Attach again, Detach, Detach again and
@@ -99,7 +100,7 @@ type dummyWorld struct {
 
 func newDummyWorld(t *testing.T) *dummyWorld {
 	t.Helper()
-	nodetest.RequireRoot(t)
+	testenv.RequireRoot(t, "creates network namespaces and moves links between them")
 	w := &dummyWorld{host: nodetest.Netns(t, "ndhost"), pod: nodetest.Netns(t, "ndpod")}
 	w.hostPath, w.podPath = "/var/run/netns/"+w.host, "/var/run/netns/"+w.pod
 	for _, ns := range []string{w.host, w.pod} {

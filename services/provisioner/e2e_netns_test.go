@@ -18,6 +18,7 @@ import (
 	"github.com/netdra/netdra/shared/rpc"
 	"github.com/netdra/netdra/shared/testinfra/grpcurltest"
 	"github.com/netdra/netdra/shared/testinfra/nodetest"
+	"github.com/netdra/netdra/shared/testinfra/testenv"
 )
 
 // The end-to-end tests run the provisioner as a real process: the test
@@ -110,7 +111,7 @@ func globalAddrs(l linkJSON) []string {
 // move it into a pod netns under the requested name with its addresses and
 // route, and Detach + Free put it back as it was.
 func TestProvisioner_HostVethThroughGrpcurl(t *testing.T) {
-	nodetest.RequireRoot(t)
+	testenv.RequireRoot(t, "creates network namespaces and moves links between them")
 	bin := grpcurltest.Binary(t)
 	hostNS, podNS := nodetest.Netns(t, "ndh"), nodetest.Netns(t, "ndp")
 	nodetest.IP(t, "-n", hostNS, "link", "add", "data0", "address", "02:00:00:00:aa:01", "mtu", "1500", "type", "veth", "peer", "name", "peer0")

@@ -28,6 +28,7 @@ import (
 	"github.com/netdra/netdra/shared/rpc"
 	"github.com/netdra/netdra/shared/testinfra/hostiletest"
 	"github.com/netdra/netdra/shared/testinfra/nodetest"
+	"github.com/netdra/netdra/shared/testinfra/testenv"
 )
 
 // recordingManager is a real manager whose Run and Validate are its own
@@ -184,7 +185,7 @@ func TestHostileRequests(t *testing.T) {
 	if testing.Short() {
 		t.Skip("sends thousands of requests, some of MiBs")
 	}
-	nodetest.RequireRoot(t)
+	testenv.RequireRoot(t, "creates network namespaces and moves links between them")
 	w := &hostileWorld{hostPath: "/var/run/netns/" + nodetest.Netns(t, "ndhost"), sysfs: t.TempDir()}
 	for _, d := range []string{"class/net", "bus/pci/devices"} {
 		if err := os.MkdirAll(filepath.Join(w.sysfs, d), 0o755); err != nil {

@@ -1,7 +1,7 @@
 //go:build !kernelrig
 
 // These tests need the host kernel (tcx, 6.6+) and iproute2; the kernel
-// rig (6.1, busybox) runs rig_test.go instead.
+// rig (6.1, busybox) runs ebpf_kernel_test.go instead.
 
 package server
 
@@ -33,6 +33,7 @@ import (
 	"github.com/netdra/netdra/services/provisioner/link"
 	"github.com/netdra/netdra/services/provisioner/manager"
 	"github.com/netdra/netdra/shared/testinfra/nodetest"
+	"github.com/netdra/netdra/shared/testinfra/testenv"
 )
 
 // ebpfWorld is a provisioner with the host manager and eBPF, its host
@@ -49,7 +50,7 @@ type ebpfWorld struct {
 
 func newEBPFWorld(t *testing.T, keepPools ...string) *ebpfWorld {
 	t.Helper()
-	nodetest.RequireRoot(t)
+	testenv.RequireRoot(t, "creates network namespaces and moves links between them")
 	w := &ebpfWorld{host: nodetest.Netns(t, "ndhost"), wire: nodetest.Netns(t, "ndwire"), pod: nodetest.Netns(t, "ndpod")}
 	w.hostPath = "/var/run/netns/" + w.host
 	for _, ns := range []string{w.host, w.wire, w.pod} {

@@ -7,7 +7,7 @@ package ebpf_test
 // loads. What it tests here: the hand-off of an XDP program on a dummy
 // link, and that netdra's programs refuse clearly to attach without tcx
 // and leave nothing behind. Software VLAN, the spoof check and the
-// counters run on the host kernel (programs_test.go).
+// counters run on the host kernel (programs_netns_test.go).
 
 import (
 	"context"

@@ -24,6 +24,7 @@ import (
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 	"github.com/netdra/netdra/shared/rpc"
 	"github.com/netdra/netdra/shared/testinfra/nodetest"
+	"github.com/netdra/netdra/shared/testinfra/testenv"
 )
 
 // The configurations of point 1 of issue 10: devices per pod, concurrent
@@ -55,7 +56,7 @@ const maxPods, maxDevices = 64, 8
 // and under this churn is recorded too (point 5), and the moves one pod
 // lifecycle makes, counted from the host netns's link events (point 3).
 func BenchmarkAttach_PipelineVsBaseline(b *testing.B) {
-	nodetest.RequireRoot(b)
+	testenv.RequireRoot(b, "creates network namespaces and moves links between them")
 	t0 := time.Now()
 	base := newBaseline(b)
 	pipe := newPipeline(b)
