@@ -7,6 +7,7 @@ import (
 	"regexp"
 
 	"github.com/netdra/netdra/shared/fielderr"
+	"github.com/netdra/netdra/shared/ippool"
 )
 
 var (
@@ -44,18 +45,10 @@ func validCIDR(field, s string) error {
 	if err != nil {
 		return fielderr.New(field, "%q is not an address in CIDR form (10.0.0.2/24, fd00::2/64)", s)
 	}
-	if !unicast(p.Addr()) {
+	if !ippool.Unicast(p.Addr()) {
 		return fielderr.New(field, "%q is not a unicast address", s)
 	}
 	return nil
-}
-
-// unicast reports whether a can be an interface address or a next hop, as
-// the provisioner's Attach takes them: no zone, not IPv4-mapped, not
-// unspecified, multicast or the IPv4 broadcast address.
-func unicast(a netip.Addr) bool {
-	return a.Zone() == "" && !a.Is4In6() && !a.IsUnspecified() && !a.IsMulticast() &&
-		a != netip.AddrFrom4([4]byte{255, 255, 255, 255})
 }
 
 func validRoute(field string, r Route) error {
@@ -76,7 +69,7 @@ func validRoute(field string, r Route) error {
 	if err != nil {
 		return fielderr.New(field+".gateway", "%q is not an IP address", r.Gateway)
 	}
-	if !unicast(gw) {
+	if !ippool.Unicast(gw) {
 		return fielderr.New(field+".gateway", "%q is not a unicast address", r.Gateway)
 	}
 	if gw.Is4() != dst.Addr().Is4() {

@@ -215,11 +215,29 @@ func parseAddrOrPrefix(s string) (netip.Prefix, error) {
 }
 
 // Unicast reports whether a can be an interface address or a next hop, as
-// the provisioner's Attach takes them: no zone, not IPv4-mapped IPv6, not
-// unspecified, multicast or the IPv4 broadcast address.
+// the provisioner's Attach takes them: valid and not Unusable. The claim
+// config, the pools and the provisioner all ask here, so the three agree.
 func Unicast(a netip.Addr) bool {
-	return a.IsValid() && a.Zone() == "" && !a.Is4In6() && !a.IsUnspecified() && !a.IsMulticast() &&
-		a != netip.AddrFrom4([4]byte{255, 255, 255, 255})
+	return a.IsValid() && Unusable(a) == ""
+}
+
+// Unusable says why a cannot be an interface address or a next hop (a
+// zone, IPv4-mapped IPv6, the unspecified, a multicast or the IPv4
+// broadcast address), or returns "".
+func Unusable(a netip.Addr) string {
+	switch {
+	case a.Zone() != "":
+		return "zones are not allowed"
+	case a.Is4In6():
+		return "IPv4-mapped IPv6; write it as IPv4"
+	case a.IsUnspecified():
+		return "the unspecified address"
+	case a.IsMulticast():
+		return "a multicast address"
+	case a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return "the broadcast address"
+	}
+	return ""
 }
 
 // notUnicast are the blocks of addresses Unicast refuses, IPv4 then IPv6.

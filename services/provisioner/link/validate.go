@@ -7,6 +7,7 @@ import (
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	"github.com/netdra/netdra/shared/fielderr"
+	"github.com/netdra/netdra/shared/ippool"
 )
 
 // Limits the kernel puts on what Attach applies.
@@ -115,7 +116,7 @@ func parseAddress(field, s string) (netip.Prefix, error) {
 	if err != nil {
 		return netip.Prefix{}, &FieldError{Field: field, Reason: fmt.Sprintf("%q is not an address in CIDR form (10.0.0.2/24, fd00::2/64)", s)}
 	}
-	if reason := unusable(p.Addr()); reason != "" {
+	if reason := ippool.Unusable(p.Addr()); reason != "" {
 		return netip.Prefix{}, &FieldError{Field: field, Reason: fmt.Sprintf("%q: %s", s, reason)}
 	}
 	return p, nil
@@ -153,26 +154,8 @@ func parseRoute(field string, r *devicev1.Route) (netip.Prefix, netip.Addr, erro
 	case gw.Is4() != dst.Addr().Is4():
 		return netip.Prefix{}, netip.Addr{}, &FieldError{Field: gf, Reason: fmt.Sprintf("%q is not of the destination's family (%s)", r.GetGateway(), dst)}
 	}
-	if reason := unusable(gw); reason != "" {
+	if reason := ippool.Unusable(gw); reason != "" {
 		return netip.Prefix{}, netip.Addr{}, &FieldError{Field: gf, Reason: fmt.Sprintf("%q: %s", r.GetGateway(), reason)}
 	}
 	return dst, gw, nil
-}
-
-// unusable says why an address cannot be an interface address or a next
-// hop, or returns "".
-func unusable(a netip.Addr) string {
-	switch {
-	case a.Zone() != "":
-		return "zones are not allowed"
-	case a.Is4In6():
-		return "IPv4-mapped IPv6; write it as IPv4"
-	case a.IsUnspecified():
-		return "the unspecified address"
-	case a.IsMulticast():
-		return "a multicast address"
-	case a.Is4() && a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
-		return "the broadcast address"
-	}
-	return ""
 }

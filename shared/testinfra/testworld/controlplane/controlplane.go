@@ -184,10 +184,10 @@ func (c *ControlPlane) launch(ctx context.Context, logFlag int) (*child, Info, t
 			return nil, info, 0, fmt.Errorf("control plane said %q, want its JSON info (%v)", line, err)
 		}
 	case <-ch.exited:
-		return nil, info, 0, fmt.Errorf("control plane exited during start (%v): %s", ch.waitErr, tail(c.logPath, 20))
+		return nil, info, 0, fmt.Errorf("control plane exited during start (%v): %s", ch.waitErr, TailLines(c.logPath, 20))
 	case <-timer.C:
 		ch.kill()
-		return nil, info, 0, fmt.Errorf("control plane not ready after %s: %s", c.opts.StartTimeout, tail(c.logPath, 20))
+		return nil, info, 0, fmt.Errorf("control plane not ready after %s: %s", c.opts.StartTimeout, TailLines(c.logPath, 20))
 	case <-ctx.Done():
 		ch.kill()
 		return nil, info, 0, ctx.Err()
@@ -305,7 +305,7 @@ func (c *ControlPlane) stopChild(ch *child) error {
 	_ = syscall.Kill(-ch.cmd.Process.Pid, syscall.SIGKILL)
 	c.log.Info("control plane stopped", "took", time.Since(t0).Round(time.Millisecond))
 	if ch.waitErr != nil {
-		return fmt.Errorf("control plane exit: %w: %s", ch.waitErr, tail(c.logPath, 10))
+		return fmt.Errorf("control plane exit: %w: %s", ch.waitErr, TailLines(c.logPath, 10))
 	}
 	return nil
 }
@@ -316,8 +316,9 @@ func (ch *child) kill() {
 	<-ch.exited
 }
 
-// tail returns the last n lines of a file, for error messages.
-func tail(path string, n int) string {
+// TailLines returns the last n lines of a file (a log), for error
+// messages.
+func TailLines(path string, n int) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err.Error()

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/netdra/netdra/shared/rpc"
+	"github.com/netdra/netdra/shared/testinfra/testworld/controlplane"
 	"github.com/netdra/netdra/shared/testinfra/testworld/realnode"
 )
 
@@ -99,7 +100,7 @@ func (d *demo) run(ctx context.Context) error {
 	fmt.Fprint(d.out, "\nRunning until Ctrl-C.\n")
 	if p := d.waitExit(ctx); p != nil {
 		p.told = true
-		return fmt.Errorf("%s exited while running: %v\n%s", p.name, p.waitErr, tail(p.logPath, 20))
+		return fmt.Errorf("%s exited while running: %v\n%s", p.name, p.waitErr, controlplane.TailLines(p.logPath, 20))
 	}
 	fmt.Fprintln(d.out)
 	d.say("Ctrl-C: cleaning up")

@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strings"
 	"syscall"
 	"time"
+
+	"github.com/netdra/netdra/shared/testinfra/testworld/controlplane"
 )
 
 // proc is a child process: in its own process group, so that a Ctrl-C in
@@ -92,7 +93,7 @@ func (p *proc) exitErr() error {
 			return nil
 		}
 	}
-	return fmt.Errorf("%s exited: %w\n%s", p.name, p.waitErr, tail(p.logPath, 15))
+	return fmt.Errorf("%s exited: %w\n%s", p.name, p.waitErr, controlplane.TailLines(p.logPath, 15))
 }
 
 // waitUntil polls ready every 100ms until it is true, the process exits,
@@ -113,26 +114,13 @@ func (p *proc) waitUntil(ctx context.Context, what string, timeout time.Duration
 		select {
 		case <-p.exited:
 			p.told = true
-			return fmt.Errorf("%s exited while waiting for %s: %v\n%s", p.name, what, p.waitErr, tail(p.logPath, 20))
+			return fmt.Errorf("%s exited while waiting for %s: %v\n%s", p.name, what, p.waitErr, controlplane.TailLines(p.logPath, 20))
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return fmt.Errorf("%s: no %s after %s (last error: %v)\n%s", p.name, what, timeout, last, tail(p.logPath, 20))
+				return fmt.Errorf("%s: no %s after %s (last error: %v)\n%s", p.name, what, timeout, last, controlplane.TailLines(p.logPath, 20))
 			}
 			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-}
-
-// tail returns the last n lines of a file, for error messages.
-func tail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return "last lines of " + path + ":\n  " + strings.Join(lines, "\n  ")
 }
