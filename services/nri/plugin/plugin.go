@@ -248,11 +248,16 @@ func (p *Plugin) detach(ctx context.Context, a *statev1.Allocation, netns string
 	if err == nil && len(rows.GetAllocations()) == 1 {
 		pd = rows.GetAllocations()[0].GetPreparedDevice()
 	}
-	_, err = retry(ctx, func(ctx context.Context) (*provisionerv1.DetachResponse, error) {
+	resp, err := retry(ctx, func(ctx context.Context) (*provisionerv1.DetachResponse, error) {
 		return p.provisioner.Detach(ctx, &provisionerv1.DetachRequest{PreparedDevice: pd, NetnsPath: netns, Config: a.GetConfig()})
 	})
 	if err != nil {
 		return err
+	}
+	if resp.GetDeviceLost() {
+		p.metrics.lost.Inc()
+		p.log.Error("Device lost: its pod's netns was gone before the Detach, and its link with it",
+			"device", a.GetDeviceName(), "pool", a.GetPool(), "claim", a.GetClaimNamespace()+"/"+a.GetClaimName())
 	}
 	_, err = retry(ctx, func(ctx context.Context) (*statev1.MarkDetachedResponse, error) {
 		return p.state.MarkDetached(ctx, &statev1.MarkDetachedRequest{Key: &statev1.AllocationKey{Pool: a.GetPool(), DeviceName: a.GetDeviceName()}})

@@ -16,6 +16,7 @@ import (
 type metrics struct {
 	hooks   *prometheus.CounterVec
 	latency *prometheus.HistogramVec
+	lost    prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -29,9 +30,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "NRI hook latency by hook.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2},
 		}, []string{"hook"}),
+		lost: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "netdra", Subsystem: "nri", Name: "devices_lost_total",
+			Help: "Devices found lost at Detach: the pod's netns was gone and the device's link with it (a veth destroyed with its namespace).",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.hooks, m.latency)
+		reg.MustRegister(m.hooks, m.latency, m.lost)
 	}
 	return m
 }

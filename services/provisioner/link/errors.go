@@ -14,4 +14,10 @@ var (
 
 	// ErrHostNetns means the pod network namespace is the host's own.
 	ErrHostNetns = errors.New("netns is the host netns")
+
+	// ErrLinkLost means Detach found the pod network namespace gone and the
+	// link nowhere in the host: a virtual link (veth) the kernel destroyed
+	// with its namespace. Detach is then done (there is nothing to take
+	// back), but the device is lost and the caller should say so.
+	ErrLinkLost = errors.New("link lost with its network namespace")
 )

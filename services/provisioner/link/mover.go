@@ -357,26 +357,32 @@ func (m *Mover) Detach(ctx context.Context, orig *devicev1.LinkSnapshot, netnsPa
 	return nil
 }
 
-// detachGone is Detach for a pod namespace that no longer exists.
+// detachGone is Detach for a pod namespace that no longer exists: the link
+// is back in the host (under its own name, or a physical one the kernel
+// returned under the pod's), or it is lost (ErrLinkLost).
 func detachGone(host *conn, podName string, cfg *devicev1.DeviceConfig, back state) error {
 	l, err := host.lookup(back.name)
 	if err != nil || l != nil {
 		return err
 	}
+	lost := fmt.Errorf("%s: %w", back.name, ErrLinkLost)
 	if podName == back.name {
-		return nil
+		return lost
 	}
 	// A physical link the kernel returned keeps the pod's name and MAC.
 	l, err = host.lookup(podName)
-	if err != nil || l == nil {
+	if err != nil {
 		return err
+	}
+	if l == nil {
+		return lost
 	}
 	mac := back.mac
 	if cfg.GetMacAddress() != "" {
 		mac, _ = net.ParseMAC(cfg.GetMacAddress())
 	}
 	if mac != nil && l.Attrs().HardwareAddr.String() != mac.String() {
-		return nil // a host link that happens to have the pod name
+		return lost // a host link that happens to have the pod name
 	}
 	return restore(&place{at: host, name: podName}, host, back)
 }

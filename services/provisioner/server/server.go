@@ -64,6 +64,9 @@ type Server struct {
 	// counters reads what they counted (SetPrograms).
 	programs Programs
 	counters CounterReader
+	// handles holds the pod netns of each device moved into one, until
+	// it is out again (handles.go).
+	handles netnsHandles
 }
 
 var _ provisionerv1.ProvisionerServiceServer = (*Server)(nil)
@@ -87,6 +90,7 @@ var errShutdown = status.Error(codes.Unavailable, "provisioner shutting down")
 func (s *Server) Close() {
 	s.inv.close()
 	s.managers.stopAll()
+	s.handles.closeAll()
 }
 
 // Configure implements ProvisionerServiceServer. A sysfs root that is set
@@ -184,6 +188,9 @@ func (s *Server) Free(ctx context.Context, req *provisionerv1.FreeRequest) (*pro
 		return nil, err
 	}
 	defer unlock()
+	if err := s.takeBack(ctx, pd); err != nil {
+		return nil, err
+	}
 	if err := mgr.Free(ctx, pd); err != nil {
 		return nil, fmt.Errorf("freeing %s: %w", name, err)
 	}
@@ -197,22 +204,41 @@ func (s *Server) Free(ctx context.Context, req *provisionerv1.FreeRequest) (*pro
 
 // Attach implements ProvisionerServiceServer. A dummy device's link is
 // created in the pod (no namespace move); any other device's link is moved
-// there from the host (one move). A device with no kernel interface (a
-// vfio-bound VF) has nothing to move: it is used through its device node,
-// so Attach only validates.
+// there from the host (one move), and the server keeps a handle on the
+// pod's netns until the link is out again (netnsHandles). A device with no
+// kernel interface (a vfio-bound VF) has nothing to move: it is used
+// through its device node, so Attach only validates.
+//
+// An Attach runs to its end even when its caller goes away meanwhile (a
+// timeout), and is then undone, unless an earlier Attach had put the
+// device there: the caller counts it as failed, and a device left in a
+// netns the runtime is about to tear down would be lost.
 //
 // Trust boundary: move (validateMove); the link package trusts what
 // passed.
 func (s *Server) Attach(ctx context.Context, req *provisionerv1.AttachRequest) (*provisionerv1.AttachResponse, error) {
 	pd := req.GetPreparedDevice()
-	if err := s.move(ctx, pd, req.GetNetnsPath(), req.GetConfig(), func() error { return s.attach(ctx, req) }); err != nil {
+	run := context.WithoutCancel(ctx)
+	err := s.move(ctx, pd, req.GetNetnsPath(), req.GetConfig(), func() error {
+		_, _, attached := s.handles.path(pd.GetDevice().GetName()) // by an earlier Attach that returned
+		if err := s.attach(run, req); err != nil {
+			return err
+		}
+		if ctx.Err() == nil || attached {
+			return nil
+		}
+		_, derr := s.detach(run, pd, req.GetNetnsPath(), req.GetConfig())
+		s.log.Warn("Attach undone: its caller went away", "device", pd.GetDevice().GetName(), "reason", ctx.Err(), "undoError", derr)
+		return status.FromContextError(ctx.Err()).Err()
+	})
+	if err != nil {
 		return nil, err
 	}
 	return &provisionerv1.AttachResponse{PreparedDevice: pd}, nil
 }
 
 // attach is Attach of a device with a kernel interface: the link into the
-// pod, then the eBPF programs on it.
+// pod, then the eBPF programs on it, then the handle on its netns.
 func (s *Server) attach(ctx context.Context, req *provisionerv1.AttachRequest) error {
 	pd, cfg := req.GetPreparedDevice(), req.GetConfig()
 	pol, err := s.policy(pd, cfg)
@@ -222,34 +248,76 @@ func (s *Server) attach(ctx context.Context, req *provisionerv1.AttachRequest) e
 	if err := s.attachLink(ctx, pd, req.GetNetnsPath(), cfg); err != nil {
 		return linkStatus(fmt.Errorf("attaching %s: %w", pd.GetDevice().GetName(), err))
 	}
-	return s.attachPrograms(ctx, req, pol)
+	if err := s.attachPrograms(ctx, req, pol); err != nil {
+		return err
+	}
+	if !createdInPod(pd) { // a created link dies with its netns: nothing to keep
+		if err := s.handles.keep(pd.GetDevice().GetName(), req.GetNetnsPath(), cfg); err != nil {
+			s.log.Warn("no handle on the pod's netns: a runtime that tears it down unannounced loses the device", "device", pd.GetDevice().GetName(), "error", err)
+		}
+	}
+	return nil
 }
 
 // Detach implements ProvisionerServiceServer: a created dummy link is
-// deleted in the pod, any other link moved back to the host.
+// deleted in the pod, any other link moved back to the host, through the
+// handle Attach kept when there is one (the runtime may have removed the
+// netns path already). A device found lost (its netns gone with no handle,
+// its link nowhere) is reported in the response and the log.
 //
 // Trust boundary: move (validateMove); the link package trusts what
 // passed.
 func (s *Server) Detach(ctx context.Context, req *provisionerv1.DetachRequest) (*provisionerv1.DetachResponse, error) {
 	pd := req.GetPreparedDevice()
-	if err := s.move(ctx, pd, req.GetNetnsPath(), req.GetConfig(), func() error { return s.detach(ctx, req) }); err != nil {
+	var lost bool
+	err := s.move(ctx, pd, req.GetNetnsPath(), req.GetConfig(), func() (err error) {
+		lost, err = s.detach(ctx, pd, req.GetNetnsPath(), req.GetConfig())
+		return err
+	})
+	if err != nil {
 		return nil, err
 	}
-	return &provisionerv1.DetachResponse{}, nil
+	return &provisionerv1.DetachResponse{DeviceLost: lost}, nil
 }
 
 // detach is Detach of a device with a kernel interface: the eBPF programs
-// off it, then the link out of the pod.
-func (s *Server) detach(ctx context.Context, req *provisionerv1.DetachRequest) error {
-	pd := req.GetPreparedDevice()
+// off it, then the link out of the pod (at the held netns when there is a
+// handle, else at netnsPath), then the handle closed. It reports a lost
+// device as done.
+func (s *Server) detach(ctx context.Context, pd *devicev1.PreparedDevice, netnsPath string, cfg *devicev1.DeviceConfig) (lost bool, err error) {
 	name := pd.GetDevice().GetName()
+	if held, _, ok := s.handles.path(name); ok {
+		netnsPath = held
+	}
 	if s.programs != nil {
 		if err := s.programs.Detach(name); err != nil {
-			return status.Error(codes.Internal, err.Error())
+			return false, status.Error(codes.Internal, err.Error())
 		}
 	}
-	if err := s.detachLink(ctx, pd, req.GetNetnsPath(), req.GetConfig()); err != nil {
-		return linkStatus(fmt.Errorf("detaching %s: %w", name, err))
+	err = s.detachLink(ctx, pd, netnsPath, cfg)
+	if errors.Is(err, link.ErrLinkLost) {
+		s.log.Error("Device lost: its pod's netns is gone and its link with it; the runtime tore the pod down without a Detach while the provisioner held no handle (it restarted)",
+			"device", name, "manager", pd.GetDevice().GetManager(), "error", err)
+		lost, err = true, nil
+	}
+	if err != nil {
+		return false, linkStatus(fmt.Errorf("detaching %s: %w", name, err))
+	}
+	s.handles.drop(name)
+	return lost, nil
+}
+
+// takeBack is Free's first step for a device still in a pod's netns (a
+// handle is held: no Detach came, as when the runtime tore the pod down
+// without telling nri): the device is detached through the handle.
+func (s *Server) takeBack(ctx context.Context, pd *devicev1.PreparedDevice) error {
+	_, cfg, ok := s.handles.path(pd.GetDevice().GetName())
+	if !ok {
+		return nil
+	}
+	s.log.Warn("Device still in a pod's netns at Free, no Detach came: taking it back", "device", pd.GetDevice().GetName())
+	if _, err := s.detach(ctx, pd, "", cfg); err != nil {
+		return fmt.Errorf("taking %s back from its pod before freeing it: %w", pd.GetDevice().GetName(), err)
 	}
 	return nil
 }

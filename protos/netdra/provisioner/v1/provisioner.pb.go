@@ -960,7 +960,11 @@ func (x *DetachRequest) GetConfig() *v1.DeviceConfig {
 }
 
 type DetachResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The pod's netns was gone, the provisioner held no handle on it, and the
+	// device's link is not in the host: a virtual link (veth) destroyed with
+	// its namespace. The device is lost until it is made again.
+	DeviceLost    bool `protobuf:"varint,1,opt,name=device_lost,json=deviceLost,proto3" json:"device_lost,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -993,6 +997,13 @@ func (x *DetachResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use DetachResponse.ProtoReflect.Descriptor instead.
 func (*DetachResponse) Descriptor() ([]byte, []int) {
 	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *DetachResponse) GetDeviceLost() bool {
+	if x != nil {
+		return x.DeviceLost
+	}
+	return false
 }
 
 type RestoreRequest struct {
@@ -1387,8 +1398,10 @@ const file_netdra_provisioner_v1_provisioner_proto_rawDesc = "" +
 	"\x0fprepared_device\x18\x01 \x01(\v2 .netdra.device.v1.PreparedDeviceR\x0epreparedDevice\x12\x1d\n" +
 	"\n" +
 	"netns_path\x18\x02 \x01(\tR\tnetnsPath\x126\n" +
-	"\x06config\x18\x03 \x01(\v2\x1e.netdra.device.v1.DeviceConfigR\x06config\"\x10\n" +
-	"\x0eDetachResponse\"$\n" +
+	"\x06config\x18\x03 \x01(\v2\x1e.netdra.device.v1.DeviceConfigR\x06config\"1\n" +
+	"\x0eDetachResponse\x12\x1f\n" +
+	"\vdevice_lost\x18\x01 \x01(\bR\n" +
+	"deviceLost\"$\n" +
 	"\x0eRestoreRequest\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\"\\\n" +
 	"\x0fRestoreResponse\x12I\n" +

@@ -52,13 +52,19 @@ type ProvisionerServiceClient interface {
 	// PF, the original state recorded in the prepared device.
 	Setup(ctx context.Context, in *SetupRequest, opts ...grpc.CallOption) (*SetupResponse, error)
 	// Free undoes Setup, restoring the recorded original state exactly.
-	// Idempotent.
+	// Idempotent. A device still in a pod's network namespace (no Detach
+	// came: the runtime tore the pod down without telling nri) is taken
+	// back from it first, through the handle Attach kept.
 	Free(ctx context.Context, in *FreeRequest, opts ...grpc.CallOption) (*FreeResponse, error)
 	// Attach puts a prepared device into a pod's network namespace under the
 	// claim's interface name, MAC, MTU, addresses and routes. Idempotent.
 	Attach(ctx context.Context, in *AttachRequest, opts ...grpc.CallOption) (*AttachResponse, error)
 	// Detach takes the device out of the pod back into the host netns with its
-	// original name, MAC and MTU. Idempotent; a vanished netns is success.
+	// original name, MAC and MTU. Idempotent. The provisioner keeps a handle
+	// on the pod's netns from Attach to Detach, so it takes the device back
+	// even after the runtime removed the netns path. A netns that is gone
+	// without a handle (a provisioner restart lost them) is success, with
+	// device_lost set when the link is nowhere to be found.
 	Detach(ctx context.Context, in *DetachRequest, opts ...grpc.CallOption) (*DetachResponse, error)
 	// Restore rebuilds a prepared device from its serialized form (what the
 	// claim status holds), after a restart or a node reboot.
@@ -184,13 +190,19 @@ type ProvisionerServiceServer interface {
 	// PF, the original state recorded in the prepared device.
 	Setup(context.Context, *SetupRequest) (*SetupResponse, error)
 	// Free undoes Setup, restoring the recorded original state exactly.
-	// Idempotent.
+	// Idempotent. A device still in a pod's network namespace (no Detach
+	// came: the runtime tore the pod down without telling nri) is taken
+	// back from it first, through the handle Attach kept.
 	Free(context.Context, *FreeRequest) (*FreeResponse, error)
 	// Attach puts a prepared device into a pod's network namespace under the
 	// claim's interface name, MAC, MTU, addresses and routes. Idempotent.
 	Attach(context.Context, *AttachRequest) (*AttachResponse, error)
 	// Detach takes the device out of the pod back into the host netns with its
-	// original name, MAC and MTU. Idempotent; a vanished netns is success.
+	// original name, MAC and MTU. Idempotent. The provisioner keeps a handle
+	// on the pod's netns from Attach to Detach, so it takes the device back
+	// even after the runtime removed the netns path. A netns that is gone
+	// without a handle (a provisioner restart lost them) is success, with
+	// device_lost set when the link is nowhere to be found.
 	Detach(context.Context, *DetachRequest) (*DetachResponse, error)
 	// Restore rebuilds a prepared device from its serialized form (what the
 	// claim status holds), after a restart or a node reboot.
