@@ -26,18 +26,26 @@ const (
 
 // Listen listens on the unix socket at path and returns the listener.
 //
-// The parent directory is created with mode 0755 when missing. A socket file
-// already at path is removed when nothing answers on it (it was left behind
-// by a process that exited); when a server does answer, Listen fails rather
-// than steal the path. Any other kind of file at path is an error and is left
-// alone. The new socket has mode 0660. Closing the listener removes the
-// socket file.
+// The parent directory is created with mode 0755 when missing, and must
+// be one nobody else can put a socket of theirs in place of this one:
+// owned by root or by this process's uid, not writable by others (its
+// group may write: the node pod's containers share the directory through
+// their group), and no directory above it writable by others without the
+// sticky bit (see checkSocketDir). A socket file already at path is
+// removed when nothing answers on it (it was left behind by a process
+// that exited); when a server does answer, Listen fails rather than steal
+// the path. Any other kind of file at path is an error and is left alone.
+// The new socket is checked to be this process's with mode 0660
+// (checkSocket). Closing the listener removes the socket file.
 func Listen(path string) (net.Listener, error) {
 	if len(path) > maxSocketPath {
 		return nil, fmt.Errorf("socket path %s is %d bytes, over the %d-byte limit", path, len(path), maxSocketPath)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("create socket dir: %w", err)
+	}
+	if err := checkSocketDir(filepath.Dir(path)); err != nil {
+		return nil, err
 	}
 	if err := removeStale(path); err != nil {
 		return nil, err
@@ -49,6 +57,10 @@ func Listen(path string) (net.Listener, error) {
 	if err := os.Chmod(path, socketMode); err != nil {
 		lis.Close()
 		return nil, fmt.Errorf("chmod socket: %w", err)
+	}
+	if err := checkSocket(path); err != nil {
+		lis.Close()
+		return nil, err
 	}
 	return lis, nil
 }

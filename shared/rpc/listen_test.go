@@ -164,3 +164,116 @@ func mustBeSocket(t *testing.T, path string) {
 		t.Fatalf("%s is %v, want a socket", path, fi.Mode())
 	}
 }
+
+// TestListen_SocketDir: Listen refuses a socket directory others may
+// write (sticky or not), one owned by a uid that is neither root nor the
+// process's, and one inside a directory others may write without the
+// sticky bit; it creates nothing there. A group-writable directory (the
+// node pod's shared one, setgid) and a sticky parent (/tmp) are fine.
+func TestListen_SocketDir(t *testing.T) {
+	tests := []struct {
+		name string
+		// setup makes dir's parent and dir and returns the socket's path.
+		setup   func(t *testing.T, parent string) string
+		wantErr string
+	}{
+		{"group-writable, setgid", mode(0o755, 0o2770), ""},
+		{"world-writable", mode(0o755, 0o777), "anyone may create or replace sockets in it"},
+		{"world-writable with the sticky bit", mode(0o755, 0o1777), "anyone may create or replace sockets in it"},
+		{"inside a world-writable directory", mode(0o777, 0o755), "which has mode 0777: anyone may rename"},
+		{"inside a sticky world-writable directory", mode(0o1777, 0o755), ""},
+		{"owned by another uid", func(t *testing.T, parent string) string {
+			if os.Geteuid() != 0 {
+				t.Skip("needs root to chown")
+			}
+			path := mode(0o755, 0o755)(t, parent)
+			if err := os.Chown(filepath.Dir(path), 65532, 65532); err != nil {
+				t.Fatal(err)
+			}
+			return path
+		}, "owned by uid 65532, neither root nor"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := tt.setup(t, filepath.Join(filepath.Dir(socketPath(t)), "p"))
+			lis, err := Listen(path)
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("Listen: %v", err)
+				}
+				lis.Close()
+				return
+			}
+			if err == nil {
+				lis.Close()
+				t.Fatalf("Listen succeeded, want an error containing %q", tt.wantErr)
+			}
+			if !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), filepath.Dir(path)) {
+				t.Fatalf("Listen error %q, want it to name %s and contain %q", err, filepath.Dir(path), tt.wantErr)
+			}
+			t.Log(err)
+			if err := isNotExist(path); err != nil {
+				t.Errorf("after a refusal: %v", err)
+			}
+		})
+	}
+}
+
+// mode makes parent with mode p and a directory d in it with mode d, and
+// returns a socket path in d.
+func mode(p, d os.FileMode) func(t *testing.T, parent string) string {
+	return func(t *testing.T, parent string) string {
+		dir := filepath.Join(parent, "d")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range []struct {
+			path string
+			m    os.FileMode
+		}{{parent, p}, {dir, d}} {
+			m := x.m.Perm()
+			if x.m&0o1000 != 0 {
+				m |= os.ModeSticky
+			}
+			if x.m&0o2000 != 0 {
+				m |= os.ModeSetgid
+			}
+			if err := os.Chmod(x.path, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		t.Cleanup(func() { _ = os.Chmod(parent, 0o755) })
+		return filepath.Join(dir, "s.sock")
+	}
+}
+
+// TestCheckSocket: a socket of another uid, or with another mode than
+// 0660, is not the one Listen made.
+func TestCheckSocket(t *testing.T) {
+	path := socketPath(t)
+	lis, err := Listen(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	if err := checkSocket(path); err != nil {
+		t.Fatalf("checkSocket of Listen's socket: %v", err)
+	}
+	if err := os.Chmod(path, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkSocket(path); err == nil || !strings.Contains(err.Error(), "mode 0666") {
+		t.Errorf("checkSocket of a 0666 socket = %v", err)
+	}
+	if os.Geteuid() == 0 {
+		if err := os.Chmod(path, 0o660); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Lchown(path, 65532, -1); err != nil {
+			t.Fatal(err)
+		}
+		if err := checkSocket(path); err == nil || !strings.Contains(err.Error(), "owned by uid 65532") {
+			t.Errorf("checkSocket of another uid's socket = %v", err)
+		}
+	}
+}

@@ -286,7 +286,7 @@ func (a *Agent) recover(ctx context.Context) error {
 	a.mu.Lock()
 	spec := a.spec
 	a.mu.Unlock()
-	drv, err := a.newDriver(spec.DriverName)
+	drv, err := a.newDriver(spec.DriverName, spec)
 	if err != nil {
 		return err
 	}
@@ -300,9 +300,10 @@ func (a *Agent) recover(ctx context.Context) error {
 	return nil
 }
 
-func (a *Agent) newDriver(name string) (*driver.Driver, error) {
+func (a *Agent) newDriver(name string, spec *v1alpha1.NodeConfigSpec) (*driver.Driver, error) {
 	return driver.New(driver.Config{DriverName: name, NodeName: a.cfg.NodeName, State: a.cfg.State,
 		Provisioner: a.cfg.Provisioner, Claims: a.claims, PodLookup: a.claims.PodLookup, Health: a.health,
+		Pools:  config.Pools(spec),
 		Logger: a.log.With("part", "driver"), OnFatalError: func(err error) { a.fatal <- err }})
 }
 
@@ -310,7 +311,7 @@ func (a *Agent) newDriver(name string) (*driver.Driver, error) {
 // registers it with the kubelet, per spec's retry settings. serveMu is
 // held.
 func (a *Agent) serveLocked(ctx context.Context, name string, spec *v1alpha1.NodeConfigSpec) error {
-	drv, err := a.newDriver(name)
+	drv, err := a.newDriver(name, spec)
 	if err != nil {
 		return err
 	}

@@ -30,7 +30,10 @@
 // crash came while the provisioner worked) leaves no prepared device: a
 // dummy device is then freed with one guessed from the inventory (a
 // dummy's Setup changes nothing on the node), while what such a Setup
-// changed on an SR-IOV VF cannot be known.
+// changed on an SR-IOV VF cannot be known. What a restart reads back from
+// a claim status is checked before it is trusted (the claim's pod, the
+// provisioner's Restore against its inventory, the pool): status data
+// that fails is not restored and its device not touched.
 package driver
 
 import (
@@ -49,6 +52,7 @@ import (
 
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+	"github.com/netdra/netdra/services/dra/pools"
 	"github.com/netdra/netdra/shared/keylock"
 )
 
@@ -146,6 +150,10 @@ type Config struct {
 	// health's watcher); without it the driver answers
 	// kubeletplugin.ErrHealthNotSupported.
 	Health HealthSource
+	// Pools are the node's pools (the NodeConfig's): a device is restored
+	// from a claim status (Recover) only into a pool whose filter selects
+	// it. Without pools nothing is restored.
+	Pools []pools.Spec
 	// Logger defaults to a logger that discards.
 	Logger *slog.Logger
 	// RetryBase and RetryMax bound the backoff between retries of a failed
@@ -180,6 +188,7 @@ type Driver struct {
 	claims      ClaimWriter
 	podLookup   PodLookup
 	health      HealthSource
+	pools       []pools.Spec
 	log         *slog.Logger
 	retryBase   time.Duration
 	retryMax    time.Duration
@@ -211,7 +220,7 @@ func New(cfg Config) (*Driver, error) {
 	d := &Driver{
 		name: cfg.DriverName, node: cfg.NodeName, prov: cfg.Provisioner, claims: cfg.Claims,
 		devices: cfg.State, intents: cfg.State, allocs: cfg.State,
-		podLookup: cfg.PodLookup, health: cfg.Health, log: cfg.Logger,
+		podLookup: cfg.PodLookup, health: cfg.Health, pools: cfg.Pools, log: cfg.Logger,
 		retryBase: cfg.RetryBase, retryMax: cfg.RetryMax, onFatal: cfg.OnFatalError,
 		retries: retrySchedule{due: map[string]time.Time{}},
 		kick:    make(chan struct{}, 1), now: time.Now, cleanupTime: cleanupTimeout,

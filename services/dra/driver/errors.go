@@ -31,8 +31,11 @@ var (
 	// earlier use.
 	ErrStillFreeing = errors.New("device is still being freed")
 	// ErrBadStatusData: a claim status entry's data is not in the
-	// StatusData format.
+	// StatusData format, or describes a device this node would not have
+	// prepared for the claim (see Driver.Recover).
 	ErrBadStatusData = errors.New("claim status data is not a netdra prepared device")
+	// errWrongPod: the pod the claim is reserved for is another now.
+	errWrongPod = errors.New("the claim's pod was replaced")
 )
 
 // Event reasons.
@@ -40,6 +43,10 @@ const (
 	// ReasonPrepareFailed is the reason of the Warning event recorded on a
 	// claim whose prepare failed; the message is the error.
 	ReasonPrepareFailed = "PrepareFailed"
+	// ReasonRecoveryRefused is the reason of the Warning event recorded on
+	// a claim whose status a restarted dra did not restore (data that
+	// fails its checks); the message says why.
+	ReasonRecoveryRefused = "RecoveryRefused"
 )
 
 // rpcError is an error of a call to another netdra service: it prints the

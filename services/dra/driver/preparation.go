@@ -104,7 +104,7 @@ func (d *Driver) checkPod(ctx context.Context, p *preparation) error {
 		return fmt.Errorf("looking up pod %s: %w", p.podName, err)
 	}
 	if pod.UID != ref.UID {
-		return fmt.Errorf("pod %s is %s, not the %s the claim is reserved for", p.podName, pod.UID, ref.UID)
+		return fmt.Errorf("%w: pod %s is %s, not the %s the claim is reserved for", errWrongPod, p.podName, pod.UID, ref.UID)
 	}
 	if pod.Spec.HostNetwork {
 		return fmt.Errorf("pod %s: %w", p.podName, ErrHostNetwork)

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
@@ -25,8 +26,9 @@ import (
 //
 //   - the claim status has this driver's Ready entry with data for the
 //     device: Setup and the status write happened, only the commit did
-//     not; the allocation is restored from the status data (the
-//     provisioner's Restore rebuilds the prepared device);
+//     not; the allocation is committed with the prepared device recorded
+//     on the intent (state.RecordPrepared), or, when none was, with the
+//     status data's, once the provisioner's Restore has checked it;
 //   - otherwise the prepare never reached the cluster: the device is freed
 //     with the prepared device recorded on the intent after Setup
 //     (state.RecordPrepared), or, when the crash came before Setup
@@ -35,7 +37,16 @@ import (
 //
 // When the state holds no allocation at all (a node reboot, a lost state
 // file), every Ready entry of this driver with data, for a device the
-// claim's allocation still lists, is restored as a PREPARED allocation.
+// claim's allocation still lists, is restored as a PREPARED allocation,
+// if it passes the checks: anyone who can write a claim's status can
+// write that data, and nri would move the device it names into the pod.
+// The claim must be reserved for exactly one pod, which exists and is not
+// on the host network; the provisioner's Restore must accept the prepared
+// device (a device its managers offer now, the same kernel object, shaped
+// as its manager's Setup makes them); it must be the entry's device, and
+// the entry's pool must be configured and select it. A device that fails
+// is not restored and nothing is done to it: a RecoveryRefused event on
+// the claim says why, and Recover goes on.
 //
 // The error joins what could not be done; the rest is done.
 func (d *Driver) Recover(ctx context.Context, claims []*resourceapi.ResourceClaim) error {
@@ -86,7 +97,12 @@ func (d *Driver) settleIntent(ctx context.Context, log *slog.Logger, row *statev
 		switch {
 		case err == nil:
 			r := proto.CloneOf(row)
-			r.Phase, r.PreparedDevice = statev1.Phase_PHASE_UNSPECIFIED, pd
+			r.Phase = statev1.Phase_PHASE_UNSPECIFIED
+			if r.PreparedDevice == nil {
+				// Setup's reply was never recorded; the checked status
+				// data is all there is.
+				r.PreparedDevice = pd
+			}
 			if r.Config == nil {
 				r.Config = cfg
 			}
@@ -96,7 +112,7 @@ func (d *Driver) settleIntent(ctx context.Context, log *slog.Logger, row *statev
 			r.Phase = statev1.Phase_PHASE_PREPARED
 			log.Info("interrupted prepare completed from the claim status")
 			return r, nil, nil
-		case !errors.Is(err, ErrBadStatusData) && status.Code(err) != codes.InvalidArgument:
+		case !errors.Is(err, ErrBadStatusData):
 			return nil, nil, err
 		}
 		log.Warn("claim status data is unusable; rolling the prepare back", "error", err)
@@ -107,13 +123,20 @@ func (d *Driver) settleIntent(ctx context.Context, log *slog.Logger, row *statev
 }
 
 // restoreData rebuilds a prepared device and its config from a status
-// entry's data.
+// entry's data, which anyone who can write the claim's status may have
+// written: the provisioner's Restore checks the prepared device against
+// its inventory and the device's manager (and answers with the
+// inventory's copy of the device), and it must be the device the entry is
+// for. Data that will never do is ErrBadStatusData; other errors may pass.
 func (d *Driver) restoreData(ctx context.Context, device string, data []byte) (*devicev1.PreparedDevice, *devicev1.DeviceConfig, error) {
 	raw, cfg, err := decodeStatusData(data)
 	if err != nil {
 		return nil, nil, err
 	}
 	resp, err := d.prov.Restore(ctx, &provisionerv1.RestoreRequest{Data: raw})
+	if status.Code(err) == codes.InvalidArgument {
+		return nil, nil, fmt.Errorf("%w: %w", ErrBadStatusData, callErr("the provisioner refused the prepared device", err))
+	}
 	if err != nil {
 		return nil, nil, callErr("restoring the prepared device", err)
 	}
@@ -138,32 +161,44 @@ func (d *Driver) rebuild(ctx context.Context, claims []*resourceapi.ResourceClai
 	return errors.Join(errs...)
 }
 
+// rebuildClaim restores the claim's allocations from its status, after
+// checking what it reads there as a prepare checks a claim (reservedFor
+// names exactly one pod, that pod exists and is not on the host network)
+// and each device's data (restoreData; its pool is configured and selects
+// the device). A device whose data fails a check is not restored, and
+// nothing is done to it: it is refused with a RecoveryRefused event on the
+// claim. The error is what may pass (a call that failed).
 func (d *Driver) rebuildClaim(ctx context.Context, c *resourceapi.ResourceClaim) error {
 	unlock, err := d.claimLocks.Lock(ctx, string(c.UID))
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	podUID := ""
-	if len(c.Status.ReservedFor) == 1 {
-		podUID = string(c.Status.ReservedFor[0].UID)
-	}
 	var allocs []*statev1.Allocation
 	var errs []error
+	var p *plan
 	for _, r := range c.Status.Allocation.Devices.Results {
 		data := d.readyData(c, r.Pool, r.Device)
 		if r.Driver != d.name || data == nil {
 			continue
 		}
+		if p == nil {
+			if p, err = d.recoveryPlan(ctx, c); err != nil {
+				return d.refuse(c, "", err)
+			}
+		}
 		pd, cfg, err := d.restoreData(ctx, r.Device, data)
+		if err == nil {
+			err = d.checkPool(r.Pool, pd.GetDevice())
+		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("device %s: %w", r.Device, err))
+			errs = append(errs, d.refuse(c, r.Device, err))
 			continue
 		}
 		allocs = append(allocs, &statev1.Allocation{
 			Pool: r.Pool, DeviceName: r.Device, Manager: pd.GetDevice().GetManager(),
 			ClaimUid: string(c.UID), ClaimNamespace: c.Namespace, ClaimName: c.Name,
-			Request: r.Request, PodUid: podUID, Config: cfg, PreparedDevice: pd,
+			Request: r.Request, PodUid: p.podUID, Config: cfg, PreparedDevice: pd,
 		})
 	}
 	if len(allocs) > 0 {
@@ -175,4 +210,52 @@ func (d *Driver) rebuildClaim(ctx context.Context, c *resourceapi.ResourceClaim)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// recoveryPlan checks the claim's pod as a prepare does (checkPod). A
+// claim that is not reserved for exactly one pod off the host network is
+// ErrBadStatusData.
+func (d *Driver) recoveryPlan(ctx context.Context, c *resourceapi.ResourceClaim) (*plan, error) {
+	p := &plan{claim: c}
+	err := d.checkPod(ctx, p)
+	if errors.Is(err, ErrNotOnePod) || errors.Is(err, ErrHostNetwork) || errors.Is(err, errWrongPod) {
+		return nil, fmt.Errorf("%w: %w", ErrBadStatusData, err)
+	}
+	return p, err
+}
+
+// checkPool checks that pool is a configured pool whose filter selects
+// dev (the provisioner's copy): a status cannot move a device into a pool
+// that does not offer it.
+func (d *Driver) checkPool(pool string, dev *devicev1.Device) error {
+	for _, p := range d.pools {
+		if p.Name != pool {
+			continue
+		}
+		if !p.Filter.Matches(dev) {
+			return fmt.Errorf("%w: pool %q does not select device %s", ErrBadStatusData, pool, dev.GetName())
+		}
+		return nil
+	}
+	return fmt.Errorf("%w: no pool %q is configured on this node", ErrBadStatusData, pool)
+}
+
+// refuse records that the claim's device (or the whole claim, for device
+// "") is not restored because err, when err is ErrBadStatusData: a Warning
+// event on the claim and a log line; it returns nil then, and err
+// otherwise.
+func (d *Driver) refuse(c *resourceapi.ResourceClaim, device string, err error) error {
+	if !errors.Is(err, ErrBadStatusData) {
+		if device != "" {
+			return fmt.Errorf("device %s: %w", device, err)
+		}
+		return err
+	}
+	msg := "not restored after a restart, nothing done to its devices: " + err.Error()
+	if device != "" {
+		msg = "device " + device + " " + msg
+	}
+	d.log.Warn("Claim status refused at recovery", "claim", c.Namespace+"/"+c.Name, "claimUID", c.UID, "device", device, "error", err)
+	d.claims.Event(c, corev1.EventTypeWarning, ReasonRecoveryRefused, msg)
+	return nil
 }

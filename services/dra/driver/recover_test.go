@@ -87,14 +87,35 @@ func TestRecover(t *testing.T) {
 			wantCalls: []string{"state.ListAllocations "},
 		},
 		{
-			name:   "empty state, restore refused: the error names the claim and device",
+			name:   "empty state, restore refused: an event names the device, nothing is restored",
 			claims: []claimSpec{recorded},
 			change: func(r *rig) {
 				r.prov.RestoreFunc = func(*provisionerv1.RestoreRequest) (*provisionerv1.RestoreResponse, error) {
 					return nil, status.Error(codes.InvalidArgument, "data.originalLink: required for a device with a kernel interface")
 				}
 			},
-			wantErr: "claim default/c1: device vf1: restoring the prepared device: data.originalLink: required",
+			wantCalls: []string{
+				"state.ListAllocations ",
+				"prov.Restore", "claims.Event Warning RecoveryRefused",
+				"prov.Restore", "claims.Event Warning RecoveryRefused",
+			},
+			check: func(t *testing.T, r *rig) {
+				want := "c1 Warning RecoveryRefused: device vf1 not restored after a restart, nothing done to its devices: " +
+					"claim status data is not a netdra prepared device: the provisioner refused the prepared device: data.originalLink: required"
+				if ev := r.claims.getEvents(); len(ev) != 2 || !strings.HasPrefix(ev[0], want) {
+					t.Errorf("events %q, want the first to start %q", ev, want)
+				}
+			},
+		},
+		{
+			name:   "empty state, provisioner unavailable: the error names the claim and device, for a retry",
+			claims: []claimSpec{recorded},
+			change: func(r *rig) {
+				r.prov.RestoreFunc = func(*provisionerv1.RestoreRequest) (*provisionerv1.RestoreResponse, error) {
+					return nil, status.Error(codes.Unavailable, "the DEVICE_MANAGER_SRIOV manager has not reported its devices yet")
+				}
+			},
+			wantErr: "claim default/c1: device vf1: restoring the prepared device: the DEVICE_MANAGER_SRIOV manager has not reported",
 			wantCalls: []string{
 				"state.ListAllocations ",
 				"prov.Restore", "prov.Restore",
@@ -236,7 +257,7 @@ func TestRecover(t *testing.T) {
 				t.Errorf("second Recover changed rows (-before +after):\n%s", diff)
 			}
 			for _, c := range r.rec.get("state.List") {
-				if len(tt.rows) > 0 || !strings.HasPrefix(c, "prov.Restore") && !strings.HasPrefix(c, "state.RestoreAllocations") {
+				if len(tt.rows) > 0 || !strings.HasPrefix(c, "prov.Restore") && !strings.HasPrefix(c, "state.RestoreAllocations") && !strings.HasPrefix(c, "claims.Event") {
 					t.Errorf("second Recover called %s", c)
 				}
 			}

@@ -14,11 +14,14 @@ import (
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
+	"github.com/netdra/netdra/services/provisioner/dummy"
 	"github.com/netdra/netdra/services/provisioner/link"
+	"github.com/netdra/netdra/services/provisioner/manager"
 	"github.com/netdra/netdra/shared/fielderr"
 )
 
-// FuzzRestore feeds Restore any claim status data. A rejection is a
+// FuzzRestore feeds Restore, with the dummy manager offering dummy0 and
+// dummy1, any claim status data. A rejection is a
 // *fielderr.Error on data (InvalidArgument), the same every time. An
 // accepted prepared device round-trips (serialized again and restored, it
 // is the same), and the calls that take it next take it: Attach and
@@ -44,7 +47,14 @@ func FuzzRestore(f *testing.F) {
 		`{"device":{"name":"d","manager":999}}`, `{"device":{"name":"a/b","manager":2,"kernelIfName":"a b"},"linkCreated":true}`} {
 		f.Add([]byte(s))
 	}
-	srv := New(slog.New(slog.DiscardHandler), Factories{}, nil)
+	srv := New(slog.New(slog.DiscardHandler), Factories{
+		Dummy: func(c *provisionerv1.DummyConfig) (manager.Manager, error) { return dummy.New(nil, c) },
+	}, nil)
+	defer srv.Close()
+	if _, err := srv.Configure(context.Background(), &provisionerv1.ConfigureRequest{Managers: &provisionerv1.ManagerConfigs{
+		Dummy: &provisionerv1.DummyConfig{Enabled: true, Count: 2}}}); err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ctx := context.Background()
 		resp, err := srv.Restore(ctx, &provisionerv1.RestoreRequest{Data: data})

@@ -34,6 +34,11 @@ type running struct {
 	sysfsRoot string
 	cancel    context.CancelFunc
 	done      chan struct{}
+	// published is closed at the manager's first publication: from then
+	// on the inventory holds what this instance offers (Restore waits
+	// for it).
+	published     chan struct{}
+	publishedOnce sync.Once
 	// failed is why Run returned early, if it did.
 	failed atomic.Pointer[error]
 }
@@ -128,7 +133,7 @@ func (ms *managers) configure(cfg *provisionerv1.ManagerConfigs, sysfsRoot strin
 
 func (ms *managers) startLocked(kind devicev1.DeviceManager, m manager.Manager, cfg proto.Message, sysfsRoot string) {
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{mgr: m, config: cfg, sysfsRoot: sysfsRoot, cancel: cancel, done: make(chan struct{})}
+	r := &running{mgr: m, config: cfg, sysfsRoot: sysfsRoot, cancel: cancel, done: make(chan struct{}), published: make(chan struct{})}
 	ms.running[kind], ms.last[kind] = r, m
 	log := ms.log.With("manager", kind.String())
 	go func() {
@@ -136,6 +141,7 @@ func (ms *managers) startLocked(kind devicev1.DeviceManager, m manager.Manager, 
 		err := m.Run(ctx, func(devs []*devicev1.Device) {
 			if ctx.Err() == nil {
 				ms.inv.set(kind, devs)
+				r.publishedOnce.Do(func() { close(r.published) })
 			}
 		})
 		if ctx.Err() != nil {

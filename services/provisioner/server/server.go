@@ -323,10 +323,13 @@ func (s *Server) takeBack(ctx context.Context, pd *devicev1.PreparedDevice) erro
 }
 
 // Restore implements ProvisionerServiceServer: it parses the prepared
-// device as the claim status holds it (protojson, unknown fields refused)
-// and checks it: the trust boundary for a prepared device read back from a
-// claim status is here (validatePrepared), as for one a request carries.
-func (s *Server) Restore(_ context.Context, req *provisionerv1.RestoreRequest) (*provisionerv1.RestoreResponse, error) {
+// device as the claim status holds it (protojson, unknown fields refused),
+// checks it as a request's (validatePrepared), then against what the
+// provisioner offers now (checkRestored: its manager's inventory, the
+// device's identity, what that manager's Setup records). The answer's
+// device is the inventory's copy. The trust boundary for a prepared device
+// read back from a claim status is here.
+func (s *Server) Restore(ctx context.Context, req *provisionerv1.RestoreRequest) (*provisionerv1.RestoreResponse, error) {
 	if len(req.GetData()) == 0 {
 		return nil, fielderr.New("data", "required")
 	}
@@ -335,6 +338,9 @@ func (s *Server) Restore(_ context.Context, req *provisionerv1.RestoreRequest) (
 		return nil, fielderr.New("data", "not a serialized prepared device: %v", err)
 	}
 	if err := validatePrepared("data", pd); err != nil {
+		return nil, err
+	}
+	if err := s.checkRestored(ctx, "data", pd); err != nil {
 		return nil, err
 	}
 	return &provisionerv1.RestoreResponse{PreparedDevice: pd}, nil

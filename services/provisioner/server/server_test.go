@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
@@ -477,12 +478,20 @@ func TestBadInput(t *testing.T) {
 
 func TestRestore(t *testing.T) {
 	h := newHarness(t)
-	want := &devicev1.PreparedDevice{
-		Device:       &devicev1.Device{Name: "0000-03-00-1", Manager: devicev1.DeviceManager_DEVICE_MANAGER_SRIOV, KernelIfName: "ens1f0v0", PfName: "ens1f0"},
-		OriginalLink: &devicev1.LinkSnapshot{Name: "ens1f0v0", MacAddress: "02:00:00:00:00:01", Mtu: 1500},
-		OriginalVf:   &devicev1.VfSnapshot{Vlan: 0, SpoofChk: true},
+	if _, err := h.client.Configure(ctxFor(t), dummyCfg(1)); err != nil {
+		t.Fatal(err)
 	}
-	data, err := protojson.Marshal(want)
+	dev := &devicev1.Device{Name: "dummy0", Manager: devicev1.DeviceManager_DEVICE_MANAGER_DUMMY, KernelIfName: "dummy0", Driver: "dummy"}
+	h.publish(t, dev)
+	want := &devicev1.PreparedDevice{
+		Device:       proto.CloneOf(dev),
+		OriginalLink: &devicev1.LinkSnapshot{Name: "dummy0", MacAddress: "02:00:00:00:00:01", Mtu: 1500},
+		LinkCreated:  true,
+	}
+	// The status's device is replaced by the inventory's (its driver).
+	stale := proto.CloneOf(want)
+	stale.Device.Driver, stale.Device.Mtu = "", 9000
+	data, err := protojson.Marshal(stale)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -577,16 +586,16 @@ func TestAttachDetach_CreatedOrMoved(t *testing.T) {
 			h := newHarness(t)
 			ctx := ctxFor(t)
 			cfg := &devicev1.DeviceConfig{PodIfName: "net1"}
-			// As a restarted dra has it: restored from the claim status.
+			// As a restarted dra has it: through the claim status (Restore's
+			// checks against the inventory: restore_test.go).
 			data, err := protojson.Marshal(tc.pd)
 			if err != nil {
 				t.Fatal(err)
 			}
-			restored, err := h.client.Restore(ctx, &provisionerv1.RestoreRequest{Data: data})
-			if err != nil {
+			pd := &devicev1.PreparedDevice{}
+			if err := protojson.Unmarshal(data, pd); err != nil {
 				t.Fatal(err)
 			}
-			pd := restored.GetPreparedDevice()
 			if _, err := h.client.Attach(ctx, &provisionerv1.AttachRequest{PreparedDevice: pd, NetnsPath: "/var/run/netns/pod", Config: cfg}); err != nil {
 				t.Fatal(err)
 			}

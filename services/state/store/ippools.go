@@ -298,7 +298,12 @@ func poolNames(pools map[string]*ipPool) string {
 // loadPools reads the pools saved by savePools.
 func (f *file) loadPools() (map[string]*ipPool, error) {
 	out := map[string]*ipPool{}
-	err := f.db.View(func(tx *bolt.Tx) error {
+	err := guard(func() error { return f.loadPoolsInto(out) })
+	return out, err
+}
+
+func (f *file) loadPoolsInto(out map[string]*ipPool) error {
+	return f.db.View(func(tx *bolt.Tx) error {
 		b := tx.Bucket(poolBucket)
 		if b == nil {
 			return nil
@@ -312,11 +317,13 @@ func (f *file) loadPools() (map[string]*ipPool, error) {
 			if err != nil {
 				return fmt.Errorf("ip pool %q: %w", k, err)
 			}
+			if p.Name != string(k) {
+				return fmt.Errorf("ip pool %q: stored under another name: the pool is %q", k, p.Name)
+			}
 			out[p.Name] = &ipPool{def: st.GetPool(), pool: p, retired: st.GetRetired()}
 			return nil
 		})
 	})
-	return out, err
 }
 
 // savePools replaces the saved pools, in one fsynced transaction.

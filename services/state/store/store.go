@@ -36,9 +36,17 @@ type Store struct {
 	changes changeLog
 }
 
-// Open loads the allocations from the bbolt file at path (created when
-// missing) and returns a store serving them. A fresh random epoch tells
-// watchers that revisions from before this Open cannot be resumed.
+// Open loads the allocations from the bbolt file at path (created 0600
+// when missing) and returns a store serving them. A fresh random epoch
+// tells watchers that revisions from before this Open cannot be resumed.
+//
+// The file is checked before anything is served from it (checkFile: a
+// regular file of this uid that no one else may write, in a directory
+// others cannot write; bbolt's consistency check; every row as the
+// requests that wrote it were checked). What fails is an error naming the
+// file and what is wrong, ErrCorrupt for its content, and nothing is
+// loaded: the service refuses to start rather than serve part of its
+// state.
 func Open(path string, log *slog.Logger) (*Store, error) {
 	if log == nil {
 		log = slog.Default()
@@ -52,33 +60,45 @@ func Open(path string, log *slog.Logger) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkFile(path, log); err != nil {
+		return nil, err
+	}
 	f, err := openFile(path)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := f.load()
+	rows, pools, err := f.loadAll(path)
 	if err != nil {
 		_ = f.close()
-		return nil, fmt.Errorf("loading %s: %w", path, err)
+		return nil, err
 	}
 	txn := db.WriteTxn(allocs)
 	for _, a := range rows {
 		if _, _, err := allocs.Insert(txn, allocRow{a}); err != nil {
 			txn.Abort()
 			_ = f.close()
-			return nil, fmt.Errorf("loading %s: %w", KeyOf(a), err)
+			return nil, corrupt(path, fmt.Errorf("allocation %s: %w", KeyOf(a), err))
 		}
 	}
 	txn.Commit()
-	pools, err := f.loadPools()
-	if err != nil {
-		_ = f.close()
-		return nil, fmt.Errorf("loading %s: %w", path, err)
-	}
 	s := &Store{log: log, db: db, devices: devices, allocs: allocs, file: f, pools: pools}
 	s.changes.init(newEpoch())
 	log.Info("state loaded", "file", path, "allocations", len(rows), "epoch", s.changes.epoch)
 	return s, nil
+}
+
+// loadAll reads the allocations and the address pools of the file at
+// path; an error is ErrCorrupt.
+func (f *file) loadAll(path string) ([]*statev1.Allocation, map[string]*ipPool, error) {
+	rows, err := f.load()
+	if err != nil {
+		return nil, nil, corrupt(path, err)
+	}
+	pools, err := f.loadPools()
+	if err != nil {
+		return nil, nil, corrupt(path, err)
+	}
+	return rows, pools, nil
 }
 
 func newEpoch() string {
