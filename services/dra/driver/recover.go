@@ -176,7 +176,7 @@ func (d *Driver) rebuildClaim(ctx context.Context, c *resourceapi.ResourceClaim)
 	defer unlock()
 	var allocs []*statev1.Allocation
 	var errs []error
-	var p *plan
+	var p *preparation
 	for _, r := range c.Status.Allocation.Devices.Results {
 		data := d.readyData(c, r.Pool, r.Device)
 		if r.Driver != d.name || data == nil {
@@ -215,8 +215,8 @@ func (d *Driver) rebuildClaim(ctx context.Context, c *resourceapi.ResourceClaim)
 // recoveryPlan checks the claim's pod as a prepare does (checkPod). A
 // claim that is not reserved for exactly one pod off the host network is
 // ErrBadStatusData.
-func (d *Driver) recoveryPlan(ctx context.Context, c *resourceapi.ResourceClaim) (*plan, error) {
-	p := &plan{claim: c}
+func (d *Driver) recoveryPlan(ctx context.Context, c *resourceapi.ResourceClaim) (*preparation, error) {
+	p := &preparation{claim: c}
 	err := d.checkPod(ctx, p)
 	if errors.Is(err, ErrNotOnePod) || errors.Is(err, ErrHostNetwork) || errors.Is(err, errWrongPod) {
 		return nil, fmt.Errorf("%w: %w", ErrBadStatusData, err)

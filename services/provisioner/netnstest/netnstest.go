@@ -4,7 +4,7 @@
 // (AddVeth) and the names of the links a namespace holds (LinkNames). The
 // tests never touch the real host namespace: they tell the code under test
 // that one of these namespaces is the host's. Everything here needs root:
-// callers skip first (nodetest.RequireRoot) or run in the kernel rig.
+// callers call testenv.RequireRoot first or run in the kernel rig.
 package netnstest
 
 import (

@@ -23,7 +23,8 @@ import (
 	"github.com/netdra/netdra/services/provisioner/manager"
 	"github.com/netdra/netdra/services/provisioner/netnstest"
 	"github.com/netdra/netdra/shared/fielderr"
-	"github.com/netdra/netdra/shared/nodetest"
+	"github.com/netdra/netdra/shared/testinfra/nodetest"
+	"github.com/netdra/netdra/shared/testinfra/testenv"
 )
 
 // restoreWorld is a provisioner with the real dummy manager (2 devices)
@@ -39,7 +40,7 @@ type restoreWorld struct {
 
 func newRestoreWorld(t *testing.T) *restoreWorld {
 	t.Helper()
-	nodetest.RequireRoot(t)
+	testenv.RequireRoot(t, "creates network namespaces and moves links between them")
 	w := &restoreWorld{hostPath: netnstest.New(t)}
 	h := netnstest.Handle(t, w.hostPath)
 	for _, v := range []netnstest.Veth{{Name: "eth0", Peer: "p0"}, {Name: "eth1", Peer: "p1"}, {Name: "eth2", Peer: "p2"}} {
