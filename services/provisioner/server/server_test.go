@@ -454,6 +454,22 @@ func TestBadInput(t *testing.T) {
 			_, err := h.client.Restore(ctx, &provisionerv1.RestoreRequest{Data: []byte(`{"device":{"name":"eth1","manager":"DEVICE_MANAGER_HOST","kernelIfName":"eth1"},"originalLink":{"name":"eth1","macAddress":"nope"}}`)})
 			return err
 		}, codes.InvalidArgument, "data.originalLink.macAddress"},
+		{"setup asking vfio of a dummy", func() error {
+			_, err := h.client.Setup(ctx, &provisionerv1.SetupRequest{Device: dev, Config: &devicev1.DeviceConfig{Vfio: new(true)}})
+			return err
+		}, codes.InvalidArgument, "config.vfio"},
+		{"restore with a device node outside /dev", func() error {
+			_, err := h.client.Restore(ctx, &provisionerv1.RestoreRequest{Data: []byte(`{"device":{"name":"vf","manager":"DEVICE_MANAGER_SRIOV"},"deviceNodes":[{"hostPath":"/dev/vfio/1","path":"/etc/passwd"}]}`)})
+			return err
+		}, codes.InvalidArgument, "data.deviceNodes[0].path"},
+		{"restore with a relative device node", func() error {
+			_, err := h.client.Restore(ctx, &provisionerv1.RestoreRequest{Data: []byte(`{"device":{"name":"vf","manager":"DEVICE_MANAGER_SRIOV"},"deviceNodes":[{"hostPath":"dev/vfio/1","path":"/dev/vfio/1"}]}`)})
+			return err
+		}, codes.InvalidArgument, "data.deviceNodes[0].hostPath"},
+		{"restore with a device node twice", func() error {
+			_, err := h.client.Restore(ctx, &provisionerv1.RestoreRequest{Data: []byte(`{"device":{"name":"vf","manager":"DEVICE_MANAGER_SRIOV"},"deviceNodes":[{"hostPath":"/dev/vfio/1","path":"/dev/vfio/1"},{"hostPath":"/dev/vfio/2","path":"/dev/vfio/1"}]}`)})
+			return err
+		}, codes.InvalidArgument, "data.deviceNodes[1].path"},
 		{"restore without a manager", func() error {
 			_, err := h.client.Restore(ctx, &provisionerv1.RestoreRequest{Data: []byte(`{"device":{"name":"d"}}`)})
 			return err
@@ -481,6 +497,7 @@ func TestRestore(t *testing.T) {
 		Device:       &devicev1.Device{Name: "0000-03-00-1", Manager: devicev1.DeviceManager_DEVICE_MANAGER_SRIOV, KernelIfName: "ens1f0v0", PfName: "ens1f0"},
 		OriginalLink: &devicev1.LinkSnapshot{Name: "ens1f0v0", MacAddress: "02:00:00:00:00:01", Mtu: 1500},
 		OriginalVf:   &devicev1.VfSnapshot{Vlan: 0, SpoofChk: true},
+		DeviceNodes:  []*devicev1.DeviceNode{{HostPath: "/dev/vfio/12", Path: "/dev/vfio/12"}, {HostPath: "/dev/vfio/vfio", Path: "/dev/vfio/vfio"}},
 	}
 	data, err := protojson.Marshal(want)
 	if err != nil {
