@@ -22,6 +22,7 @@ import (
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 	"github.com/netdra/netdra/services/dra/agent"
+	"github.com/netdra/netdra/services/dra/cdispec"
 	"github.com/netdra/netdra/services/dra/counters"
 	"github.com/netdra/netdra/shared/process"
 	"github.com/netdra/netdra/shared/rpc"
@@ -34,6 +35,7 @@ type config struct {
 	Peers        process.Peers
 	PluginDir    string
 	RegistrarDir string
+	CDIDir       string
 	Metrics      string
 	Debounce     time.Duration
 	KubeQPS      float64
@@ -49,6 +51,7 @@ func main() {
 	cfg.Peers.Register(fs)
 	fs.StringVar(&cfg.PluginDir, "plugin-dir", "/var/lib/kubelet/plugins", "parent of the kubelet plugin's data directory (<dir>/<driver>)")
 	fs.StringVar(&cfg.RegistrarDir, "registrar-dir", "/var/lib/kubelet/plugins_registry", "the kubelet's plugin registration directory")
+	fs.StringVar(&cfg.CDIDir, "cdi-dir", cdispec.DefaultDir, "the CDI spec directory the container runtime reads: netdra's per-claim specs (vfio device nodes, PCI address variables) and the device metadata specs go there; empty: no CDI and no device metadata")
 	fs.StringVar(&cfg.Metrics, "metrics-address", "127.0.0.1:9651", "where to serve Prometheus metrics (empty: nowhere)")
 	fs.Float64Var(&cfg.KubeQPS, "kube-api-qps", 50, "queries per second to the apiserver (client-side rate limit; the kubelet's default)")
 	fs.IntVar(&cfg.KubeBurst, "kube-api-burst", 100, "burst of queries to the apiserver above -kube-api-qps")
@@ -91,7 +94,7 @@ func run(ctx context.Context, log *slog.Logger, cfg *config) error {
 	}
 	a := agent.New(agent.Config{NodeName: cfg.NodeName, Kube: kc, Dynamic: dc,
 		State: statev1.NewStateServiceClient(state), Provisioner: provisionerv1.NewProvisionerServiceClient(prov),
-		PluginDir: cfg.PluginDir, RegistrarDir: cfg.RegistrarDir, Debounce: cfg.Debounce,
+		PluginDir: cfg.PluginDir, RegistrarDir: cfg.RegistrarDir, CDIDir: cfg.CDIDir, Debounce: cfg.Debounce,
 		Metrics: agent.NewMetrics(reg), Logger: log})
 
 	srv := rpc.NewServer(cfg.ServerConfig(log))

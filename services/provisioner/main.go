@@ -29,6 +29,10 @@ type config struct {
 	process.Flags
 	// SysfsRoot is where the host's /sys is mounted (/host/sys in a pod).
 	SysfsRoot string
+	// DevRoot is where the host's device nodes are, as the container
+	// runtime sees them: the host paths of the device nodes a prepared
+	// device names (a vfio VF's /dev/vfio/<group>) are under it.
+	DevRoot string
 	// Resync is how often the managers rediscover besides link events.
 	Resync time.Duration
 	// BPFFS is where the provisioner mounts a bpffs (if none is there) and
@@ -42,6 +46,7 @@ func main() {
 	fs := flag.NewFlagSet("provisioner", flag.ContinueOnError)
 	cfg.Register(fs, "provisioner")
 	fs.StringVar(&cfg.SysfsRoot, "sysfs-root", "/sys", "where the host's sysfs is mounted")
+	fs.StringVar(&cfg.DevRoot, "dev-root", sriov.DefaultDevRoot, "where the host's device nodes are for the container runtime (the host paths of a vfio VF's /dev/vfio nodes in its CDI spec); never opened by the provisioner")
 	fs.DurationVar(&cfg.Resync, "resync", 30*time.Second, "how often device managers rediscover, besides link events")
 	fs.StringVar(&cfg.BPFFS, "bpffs", ebpf.DefaultBPFFS, "where to mount a bpffs (if none is there) and pin the eBPF programs on devices; empty: no eBPF (no counters, software VLAN, spoof check or hand-off)")
 	os.Exit(process.Main(fs, os.Args[1:], &cfg.Flags, cfg.run))
@@ -53,7 +58,8 @@ func (cfg *config) factories(log *slog.Logger) server.Factories {
 	root := func(r string) string { return cmp.Or(r, cfg.SysfsRoot) }
 	return server.Factories{
 		Sriov: func(sysfsRoot string, c *provisionerv1.SriovConfig) (manager.Manager, error) {
-			return sriov.New(log.With("manager", "sr-iov", "sysfs", root(sysfsRoot)), root(sysfsRoot), c, sriov.WithResync(cfg.Resync))
+			return sriov.New(log.With("manager", "sr-iov", "sysfs", root(sysfsRoot)), root(sysfsRoot), c,
+				sriov.WithResync(cfg.Resync), sriov.WithDevRoot(cfg.DevRoot))
 		},
 		Dummy: func(c *provisionerv1.DummyConfig) (manager.Manager, error) {
 			return dummy.New(log.With("manager", "dummy"), c)

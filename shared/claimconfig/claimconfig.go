@@ -16,6 +16,9 @@
 //	addresses   ["10.0.0.2/24", "fd00::2/64"]
 //	routes      [{"destination": "10.1.0.0/16", "gateway": "10.0.0.1"}]
 //	ipPools     ["pool-v4", "pool-v6"] (node-local address pools)
+//	vfio        true: the pod wants a VF bound to vfio-pci (DPDK), its /dev/vfio
+//	            device nodes and no netdev, so none of podIfName, mtu, addresses,
+//	            routes, ipPools; false: a device with a netdev; absent: either
 package claimconfig
 
 import (
@@ -48,6 +51,7 @@ type Params struct {
 	Addresses []string `json:"addresses,omitempty"`
 	Routes    []Route  `json:"routes,omitempty"`
 	IPPools   []string `json:"ipPools,omitempty"`
+	Vfio      *bool    `json:"vfio,omitempty"`
 }
 
 // Route is a route in the pod.
@@ -214,6 +218,7 @@ func (p *Params) Config() (*devicev1.DeviceConfig, error) {
 		PodIfName: p.PodIfName, Vlan: p.Vlan, VlanQos: p.VlanQoS, VlanProto: vlanProtos[strings.ToLower(p.VlanProto)],
 		MacAddress: strings.ToLower(p.MAC), SpoofChk: p.SpoofChk, Trust: p.Trust, LinkState: linkStates[p.LinkState],
 		MinTxRate: p.MinTxRate, MaxTxRate: p.MaxTxRate, Mtu: p.MTU, Addresses: p.Addresses, IpPools: p.IPPools,
+		Vfio: p.Vfio,
 	}
 	for _, r := range p.Routes {
 		c.Routes = append(c.Routes, &devicev1.Route{Destination: r.Destination, Gateway: r.Gateway})
@@ -252,7 +257,30 @@ func (p *Params) validate() error {
 			return err
 		}
 	}
-	return validPools(p.IPPools)
+	if err := validPools(p.IPPools); err != nil {
+		return err
+	}
+	return p.validateVfio()
+}
+
+// validateVfio refuses what a vfio device (no netdev, used through its
+// device node) cannot take: the settings of an interface in the pod.
+func (p *Params) validateVfio() error {
+	if p.Vfio == nil || !*p.Vfio {
+		return nil
+	}
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"podIfName", p.PodIfName != ""}, {"mtu", p.MTU != 0}, {"addresses", len(p.Addresses) > 0},
+		{"routes", len(p.Routes) > 0}, {"ipPools", len(p.IPPools) > 0},
+	} {
+		if f.set {
+			return fielderr.New(f.name, "a vfio device (vfio: true) has no interface in the pod to take it")
+		}
+	}
+	return nil
 }
 
 func (p *Params) validateVlan() error {

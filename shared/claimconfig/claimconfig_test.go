@@ -68,6 +68,12 @@ func TestParse(t *testing.T) {
 		{name: "route gateway with a zone", raw: `{"routes":[{"destination":"::/0","gateway":"fe80::1%eth0"}]}`, wantField: "routes[0].gateway"},
 		{name: "three pools", raw: `{"ipPools":["a","b","c"]}`, wantField: "ipPools"},
 		{name: "bad pool", raw: `{"ipPools":["A/B"]}`, wantField: "ipPools[0]"},
+		{name: "vfio with VF settings", raw: `{"vfio":true,"vlan":10,"mac":"02:00:00:00:00:01"}`,
+			want: &devicev1.DeviceConfig{Vfio: yes(), Vlan: u32(10), MacAddress: "02:00:00:00:00:01"}},
+		{name: "not vfio", raw: `{"vfio":false,"podIfName":"net1"}`, want: &devicev1.DeviceConfig{Vfio: new(false), PodIfName: "net1"}},
+		{name: "vfio with podIfName", raw: `{"vfio":true,"podIfName":"net1"}`, wantField: "podIfName"},
+		{name: "vfio with addresses", raw: `{"vfio":true,"addresses":["10.0.0.2/24"]}`, wantField: "addresses"},
+		{name: "vfio not a bool", raw: `{"vfio":"yes"}`, wantField: "vfio"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

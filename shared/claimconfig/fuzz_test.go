@@ -21,6 +21,7 @@ func FuzzParse(f *testing.F) {
 			"spoofChk":true,"trust":false,"linkState":"enable","minTxRate":10,"maxTxRate":100,"mtu":9000,
 			"addresses":["10.0.0.2/24","fd00::2/64"],"routes":[{"destination":"10.1.0.0/16","gateway":"10.0.0.1"},{"destination":"::/0"}],
 			"ipPools":["v4","v6"]}`,
+		`{"vfio":true,"vlan":10,"mac":"02:00:00:00:00:01"}`, `{"vfio":true,"podIfName":"net1"}`, `{"vfio":false}`,
 		`{"routes":[{"destination":"10.1.0.0/16","gateway":"fe80::1%eth0"}]}`,
 		`{"addresses":["255.255.255.255/32"]}`,
 		`{"minTxRate":5,"maxTxRate":0}`,
@@ -62,7 +63,7 @@ func paramsOf(cfg *devicev1.DeviceConfig) *Params {
 	p := &Params{
 		PodIfName: cfg.GetPodIfName(), Vlan: cfg.Vlan, VlanQoS: cfg.VlanQos, MAC: cfg.GetMacAddress(),
 		SpoofChk: cfg.SpoofChk, Trust: cfg.Trust, MinTxRate: cfg.MinTxRate, MaxTxRate: cfg.MaxTxRate,
-		MTU: cfg.GetMtu(), Addresses: cfg.GetAddresses(), IPPools: cfg.GetIpPools(),
+		MTU: cfg.GetMtu(), Addresses: cfg.GetAddresses(), IPPools: cfg.GetIpPools(), Vfio: cfg.Vfio,
 	}
 	for name, v := range vlanProtos {
 		if v == cfg.GetVlanProto() {

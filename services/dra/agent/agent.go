@@ -26,14 +26,17 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	metadatav1beta1 "k8s.io/dynamic-resource-allocation/api/metadata/v1beta1"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
 	drav1 "github.com/netdra/netdra/protos/netdra/dra/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+	"github.com/netdra/netdra/services/dra/cdispec"
 	"github.com/netdra/netdra/services/dra/claims"
 	"github.com/netdra/netdra/services/dra/config"
 	"github.com/netdra/netdra/services/dra/devicesync"
@@ -53,9 +56,13 @@ type Config struct {
 	Provisioner  provisionerv1.ProvisionerServiceClient
 	PluginDir    string // parent of <driver>/ for the plugin socket
 	RegistrarDir string
-	Debounce     time.Duration
-	Metrics      *Metrics
-	Logger       *slog.Logger
+	// CDIDir is the CDI spec directory the container runtime reads: the
+	// claims' CDI specs (package cdispec) and the kubelet plugin helper's
+	// device metadata specs (KEP-5304) go there. Empty: neither.
+	CDIDir   string
+	Debounce time.Duration
+	Metrics  *Metrics
+	Logger   *slog.Logger
 }
 
 // Agent is dra.
@@ -304,7 +311,29 @@ func (a *Agent) newDriver(name string, spec *v1alpha1.NodeConfigSpec) (*driver.D
 	return driver.New(driver.Config{DriverName: name, NodeName: a.cfg.NodeName, State: a.cfg.State,
 		Provisioner: a.cfg.Provisioner, Claims: a.claims, PodLookup: a.claims.PodLookup, Health: a.health,
 		Pools:  config.Pools(spec),
-		Logger: a.log.With("part", "driver"), OnFatalError: func(err error) { a.fatal <- err }})
+		Logger: a.log.With("part", "driver"), OnFatalError: func(err error) { a.fatal <- err },
+		CDI: a.cdi(), DeviceMetadata: a.cfg.CDIDir != ""})
+}
+
+// cdi is the CDI spec directory, or nil when none is configured.
+func (a *Agent) cdi() *cdispec.Dir {
+	if a.cfg.CDIDir == "" {
+		return nil
+	}
+	return cdispec.New(a.cfg.CDIDir)
+}
+
+// metadataOptions turn on the kubelet plugin helper's device metadata
+// (KEP-5304), written as v1beta1 (the newest the helper knows), with its
+// CDI specs in the CDI directory.
+func (a *Agent) metadataOptions() []kubeletplugin.Option {
+	if a.cfg.CDIDir == "" {
+		return nil
+	}
+	return []kubeletplugin.Option{
+		kubeletplugin.EnableDeviceMetadata(true, []schema.GroupVersion{metadatav1beta1.SchemeGroupVersion}),
+		kubeletplugin.CDIDirectory(a.cfg.CDIDir),
+	}
 }
 
 // serveLocked starts the driver under name (its retry loop included) and
@@ -380,13 +409,13 @@ func (a *Agent) register(ctx context.Context, name string, spec *v1alpha1.NodeCo
 		a.mu.Lock()
 		a.attempts = attempt
 		a.mu.Unlock()
-		h, err := kubeletplugin.Start(ctx, plugin,
+		h, err := kubeletplugin.Start(ctx, plugin, append([]kubeletplugin.Option{
 			kubeletplugin.DriverName(name),
 			kubeletplugin.KubeClient(a.cfg.Kube),
 			kubeletplugin.NodeName(a.cfg.NodeName),
 			kubeletplugin.PluginDataDirectoryPath(dataDir),
 			kubeletplugin.RegistrarDirectoryPath(a.cfg.RegistrarDir),
-			kubeletplugin.GRPCVerbosity(100))
+			kubeletplugin.GRPCVerbosity(100)}, a.metadataOptions()...)...)
 		if err == nil {
 			if waitRegistered(ctx, h, timeout) {
 				a.mu.Lock()

@@ -52,6 +52,7 @@ import (
 
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+	"github.com/netdra/netdra/services/dra/cdispec"
 	"github.com/netdra/netdra/services/dra/pools"
 	"github.com/netdra/netdra/shared/keylock"
 )
@@ -163,6 +164,15 @@ type Config struct {
 	// OnFatalError, when set, is called by HandleError for an error that
 	// is not kubeletplugin.ErrRecoverable; the process should stop.
 	OnFatalError func(error)
+	// CDI, when set, is the CDI spec directory the claims' specs are
+	// written to (see package cdispec): a prepared device that needs one
+	// (a PCI function, a device with device nodes) gets its CDI device
+	// ID in the prepare result. Without it no spec is written.
+	CDI *cdispec.Dir
+	// DeviceMetadata adds each device's metadata (KEP-5304: its
+	// attributes and network data) to the prepare result, for the
+	// kubelet plugin helper to write when its device metadata is enabled.
+	DeviceMetadata bool
 }
 
 // Defaults of Config.
@@ -193,6 +203,8 @@ type Driver struct {
 	retryBase   time.Duration
 	retryMax    time.Duration
 	onFatal     func(error)
+	cdi         *cdispec.Dir
+	metadata    bool
 	claimLocks  keylock.Set // one prepare/unprepare/retry per claim UID
 	podLocks    keylock.Set // interface-name check + BeginPrepare per pod UID
 	retries     retrySchedule
@@ -222,6 +234,7 @@ func New(cfg Config) (*Driver, error) {
 		devices: cfg.State, intents: cfg.State, allocs: cfg.State,
 		podLookup: cfg.PodLookup, health: cfg.Health, pools: cfg.Pools, log: cfg.Logger,
 		retryBase: cfg.RetryBase, retryMax: cfg.RetryMax, onFatal: cfg.OnFatalError,
+		cdi: cfg.CDI, metadata: cfg.DeviceMetadata,
 		retries: retrySchedule{due: map[string]time.Time{}},
 		kick:    make(chan struct{}, 1), now: time.Now, cleanupTime: cleanupTimeout,
 	}

@@ -14,6 +14,7 @@ import (
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+	"github.com/netdra/netdra/services/dra/cdispec"
 	"github.com/netdra/netdra/shared/rpc"
 )
 
@@ -34,48 +35,97 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 		return []kubeletplugin.Device{}, nil
 	}
 	log = log.With("pod", p.podName, "podUID", p.podUID)
-	done, err := d.reuse(ctx, log, p)
+	kept, err := d.reuse(ctx, log, p)
 	if err != nil {
 		return nil, err
 	}
-	if !done {
-		if err := d.prepareFresh(ctx, log, p); err != nil {
+	var pds []*devicev1.PreparedDevice
+	var ids map[string]string
+	if kept != nil {
+		// Prepared before (a kubelet or node restart): its CDI spec is
+		// written again, the same.
+		pds = preparedInPlanOrder(p, kept)
+		if ids, err = d.writeSpec(p, pds); err != nil {
+			return nil, err
+		}
+	} else {
+		if pds, ids, err = d.prepareFresh(ctx, log, p); err != nil {
 			return nil, err
 		}
 		log.Info("claim prepared", "devices", len(p.devices))
 	}
-	return p.result(), nil
+	return d.result(p, pds, ids), nil
 }
 
-func (p *preparation) result() []kubeletplugin.Device {
+// result is the kubelet's answer for the prepared claim: each device with
+// its CDI device ID (when it has one) and, with device metadata on, its
+// metadata.
+func (d *Driver) result(p *preparation, pds []*devicev1.PreparedDevice, ids map[string]string) []kubeletplugin.Device {
 	out := make([]kubeletplugin.Device, 0, len(p.devices))
-	for _, dev := range p.devices {
+	for i, dev := range p.devices {
 		kd := kubeletplugin.Device{Requests: []string{dev.request}, PoolName: dev.pool, DeviceName: dev.device}
 		if dev.shareID != nil {
 			id := types.UID(*dev.shareID)
 			kd.ShareID = &id
+		}
+		if id := ids[dev.device]; id != "" {
+			kd.CDIDeviceIDs = []string{id}
+		}
+		if d.metadata {
+			kd.Metadata = deviceMetadata(pds[i], dev.config)
 		}
 		out = append(out, kd)
 	}
 	return out
 }
 
-// reuse settles what the state already holds for the claim and reports
-// whether the claim is prepared as planned (then its status entries are
-// rewritten where missing). Prepared rows that do not match the preparation are
-// freed, so that the claim is prepared afresh.
-func (d *Driver) reuse(ctx context.Context, log *slog.Logger, p *preparation) (bool, error) {
+// preparedInPlanOrder is the prepared device of each planned device, from
+// rows that match the preparation (sameDevices).
+func preparedInPlanOrder(p *preparation, rows []*statev1.Allocation) []*devicev1.PreparedDevice {
+	byKey := map[string]*statev1.Allocation{}
+	for _, row := range rows {
+		byKey[row.GetPool()+"/"+row.GetDeviceName()] = row
+	}
+	out := make([]*devicev1.PreparedDevice, len(p.devices))
+	for i, dev := range p.devices {
+		row := byKey[dev.key()]
+		out[i] = row.GetPreparedDevice()
+		if row.GetConfig() != nil {
+			p.devices[i].config = row.GetConfig() // the one it was set up with
+		}
+	}
+	return out
+}
+
+// writeSpec writes the claim's CDI spec for its prepared devices (in
+// order) and returns their CDI device IDs by device name.
+func (d *Driver) writeSpec(p *preparation, pds []*devicev1.PreparedDevice) (map[string]string, error) {
+	if d.cdi == nil {
+		return nil, nil
+	}
+	devs := make([]cdispec.Device, len(pds))
+	for i, pd := range pds {
+		devs[i] = cdispec.Device{Request: p.devices[i].request, Name: p.devices[i].device, Prepared: pd}
+	}
+	return d.cdi.Write(string(p.claim.UID), devs)
+}
+
+// reuse settles what the state already holds for the claim and returns
+// its prepared rows when the claim is prepared as planned (then its status
+// entries are rewritten where missing), else nil. Prepared rows that do
+// not match the preparation are freed, so that the claim is prepared afresh.
+func (d *Driver) reuse(ctx context.Context, log *slog.Logger, p *preparation) ([]*statev1.Allocation, error) {
 	rows, err := d.listAllocations(ctx, &statev1.ListAllocationsRequest{ClaimUid: string(p.claim.UID)})
 	if err != nil || len(rows) == 0 {
-		return false, err
+		return nil, err
 	}
 	kept, err := d.settle(ctx, log, p, rows)
 	if err != nil || len(kept) == 0 {
-		return false, err
+		return nil, err
 	}
 	for _, row := range kept {
 		if row.GetPodUid() != p.podUID {
-			return false, fmt.Errorf("%w: device %s is prepared for pod UID %s, not %s of pod %s; the claim must be unprepared first",
+			return nil, fmt.Errorf("%w: device %s is prepared for pod UID %s, not %s of pod %s; the claim must be unprepared first",
 				ErrClaimInUse, row.GetDeviceName(), row.GetPodUid(), p.podUID, p.podName)
 		}
 	}
@@ -83,13 +133,16 @@ func (d *Driver) reuse(ctx context.Context, log *slog.Logger, p *preparation) (b
 		log.Warn("prepared devices differ from the allocation; freeing them and preparing again", "prepared", len(kept))
 		for _, row := range kept {
 			if err := d.releaseNow(ctx, log, row); err != nil {
-				return false, err
+				return nil, err
 			}
 		}
-		return false, nil
+		return nil, nil
 	}
 	log.Debug("claim is prepared already")
-	return true, d.ensureStatus(ctx, p, kept)
+	if err := d.ensureStatus(ctx, p, kept); err != nil {
+		return nil, err
+	}
+	return kept, nil
 }
 
 // settle resolves the claim's rows that a prepare cannot build on and
@@ -177,24 +230,25 @@ func (d *Driver) ensureStatus(ctx context.Context, p *preparation, rows []*state
 	return nil
 }
 
-// prepareFresh records the intents, sets the devices up, writes the claim
-// status and commits; on failure it undoes all of it.
-func (d *Driver) prepareFresh(ctx context.Context, log *slog.Logger, p *preparation) error {
+// prepareFresh records the intents, sets the devices up, writes the CDI
+// spec and the claim status and commits; on failure it undoes all of it.
+// It returns the prepared devices in the preparation's order and their CDI device IDs.
+func (d *Driver) prepareFresh(ctx context.Context, log *slog.Logger, p *preparation) ([]*devicev1.PreparedDevice, map[string]string, error) {
 	inv, err := d.inventory(ctx)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	devs := make([]*devicev1.Device, len(p.devices))
 	for i, dev := range p.devices {
 		if devs[i] = inv[dev.device]; devs[i] == nil {
-			return fmt.Errorf("device %s (request %q): %w", dev.device, dev.request, ErrUnknownDevice)
+			return nil, nil, fmt.Errorf("device %s (request %q): %w", dev.device, dev.request, ErrUnknownDevice)
 		}
 	}
 	if err := checkNamesInClaim(p, devs); err != nil {
-		return err
+		return nil, nil, err
 	}
 	if err := d.begin(ctx, p, devs, inv); err != nil {
-		return err
+		return nil, nil, err
 	}
 	return d.setUp(ctx, log, p, devs)
 }
@@ -288,48 +342,72 @@ func rowDevice(row *statev1.Allocation, inv map[string]*devicev1.Device) *device
 	return inv[row.GetDeviceName()]
 }
 
-// setUp runs Setup for each device, then writes the claim status and
-// commits the intents. Any failure rolls everything back.
-func (d *Driver) setUp(ctx context.Context, log *slog.Logger, p *preparation, devs []*devicev1.Device) error {
+// setUp runs Setup for each device, then writes the CDI spec and the claim
+// status and commits the intents. Any failure rolls everything back. The
+// spec is written before the status: a claim whose status says Ready
+// always has its spec, and one a crash left without a status has its spec
+// swept at recovery (syncSpecs).
+func (d *Driver) setUp(ctx context.Context, log *slog.Logger, p *preparation, devs []*devicev1.Device) ([]*devicev1.PreparedDevice, map[string]string, error) {
 	rb := &rollback{p: p, devs: devs, uncertain: -1}
 	for i, dev := range p.devices {
-		resp, err := d.prov.Setup(ctx, &provisionerv1.SetupRequest{Device: devs[i], Config: dev.config, Pool: dev.pool})
-		if err == nil && resp.GetPreparedDevice() == nil {
-			err = status.Error(codes.Internal, "the provisioner returned no prepared device")
-		}
+		pd, err := d.setUpOne(ctx, p, devs[i], dev)
 		if err != nil {
-			if rpc.OutcomeUnknown(err) {
+			if rpc.OutcomeUnknown(err) && pd == nil {
 				rb.uncertain = i
 			}
-			return d.rollBack(ctx, log, rb, fmt.Errorf("device %s (request %q): %w", dev.device, dev.request, callErr("setup", err)))
+			if pd != nil {
+				rb.prepared = append(rb.prepared, pd)
+			}
+			return nil, nil, d.rollBack(ctx, log, rb, err)
 		}
-		rb.prepared = append(rb.prepared, resp.GetPreparedDevice())
-		// Durable before anything else happens: a crash from here on is
-		// rolled back with Free and this prepared device (Recover).
-		if _, err := d.intents.RecordPrepared(ctx, &statev1.RecordPreparedRequest{ClaimUid: string(p.claim.UID),
-			Allocations: []*statev1.PreparedAllocation{{Key: allocKey(dev.pool, dev.device), PreparedDevice: resp.GetPreparedDevice()}}}); err != nil {
-			return d.rollBack(ctx, log, rb, fmt.Errorf("device %s (request %q): %w", dev.device, dev.request, callErr("recording the prepared device", err)))
-		}
+		rb.prepared = append(rb.prepared, pd)
+	}
+	rb.specWritten = d.cdi != nil
+	ids, err := d.writeSpec(p, rb.prepared)
+	if err != nil {
+		return nil, nil, d.rollBack(ctx, log, rb, err)
 	}
 	entries := make([]resourceapi.AllocatedDeviceStatus, len(p.devices))
 	commit := &statev1.CommitPrepareRequest{ClaimUid: string(p.claim.UID)}
 	for i, dev := range p.devices {
 		e, err := d.readyEntry(p.claim, dev.deviceRef, rb.prepared[i], dev.config)
 		if err != nil {
-			return d.rollBack(ctx, log, rb, err)
+			return nil, nil, d.rollBack(ctx, log, rb, err)
 		}
 		entries[i] = e
 		commit.Allocations = append(commit.Allocations, &statev1.PreparedAllocation{
 			Key: allocKey(dev.pool, dev.device), PreparedDevice: rb.prepared[i]})
 	}
 	if err := d.claims.UpdateDeviceStatus(ctx, p.claim, entries); err != nil {
-		return d.rollBack(ctx, log, rb, fmt.Errorf("writing claim status: %w", err))
+		return nil, nil, d.rollBack(ctx, log, rb, fmt.Errorf("writing claim status: %w", err))
 	}
 	rb.statusWritten = true
 	if _, err := d.intents.CommitPrepare(ctx, commit); err != nil {
-		return d.rollBack(ctx, log, rb, callErr("committing the allocations", err))
+		return nil, nil, d.rollBack(ctx, log, rb, callErr("committing the allocations", err))
 	}
-	return nil
+	return rb.prepared, ids, nil
+}
+
+// setUpOne sets one device up and records its prepared device on its
+// intent. pd is set when Setup succeeded (the recording may have failed);
+// an error whose outcome is unknown with pd nil is a Setup whose reply
+// was lost.
+func (d *Driver) setUpOne(ctx context.Context, p *preparation, dev *devicev1.Device, pl plannedDevice) (*devicev1.PreparedDevice, error) {
+	resp, err := d.prov.Setup(ctx, &provisionerv1.SetupRequest{Device: dev, Config: pl.config, Pool: pl.pool})
+	if err == nil && resp.GetPreparedDevice() == nil {
+		err = status.Error(codes.Internal, "the provisioner returned no prepared device")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("device %s (request %q): %w", pl.device, pl.request, callErr("setup", err))
+	}
+	pd := resp.GetPreparedDevice()
+	// Durable before anything else happens: a crash from here on is
+	// rolled back with Free and this prepared device (Recover).
+	if _, err := d.intents.RecordPrepared(ctx, &statev1.RecordPreparedRequest{ClaimUid: string(p.claim.UID),
+		Allocations: []*statev1.PreparedAllocation{{Key: allocKey(pl.pool, pl.device), PreparedDevice: pd}}}); err != nil {
+		return pd, fmt.Errorf("device %s (request %q): %w", pl.device, pl.request, callErr("recording the prepared device", err))
+	}
+	return pd, nil
 }
 
 func allocKey(pool, device string) *statev1.AllocationKey {

@@ -15,6 +15,7 @@ import (
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+	"github.com/netdra/netdra/services/dra/cdispec"
 )
 
 // Recover reconciles the state service with the cluster after a restart;
@@ -48,8 +49,15 @@ import (
 // is not restored and nothing is done to it: a RecoveryRefused event on
 // the claim says why, and Recover goes on.
 //
+// Then the CDI specs are made to match the prepared claims (syncSpecs).
+//
 // The error joins what could not be done; the rest is done.
 func (d *Driver) Recover(ctx context.Context, claims []*resourceapi.ResourceClaim) error {
+	err := d.recoverAllocations(ctx, claims)
+	return errors.Join(err, d.syncSpecs(ctx))
+}
+
+func (d *Driver) recoverAllocations(ctx context.Context, claims []*resourceapi.ResourceClaim) error {
 	rows, err := d.listAllocations(ctx, &statev1.ListAllocationsRequest{})
 	if err != nil {
 		return err
@@ -258,4 +266,47 @@ func (d *Driver) refuse(c *resourceapi.ResourceClaim, device string, err error) 
 	d.log.Warn("Claim status refused at recovery", "claim", c.Namespace+"/"+c.Name, "claimUID", c.UID, "device", device, "error", err)
 	d.claims.Event(c, corev1.EventTypeWarning, ReasonRecoveryRefused, msg)
 	return nil
+}
+
+// syncSpecs writes the CDI spec of every prepared claim again (a node
+// reboot emptied /var/run/cdi; a spec may be stale) and removes every
+// netdra spec of a claim that is not prepared: one a crash left between
+// writing it and the claim status, or one whose unprepare was missed.
+// A claim with a device still being freed (FREEING_FAILED) or an intent
+// keeps no spec.
+func (d *Driver) syncSpecs(ctx context.Context) error {
+	if d.cdi == nil {
+		return nil
+	}
+	rows, err := d.listAllocations(ctx, &statev1.ListAllocationsRequest{})
+	if err != nil {
+		return err
+	}
+	byClaim := map[string][]cdispec.Device{}
+	unusable := map[string]bool{}
+	for _, row := range rows {
+		switch row.GetPhase() {
+		case statev1.Phase_PHASE_PREPARED, statev1.Phase_PHASE_ATTACHED:
+			byClaim[row.GetClaimUid()] = append(byClaim[row.GetClaimUid()],
+				cdispec.Device{Request: row.GetRequest(), Name: row.GetDeviceName(), Prepared: row.GetPreparedDevice()})
+		default:
+			unusable[row.GetClaimUid()] = true
+		}
+	}
+	var errs []error
+	keep := map[string]bool{}
+	for uid, devs := range byClaim {
+		if unusable[uid] {
+			continue
+		}
+		keep[uid] = true
+		if _, err := d.cdi.Write(uid, devs); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	removed, err := d.cdi.Sweep(keep)
+	if len(removed) > 0 {
+		d.log.Info("removed the CDI specs of claims that are not prepared", "claimUIDs", removed)
+	}
+	return errors.Join(append(errs, err)...)
 }

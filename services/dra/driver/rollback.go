@@ -26,13 +26,14 @@ type rollback struct {
 	prepared []*devicev1.PreparedDevice
 	// uncertain is the device whose Setup reply was lost, or -1.
 	uncertain     int
+	specWritten   bool
 	statusWritten bool
 }
 
 // rollBack undoes a failed prepare and returns cause, with what could not
 // be undone appended. In order: a claim status that was written is marked
 // not Ready (so recovery never restores it); the devices are freed in
-// reverse (the uncertain one with a prepared device guessed from the
+// reverse (the CDI spec removed first; the uncertain one with a prepared device guessed from the
 // inventory, see guessPrepared); the intents are aborted. A device whose
 // Free fails keeps its row, committed with its prepared device and marked
 // FREEING_FAILED, for Run to retry.
@@ -49,6 +50,11 @@ func (d *Driver) rollBack(ctx context.Context, log *slog.Logger, rb *rollback, c
 		}
 		if err := d.claims.UpdateDeviceStatus(ctx, p.claim, entries); err != nil {
 			problems = append(problems, fmt.Sprintf("marking the claim status not ready: %v", err))
+		}
+	}
+	if rb.specWritten {
+		if err := d.cdi.Remove(string(p.claim.UID)); err != nil {
+			problems = append(problems, err.Error())
 		}
 	}
 	failed := d.freeAll(ctx, rb)

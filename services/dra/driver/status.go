@@ -98,6 +98,15 @@ func (d *Driver) readyEntry(claim *resourceapi.ResourceClaim, dev deviceRef, pd 
 	}
 	e := d.entry(claim, dev, metav1.ConditionTrue, reasonPrepared, "")
 	e.Data = &runtime.RawExtension{Raw: data}
+	e.NetworkData = networkData(pd, cfg)
+	return e, nil
+}
+
+// networkData is what the pod will see of a prepared device's network
+// (nil when nothing): the interface name (the config's podIfName, else the
+// kernel name), the hardware address (the config's MAC, else the
+// device's) and the config's addresses.
+func networkData(pd *devicev1.PreparedDevice, cfg *devicev1.DeviceConfig) *resourceapi.NetworkDeviceData {
 	nd := &resourceapi.NetworkDeviceData{
 		InterfaceName:   cfg.GetPodIfName(),
 		IPs:             cfg.GetAddresses(),
@@ -113,9 +122,9 @@ func (d *Driver) readyEntry(claim *resourceapi.ResourceClaim, dev deviceRef, pd 
 		nd.HardwareAddress = pd.GetOriginalLink().GetMacAddress()
 	}
 	if nd.InterfaceName != "" || len(nd.IPs) > 0 || nd.HardwareAddress != "" {
-		e.NetworkData = nd
+		return nd
 	}
-	return e, nil
+	return nil
 }
 
 // rolledBackEntry replaces a Ready entry after its prepare was rolled back:

@@ -14,7 +14,8 @@ import (
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 )
 
-// unprepareClaim releases every allocation of the claim.
+// unprepareClaim releases every allocation of the claim and removes its
+// CDI spec.
 func (d *Driver) unprepareClaim(ctx context.Context, c kubeletplugin.NamespacedObject) error {
 	unlock, err := d.claimLocks.Lock(ctx, string(c.UID))
 	if err != nil {
@@ -38,6 +39,11 @@ func (d *Driver) unprepareClaim(ctx context.Context, c kubeletplugin.NamespacedO
 	}
 	if len(rows) > 0 {
 		log.Info("claim unprepared", "freed", freed, "retrying", len(rows)-freed-len(errs))
+	}
+	// The claim's containers are gone: its CDI spec goes, whether or not
+	// a device is still being freed.
+	if d.cdi != nil {
+		errs = append(errs, d.cdi.Remove(string(c.UID)))
 	}
 	return errors.Join(errs...)
 }

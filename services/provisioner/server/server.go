@@ -23,6 +23,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -347,12 +348,61 @@ func (s *Server) Restore(ctx context.Context, req *provisionerv1.RestoreRequest)
 }
 
 // validateConfig is Setup's check of cfg for dev: the fields every device
-// takes (link.Validate), then the manager's own.
+// takes (link.Validate), vfio only for an SR-IOV VF, then the manager's
+// own.
 func validateConfig(mgr manager.Manager, dev *devicev1.Device, cfg *devicev1.DeviceConfig) error {
 	if err := link.Validate(cfg); err != nil {
 		return fielderr.Prefix("config", err)
 	}
+	if cfg.GetVfio() && dev.GetManager() != devicev1.DeviceManager_DEVICE_MANAGER_SRIOV {
+		return fielderr.New("config.vfio", "device %s is a %s device; only an SR-IOV VF bound to vfio-pci has a vfio device",
+			dev.GetName(), managerName(dev.GetManager()))
+	}
 	return mgr.Validate(dev, cfg)
+}
+
+// managerName is a manager as NodeConfigs name it.
+func managerName(m devicev1.DeviceManager) string {
+	switch m {
+	case devicev1.DeviceManager_DEVICE_MANAGER_SRIOV:
+		return "sr-iov"
+	case devicev1.DeviceManager_DEVICE_MANAGER_DUMMY:
+		return "dummy"
+	case devicev1.DeviceManager_DEVICE_MANAGER_HOST:
+		return "host"
+	}
+	return m.String()
+}
+
+// maxDeviceNodes bounds the device nodes of one prepared device (a vfio
+// VF has two; an RDMA device a few more).
+const maxDeviceNodes = 16
+
+// validateDeviceNodes checks the device nodes dra writes into a CDI spec
+// for the containers: clean absolute host paths, container paths under
+// /dev, each container path once.
+func validateDeviceNodes(field string, nodes []*devicev1.DeviceNode) error {
+	if len(nodes) > maxDeviceNodes {
+		return fielderr.New(field, "%d device nodes; at most %d", len(nodes), maxDeviceNodes)
+	}
+	seen := map[string]bool{}
+	for i, n := range nodes {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		if err := validatePath(f+".hostPath", n.GetHostPath()); err != nil {
+			return err
+		}
+		if err := validatePath(f+".path", n.GetPath()); err != nil {
+			return err
+		}
+		if !strings.HasPrefix(n.GetPath(), "/dev/") {
+			return fielderr.New(f+".path", "%q is not under /dev", n.GetPath())
+		}
+		if seen[n.GetPath()] {
+			return fielderr.New(f+".path", "%q is given twice", n.GetPath())
+		}
+		seen[n.GetPath()] = true
+	}
+	return nil
 }
 
 // validatePrepared checks what Attach, Detach and Free use of a prepared
@@ -381,6 +431,9 @@ func validatePrepared(field string, pd *devicev1.PreparedDevice) error {
 		}
 	}
 	if err := validateVFSnapshot(field+".originalVf", pd.GetOriginalVf()); err != nil {
+		return err
+	}
+	if err := validateDeviceNodes(field+".deviceNodes", pd.GetDeviceNodes()); err != nil {
 		return err
 	}
 	for i, p := range pd.GetDetachedEbpfPrograms() {

@@ -455,6 +455,22 @@ func TestBadInput(t *testing.T) {
 			_, err := h.client.Restore(ctx, &provisionerv1.RestoreRequest{Data: []byte(`{"device":{"name":"eth1","manager":"DEVICE_MANAGER_HOST","kernelIfName":"eth1"},"originalLink":{"name":"eth1","macAddress":"nope"}}`)})
 			return err
 		}, codes.InvalidArgument, "data.originalLink.macAddress"},
+		{"setup asking vfio of a dummy", func() error {
+			_, err := h.client.Setup(ctx, &provisionerv1.SetupRequest{Device: dev, Config: &devicev1.DeviceConfig{Vfio: new(true)}})
+			return err
+		}, codes.InvalidArgument, "config.vfio"},
+		{"restore with a device node outside /dev", func() error {
+			_, err := h.client.Restore(ctx, &provisionerv1.RestoreRequest{Data: []byte(`{"device":{"name":"vf","manager":"DEVICE_MANAGER_SRIOV"},"deviceNodes":[{"hostPath":"/dev/vfio/1","path":"/etc/passwd"}]}`)})
+			return err
+		}, codes.InvalidArgument, "data.deviceNodes[0].path"},
+		{"restore with a relative device node", func() error {
+			_, err := h.client.Restore(ctx, &provisionerv1.RestoreRequest{Data: []byte(`{"device":{"name":"vf","manager":"DEVICE_MANAGER_SRIOV"},"deviceNodes":[{"hostPath":"dev/vfio/1","path":"/dev/vfio/1"}]}`)})
+			return err
+		}, codes.InvalidArgument, "data.deviceNodes[0].hostPath"},
+		{"restore with a device node twice", func() error {
+			_, err := h.client.Restore(ctx, &provisionerv1.RestoreRequest{Data: []byte(`{"device":{"name":"vf","manager":"DEVICE_MANAGER_SRIOV"},"deviceNodes":[{"hostPath":"/dev/vfio/1","path":"/dev/vfio/1"},{"hostPath":"/dev/vfio/2","path":"/dev/vfio/1"}]}`)})
+			return err
+		}, codes.InvalidArgument, "data.deviceNodes[1].path"},
 		{"restore without a manager", func() error {
 			_, err := h.client.Restore(ctx, &provisionerv1.RestoreRequest{Data: []byte(`{"device":{"name":"d"}}`)})
 			return err

@@ -22,4 +22,8 @@ var (
 	// ErrVFNotFound means the PF reports no VF with the device's index
 	// (the VFs were removed or re-created with a smaller count).
 	ErrVFNotFound = errors.New("VF not found on its PF")
+
+	// ErrNoIOMMUGroup means a VF bound to vfio-pci has no IOMMU group in
+	// sysfs, so there is no vfio device node to give the pod.
+	ErrNoIOMMUGroup = errors.New("no IOMMU group")
 )

@@ -40,6 +40,7 @@ type Manager struct {
 	cfg       *provisionerv1.SriovConfig
 	pfs       map[string]bool // the configured PFs; empty publishes all
 	resync    time.Duration
+	devRoot   string
 	links     pfLinks
 	subscribe subscribeFunc
 }
@@ -55,6 +56,17 @@ func WithResync(d time.Duration) Option {
 	return func(m *Manager) {
 		if d > 0 {
 			m.resync = d
+		}
+	}
+}
+
+// WithDevRoot sets where the host's device nodes are (DefaultDevRoot):
+// the host paths of a vfio VF's device nodes are under it. Empty keeps
+// the default.
+func WithDevRoot(dir string) Option {
+	return func(m *Manager) {
+		if dir != "" {
+			m.devRoot = dir
 		}
 	}
 }
@@ -77,12 +89,13 @@ func New(log *slog.Logger, sysfsRoot string, cfg *provisionerv1.SriovConfig, opt
 		log = slog.New(slog.DiscardHandler)
 	}
 	m := &Manager{
-		log:    log,
-		root:   sysfsRoot,
-		cfg:    proto.CloneOf(cfg),
-		pfs:    map[string]bool{},
-		resync: DefaultResync,
-		links:  netlinkLinks{},
+		log:     log,
+		root:    sysfsRoot,
+		cfg:     proto.CloneOf(cfg),
+		pfs:     map[string]bool{},
+		resync:  DefaultResync,
+		devRoot: DefaultDevRoot,
+		links:   netlinkLinks{},
 	}
 	for _, iface := range cfg.GetIfaces() {
 		m.pfs[iface.GetIfName()] = true
@@ -217,10 +230,13 @@ func (e *events) drain() {
 // kernel netdev, that link's identity) and applies the VF settings cfg sets,
 // in this order: VLAN with QoS and protocol, MAC, spoof check, trust, link
 // state, tx rates. Fields cfg leaves unset are not touched, nor are settings
-// that already have the asked value. cfg is validated first (a
-// *fielderr.Error). On any error every setting already changed is put back
-// before Setup returns. The prepared device's original_vf is what Free
-// restores.
+// that already have the asked value; when cfg sets none, the PF is not
+// asked at all and the prepared device has no original_vf (Free has
+// nothing to restore). cfg is validated first (a *fielderr.Error). On any
+// error every setting already changed is put back before Setup returns.
+// The prepared device's original_vf is what Free restores; a VF bound to
+// vfio-pci gets the device nodes of its IOMMU group (device_nodes), read
+// from sysfs before anything changes.
 func (m *Manager) Setup(ctx context.Context, dev *devicev1.Device, cfg *devicev1.DeviceConfig, _ string) (*devicev1.PreparedDevice, error) {
 	if err := m.Validate(dev, cfg); err != nil {
 		return nil, err
@@ -228,18 +244,26 @@ func (m *Manager) Setup(ctx context.Context, dev *devicev1.Device, cfg *devicev1
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	nodes, err := m.deviceNodes(dev)
+	if err != nil {
+		return nil, err
+	}
+	pd := &devicev1.PreparedDevice{Device: proto.CloneOf(dev), DeviceNodes: nodes}
+	if name := dev.GetKernelIfName(); name != "" {
+		if pd.OriginalLink, err = m.links.Link(name); err != nil {
+			return nil, fmt.Errorf("device %s: %w", dev.GetName(), err)
+		}
+	}
+	if !asksVF(cfg) {
+		return pd, nil
+	}
 	pf, vf, _ := vfOf(dev)
 	log := m.log.With("device", dev.GetName(), "pf", pf, "vf", vf)
 	cur, err := m.links.VF(pf, vf)
 	if err != nil {
 		return nil, fmt.Errorf("device %s: %w", dev.GetName(), err)
 	}
-	pd := &devicev1.PreparedDevice{Device: proto.CloneOf(dev), OriginalVf: snapshotOf(cur)}
-	if name := dev.GetKernelIfName(); name != "" {
-		if pd.OriginalLink, err = m.links.Link(name); err != nil {
-			return nil, fmt.Errorf("device %s: %w", dev.GetName(), err)
-		}
-	}
+	pd.OriginalVf = snapshotOf(cur)
 	steps, want, err := plan(cur, cfg)
 	if err != nil {
 		return nil, err
@@ -249,6 +273,16 @@ func (m *Manager) Setup(ctx context.Context, dev *devicev1.Device, cfg *devicev1
 	}
 	log.Debug("VF set up", "settings", len(steps))
 	return pd, nil
+}
+
+// asksVF reports whether cfg sets any VF setting on the PF.
+func asksVF(cfg *devicev1.DeviceConfig) bool {
+	if cfg == nil {
+		return false
+	}
+	return cfg.Vlan != nil || cfg.VlanQos != nil || cfg.GetVlanProto() != devicev1.VlanProto_VLAN_PROTO_UNSPECIFIED ||
+		cfg.GetMacAddress() != "" || cfg.SpoofChk != nil || cfg.Trust != nil ||
+		cfg.GetLinkState() != devicev1.VfLinkState_VF_LINK_STATE_UNSPECIFIED || cfg.MinTxRate != nil || cfg.MaxTxRate != nil
 }
 
 // Free puts back every VF setting that differs from pd's original_vf

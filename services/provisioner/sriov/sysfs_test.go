@@ -97,6 +97,10 @@ type pciDev struct {
 	physfn           string
 	virtfns          []string
 	totalVFs, numVFs string
+	// The IOMMU group ("" = none) and whether vfio made it up in its
+	// no-IOMMU mode.
+	iommuGroup string
+	noiommu    bool
 }
 
 // nodes is d as sysfs shows it: the device directory under devices/, its
@@ -130,6 +134,13 @@ func (d pciDev) nodes() []node {
 	}
 	for i, vf := range d.virtfns {
 		ns = append(ns, node{path: dir + "/virtfn" + strconv.Itoa(i), target: "devices/" + d.parent + "/" + vf})
+	}
+	if g := d.iommuGroup; g != "" {
+		ns = append(ns, node{path: "kernel/iommu_groups/" + g + "/devices"},
+			node{path: dir + "/iommu_group", target: "kernel/iommu_groups/" + g})
+		if d.noiommu {
+			ns = append(ns, node{path: "kernel/iommu_groups/" + g + "/name", file: "vfio-noiommu"})
+		}
 	}
 	if d.totalVFs != "" {
 		ns = append(ns,
@@ -166,7 +177,7 @@ var (
 		vendor: "0x15b3", device: "0x1018", driver: "mlx5_core", numa: "1",
 		netdev: "ens2f0v0", mac: "02:00:00:5e:00:02", mtu: "1500", physfn: "0000:5e:00.0"}
 	mlxVF1vfio = pciDev{addr: "0000:5e:00.3", parent: "pci0000:5d/0000:5d:00.0", class: "0x020000",
-		vendor: "0x15b3", device: "0x1018", driver: "vfio-pci", numa: "1", physfn: "0000:5e:00.0"}
+		vendor: "0x15b3", device: "0x1018", driver: "vfio-pci", numa: "1", physfn: "0000:5e:00.0", iommuGroup: "41"}
 	mlxVF2unbound = pciDev{addr: "0000:5e:00.4", parent: "pci0000:5d/0000:5d:00.0", class: "0x020000",
 		vendor: "0x15b3", device: "0x1018", numa: "-1", physfn: "0000:5e:00.0"}
 	emptyPF = pciDev{addr: "0000:04:00.0", parent: "pci0000:00/0000:00:03.0", class: "0x020000",

@@ -21,13 +21,17 @@ const (
 // 48-bit address; linkState auto, enable or disable; minTxRate no more than
 // a non-zero maxTxRate; mtu no more than the PF's; and for a VF with no
 // kernel netdev (vfio-bound, DPDK) nothing that only a netdev can take
-// (mtu, addresses, routes, ipPools). dev must be a VF (ErrNotVF).
+// (mtu, addresses, routes, ipPools); vfio true only for a VF bound to
+// vfio-pci, false only for one that is not. dev must be a VF (ErrNotVF).
 func validate(sysfsRoot string, dev *devicev1.Device, cfg *devicev1.DeviceConfig) error {
 	if _, _, err := vfOf(dev); err != nil {
 		return err
 	}
 	if cfg == nil {
 		return nil
+	}
+	if err := validateVfio(dev, cfg); err != nil {
+		return err
 	}
 	if err := validateVlan(cfg); err != nil {
 		return err

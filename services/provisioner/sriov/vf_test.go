@@ -25,6 +25,7 @@ type fakeLinks struct {
 	links map[string]*devicev1.LinkSnapshot
 	fail  map[setting]error
 	calls []string
+	reads []string // the PFs VF was asked about
 }
 
 var _ pfLinks = (*fakeLinks)(nil)
@@ -32,6 +33,7 @@ var _ pfLinks = (*fakeLinks)(nil)
 func (f *fakeLinks) VF(pf string, vf int) (vfState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.reads = append(f.reads, pf)
 	vfs, ok := f.vfs[pf]
 	switch {
 	case !ok:
@@ -140,7 +142,9 @@ func allSettings() *devicev1.DeviceConfig {
 }
 
 func TestManager_Setup(t *testing.T) {
-	root := fixtureTree(t)
+	// vfio (0000:03:02.1 bound to vfio-pci) is in IOMMU group 7.
+	root := fixtureTree(t, node{path: "kernel/iommu_groups/7/devices"},
+		node{path: "devices/pci0000:00/0000:00:02.0/0000:03:02.1/iommu_group", target: "kernel/iommu_groups/7"})
 	origLink := &devicev1.LinkSnapshot{Name: "ens1f0v1", MacAddress: "02:00:00:03:02:01", Mtu: 1500, Up: true}
 	for _, tc := range []struct {
 		name      string
@@ -150,6 +154,7 @@ func TestManager_Setup(t *testing.T) {
 		wantCalls []string
 		wantVF    vfState // VF 1's state after Setup
 		wantLink  *devicev1.LinkSnapshot
+		wantNodes []*devicev1.DeviceNode
 	}{
 		{name: "nil config changes nothing", dev: vf1,
 			wantVF: fresh, wantLink: origLink},
@@ -185,7 +190,11 @@ func TestManager_Setup(t *testing.T) {
 			wantLink:  origLink},
 		{name: "a vfio-bound VF gets the settings only", dev: vfio, cfg: &devicev1.DeviceConfig{MacAddress: "02:aa:bb:cc:dd:ee"},
 			wantCalls: []string{"ens1f0/1 mac 02:aa:bb:cc:dd:ee"},
-			wantVF:    func() vfState { s := fresh; s.MAC = net.HardwareAddr{0x02, 0xaa, 0xbb, 0xcc, 0xdd, 0xee}; return s }()},
+			wantVF:    func() vfState { s := fresh; s.MAC = net.HardwareAddr{0x02, 0xaa, 0xbb, 0xcc, 0xdd, 0xee}; return s }(),
+			wantNodes: []*devicev1.DeviceNode{{HostPath: "/dev/vfio/7", Path: "/dev/vfio/7"}, {HostPath: "/dev/vfio/vfio", Path: "/dev/vfio/vfio"}}},
+		{name: "a vfio-bound VF with no setting: its device nodes, the PF untouched", dev: vfio, cfg: &devicev1.DeviceConfig{Vfio: new(true)},
+			wantVF:    fresh,
+			wantNodes: []*devicev1.DeviceNode{{HostPath: "/dev/vfio/7", Path: "/dev/vfio/7"}, {HostPath: "/dev/vfio/vfio", Path: "/dev/vfio/vfio"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			links := newFake()
@@ -208,7 +217,12 @@ func TestManager_Setup(t *testing.T) {
 			if diff := cmp.Diff(fresh, links.vfs["ens1f0"][0]); diff != "" {
 				t.Errorf("VF 0 changed (-want +got):\n%s", diff)
 			}
-			want := &devicev1.PreparedDevice{Device: tc.dev, OriginalVf: snapshotOf(before), OriginalLink: tc.wantLink}
+			want := &devicev1.PreparedDevice{Device: tc.dev, OriginalLink: tc.wantLink, DeviceNodes: tc.wantNodes}
+			if asksVF(tc.cfg) {
+				want.OriginalVf = snapshotOf(before)
+			} else if len(links.reads) > 0 {
+				t.Errorf("a config with no VF setting read the PF: %q", links.reads)
+			}
 			if diff := cmp.Diff(want, pd, protocmp.Transform()); diff != "" {
 				t.Errorf("prepared device (-want +got):\n%s", diff)
 			}

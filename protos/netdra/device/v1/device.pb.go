@@ -561,7 +561,12 @@ type DeviceConfig struct {
 	Addresses []string `protobuf:"bytes,12,rep,name=addresses,proto3" json:"addresses,omitempty"`
 	Routes    []*Route `protobuf:"bytes,13,rep,name=routes,proto3" json:"routes,omitempty"`
 	// Node-local address pools to take an address from.
-	IpPools       []string `protobuf:"bytes,14,rep,name=ip_pools,json=ipPools,proto3" json:"ip_pools,omitempty"`
+	IpPools []string `protobuf:"bytes,14,rep,name=ip_pools,json=ipPools,proto3" json:"ip_pools,omitempty"`
+	// What the pod expects of the device: true, a VF bound to vfio-pci
+	// (DPDK: its /dev/vfio device nodes, no netdev); false, a device with a
+	// netdev. Absent: whatever the device is. A device that is not what the
+	// claim asks is refused before anything changes.
+	Vfio          *bool `protobuf:"varint,15,opt,name=vfio,proto3,oneof" json:"vfio,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -692,6 +697,13 @@ func (x *DeviceConfig) GetIpPools() []string {
 		return x.IpPools
 	}
 	return nil
+}
+
+func (x *DeviceConfig) GetVfio() bool {
+	if x != nil && x.Vfio != nil {
+		return *x.Vfio
+	}
+	return false
 }
 
 // LinkSnapshot is a link's identity as the host had it, restored at Detach.
@@ -890,8 +902,13 @@ type PreparedDevice struct {
 	// so that they do not travel into the pod; Free reattaches them (host
 	// manager; empty when the pool keeps them, keepEbpfPrograms).
 	DetachedEbpfPrograms []*EbpfProgram `protobuf:"bytes,5,rep,name=detached_ebpf_programs,json=detachedEbpfPrograms,proto3" json:"detached_ebpf_programs,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// The character devices of the host the pod's containers need to use the
+	// device (a vfio-bound VF's /dev/vfio/<group> and /dev/vfio/vfio; an
+	// RDMA device's uverbs and rdma_cm later): dra gives them to the
+	// containers through CDI.
+	DeviceNodes   []*DeviceNode `protobuf:"bytes,6,rep,name=device_nodes,json=deviceNodes,proto3" json:"device_nodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PreparedDevice) Reset() {
@@ -959,6 +976,69 @@ func (x *PreparedDevice) GetDetachedEbpfPrograms() []*EbpfProgram {
 	return nil
 }
 
+func (x *PreparedDevice) GetDeviceNodes() []*DeviceNode {
+	if x != nil {
+		return x.DeviceNodes
+	}
+	return nil
+}
+
+// DeviceNode is a character device of the host that a pod's containers get.
+type DeviceNode struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Its path on the host: under the provisioner's -dev-root (/dev), as the
+	// container runtime opens it (/dev/vfio/12).
+	HostPath string `protobuf:"bytes,1,opt,name=host_path,json=hostPath,proto3" json:"host_path,omitempty"`
+	// Its path inside the containers, under /dev (/dev/vfio/12).
+	Path          string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeviceNode) Reset() {
+	*x = DeviceNode{}
+	mi := &file_netdra_device_v1_device_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceNode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceNode) ProtoMessage() {}
+
+func (x *DeviceNode) ProtoReflect() protoreflect.Message {
+	mi := &file_netdra_device_v1_device_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceNode.ProtoReflect.Descriptor instead.
+func (*DeviceNode) Descriptor() ([]byte, []int) {
+	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *DeviceNode) GetHostPath() string {
+	if x != nil {
+		return x.HostPath
+	}
+	return ""
+}
+
+func (x *DeviceNode) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
 // EbpfProgram is an eBPF program found on a host interface.
 type EbpfProgram struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
@@ -984,7 +1064,7 @@ type EbpfProgram struct {
 
 func (x *EbpfProgram) Reset() {
 	*x = EbpfProgram{}
-	mi := &file_netdra_device_v1_device_proto_msgTypes[6]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -996,7 +1076,7 @@ func (x *EbpfProgram) String() string {
 func (*EbpfProgram) ProtoMessage() {}
 
 func (x *EbpfProgram) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_device_v1_device_proto_msgTypes[6]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1009,7 +1089,7 @@ func (x *EbpfProgram) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EbpfProgram.ProtoReflect.Descriptor instead.
 func (*EbpfProgram) Descriptor() ([]byte, []int) {
-	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{6}
+	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *EbpfProgram) GetAttachPoint() EbpfAttachPoint {
@@ -1110,7 +1190,7 @@ const file_netdra_device_v1_device_proto_rawDesc = "" +
 	"_numa_node\"C\n" +
 	"\x05Route\x12 \n" +
 	"\vdestination\x18\x01 \x01(\tR\vdestination\x12\x18\n" +
-	"\agateway\x18\x02 \x01(\tR\agateway\"\xd3\x04\n" +
+	"\agateway\x18\x02 \x01(\tR\agateway\"\xf5\x04\n" +
 	"\fDeviceConfig\x12\x1e\n" +
 	"\vpod_if_name\x18\x01 \x01(\tR\tpodIfName\x12\x17\n" +
 	"\x04vlan\x18\x02 \x01(\rH\x00R\x04vlan\x88\x01\x01\x12\x1e\n" +
@@ -1129,14 +1209,16 @@ const file_netdra_device_v1_device_proto_rawDesc = "" +
 	"\x03mtu\x18\v \x01(\rR\x03mtu\x12\x1c\n" +
 	"\taddresses\x18\f \x03(\tR\taddresses\x12/\n" +
 	"\x06routes\x18\r \x03(\v2\x17.netdra.device.v1.RouteR\x06routes\x12\x19\n" +
-	"\bip_pools\x18\x0e \x03(\tR\aipPoolsB\a\n" +
+	"\bip_pools\x18\x0e \x03(\tR\aipPools\x12\x17\n" +
+	"\x04vfio\x18\x0f \x01(\bH\x06R\x04vfio\x88\x01\x01B\a\n" +
 	"\x05_vlanB\v\n" +
 	"\t_vlan_qosB\f\n" +
 	"\n" +
 	"_spoof_chkB\b\n" +
 	"\x06_trustB\x0e\n" +
 	"\f_min_tx_rateB\x0e\n" +
-	"\f_max_tx_rate\"e\n" +
+	"\f_max_tx_rateB\a\n" +
+	"\x05_vfio\"e\n" +
 	"\fLinkSnapshot\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
 	"\vmac_address\x18\x02 \x01(\tR\n" +
@@ -1156,14 +1238,19 @@ const file_netdra_device_v1_device_proto_rawDesc = "" +
 	"\n" +
 	"link_state\x18\a \x01(\x0e2\x1d.netdra.device.v1.VfLinkStateR\tlinkState\x12\x1e\n" +
 	"\vmin_tx_rate\x18\b \x01(\rR\tminTxRate\x12\x1e\n" +
-	"\vmax_tx_rate\x18\t \x01(\rR\tmaxTxRate\"\xbe\x02\n" +
+	"\vmax_tx_rate\x18\t \x01(\rR\tmaxTxRate\"\xff\x02\n" +
 	"\x0ePreparedDevice\x120\n" +
 	"\x06device\x18\x01 \x01(\v2\x18.netdra.device.v1.DeviceR\x06device\x12C\n" +
 	"\roriginal_link\x18\x02 \x01(\v2\x1e.netdra.device.v1.LinkSnapshotR\foriginalLink\x12=\n" +
 	"\voriginal_vf\x18\x03 \x01(\v2\x1c.netdra.device.v1.VfSnapshotR\n" +
 	"originalVf\x12!\n" +
 	"\flink_created\x18\x04 \x01(\bR\vlinkCreated\x12S\n" +
-	"\x16detached_ebpf_programs\x18\x05 \x03(\v2\x1d.netdra.device.v1.EbpfProgramR\x14detachedEbpfPrograms\"\xbe\x02\n" +
+	"\x16detached_ebpf_programs\x18\x05 \x03(\v2\x1d.netdra.device.v1.EbpfProgramR\x14detachedEbpfPrograms\x12?\n" +
+	"\fdevice_nodes\x18\x06 \x03(\v2\x1c.netdra.device.v1.DeviceNodeR\vdeviceNodes\"=\n" +
+	"\n" +
+	"DeviceNode\x12\x1b\n" +
+	"\thost_path\x18\x01 \x01(\tR\bhostPath\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\"\xbe\x02\n" +
 	"\vEbpfProgram\x12D\n" +
 	"\fattach_point\x18\x01 \x01(\x0e2!.netdra.device.v1.EbpfAttachPointR\vattachPoint\x12\x1d\n" +
 	"\n" +
@@ -1218,7 +1305,7 @@ func file_netdra_device_v1_device_proto_rawDescGZIP() []byte {
 }
 
 var file_netdra_device_v1_device_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_netdra_device_v1_device_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_netdra_device_v1_device_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_netdra_device_v1_device_proto_goTypes = []any{
 	(DeviceManager)(0),     // 0: netdra.device.v1.DeviceManager
 	(VlanProto)(0),         // 1: netdra.device.v1.VlanProto
@@ -1231,12 +1318,13 @@ var file_netdra_device_v1_device_proto_goTypes = []any{
 	(*LinkSnapshot)(nil),   // 8: netdra.device.v1.LinkSnapshot
 	(*VfSnapshot)(nil),     // 9: netdra.device.v1.VfSnapshot
 	(*PreparedDevice)(nil), // 10: netdra.device.v1.PreparedDevice
-	(*EbpfProgram)(nil),    // 11: netdra.device.v1.EbpfProgram
-	nil,                    // 12: netdra.device.v1.Device.AttributesEntry
+	(*DeviceNode)(nil),     // 11: netdra.device.v1.DeviceNode
+	(*EbpfProgram)(nil),    // 12: netdra.device.v1.EbpfProgram
+	nil,                    // 13: netdra.device.v1.Device.AttributesEntry
 }
 var file_netdra_device_v1_device_proto_depIdxs = []int32{
 	0,  // 0: netdra.device.v1.Device.manager:type_name -> netdra.device.v1.DeviceManager
-	12, // 1: netdra.device.v1.Device.attributes:type_name -> netdra.device.v1.Device.AttributesEntry
+	13, // 1: netdra.device.v1.Device.attributes:type_name -> netdra.device.v1.Device.AttributesEntry
 	3,  // 2: netdra.device.v1.Device.link_state:type_name -> netdra.device.v1.LinkState
 	1,  // 3: netdra.device.v1.DeviceConfig.vlan_proto:type_name -> netdra.device.v1.VlanProto
 	2,  // 4: netdra.device.v1.DeviceConfig.link_state:type_name -> netdra.device.v1.VfLinkState
@@ -1246,13 +1334,14 @@ var file_netdra_device_v1_device_proto_depIdxs = []int32{
 	5,  // 8: netdra.device.v1.PreparedDevice.device:type_name -> netdra.device.v1.Device
 	8,  // 9: netdra.device.v1.PreparedDevice.original_link:type_name -> netdra.device.v1.LinkSnapshot
 	9,  // 10: netdra.device.v1.PreparedDevice.original_vf:type_name -> netdra.device.v1.VfSnapshot
-	11, // 11: netdra.device.v1.PreparedDevice.detached_ebpf_programs:type_name -> netdra.device.v1.EbpfProgram
-	4,  // 12: netdra.device.v1.EbpfProgram.attach_point:type_name -> netdra.device.v1.EbpfAttachPoint
-	13, // [13:13] is the sub-list for method output_type
-	13, // [13:13] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	12, // 11: netdra.device.v1.PreparedDevice.detached_ebpf_programs:type_name -> netdra.device.v1.EbpfProgram
+	11, // 12: netdra.device.v1.PreparedDevice.device_nodes:type_name -> netdra.device.v1.DeviceNode
+	4,  // 13: netdra.device.v1.EbpfProgram.attach_point:type_name -> netdra.device.v1.EbpfAttachPoint
+	14, // [14:14] is the sub-list for method output_type
+	14, // [14:14] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_netdra_device_v1_device_proto_init() }
@@ -1268,7 +1357,7 @@ func file_netdra_device_v1_device_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_netdra_device_v1_device_proto_rawDesc), len(file_netdra_device_v1_device_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   8,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -75,7 +75,7 @@ func startNetdra(b testing.TB, provArgs ...string) *netdraNode {
 	socks := append(quiet, "-state-socket", nn.state.Socket, "-provisioner-socket", nn.prov.Socket, "-metrics-address", "")
 	nn.nriP = nodetest.Start(b, "nri", nn.dir, "", append(socks, "-nri-socket", n.NRISocket())...)
 	nn.dra = nodetest.Start(b, "dra", nn.dir, "", append(socks, "-node-name", n.Name(), "-kubeconfig", cp.Kubeconfig(),
-		"-plugin-dir", nn.dir+"/plugins", "-registrar-dir", n.RegistryDir())...)
+		"-plugin-dir", nn.dir+"/plugins", "-registrar-dir", n.RegistryDir(), "-cdi-dir", n.CDIDir())...)
 	var err error
 	if nn.dyn, err = dynamic.NewForConfig(cp.RESTConfig()); err != nil {
 		b.Fatal(err)

@@ -23,6 +23,7 @@ var hostPathOwners = []struct {
 	containers []string
 }{
 	{"/var/lib/kubelet/", []string{"dra"}},
+	{"/var/run/cdi", []string{"dra"}},
 	{"/var/run/nri", []string{"nri"}},
 	{"/run/nri", []string{"nri"}},
 	{"/sys", []string{"provisioner"}},

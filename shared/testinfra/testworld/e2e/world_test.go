@@ -58,6 +58,12 @@ type netdraNode struct {
 
 func startNetdra(t *testing.T, devices ...string) *netdraNode {
 	t.Helper()
+	return startNetdraWith(t, nil, devices...)
+}
+
+// startNetdraWith is startNetdra with more flags for the provisioner.
+func startNetdraWith(t *testing.T, provArgs []string, devices ...string) *netdraNode {
+	t.Helper()
 	testenv.RequireRoot(t, "creates network namespaces and moves links between them")
 	cp := worldtest.ControlPlane(t)
 	installCRDs(t, cp)
@@ -68,11 +74,11 @@ func startNetdra(t *testing.T, devices ...string) *netdraNode {
 			"mtu", "1500", "type", "veth", "peer", "name", "p-"+d)
 	}
 	nn.state = nodetest.Start(t, "state", nn.dir, "", "-db", nn.dir+"/state.db")
-	nn.prov = nodetest.Start(t, "provisioner", nn.dir, nn.hostNS)
+	nn.prov = nodetest.Start(t, "provisioner", nn.dir, nn.hostNS, provArgs...)
 	socks := []string{"-state-socket", nn.state.Socket, "-provisioner-socket", nn.prov.Socket, "-metrics-address", ""}
 	nn.nriP = nodetest.Start(t, "nri", nn.dir, "", append(socks, "-nri-socket", n.NRISocket())...)
 	nn.dra = nodetest.Start(t, "dra", nn.dir, "", append(socks, "-node-name", n.Name(), "-kubeconfig", cp.Kubeconfig(),
-		"-plugin-dir", nn.dir+"/plugins", "-registrar-dir", n.RegistryDir(), "-publish-debounce", "50ms")...)
+		"-plugin-dir", nn.dir+"/plugins", "-registrar-dir", n.RegistryDir(), "-cdi-dir", n.CDIDir(), "-publish-debounce", "50ms")...)
 	// Registered last, run first: the pods go through the real teardown
 	// (StopPodSandbox to nri, NodeUnprepareResources to dra) while netdra
 	// still runs, and every device comes back before the processes stop.

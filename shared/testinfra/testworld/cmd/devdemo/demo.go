@@ -316,7 +316,7 @@ func (d *demo) nodeArgs(name string) []string {
 	case "dra":
 		return append(peers, "-node-name", d.env["TESTWORLD_NODE"], "-kubeconfig", d.env["KUBECONFIG"],
 			"-plugin-dir", d.env["TESTWORLD_PLUGINS"], "-registrar-dir", d.env["TESTWORLD_PLUGINS_REGISTRY"],
-			"-metrics-address", d.c.draMetrics)
+			"-cdi-dir", filepath.Join(d.env["TESTWORLD_NODE_DIR"], "cdi"), "-metrics-address", d.c.draMetrics)
 	}
 	return nil
 }

@@ -5,6 +5,10 @@
 // to a comma-separated list of addresses it also sends ICMP echo requests
 // to each and prints "ping ADDR ok" or "ping ADDR failed: ...". It exits on
 // SIGTERM. Tests read its output from the kubelet's container log.
+// "testapp devices", run in the container (exec), prints what the
+// container got through CDI: each device node under /dev/vfio (kind and
+// major:minor), each PCIDEVICE_* variable, and the device metadata files
+// under /var/run/kubernetes.io/dra-device-attributes.
 //
 // Each dump starts with a line "testapp dump N netns=net:[INODE]" and ends
 // with "testapp end N", so a reader can take the last complete one.
@@ -14,9 +18,11 @@ import (
 	"bufio"
 	"encoding/hex"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,11 +31,16 @@ import (
 	"golang.org/x/net/icmp"
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
+	"golang.org/x/sys/unix"
 )
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "ping" {
 		os.Exit(pingAll(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "devices" {
+		printDevices()
+		return
 	}
 	interval := 30 * time.Second
 	if d, err := time.ParseDuration(os.Getenv("DUMP_INTERVAL")); err == nil && d > 0 {
@@ -190,4 +201,35 @@ func ping(addr string) error {
 			return nil
 		}
 	}
+}
+
+// printDevices prints the container's vfio device nodes, PCIDEVICE_*
+// variables and device metadata files, one a line.
+func printDevices() {
+	entries, _ := os.ReadDir("/dev/vfio")
+	for _, e := range entries {
+		var st syscall.Stat_t
+		p := "/dev/vfio/" + e.Name()
+		if err := syscall.Stat(p, &st); err != nil {
+			fmt.Printf("node %s: %v\n", p, err)
+			continue
+		}
+		kind := "other"
+		if st.Mode&syscall.S_IFMT == syscall.S_IFCHR {
+			kind = "char"
+		}
+		fmt.Printf("node %s %s %d:%d\n", p, kind, unix.Major(st.Rdev), unix.Minor(st.Rdev))
+	}
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "PCIDEVICE_") {
+			fmt.Printf("env %s\n", kv)
+		}
+	}
+	_ = filepath.WalkDir("/var/run/kubernetes.io/dra-device-attributes", func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			data, _ := os.ReadFile(p)
+			fmt.Printf("metadata %s %s\n", p, strings.Join(strings.Fields(string(data)), " "))
+		}
+		return nil
+	})
 }
