@@ -72,61 +72,20 @@ func Parse(s Spec) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	subnet := p.Subnet
 	if p.Start.Compare(p.End) > 0 {
 		return nil, fielderr.New("rangeEnd", "%s is before rangeStart %s", p.End, p.Start)
 	}
 	if err := p.checkUnicast(s); err != nil {
 		return nil, err
 	}
-	if s.Gateway != "" {
-		if p.Gateway, err = inSubnet("gateway", s.Gateway, subnet, netip.Addr{}); err != nil {
-			return nil, err
-		}
-		if !Unicast(p.Gateway) {
-			return nil, fielderr.New("gateway", "%s is not a unicast address", p.Gateway)
-		}
-		if p.Contains(p.Gateway) && (s.RangeStart != "" || s.RangeEnd != "") {
-			return nil, fielderr.New("gateway", "%s is inside the range %s-%s; the gateway is never handed out, put it outside the range", p.Gateway, p.Start, p.End)
-		}
+	if err := p.parseGateway(s); err != nil {
+		return nil, err
 	}
-	if len(s.Routes) > MaxRoutes {
-		return nil, fielderr.New("routes", "%d routes, more than %d", len(s.Routes), MaxRoutes)
+	if err := p.parseRoutes(s.Routes); err != nil {
+		return nil, err
 	}
-	for i, r := range s.Routes {
-		f := fmt.Sprintf("routes[%d]", i)
-		dst, err := netip.ParsePrefix(r.Destination)
-		if err != nil {
-			return nil, fielderr.New(f+".destination", "%q is not a CIDR: %v", r.Destination, err)
-		}
-		if dst.Addr().Is4() != subnet.Addr().Is4() || dst.Addr().Is4In6() {
-			return nil, fielderr.New(f+".destination", "%s is not of the subnet's IP family", dst)
-		}
-		route := Route{Destination: dst.Masked(), Gateway: p.Gateway}
-		if r.Gateway != "" {
-			gw, err := netip.ParseAddr(r.Gateway)
-			if err != nil {
-				return nil, fielderr.New(f+".gateway", "%q is not an IP address", r.Gateway)
-			}
-			if gw.Is4() != subnet.Addr().Is4() {
-				return nil, fielderr.New(f+".gateway", "%s is not of the subnet's IP family", gw)
-			}
-			if !Unicast(gw) {
-				return nil, fielderr.New(f+".gateway", "%q is not a unicast address", r.Gateway)
-			}
-			route.Gateway = gw
-		}
-		p.Routes = append(p.Routes, route)
-	}
-	if len(s.Exclude) > MaxExclude {
-		return nil, fielderr.New("exclude", "%d entries, more than %d", len(s.Exclude), MaxExclude)
-	}
-	for i, e := range s.Exclude {
-		x, err := parseExclude(fmt.Sprintf("exclude[%d]", i), e, subnet)
-		if err != nil {
-			return nil, err
-		}
-		p.Exclude = append(p.Exclude, x)
+	if err := p.parseExcludes(s.Exclude); err != nil {
+		return nil, err
 	}
 	if p.Size().Sign() == 0 {
 		field := "exclude"
@@ -136,6 +95,75 @@ func Parse(s Spec) (*Pool, error) {
 		return nil, fielderr.New(field, "no address of %s-%s is left to hand out", p.Start, p.End)
 	}
 	return p, nil
+}
+
+// parseGateway sets the pool's gateway: a unicast address in the subnet,
+// outside an explicit range.
+func (p *Pool) parseGateway(s Spec) error {
+	if s.Gateway == "" {
+		return nil
+	}
+	var err error
+	if p.Gateway, err = inSubnet("gateway", s.Gateway, p.Subnet, netip.Addr{}); err != nil {
+		return err
+	}
+	if !Unicast(p.Gateway) {
+		return fielderr.New("gateway", "%s is not a unicast address", p.Gateway)
+	}
+	if p.Contains(p.Gateway) && (s.RangeStart != "" || s.RangeEnd != "") {
+		return fielderr.New("gateway", "%s is inside the range %s-%s; the gateway is never handed out, put it outside the range", p.Gateway, p.Start, p.End)
+	}
+	return nil
+}
+
+// parseRoutes sets the pool's routes, of the subnet's family, through the
+// pool's gateway unless a route names its own.
+func (p *Pool) parseRoutes(routes []RouteSpec) error {
+	if len(routes) > MaxRoutes {
+		return fielderr.New("routes", "%d routes, more than %d", len(routes), MaxRoutes)
+	}
+	is4 := p.Subnet.Addr().Is4()
+	for i, r := range routes {
+		f := fmt.Sprintf("routes[%d]", i)
+		dst, err := netip.ParsePrefix(r.Destination)
+		if err != nil {
+			return fielderr.New(f+".destination", "%q is not a CIDR: %v", r.Destination, err)
+		}
+		if dst.Addr().Is4() != is4 || dst.Addr().Is4In6() {
+			return fielderr.New(f+".destination", "%s is not of the subnet's IP family", dst)
+		}
+		route := Route{Destination: dst.Masked(), Gateway: p.Gateway}
+		if r.Gateway != "" {
+			gw, err := netip.ParseAddr(r.Gateway)
+			if err != nil {
+				return fielderr.New(f+".gateway", "%q is not an IP address", r.Gateway)
+			}
+			if gw.Is4() != is4 {
+				return fielderr.New(f+".gateway", "%s is not of the subnet's IP family", gw)
+			}
+			if !Unicast(gw) {
+				return fielderr.New(f+".gateway", "%q is not a unicast address", r.Gateway)
+			}
+			route.Gateway = gw
+		}
+		p.Routes = append(p.Routes, route)
+	}
+	return nil
+}
+
+// parseExcludes sets the addresses of the range never handed out.
+func (p *Pool) parseExcludes(excludes []string) error {
+	if len(excludes) > MaxExclude {
+		return fielderr.New("exclude", "%d entries, more than %d", len(excludes), MaxExclude)
+	}
+	for i, e := range excludes {
+		x, err := parseExclude(fmt.Sprintf("exclude[%d]", i), e, p.Subnet)
+		if err != nil {
+			return err
+		}
+		p.Exclude = append(p.Exclude, x)
+	}
+	return nil
 }
 
 // parseRange checks s's name and subnet and returns the pool with them and
