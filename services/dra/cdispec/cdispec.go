@@ -92,6 +92,9 @@ func Build(claimUID string, devs []Device) (*cdi.Spec, map[string]string, error)
 			edits.Env = []string{v}
 		}
 		for _, n := range d.Prepared.GetDeviceNodes() {
+			if err := checkNode(n); err != nil {
+				return nil, nil, fmt.Errorf("CDI device of %s: %w", d.Name, err)
+			}
 			edits.DeviceNodes = append(edits.DeviceNodes, &cdi.DeviceNode{Path: n.GetPath(), HostPath: n.GetHostPath(), Type: "c"})
 		}
 		spec.Devices = append(spec.Devices, cdi.Device{Name: name, ContainerEdits: edits})
@@ -106,6 +109,18 @@ func Build(claimUID string, devs []Device) (*cdi.Spec, map[string]string, error)
 	}
 	spec.Version = v
 	return spec, ids, nil
+}
+
+// checkNode refuses a device node whose paths are not clean absolute
+// paths: the runtime would refuse the whole spec (the provisioner checks
+// them too; this is the writer's own guard for data read back).
+func checkNode(n *devicev1.DeviceNode) error {
+	for _, p := range []string{n.GetPath(), n.GetHostPath()} {
+		if p == "" || !filepath.IsAbs(p) || filepath.Clean(p) != p || strings.ContainsRune(p, 0) {
+			return fmt.Errorf("device node path %q is not a clean absolute path", p)
+		}
+	}
+	return nil
 }
 
 // requestEnv is each main request's variable, NAME=addr,addr, in the
