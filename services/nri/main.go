@@ -7,12 +7,14 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"log/slog"
 	"os"
 
 	nriv1 "github.com/netdra/netdra/protos/netdra/nri/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+	"github.com/netdra/netdra/services/nri/netnscheck"
 	"github.com/netdra/netdra/services/nri/plugin"
 	"github.com/netdra/netdra/shared/process"
 	"github.com/netdra/netdra/shared/rpc"
@@ -27,6 +29,12 @@ type config struct {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == netnscheck.Subcommand {
+		os.Exit(checkNetns(os.Args[2:]))
+	}
+	if len(os.Args) == 3 && os.Args[1] == "install-hook" {
+		os.Exit(installHook(os.Args[2]))
+	}
 	var cfg config
 	fs := flag.NewFlagSet("nri", flag.ContinueOnError)
 	cfg.Register(fs, "nri")
@@ -36,6 +44,41 @@ func main() {
 	cfg.Peers.Register(fs)
 	fs.StringVar(&cfg.Metrics, "metrics-address", "127.0.0.1:9652", "where to serve Prometheus metrics (empty: nowhere)")
 	os.Exit(process.Main(fs, os.Args[1:], &cfg.Flags, cfg.run))
+}
+
+// checkNetns is `nri check-netns -ifname net1 [-ifname net2 ...]`, the OCI
+// createRuntime hook dra puts on netdra's CDI devices (package netnscheck):
+// exit 0 when every interface is in the container's netns, else 1 with the
+// reason on stderr, which the runtime reports as the creation's error.
+func checkNetns(args []string) int {
+	fs := flag.NewFlagSet("nri "+netnscheck.Subcommand, flag.ContinueOnError)
+	var c netnscheck.Check
+	fs.Func("ifname", "an interface that must be in the container's netns (repeatable)", func(s string) error {
+		c.IfNames = append(c.IfNames, s)
+		return nil
+	})
+	fs.StringVar(&c.ProcRoot, "proc", "/proc", "the proc filesystem")
+	fs.DurationVar(&c.Wait, "wait", netnscheck.DefaultWait, "how long an interface may take to appear")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if err := c.Run(os.Stdin); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// installHook is `nri install-hook <path>`: it copies this binary to path
+// on the host (the DaemonSet's init container, from an image with no
+// shell), atomically, mode 0755, for the runtime to run as the netns
+// check hook.
+func installHook(path string) int {
+	if err := netnscheck.Install(path); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
 }
 
 func (cfg *config) run(ctx context.Context, log *slog.Logger) error {

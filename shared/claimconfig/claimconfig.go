@@ -227,7 +227,7 @@ func (p *Params) Config() (*devicev1.DeviceConfig, error) {
 }
 
 func (p *Params) validate() error {
-	if err := validIfName(p.PodIfName); err != nil {
+	if err := ValidateIfName("podIfName", p.PodIfName); err != nil {
 		return err
 	}
 	if err := p.validateVlan(); err != nil {

@@ -11,18 +11,31 @@ import (
 )
 
 var (
-	ifNameRE   = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,15}$`)
 	poolNameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$`)
 )
 
-func validIfName(name string) error {
+// MaxIfNameLen is the longest interface name the kernel takes (IFNAMSIZ-1).
+const MaxIfNameLen = 15
+
+// ValidateIfName checks an interface name netdra gives a link (the claim's
+// podIfName; the provisioner's and the netns hook's names): empty (none),
+// or what the kernel's dev_valid_name accepts in letters, digits, '.', '_'
+// and '-' (no '%', which the kernel would take as a pattern, "eth%d", and
+// expand). A bad one is a *fielderr.Error for field.
+func ValidateIfName(field, name string) error {
 	switch {
 	case name == "":
 		return nil
-	case name == "lo" || name == "." || name == "..":
-		return fielderr.New("podIfName", "%q is reserved", name)
-	case !ifNameRE.MatchString(name):
-		return fielderr.New("podIfName", "%q is not 1..15 of [a-zA-Z0-9._-]", name)
+	case len(name) > MaxIfNameLen:
+		return fielderr.New(field, "%q is longer than %d bytes", name, MaxIfNameLen)
+	case name == "." || name == ".." || name == "lo":
+		return fielderr.New(field, "%q is reserved", name)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fielderr.New(field, "%q contains %q: use letters, digits, '.', '_' and '-'", name, c)
+		}
 	}
 	return nil
 }

@@ -60,6 +60,10 @@ type Config struct {
 	// claims' CDI specs (package cdispec) and the kubelet plugin helper's
 	// device metadata specs (KEP-5304) go there. Empty: neither.
 	CDIDir   string
+	// NetnsHook is the nri binary on the host, put on each device with an
+	// interface as a CDI createRuntime hook that keeps a container from
+	// starting without its devices even when nri is away; "" for none.
+	NetnsHook string
 	Debounce time.Duration
 	Metrics  *Metrics
 	Logger   *slog.Logger
@@ -320,7 +324,7 @@ func (a *Agent) cdi() *cdispec.Dir {
 	if a.cfg.CDIDir == "" {
 		return nil
 	}
-	return cdispec.New(a.cfg.CDIDir)
+	return cdispec.New(a.cfg.CDIDir).WithNetnsHook(a.cfg.NetnsHook)
 }
 
 // metadataOptions turn on the kubelet plugin helper's device metadata

@@ -34,6 +34,7 @@ import (
 	cdi "tags.cncf.io/container-device-interface/specs-go"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	"github.com/netdra/netdra/shared/claimconfig"
 )
 
 // The CDI kind of netdra's devices.
@@ -62,17 +63,40 @@ type Device struct {
 	Name string
 	// Prepared is the device as the provisioner set it up.
 	Prepared *devicev1.PreparedDevice
+	// IfName is the device's interface name in the pod ("" for a device
+	// without one, a vfio VF): what the netns check hook looks for.
+	IfName string
 }
 
 // needsCDI reports whether the device gets a CDI device: a PCI function
 // (its request's variable) or device nodes.
-func (d Device) needsCDI() bool {
-	return d.Prepared.GetDevice().GetPciAddress() != "" || len(d.Prepared.GetDeviceNodes()) > 0
+func (d Device) needsCDI(hook string) bool {
+	return d.Prepared.GetDevice().GetPciAddress() != "" || len(d.Prepared.GetDeviceNodes()) > 0 ||
+		(hook != "" && d.IfName != "")
 }
 
 // Build returns the claim's spec and the CDI device ID of each device that
 // has one, by device name; nil and no IDs when no device needs one.
 func Build(claimUID string, devs []Device) (*cdi.Spec, map[string]string, error) {
+	return build(claimUID, devs, "")
+}
+
+// HookTimeout bounds the netns check hook, in seconds (the runtime kills
+// it then and fails the creation).
+const HookTimeout = 10
+
+// netnsHook is the createRuntime hook that fails a container's creation
+// unless ifName is in its network namespace: hook is the path of the nri
+// binary on the host, run as `nri check-netns -ifname <name>`.
+func netnsHook(hook, ifName string) *cdi.Hook {
+	timeout := HookTimeout
+	return &cdi.Hook{HookName: "createRuntime", Path: hook,
+		Args: []string{filepath.Base(hook), "check-netns", "-ifname", ifName}, Timeout: &timeout}
+}
+
+// build is Build with the netns check hook at hook on each device with an
+// interface ("" for none).
+func build(claimUID string, devs []Device, hook string) (*cdi.Spec, map[string]string, error) {
 	if err := checkUID(claimUID); err != nil {
 		return nil, nil, err
 	}
@@ -80,7 +104,7 @@ func Build(claimUID string, devs []Device) (*cdi.Spec, map[string]string, error)
 	spec := &cdi.Spec{Kind: Kind}
 	ids := map[string]string{}
 	for _, d := range devs {
-		if !d.needsCDI() {
+		if !d.needsCDI(hook) {
 			continue
 		}
 		name := claimUID + "-" + d.Name
@@ -96,6 +120,12 @@ func Build(claimUID string, devs []Device) (*cdi.Spec, map[string]string, error)
 				return nil, nil, fmt.Errorf("CDI device of %s: %w", d.Name, err)
 			}
 			edits.DeviceNodes = append(edits.DeviceNodes, &cdi.DeviceNode{Path: n.GetPath(), HostPath: n.GetHostPath(), Type: "c"})
+		}
+		if hook != "" && d.IfName != "" {
+			if err := claimconfig.ValidateIfName("ifName", d.IfName); err != nil {
+				return nil, nil, fmt.Errorf("CDI device of %s: %w", d.Name, err)
+			}
+			edits.Hooks = append(edits.Hooks, netnsHook(hook, d.IfName))
 		}
 		spec.Devices = append(spec.Devices, cdi.Device{Name: name, ContainerEdits: edits})
 		ids[d.Name] = parser.QualifiedName(Vendor, Class, name)
@@ -178,6 +208,16 @@ func checkUID(uid string) error {
 // Dir is a CDI spec directory netdra writes its specs into.
 type Dir struct {
 	path string
+	hook string
+}
+
+// WithNetnsHook puts the netns check hook (the nri binary at path on the
+// host, package services/nri/netnscheck) on every device with an
+// interface: a container of the claim is then not created until its
+// devices are in its network namespace, whether nri is running or not.
+func (d *Dir) WithNetnsHook(path string) *Dir {
+	d.hook = path
+	return d
 }
 
 // New returns the spec directory at path; it is made (0755) at the first
@@ -200,7 +240,7 @@ func (d *Dir) File(claimUID string) string {
 // device name. With no device that needs CDI, it writes nothing (and
 // removes a spec the claim had).
 func (d *Dir) Write(claimUID string, devs []Device) (map[string]string, error) {
-	spec, ids, err := Build(claimUID, devs)
+	spec, ids, err := build(claimUID, devs, d.hook)
 	if err != nil {
 		return nil, err
 	}

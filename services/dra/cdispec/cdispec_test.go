@@ -178,3 +178,45 @@ func dirNames(t *testing.T, dir string) []string {
 	slices.Sort(out)
 	return out
 }
+
+// With the netns hook, every device with an interface (a dummy too) gets
+// a CDI device whose createRuntime hook checks its pod interface name; a
+// vfio VF (no interface) gets none; a bad name is refused.
+func TestBuild_NetnsHook(t *testing.T) {
+	dir := New(t.TempDir()).WithNetnsHook("/opt/netdra/bin/nri")
+	ids, err := dir.Write(uid, []Device{
+		{Request: "net", Name: "dummy0", Prepared: dummy("dummy0"), IfName: "net1"},
+		{Request: "dpdk", Name: "vf0", Prepared: vfioVF("vf0", "0000:03:00.1", "42")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(dir.File(uid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec cdi.Spec
+	if err := json.Unmarshal(data, &spec); err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != 2 || len(spec.Devices) != 2 {
+		t.Fatalf("ids %v, %d devices; want 2 and 2", ids, len(spec.Devices))
+	}
+	for _, d := range spec.Devices {
+		hooks := d.ContainerEdits.Hooks
+		switch d.Name {
+		case uid + "-dummy0":
+			want := []string{"nri", "check-netns", "-ifname", "net1"}
+			if len(hooks) != 1 || hooks[0].HookName != "createRuntime" || hooks[0].Path != "/opt/netdra/bin/nri" || !slices.Equal(hooks[0].Args, want) {
+				t.Errorf("dummy0's hooks: %+v, want one createRuntime hook with %v", hooks, want)
+			}
+		case uid + "-vf0":
+			if len(hooks) != 0 {
+				t.Errorf("vf0 (no interface) has hooks: %+v", hooks)
+			}
+		}
+	}
+	if _, err := dir.Write(uid, []Device{{Request: "net", Name: "d", Prepared: dummy("d"), IfName: "bad name"}}); err == nil {
+		t.Error("a bad interface name was written into a hook")
+	}
+}

@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -105,7 +106,8 @@ func (d *Driver) writeSpec(p *preparation, pds []*devicev1.PreparedDevice) (map[
 	}
 	devs := make([]cdispec.Device, len(pds))
 	for i, pd := range pds {
-		devs[i] = cdispec.Device{Request: p.devices[i].request, Name: p.devices[i].device, Prepared: pd}
+		devs[i] = cdispec.Device{Request: p.devices[i].request, Name: p.devices[i].device, Prepared: pd,
+			IfName: podIfName(pd, p.devices[i].config)}
 	}
 	return d.cdi.Write(string(p.claim.UID), devs)
 }
@@ -433,4 +435,14 @@ func (d *Driver) listAllocations(ctx context.Context, req *statev1.ListAllocatio
 		return nil, callErr("listing allocations", err)
 	}
 	return resp.GetAllocations(), nil
+}
+
+// podIfName is the name a prepared device's interface has in the pod: the
+// claim's podIfName, else its kernel name; "" for a device without one (a
+// vfio VF).
+func podIfName(pd *devicev1.PreparedDevice, cfg *devicev1.DeviceConfig) string {
+	if pd.GetDevice().GetKernelIfName() == "" {
+		return ""
+	}
+	return cmp.Or(cfg.GetPodIfName(), pd.GetDevice().GetKernelIfName())
 }

@@ -288,7 +288,8 @@ func (d *Driver) syncSpecs(ctx context.Context) error {
 		switch row.GetPhase() {
 		case statev1.Phase_PHASE_PREPARED, statev1.Phase_PHASE_ATTACHED:
 			byClaim[row.GetClaimUid()] = append(byClaim[row.GetClaimUid()],
-				cdispec.Device{Request: row.GetRequest(), Name: row.GetDeviceName(), Prepared: row.GetPreparedDevice()})
+				cdispec.Device{Request: row.GetRequest(), Name: row.GetDeviceName(), Prepared: row.GetPreparedDevice(),
+					IfName: podIfName(row.GetPreparedDevice(), row.GetConfig())})
 		default:
 			unusable[row.GetClaimUid()] = true
 		}

@@ -6,15 +6,15 @@ import (
 	"net/netip"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	"github.com/netdra/netdra/shared/claimconfig"
 	"github.com/netdra/netdra/shared/fielderr"
 	"github.com/netdra/netdra/shared/ippool"
 )
 
 // Limits the kernel puts on what Attach applies.
 const (
-	maxIfNameLen = 15 // IFNAMSIZ - 1
-	minMTU       = 68 // the IPv4 minimum
-	maxMTU       = 65535
+	minMTU = 68 // the IPv4 minimum
+	maxMTU = 65535
 )
 
 // FieldError is a field of a DeviceConfig (or LinkSnapshot) whose value
@@ -32,7 +32,7 @@ func Validate(cfg *devicev1.DeviceConfig) error {
 	if cfg == nil {
 		return nil
 	}
-	if err := ValidateIfName("podIfName", cfg.GetPodIfName()); err != nil {
+	if err := claimconfig.ValidateIfName("podIfName", cfg.GetPodIfName()); err != nil {
 		return err
 	}
 	if cfg.GetMacAddress() != "" {
@@ -61,34 +61,12 @@ func validateSnapshot(s *devicev1.LinkSnapshot) error {
 	if s.GetName() == "" {
 		return &FieldError{Field: "originalLink.name", Reason: "required"}
 	}
-	if err := ValidateIfName("originalLink.name", s.GetName()); err != nil {
+	if err := claimconfig.ValidateIfName("originalLink.name", s.GetName()); err != nil {
 		return err
 	}
 	if s.GetMacAddress() != "" {
 		if _, err := net.ParseMAC(s.GetMacAddress()); err != nil {
 			return &FieldError{Field: "originalLink.macAddress", Reason: fmt.Sprintf("%q is not a MAC address", s.GetMacAddress())}
-		}
-	}
-	return nil
-}
-
-// ValidateIfName checks an interface name Attach or Detach gives a link:
-// empty (none), or what the kernel's dev_valid_name accepts in letters,
-// digits, '.', '_' and '-' (no '%', which the kernel would take as a
-// pattern, "eth%d", and expand). A bad one is a *FieldError for field.
-func ValidateIfName(field, name string) error {
-	switch {
-	case name == "":
-		return nil
-	case len(name) > maxIfNameLen:
-		return &FieldError{Field: field, Reason: fmt.Sprintf("%q is longer than %d bytes", name, maxIfNameLen)}
-	case name == "." || name == ".." || name == "lo":
-		return &FieldError{Field: field, Reason: fmt.Sprintf("%q is reserved", name)}
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return &FieldError{Field: field, Reason: fmt.Sprintf("%q contains %q: use letters, digits, '.', '_' and '-'", name, c)}
 		}
 	}
 	return nil

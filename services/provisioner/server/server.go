@@ -35,6 +35,7 @@ import (
 	"github.com/netdra/netdra/services/provisioner/link"
 	"github.com/netdra/netdra/services/provisioner/manager"
 	"github.com/netdra/netdra/services/provisioner/settings"
+	"github.com/netdra/netdra/shared/claimconfig"
 	"github.com/netdra/netdra/shared/fielderr"
 	"github.com/netdra/netdra/shared/keylock"
 )
@@ -419,10 +420,10 @@ func validatePrepared(field string, pd *devicev1.PreparedDevice) error {
 	if pd.GetDevice().GetKernelIfName() != "" && pd.GetOriginalLink() == nil && !pd.GetLinkCreated() {
 		return fielderr.New(field+".originalLink", "required for a device with a kernel interface")
 	}
-	if err := link.ValidateIfName(field+".device.kernelIfName", pd.GetDevice().GetKernelIfName()); err != nil {
+	if err := claimconfig.ValidateIfName(field+".device.kernelIfName", pd.GetDevice().GetKernelIfName()); err != nil {
 		return err
 	}
-	if err := link.ValidateIfName(field+".originalLink.name", pd.GetOriginalLink().GetName()); err != nil {
+	if err := claimconfig.ValidateIfName(field+".originalLink.name", pd.GetOriginalLink().GetName()); err != nil {
 		return err
 	}
 	if mac := pd.GetOriginalLink().GetMacAddress(); mac != "" {

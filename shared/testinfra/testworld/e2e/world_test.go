@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -78,7 +79,10 @@ func startNetdraWith(t *testing.T, provArgs []string, devices ...string) *netdra
 	socks := []string{"-state-socket", nn.state.Socket, "-provisioner-socket", nn.prov.Socket, "-metrics-address", ""}
 	nn.nriP = nodetest.Start(t, "nri", nn.dir, "", append(socks, "-nri-socket", n.NRISocket())...)
 	nn.dra = nodetest.Start(t, "dra", nn.dir, "", append(socks, "-node-name", n.Name(), "-kubeconfig", cp.Kubeconfig(),
-		"-plugin-dir", nn.dir+"/plugins", "-registrar-dir", n.RegistryDir(), "-cdi-dir", n.CDIDir(), "-publish-debounce", "50ms")...)
+		"-plugin-dir", nn.dir+"/plugins", "-registrar-dir", n.RegistryDir(), "-cdi-dir", n.CDIDir(), "-publish-debounce", "50ms",
+		// The second gate, on every e2e pod: runc runs `nri check-netns` at
+		// each container's creation (the nri binary, from the host).
+		"-netns-hook", filepath.Join(nodetest.Binaries(t), "nri"))...)
 	// Registered last, run first: the pods go through the real teardown
 	// (StopPodSandbox to nri, NodeUnprepareResources to dra) while netdra
 	// still runs, and every device comes back before the processes stop.

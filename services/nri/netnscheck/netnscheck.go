@@ -1,0 +1,118 @@
+// Package netnscheck is netdra's second gate, for when nri is not there to
+// be the first: an OCI createRuntime hook, put on each netdra device's CDI
+// device by dra, that the runtime (runc) runs as it creates a container
+// that uses the claim, after the container's namespaces exist and before
+// its program starts. It fails the container's creation unless every
+// named interface is in the container's network namespace; the kubelet
+// then retries the creation, and the container starts with its devices
+// once nri is back and has attached them.
+//
+// nri's CreateContainer gate does the same when nri is connected; the
+// runtime lets containers start without asking a plugin that is away, and
+// this hook runs whatever nri's state. It reads the container's netns
+// through /proc/<pid>/net/dev (the hook runs in the runtime's namespaces,
+// as root), so it needs no setns and no netlink.
+package netnscheck
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Subcommand is the nri binary's subcommand that runs the check: the hook
+// is `nri check-netns -ifname <name>...`, the OCI state on its stdin.
+const Subcommand = "check-netns"
+
+// DefaultWait is how long the hook waits for an interface by default: an
+// attach under way finishes well within it; an nri that is away does not,
+// and the kubelet retries the creation.
+const DefaultWait = time.Second
+
+// Check is one run of the hook.
+type Check struct {
+	// IfNames must all be in the container's network namespace.
+	IfNames []string
+	// ProcRoot is /proc, or a fake one in tests.
+	ProcRoot string
+	// Wait is how long an interface may take to appear (an attach still
+	// under way) before the creation fails.
+	Wait time.Duration
+}
+
+// state is the part of the OCI runtime state (on the hook's stdin) the
+// check reads.
+type state struct {
+	ID  string `json:"id"`
+	Pid int    `json:"pid"`
+}
+
+// Run reads the OCI state from stdin and checks the container's netns. The
+// error says which interface is missing and why that fails the container.
+func (c Check) Run(stdin io.Reader) error {
+	var st state
+	if err := json.NewDecoder(io.LimitReader(stdin, 1<<20)).Decode(&st); err != nil {
+		return fmt.Errorf("reading the OCI state on stdin: %w", err)
+	}
+	if st.Pid <= 0 {
+		return fmt.Errorf("the OCI state names no container process (pid %d)", st.Pid)
+	}
+	deadline := time.Now().Add(c.Wait)
+	for {
+		missing, err := c.missing(st.Pid)
+		if err != nil {
+			return err
+		}
+		if len(missing) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("netdra: %s not in the network namespace of container %s: its pod's devices are not attached (is netdra's nri plugin running?); the container is not started without them",
+				strings.Join(missing, ", "), st.ID)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// missing lists the interfaces of c.IfNames not in pid's netns.
+func (c Check) missing(pid int) ([]string, error) {
+	have, err := interfaces(filepath.Join(c.ProcRoot, strconv.Itoa(pid), "net", "dev"))
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, name := range c.IfNames {
+		if !slices.Contains(have, name) {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}
+
+// interfaces reads the interface names of a /proc/<pid>/net/dev file: two
+// header lines, then "name: counters..." per interface.
+func interfaces(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading the container's interfaces: %w", err)
+	}
+	defer f.Close()
+	var names []string
+	sc := bufio.NewScanner(f)
+	for line := 0; sc.Scan(); line++ {
+		if name, _, ok := strings.Cut(sc.Text(), ":"); ok && line >= 2 {
+			names = append(names, strings.TrimSpace(name))
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	return names, nil
+}
