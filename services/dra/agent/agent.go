@@ -59,14 +59,14 @@ type Config struct {
 	// CDIDir is the CDI spec directory the container runtime reads: the
 	// claims' CDI specs (package cdispec) and the kubelet plugin helper's
 	// device metadata specs (KEP-5304) go there. Empty: neither.
-	CDIDir   string
+	CDIDir string
 	// NetnsHook is the nri binary on the host, put on each device with an
 	// interface as a CDI createRuntime hook that keeps a container from
 	// starting without its devices even when nri is away; "" for none.
 	NetnsHook string
-	Debounce time.Duration
-	Metrics  *Metrics
-	Logger   *slog.Logger
+	Debounce  time.Duration
+	Metrics   *Metrics
+	Logger    *slog.Logger
 }
 
 // Agent is dra.
