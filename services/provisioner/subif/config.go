@@ -61,9 +61,37 @@ func parseConfig(cfg *provisionerv1.SubifConfig) ([]offer, error) {
 			return nil, fielderr.New(field+".name", "%q is already the name of parents[%d]: names are unique", o.name, j)
 		}
 		seen[o.name] = i
+		if err := sharesParent(out, o); err != nil {
+			return nil, fielderr.Prefix(field, err)
+		}
 		out = append(out, o)
 	}
 	return out, nil
+}
+
+// sharesParent checks o against the entries before it on the same parent,
+// as the kernel has it: a parent takes macvlans or ipvlans, not both (one
+// rx handler); every ipvlan of a parent has the same mode (the mode is
+// the parent's ipvlan port's: a new one would change the others'); a
+// passthru macvlan is its parent's only macvlan. VLAN links go with any.
+func sharesParent(before []offer, o offer) error {
+	for j, p := range before {
+		if p.sub.GetParentIfName() != o.sub.GetParentIfName() {
+			continue
+		}
+		pk, ok := p.sub.GetKind(), o.sub.GetKind()
+		pt := devicev1.SubInterfaceMode_SUB_INTERFACE_MODE_MACVLAN_PASSTHRU
+		switch {
+		case pk == ok && pk == devicev1.SubInterfaceKind_SUB_INTERFACE_KIND_VLAN:
+		case pk != ok && pk != devicev1.SubInterfaceKind_SUB_INTERFACE_KIND_VLAN && ok != devicev1.SubInterfaceKind_SUB_INTERFACE_KIND_VLAN:
+			return fielderr.New("kind", "%s already has %ss (parents[%d]): a parent takes macvlans or ipvlans, not both", o.sub.GetParentIfName(), kindName(pk), j)
+		case ok == devicev1.SubInterfaceKind_SUB_INTERFACE_KIND_IPVLAN && pk == ok && p.sub.GetMode() != o.sub.GetMode():
+			return fielderr.New("mode", "the ipvlans of %s are %v (parents[%d]): every ipvlan of a parent has the same mode", o.sub.GetParentIfName(), p.sub.GetMode(), j)
+		case ok == devicev1.SubInterfaceKind_SUB_INTERFACE_KIND_MACVLAN && pk == ok && (p.sub.GetMode() == pt || o.sub.GetMode() == pt):
+			return fielderr.New("mode", "%s has other macvlans (parents[%d]): a passthru macvlan is its parent's only one", o.sub.GetParentIfName(), j)
+		}
+	}
+	return nil
 }
 
 func parseParent(p *provisionerv1.SubifParent) (offer, error) {

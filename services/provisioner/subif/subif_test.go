@@ -22,7 +22,7 @@ func testConfig() *provisionerv1.SubifConfig {
 	return &provisionerv1.SubifConfig{Enabled: true, Parents: []*provisionerv1.SubifParent{
 		{Name: "mv", ParentIfName: "eth1", Kind: macvlan, Count: 3},
 		{Name: "pt", ParentIfName: "eth2", Kind: macvlan, Mode: devicev1.SubInterfaceMode_SUB_INTERFACE_MODE_MACVLAN_PASSTHRU, Count: 1},
-		{Name: "ipv", ParentIfName: "eth1", Kind: ipvlan, Mode: devicev1.SubInterfaceMode_SUB_INTERFACE_MODE_IPVLAN_L3, Count: 2},
+		{Name: "ipv", ParentIfName: "eth3", Kind: ipvlan, Mode: devicev1.SubInterfaceMode_SUB_INTERFACE_MODE_IPVLAN_L3, Count: 2},
 		{Name: "v100", ParentIfName: "eth1", Kind: vlan, Count: 2, VlanId: 100},
 		{Name: "vany", ParentIfName: "eth1", Kind: vlan, Count: 1},
 		{Name: "a-rather-long-entry-name", ParentIfName: "eth1", Kind: macvlan, Count: 1},
@@ -70,6 +70,12 @@ func TestNew(t *testing.T) {
 		{"passthru count", func(c *provisionerv1.SubifConfig) { c.Parents[1].Count = 2 }, "parents[1].count"},
 		{"vlanId on an ipvlan", func(c *provisionerv1.SubifConfig) { c.Parents[2].VlanId = 5 }, "parents[2].vlanId"},
 		{"vlanId range", func(c *provisionerv1.SubifConfig) { c.Parents[3].VlanId = 4095 }, "parents[3].vlanId"},
+		{"macvlan and ipvlan on one parent", func(c *provisionerv1.SubifConfig) { c.Parents[2].ParentIfName = "eth1" }, "parents[2].kind"},
+		{"ipvlan modes on one parent", func(c *provisionerv1.SubifConfig) {
+			c.Parents = append(c.Parents, &provisionerv1.SubifParent{Name: "ipv2", ParentIfName: "eth3", Kind: ipvlan, Count: 1})
+		}, "parents[6].mode"},
+		{"passthru beside another macvlan", func(c *provisionerv1.SubifConfig) { c.Parents[1].ParentIfName = "eth1" }, "parents[1].mode"},
+		{"vlan beside macvlans and ipvlans", func(c *provisionerv1.SubifConfig) { c.Parents[3].ParentIfName = "eth3" }, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig()

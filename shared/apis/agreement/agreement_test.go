@@ -28,7 +28,7 @@ var nodeConfigSeeds = []string{
 	`{"deviceManagerConfigs":{"host":{"enabled":true,"ifNames":["averylonginterfacename"]}}}`,
 	`{"pools":[{"name":"subs","filter":{"deviceManagers":["subif"],"parentIfNames":["eth1"]}}],
 	  "deviceManagerConfigs":{"subif":{"enabled":true,"parents":[{"name":"mv","parentIfName":"eth1","kind":"macvlan","mode":"passthru","count":1},
-	    {"name":"ipv","parentIfName":"eth1","kind":"ipvlan","mode":"l3s","count":1024,"allowDefaultRoute":true},
+	    {"name":"ipv","parentIfName":"eth3","kind":"ipvlan","mode":"l3s","count":1024,"allowDefaultRoute":true},
 	    {"name":"v100","parentIfName":"eth1.100","kind":"vlan","count":2,"vlanId":100},{"name":"vany","parentIfName":"eth2","kind":"vlan"}]}}}`,
 	`{"deviceManagerConfigs":{"subif":{"enabled":true,"parents":[{"name":"x","parentIfName":"e","kind":"vlan","mode":"l2"}]}}}`,
 	`{"deviceManagerConfigs":{"sriov":{"enabled":true,"sysBusPCIDevPath":"/sys/../sys/bus/pci/devices"}}}`,

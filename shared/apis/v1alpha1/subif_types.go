@@ -33,7 +33,12 @@ var SubifModes = map[SubifKind][]string{
 // (macvlan, ipvlan, 802.1Q VLAN links) of host interfaces. A sub-interface
 // is created directly inside the pod's network namespace when the pod
 // starts and deleted there when it stops: no link ever moves, the parent
-// least of all.
+// least of all. On one parent, the kernel takes macvlans or ipvlans, not
+// both; its ipvlans share one mode; a passthru macvlan is its only one.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.parents) || self.parents.all(p, self.parents.all(q, p.parentIfName != q.parentIfName || p.kind == 'vlan' || q.kind == 'vlan' || p.kind == q.kind))",message="a parent takes macvlans or ipvlans, not both",fieldPath=".parents",reason=FieldValueInvalid
+// +kubebuilder:validation:XValidation:rule="!has(self.parents) || self.parents.all(p, self.parents.all(q, p.parentIfName != q.parentIfName || p.kind != 'ipvlan' || q.kind != 'ipvlan' || (has(p.mode) ? p.mode : 'l2') == (has(q.mode) ? q.mode : 'l2')))",message="every ipvlan of a parent has the same mode",fieldPath=".parents",reason=FieldValueInvalid
+// +kubebuilder:validation:XValidation:rule="!has(self.parents) || self.parents.all(p, self.parents.all(q, p.name == q.name || p.parentIfName != q.parentIfName || p.kind != 'macvlan' || q.kind != 'macvlan' || !has(p.mode) || p.mode != 'passthru'))",message="a passthru macvlan is its parent's only macvlan",fieldPath=".parents",reason=FieldValueInvalid
 type SubifConfig struct {
 	// +optional
 	Enabled bool `json:"enabled,omitempty"`

@@ -35,6 +35,35 @@ func validateSubif(c *SubifConfig) error {
 			return fielderr.New(field+".name", "%q is already the name of parents[%d]: names are unique", p.Name, j)
 		}
 		names[p.Name] = i
+		if err := fielderr.Prefix(field, sharesParent(c.Parents[:i], &p)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sharesParent checks p against the entries before it on the same parent,
+// as the kernel has it: a parent takes macvlans or ipvlans, not both; the
+// ipvlans of a parent have one mode; a passthru macvlan is its parent's
+// only macvlan. VLAN links go with any.
+func sharesParent(before []SubifParent, p *SubifParent) error {
+	mode := func(q *SubifParent) string {
+		if q.Mode == "" && len(SubifModes[q.Kind]) > 0 {
+			return SubifModes[q.Kind][0]
+		}
+		return q.Mode
+	}
+	for j := range before {
+		q := &before[j]
+		switch {
+		case q.ParentIfName != p.ParentIfName || q.Kind == SubifVLAN || p.Kind == SubifVLAN:
+		case q.Kind != p.Kind:
+			return fielderr.New("kind", "%s already has %ss (parents[%d]): a parent takes macvlans or ipvlans, not both", p.ParentIfName, q.Kind, j)
+		case p.Kind == SubifIPvlan && mode(q) != mode(p):
+			return fielderr.New("mode", "the ipvlans of %s are %s (parents[%d]): every ipvlan of a parent has the same mode", p.ParentIfName, mode(q), j)
+		case p.Kind == SubifMacvlan && (mode(q) == "passthru" || mode(p) == "passthru"):
+			return fielderr.New("mode", "%s has other macvlans (parents[%d]): a passthru macvlan is its parent's only one", p.ParentIfName, j)
+		}
 	}
 	return nil
 }

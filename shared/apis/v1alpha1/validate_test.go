@@ -40,7 +40,7 @@ func validSpec() *NodeConfigSpec {
 			Host:  &HostConfig{Enabled: true, IfNames: []string{"eth*"}, Drivers: []string{"virtio_net"}, VendorIDs: []string{"0x1af4"}, DeviceIDs: []string{"0x1041"}},
 			Subif: &SubifConfig{Enabled: true, Parents: []SubifParent{
 				{Name: "mv", ParentIfName: "eth1", Kind: SubifMacvlan, Mode: "private", Count: 8},
-				{Name: "ipv", ParentIfName: "eth1", Kind: SubifIPvlan, Count: 4},
+				{Name: "ipv", ParentIfName: "eth3", Kind: SubifIPvlan, Count: 4},
 				{Name: "v100", ParentIfName: "eth2", Kind: SubifVLAN, Count: 2, VLANID: 100},
 			}},
 		},
@@ -94,7 +94,7 @@ func TestValidate(t *testing.T) {
 		{"long host glob", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Host.IfNames = []string{"averylonginterfacename*"} }, "", ""},
 		{"subif any vlan", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Subif.Parents[2].VLANID = 0 }, "", ""},
 		{"subif passthru alone", func(s *NodeConfigSpec) {
-			s.DeviceManagerConfigs.Subif.Parents[0] = SubifParent{Name: "pt", ParentIfName: "eth3", Kind: SubifMacvlan, Mode: "passthru", Count: 1}
+			s.DeviceManagerConfigs.Subif.Parents[0] = SubifParent{Name: "pt", ParentIfName: "eth4", Kind: SubifMacvlan, Mode: "passthru", Count: 1}
 		}, "", ""},
 		{"subif no name", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Subif.Parents[1].Name = "" }, "deviceManagerConfigs.subif.parents[1].name", "required"},
 		{"subif upper-case name", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Subif.Parents[1].Name = "IPv" }, "deviceManagerConfigs.subif.parents[1].name", "DNS label"},
@@ -113,6 +113,14 @@ func TestValidate(t *testing.T) {
 		}, "deviceManagerConfigs.subif.parents[0].count", "count 1 at most"},
 		{"subif vlanId on macvlan", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Subif.Parents[0].VLANID = 5 }, "deviceManagerConfigs.subif.parents[0].vlanId", "only a vlan"},
 		{"subif vlanId range", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Subif.Parents[2].VLANID = 4095 }, "deviceManagerConfigs.subif.parents[2].vlanId", "out of range 1..4094"},
+		{"subif macvlan and ipvlan on one parent", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Subif.Parents[1].ParentIfName = "eth1" }, "deviceManagerConfigs.subif.parents[1].kind", "not both"},
+		{"subif ipvlan modes on one parent", func(s *NodeConfigSpec) {
+			s.DeviceManagerConfigs.Subif.Parents[0] = SubifParent{Name: "ip3", ParentIfName: "eth3", Kind: SubifIPvlan, Mode: "l3", Count: 1}
+		}, "deviceManagerConfigs.subif.parents[1].mode", "same mode"},
+		{"subif passthru with other macvlans", func(s *NodeConfigSpec) {
+			s.DeviceManagerConfigs.Subif.Parents[1] = SubifParent{Name: "pt", ParentIfName: "eth1", Kind: SubifMacvlan, Mode: "passthru", Count: 1}
+		}, "deviceManagerConfigs.subif.parents[1].mode", "only one"},
+		{"subif vlan beside a macvlan", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Subif.Parents[2].ParentIfName = "eth1" }, "", ""},
 		{"subif pool filter", func(s *NodeConfigSpec) {
 			s.Pools[2].Filter = &PoolFilter{DeviceManagers: []DeviceManager{DeviceManagerSubif}, ParentIfNames: []string{"eth1"}}
 		}, "", ""},
