@@ -25,11 +25,17 @@ func BenchmarkAttach_SubifVsMove(b *testing.B) {
 		attach, detach func(r *rig, orig *devicev1.LinkSnapshot) error
 	}{
 		{"move-veth",
-			func(r *rig, o *devicev1.LinkSnapshot) error { return r.mover.Attach(b.Context(), "ndv0", o, r.podPath, cfg) },
+			func(r *rig, o *devicev1.LinkSnapshot) error {
+				return r.mover.Attach(b.Context(), "ndv0", o, r.podPath, cfg)
+			},
 			func(r *rig, o *devicev1.LinkSnapshot) error { return r.mover.Detach(b.Context(), o, r.podPath, cfg) }},
 		{"create-macvlan",
-			func(r *rig, o *devicev1.LinkSnapshot) error { return r.mover.CreateSub(b.Context(), sub, o, r.podPath, cfg) },
-			func(r *rig, o *devicev1.LinkSnapshot) error { return r.mover.RemoveSub(b.Context(), sub, o, r.podPath, cfg) }},
+			func(r *rig, o *devicev1.LinkSnapshot) error {
+				return r.mover.CreateSub(b.Context(), sub, o, r.podPath, cfg)
+			},
+			func(r *rig, o *devicev1.LinkSnapshot) error {
+				return r.mover.RemoveSub(b.Context(), sub, o, r.podPath, cfg)
+			}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			r := newRig(b)
