@@ -152,6 +152,11 @@ func TestSubif_Macvlan(t *testing.T) {
 	w := newSubifWorld(t, &provisionerv1.SubifParent{Name: "mv", ParentIfName: "eth1", Kind: devicev1.SubInterfaceKind_SUB_INTERFACE_KIND_MACVLAN, Count: 2})
 	moves := linktest.CountMoves(t, w.hostPath, w.pods[0], w.pods[1])
 	dev0 := w.device(t, "mv-0")
+	// The parent's carrier comes a moment after it is set up (linkwatch).
+	for deadline := time.Now().Add(10 * time.Second); dev0.GetLinkState() != devicev1.LinkState_LINK_STATE_UP && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		dev0 = w.device(t, "mv-0")
+	}
 	if dev0.GetMtu() != 9000 || dev0.GetLinkState() != devicev1.LinkState_LINK_STATE_UP {
 		t.Errorf("mv-0 published with MTU %d and state %v, want the parent's: 9000, up", dev0.GetMtu(), dev0.GetLinkState())
 	}
@@ -190,7 +195,7 @@ func TestSubif_Macvlan(t *testing.T) {
 // success. No moves.
 func TestSubif_Refused(t *testing.T) {
 	w := newSubifWorld(t, &provisionerv1.SubifParent{Name: "mv", ParentIfName: "eth1", Kind: devicev1.SubInterfaceKind_SUB_INTERFACE_KIND_MACVLAN, Count: 1},
-		&provisionerv1.SubifParent{Name: "ipv", ParentIfName: "eth1", Kind: devicev1.SubInterfaceKind_SUB_INTERFACE_KIND_IPVLAN, Count: 1})
+		&provisionerv1.SubifParent{Name: "ipv", ParentIfName: "eth2", Kind: devicev1.SubInterfaceKind_SUB_INTERFACE_KIND_IPVLAN, Count: 1})
 	ctx := ctxFor(t)
 	moves := linktest.CountMoves(t, w.hostPath, w.pods[0])
 	dev := w.device(t, "mv-0")
