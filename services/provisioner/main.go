@@ -21,6 +21,7 @@ import (
 	"github.com/netdra/netdra/services/provisioner/manager"
 	"github.com/netdra/netdra/services/provisioner/server"
 	"github.com/netdra/netdra/services/provisioner/sriov"
+	"github.com/netdra/netdra/services/provisioner/subif"
 	"github.com/netdra/netdra/shared/process"
 	"github.com/netdra/netdra/shared/rpc"
 )
@@ -63,6 +64,9 @@ func (cfg *config) factories(log *slog.Logger) server.Factories {
 		},
 		Dummy: func(c *provisionerv1.DummyConfig) (manager.Manager, error) {
 			return dummy.New(log.With("manager", "dummy"), c)
+		},
+		Subif: func(c *provisionerv1.SubifConfig) (manager.Manager, error) {
+			return subif.New(log.With("manager", "subif"), c, subif.WithResync(cfg.Resync))
 		},
 		Host: func(sysfsRoot string, c *provisionerv1.HostConfig) (manager.Manager, error) {
 			opts := []hostdev.Option{hostdev.WithResync(cfg.Resync)}

@@ -357,6 +357,7 @@ func writeMoves(p func(string, ...any), as []figures.Attach) {
 	p("| sr-iov (VF with a netdev) | 1 | 1 | read from the code: `server.Attach`/`Detach` call `link.Mover` (one `LinkSetNsFd` each way) for every device with a kernel name |")
 	p("| sr-iov (VF bound to vfio-pci) | 0 | 0 | read from the code: no kernel name, `Attach` only validates |")
 	p("| dummy | 0 | 0 | the link is created inside the pod netns at Attach and deleted there at Detach; asserted by `services/provisioner/server/moves_netns_test.go` (kernel notifications, `link/linktest`), which also asserts 1 + 1 for host |")
+	p("| subif (macvlan, ipvlan, VLAN) | 0 | 0 | the link is created inside the pod netns at Attach by one RTM_NEWLINK naming the pod netns and the parent, deleted there at Detach; asserted by `services/provisioner/server/subif_netns_test.go` (macvlan, host kernel) and `subif_kernel_test.go` (ipvlan, VLAN, kernel rig), kernel notifications, `link/linktest` |")
 	p("")
 	p("Every manager is at the minimum the issue asks: one move in and one out for a VF or a host interface, none for a")
 	p("dummy. Before this change a dummy cost 1 + 1: it was created in the host at Setup and moved in and out.")

@@ -30,6 +30,9 @@ func Managers(spec *v1alpha1.NodeConfigSpec) *provisionerv1.ManagerConfigs {
 	if c := m.Dummy; c != nil {
 		out.Dummy = &provisionerv1.DummyConfig{Enabled: c.Enabled, Count: uint32(max(c.Count, 0))}
 	}
+	if c := m.Subif; c != nil {
+		out.Subif = subif(c)
+	}
 	if c := m.Host; c != nil {
 		out.Host = &provisionerv1.HostConfig{Enabled: c.Enabled, IfNames: c.IfNames, Drivers: c.Drivers,
 			VendorIds: c.VendorIDs, DeviceIds: c.DeviceIDs}

@@ -6,6 +6,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/testing/protocmp"
 
+	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	"github.com/netdra/netdra/shared/apis/v1alpha1"
 )
@@ -23,11 +24,22 @@ func TestProvisioner(t *testing.T) {
 				SRIOV: &v1alpha1.SRIOVConfig{Enabled: true, SysBusPCIDevPath: "/host/sys/bus/pci/devices", Ifaces: []v1alpha1.SRIOVIface{{IfName: "ens1f0", VFCount: 4}}},
 				Dummy: &v1alpha1.DummyConfig{Enabled: true, Count: 2},
 				Host:  &v1alpha1.HostConfig{Enabled: true, IfNames: []string{"eth*"}, Drivers: []string{"veth"}},
+				Subif: &v1alpha1.SubifConfig{Enabled: true, Parents: []v1alpha1.SubifParent{
+					{Name: "mv", ParentIfName: "eth1", Kind: v1alpha1.SubifMacvlan, Count: 4},
+					{Name: "ipv", ParentIfName: "eth1", Kind: v1alpha1.SubifIPvlan, Mode: "l3s", Count: 2, AllowDefaultRoute: true},
+					{Name: "v100", ParentIfName: "eth2", Kind: v1alpha1.SubifVLAN, Count: 1, VLANID: 100},
+				}},
 			}},
 			want: &provisionerv1.ConfigureRequest{SysfsRoot: "/host/sys", Managers: &provisionerv1.ManagerConfigs{
 				Sriov: &provisionerv1.SriovConfig{Enabled: true, SysBusPciDevPath: "/host/sys/bus/pci/devices", Ifaces: []*provisionerv1.SriovInterface{{IfName: "ens1f0", VfCount: 4}}},
 				Dummy: &provisionerv1.DummyConfig{Enabled: true, Count: 2},
 				Host:  &provisionerv1.HostConfig{Enabled: true, IfNames: []string{"eth*"}, Drivers: []string{"veth"}},
+				Subif: &provisionerv1.SubifConfig{Enabled: true, Parents: []*provisionerv1.SubifParent{
+					{Name: "mv", ParentIfName: "eth1", Kind: devicev1.SubInterfaceKind_SUB_INTERFACE_KIND_MACVLAN, Count: 4},
+					{Name: "ipv", ParentIfName: "eth1", Kind: devicev1.SubInterfaceKind_SUB_INTERFACE_KIND_IPVLAN,
+						Mode: devicev1.SubInterfaceMode_SUB_INTERFACE_MODE_IPVLAN_L3S, Count: 2, AllowDefaultRoute: true},
+					{Name: "v100", ParentIfName: "eth2", Kind: devicev1.SubInterfaceKind_SUB_INTERFACE_KIND_VLAN, Count: 1, VlanId: 100},
+				}},
 			}},
 		},
 	}

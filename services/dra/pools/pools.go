@@ -21,7 +21,7 @@ import (
 // Filter selects devices. Set fields are ANDed; within a field, any value
 // matches.
 type Filter struct {
-	// DeviceManagers are "sr-iov", "dummy" or "host".
+	// DeviceManagers are "sr-iov", "dummy", "host" or "subif".
 	DeviceManagers []string
 	PFNames        []string
 	PCIAddrs       []string
@@ -31,7 +31,8 @@ type Filter struct {
 	// IfNames match the device's name or its kernel interface name; a value
 	// identifies one device, so it may appear in one pool only.
 	IfNames []string
-	// ParentIfNames match the device's parent link (a VF's PF).
+	// ParentIfNames match the device's parent link (a VF's PF, a
+	// sub-interface's parent).
 	ParentIfNames []string
 }
 
@@ -56,6 +57,8 @@ func ManagerName(m devicev1.DeviceManager) string {
 		return "dummy"
 	case devicev1.DeviceManager_DEVICE_MANAGER_HOST:
 		return "host"
+	case devicev1.DeviceManager_DEVICE_MANAGER_SUBIF:
+		return "subif"
 	}
 	return ""
 }
@@ -69,7 +72,16 @@ func (f *Filter) Matches(d *devicev1.Device) bool {
 		anyFold(f.DeviceIDs, d.GetDeviceId()) &&
 		anyOf(f.Drivers, d.GetDriver()) &&
 		(len(f.IfNames) == 0 || slices.Contains(f.IfNames, d.GetName()) || anyOf(f.IfNames, d.GetKernelIfName())) &&
-		anyOf(f.ParentIfNames, d.GetPfName())
+		anyOf(f.ParentIfNames, ParentIfName(d))
+}
+
+// ParentIfName is the link d hangs off: a sub-interface's parent, a VF's
+// PF, or "".
+func ParentIfName(d *devicev1.Device) string {
+	if p := d.GetSubInterface().GetParentIfName(); p != "" {
+		return p
+	}
+	return d.GetPfName()
 }
 
 // anyOf: an empty list matches anything; otherwise v must be one of the

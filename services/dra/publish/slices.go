@@ -96,6 +96,7 @@ func Device(pool string, d *devicev1.Device) resourceapi.Device {
 	if d.GetMtu() != 0 {
 		attrs[attrMTU] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(d.GetMtu()))}
 	}
+	subifAttributes(attrs, d)
 	for k, v := range d.GetAttributes() {
 		if name := resourceapi.QualifiedName(k); !has(attrs, name) {
 			str(name, v)

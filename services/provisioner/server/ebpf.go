@@ -59,14 +59,14 @@ func (s *Server) policy(pd *devicev1.PreparedDevice, cfg *devicev1.DeviceConfig)
 	if pd.GetDevice().GetManager() == devicev1.DeviceManager_DEVICE_MANAGER_SRIOV {
 		return ebpf.Policy{}, nil
 	}
-	soft := cfg.GetVlan() != 0 || cfg.GetSpoofChk()
+	soft := softwareConfig(pd, cfg).GetVlan() != 0 || cfg.GetSpoofChk()
 	if s.programs == nil {
 		if soft {
 			return ebpf.Policy{}, status.Error(codes.FailedPrecondition, "software VLAN and spoof check need the provisioner's eBPF programs, which are not set up")
 		}
 		return ebpf.Policy{}, nil
 	}
-	pol, err := ebpf.SoftwarePolicy(cfg, pd.GetOriginalLink().GetMacAddress())
+	pol, err := ebpf.SoftwarePolicy(softwareConfig(pd, cfg), pd.GetOriginalLink().GetMacAddress())
 	if err != nil {
 		return ebpf.Policy{}, fielderr.New("config.spoofChk", "%v", err)
 	}

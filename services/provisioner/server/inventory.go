@@ -16,6 +16,7 @@ var allManagers = []devicev1.DeviceManager{
 	devicev1.DeviceManager_DEVICE_MANAGER_SRIOV,
 	devicev1.DeviceManager_DEVICE_MANAGER_DUMMY,
 	devicev1.DeviceManager_DEVICE_MANAGER_HOST,
+	devicev1.DeviceManager_DEVICE_MANAGER_SUBIF,
 }
 
 // inventory is each manager's latest published devices, with a version per

@@ -36,6 +36,9 @@ func createdOrig(pd *devicev1.PreparedDevice) *devicev1.LinkSnapshot {
 // attachLink puts pd's link into the pod at netnsPath, configured as cfg
 // says: created there, or moved there from the host (one move).
 func (s *Server) attachLink(ctx context.Context, pd *devicev1.PreparedDevice, netnsPath string, cfg *devicev1.DeviceConfig) error {
+	if sub := pd.GetDevice().GetSubInterface(); sub != nil {
+		return s.createSub(ctx, sub, createdOrig(pd), netnsPath, cfg)
+	}
 	if createdInPod(pd) {
 		return s.mover.Create(ctx, createdOrig(pd), netnsPath, cfg)
 	}
@@ -45,6 +48,9 @@ func (s *Server) attachLink(ctx context.Context, pd *devicev1.PreparedDevice, ne
 // detachLink takes pd's link out of the pod at netnsPath: deleted there, or
 // moved back to the host (one move).
 func (s *Server) detachLink(ctx context.Context, pd *devicev1.PreparedDevice, netnsPath string, cfg *devicev1.DeviceConfig) error {
+	if sub := pd.GetDevice().GetSubInterface(); sub != nil {
+		return s.removeSub(ctx, sub, createdOrig(pd), netnsPath, cfg)
+	}
 	if createdInPod(pd) {
 		return s.mover.Remove(ctx, createdOrig(pd), netnsPath, cfg)
 	}

@@ -23,6 +23,7 @@ type Factories struct {
 	Sriov func(sysfsRoot string, cfg *provisionerv1.SriovConfig) (manager.Manager, error)
 	Dummy func(*provisionerv1.DummyConfig) (manager.Manager, error)
 	Host  func(sysfsRoot string, cfg *provisionerv1.HostConfig) (manager.Manager, error)
+	Subif func(*provisionerv1.SubifConfig) (manager.Manager, error)
 }
 
 // running is one started manager.
@@ -81,6 +82,8 @@ func (ms *managers) wanted(cfg *provisionerv1.ManagerConfigs, sysfsRoot string) 
 			build: func() (manager.Manager, error) { return ms.new.Dummy(cfg.GetDummy()) }},
 		{kind: devicev1.DeviceManager_DEVICE_MANAGER_HOST, field: "managers.host", sysfsRoot: sysfsRoot,
 			build: func() (manager.Manager, error) { return ms.new.Host(sysfsRoot, cfg.GetHost()) }},
+		{kind: devicev1.DeviceManager_DEVICE_MANAGER_SUBIF, field: "managers.subif",
+			build: func() (manager.Manager, error) { return ms.buildSubif(cfg.GetSubif()) }},
 	}
 	if cfg.GetSriov().GetEnabled() {
 		w[0].config = cfg.GetSriov()
@@ -90,6 +93,9 @@ func (ms *managers) wanted(cfg *provisionerv1.ManagerConfigs, sysfsRoot string) 
 	}
 	if cfg.GetHost().GetEnabled() {
 		w[2].config = cfg.GetHost()
+	}
+	if cfg.GetSubif().GetEnabled() {
+		w[3].config = cfg.GetSubif()
 	}
 	return w
 }

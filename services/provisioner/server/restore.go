@@ -104,7 +104,7 @@ func vfIndex(d *devicev1.Device) string {
 
 // checkShape checks pd against what its manager's Setup records: the
 // original link named as the device's interface (Detach renames the link
-// back to it); a created link for a dummy only, VF settings for a VF only
+// back to it); a created link for a dummy or a sub-interface only, VF settings for a VF only
 // (and always for one: Free restores them), detached eBPF programs for a
 // host interface only.
 func checkShape(field string, kind devicev1.DeviceManager, pd *devicev1.PreparedDevice) error {
@@ -112,12 +112,12 @@ func checkShape(field string, kind devicev1.DeviceManager, pd *devicev1.Prepared
 	if ol := pd.GetOriginalLink(); ol != nil && ol.GetName() != ifName {
 		return fielderr.New(field+".originalLink.name", "%q is not the device's interface %q", ol.GetName(), ifName)
 	}
-	dummy := kind == devicev1.DeviceManager_DEVICE_MANAGER_DUMMY
+	created := kind == devicev1.DeviceManager_DEVICE_MANAGER_DUMMY || kind == devicev1.DeviceManager_DEVICE_MANAGER_SUBIF
 	sriov := kind == devicev1.DeviceManager_DEVICE_MANAGER_SRIOV
 	host := kind == devicev1.DeviceManager_DEVICE_MANAGER_HOST
 	switch {
-	case pd.GetLinkCreated() != dummy:
-		return fielderr.New(field+".linkCreated", "%t for a device of the %s manager: netdra creates the links of dummy devices only", pd.GetLinkCreated(), kind)
+	case pd.GetLinkCreated() != created:
+		return fielderr.New(field+".linkCreated", "%t for a device of the %s manager: netdra creates the links of dummy devices and sub-interfaces only", pd.GetLinkCreated(), kind)
 	case (pd.GetOriginalVf() != nil) != sriov:
 		return fielderr.New(field+".originalVf", "set or missing for a device of the %s manager: SR-IOV VFs, and only they, have VF settings", kind)
 	case len(pd.GetDetachedEbpfPrograms()) > 0 && !host:

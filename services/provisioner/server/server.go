@@ -431,6 +431,9 @@ func validatePrepared(field string, pd *devicev1.PreparedDevice) error {
 			return fielderr.New(field+".originalLink.macAddress", "%q is not a MAC address", mac)
 		}
 	}
+	if err := validateSub(field+".device.subInterface", pd.GetDevice().GetSubInterface()); err != nil {
+		return err
+	}
 	if err := validateVFSnapshot(field+".originalVf", pd.GetOriginalVf()); err != nil {
 		return err
 	}
@@ -571,7 +574,7 @@ func linkStatus(err error) error {
 		code = codes.AlreadyExists
 	case errors.Is(err, link.ErrLinkNotFound):
 		code = codes.NotFound
-	case errors.Is(err, hostns.ErrNotNetns), errors.Is(err, link.ErrHostNetns):
+	case errors.Is(err, hostns.ErrNotNetns), errors.Is(err, link.ErrHostNetns), errors.Is(err, link.ErrParentNotFound):
 		code = codes.FailedPrecondition
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return status.FromContextError(err).Err()

@@ -272,8 +272,8 @@ func TestWatchDevices(t *testing.T) {
 		}
 		return r.GetManager().String() + ": " + strings.Join(names, ",")
 	}
-	first := []string{recv(), recv(), recv()}
-	want := []string{"DEVICE_MANAGER_SRIOV: ", "DEVICE_MANAGER_DUMMY: ", "DEVICE_MANAGER_HOST: "}
+	first := []string{recv(), recv(), recv(), recv()}
+	want := []string{"DEVICE_MANAGER_SRIOV: ", "DEVICE_MANAGER_DUMMY: ", "DEVICE_MANAGER_HOST: ", "DEVICE_MANAGER_SUBIF: "}
 	if diff := cmp.Diff(want, first); diff != "" {
 		t.Errorf("first snapshot (-want +got):\n%s", diff)
 	}

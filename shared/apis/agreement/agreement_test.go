@@ -9,6 +9,7 @@ import (
 	"github.com/netdra/netdra/services/provisioner/dummy"
 	"github.com/netdra/netdra/services/provisioner/hostdev"
 	"github.com/netdra/netdra/services/provisioner/sriov"
+	"github.com/netdra/netdra/services/provisioner/subif"
 	"github.com/netdra/netdra/services/state/store"
 	"github.com/netdra/netdra/shared/apis/v1alpha1"
 )
@@ -25,6 +26,11 @@ var nodeConfigSeeds = []string{
 	    "routes":[{"destination":"0.0.0.0/0"}],"exclude":["10.0.0.16/30"]},{"name":"v6","subnet":"fd00::/64"}],
 	  "sysfsRoot":"/host/sys"}`,
 	`{"deviceManagerConfigs":{"host":{"enabled":true,"ifNames":["averylonginterfacename"]}}}`,
+	`{"pools":[{"name":"subs","filter":{"deviceManagers":["subif"],"parentIfNames":["eth1"]}}],
+	  "deviceManagerConfigs":{"subif":{"enabled":true,"parents":[{"name":"mv","parentIfName":"eth1","kind":"macvlan","mode":"passthru","count":1},
+	    {"name":"ipv","parentIfName":"eth3","kind":"ipvlan","mode":"l3s","count":1024,"allowDefaultRoute":true},
+	    {"name":"v100","parentIfName":"eth1.100","kind":"vlan","count":2,"vlanId":100},{"name":"vany","parentIfName":"eth2","kind":"vlan"}]}}}`,
+	`{"deviceManagerConfigs":{"subif":{"enabled":true,"parents":[{"name":"x","parentIfName":"e","kind":"vlan","mode":"l2"}]}}}`,
 	`{"deviceManagerConfigs":{"sriov":{"enabled":true,"sysBusPCIDevPath":"/sys/../sys/bus/pci/devices"}}}`,
 	`{"sysfsRoot":"/host//sys/"}`,
 	`{"ipPools":[{"name":"a","subnet":"10.0.0.7/32","gateway":"10.0.0.7"}]}`,
@@ -75,6 +81,11 @@ func checkNode(t *testing.T, spec *v1alpha1.NodeConfigSpec, b []byte) {
 	if m.GetHost().GetEnabled() {
 		if _, err := hostdev.New(nil, "", m.GetHost()); err != nil {
 			t.Fatalf("spec %s: the provisioner refuses the host config: %v", b, err)
+		}
+	}
+	if m.GetSubif().GetEnabled() {
+		if _, err := subif.New(nil, m.GetSubif()); err != nil {
+			t.Fatalf("spec %s: the provisioner refuses the subif config: %v", b, err)
 		}
 	}
 	if _, err := store.ValidatePools(config.IPPools(spec).GetPools()); err != nil {

@@ -169,7 +169,7 @@ type Pool struct {
 // DeviceManager names a device manager, as published in the deviceManager
 // attribute.
 //
-// +kubebuilder:validation:Enum=sr-iov;dummy;host
+// +kubebuilder:validation:Enum=sr-iov;dummy;host;subif
 type DeviceManager string
 
 // The device managers.
@@ -177,10 +177,11 @@ const (
 	DeviceManagerSRIOV DeviceManager = "sr-iov"
 	DeviceManagerDummy DeviceManager = "dummy"
 	DeviceManagerHost  DeviceManager = "host"
+	DeviceManagerSubif DeviceManager = "subif"
 )
 
 // DeviceManagers lists every DeviceManager, in the order of the enum.
-var DeviceManagers = []DeviceManager{DeviceManagerSRIOV, DeviceManagerDummy, DeviceManagerHost}
+var DeviceManagers = []DeviceManager{DeviceManagerSRIOV, DeviceManagerDummy, DeviceManagerHost, DeviceManagerSubif}
 
 // PoolFilter selects devices by what their manager reports. A device
 // matches when it matches every set field; a field matches when the
@@ -190,7 +191,7 @@ type PoolFilter struct {
 	//
 	// +optional
 	// +listType=set
-	// +kubebuilder:validation:MaxItems=3
+	// +kubebuilder:validation:MaxItems=4
 	DeviceManagers []DeviceManager `json:"deviceManagers,omitempty"`
 
 	// PFNames are kernel names of SR-IOV physical functions whose VFs
@@ -254,7 +255,7 @@ type PoolFilter struct {
 	IfNames []string `json:"ifNames,omitempty"`
 
 	// ParentIfNames are kernel names of the interfaces the devices hang
-	// off (a VF's PF).
+	// off (a VF's PF, a sub-interface's parent).
 	//
 	// +optional
 	// +listType=set
@@ -273,6 +274,8 @@ type DeviceManagerConfigs struct {
 	Dummy *DummyConfig `json:"dummy,omitempty"`
 	// +optional
 	Host *HostConfig `json:"host,omitempty"`
+	// +optional
+	Subif *SubifConfig `json:"subif,omitempty"`
 }
 
 // SRIOVConfig configures the sr-iov manager, which publishes the node's

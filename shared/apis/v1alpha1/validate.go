@@ -103,7 +103,7 @@ func checkPoolName(name string) string {
 }
 
 func validateFilter(f *PoolFilter) error {
-	if err := checkList("deviceManagers", f.DeviceManagers, 3, func(m DeviceManager) string {
+	if err := checkList("deviceManagers", f.DeviceManagers, len(DeviceManagers), func(m DeviceManager) string {
 		if !slices.Contains(DeviceManagers, m) {
 			return fmt.Sprintf("%q is not a device manager: want one of %q", m, DeviceManagers)
 		}
@@ -142,7 +142,10 @@ func validateManagers(m *DeviceManagerConfigs) error {
 	if d := m.Dummy; d != nil && (d.Count < 0 || d.Count > MaxDummyCount) {
 		return fielderr.New("dummy.count", "%d is out of range 0..%d", d.Count, MaxDummyCount)
 	}
-	return fielderr.Prefix("host", validateHost(m.Host))
+	if err := fielderr.Prefix("host", validateHost(m.Host)); err != nil {
+		return err
+	}
+	return fielderr.Prefix("subif", validateSubif(m.Subif))
 }
 
 func validateSRIOV(c *SRIOVConfig) error {

@@ -38,6 +38,11 @@ func validSpec() *NodeConfigSpec {
 				Ifaces: []SRIOVIface{{IfName: "ens1f0", VFCount: 4}, {IfName: "ens1f1"}}},
 			Dummy: &DummyConfig{Enabled: true, Count: 3},
 			Host:  &HostConfig{Enabled: true, IfNames: []string{"eth*"}, Drivers: []string{"virtio_net"}, VendorIDs: []string{"0x1af4"}, DeviceIDs: []string{"0x1041"}},
+			Subif: &SubifConfig{Enabled: true, Parents: []SubifParent{
+				{Name: "mv", ParentIfName: "eth1", Kind: SubifMacvlan, Mode: "private", Count: 8},
+				{Name: "ipv", ParentIfName: "eth3", Kind: SubifIPvlan, Count: 4},
+				{Name: "v100", ParentIfName: "eth2", Kind: SubifVLAN, Count: 2, VLANID: 100},
+			}},
 		},
 		SysfsRoot: "/host/sys",
 	}
@@ -87,6 +92,38 @@ func TestValidate(t *testing.T) {
 		{"bad host glob", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Host.IfNames = []string{"eth["} }, "deviceManagerConfigs.host.ifNames[0]", "not a valid glob"},
 		{"host name longer than an interface name", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Host.IfNames = []string{"averylonginterfacename"} }, "deviceManagerConfigs.host.ifNames[0]", "longer than an interface name"},
 		{"long host glob", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Host.IfNames = []string{"averylonginterfacename*"} }, "", ""},
+		{"subif any vlan", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Subif.Parents[2].VLANID = 0 }, "", ""},
+		{"subif passthru alone", func(s *NodeConfigSpec) {
+			s.DeviceManagerConfigs.Subif.Parents[0] = SubifParent{Name: "pt", ParentIfName: "eth4", Kind: SubifMacvlan, Mode: "passthru", Count: 1}
+		}, "", ""},
+		{"subif no name", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Subif.Parents[1].Name = "" }, "deviceManagerConfigs.subif.parents[1].name", "required"},
+		{"subif upper-case name", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Subif.Parents[1].Name = "IPv" }, "deviceManagerConfigs.subif.parents[1].name", "DNS label"},
+		{"subif long name", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Subif.Parents[1].Name = strings.Repeat("a", 59) }, "deviceManagerConfigs.subif.parents[1].name", "longer than 58"},
+		{"subif duplicate name", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Subif.Parents[2].Name = "mv" }, "deviceManagerConfigs.subif.parents[2].name", "names are unique"},
+		{"subif bad parent", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Subif.Parents[0].ParentIfName = "eth:1" }, "deviceManagerConfigs.subif.parents[0].parentIfName", "contains"},
+		{"subif lo parent", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Subif.Parents[0].ParentIfName = "lo" }, "deviceManagerConfigs.subif.parents[0].parentIfName", "cannot be a parent"},
+		{"subif no parent", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Subif.Parents[0].ParentIfName = "" }, "deviceManagerConfigs.subif.parents[0].parentIfName", "required"},
+		{"subif no kind", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Subif.Parents[0].Kind = "" }, "deviceManagerConfigs.subif.parents[0].kind", "required"},
+		{"subif unknown kind", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Subif.Parents[0].Kind = "veth" }, "deviceManagerConfigs.subif.parents[0].kind", "not a sub-interface kind"},
+		{"subif ipvlan mode on macvlan", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Subif.Parents[0].Mode = "l3" }, "deviceManagerConfigs.subif.parents[0].mode", "not a macvlan mode"},
+		{"subif mode on vlan", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Subif.Parents[2].Mode = "bridge" }, "deviceManagerConfigs.subif.parents[2].mode", "has no mode"},
+		{"subif count", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Subif.Parents[0].Count = 1025 }, "deviceManagerConfigs.subif.parents[0].count", "out of range 0..1024"},
+		{"subif passthru count", func(s *NodeConfigSpec) {
+			s.DeviceManagerConfigs.Subif.Parents[0].Mode = "passthru"
+		}, "deviceManagerConfigs.subif.parents[0].count", "count 1 at most"},
+		{"subif vlanId on macvlan", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Subif.Parents[0].VLANID = 5 }, "deviceManagerConfigs.subif.parents[0].vlanId", "only a vlan"},
+		{"subif vlanId range", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Subif.Parents[2].VLANID = 4095 }, "deviceManagerConfigs.subif.parents[2].vlanId", "out of range 1..4094"},
+		{"subif macvlan and ipvlan on one parent", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Subif.Parents[1].ParentIfName = "eth1" }, "deviceManagerConfigs.subif.parents[1].kind", "not both"},
+		{"subif ipvlan modes on one parent", func(s *NodeConfigSpec) {
+			s.DeviceManagerConfigs.Subif.Parents[0] = SubifParent{Name: "ip3", ParentIfName: "eth3", Kind: SubifIPvlan, Mode: "l3", Count: 1}
+		}, "deviceManagerConfigs.subif.parents[1].mode", "same mode"},
+		{"subif passthru with other macvlans", func(s *NodeConfigSpec) {
+			s.DeviceManagerConfigs.Subif.Parents[1] = SubifParent{Name: "pt", ParentIfName: "eth1", Kind: SubifMacvlan, Mode: "passthru", Count: 1}
+		}, "deviceManagerConfigs.subif.parents[1].mode", "only one"},
+		{"subif vlan beside a macvlan", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Subif.Parents[2].ParentIfName = "eth1" }, "", ""},
+		{"subif pool filter", func(s *NodeConfigSpec) {
+			s.Pools[2].Filter = &PoolFilter{DeviceManagers: []DeviceManager{DeviceManagerSubif}, ParentIfNames: []string{"eth1"}}
+		}, "", ""},
 		{"relative sysfs root", func(s *NodeConfigSpec) { s.SysfsRoot = "sys" }, "sysfsRoot", "absolute"},
 		{"unclean sysfs root", func(s *NodeConfigSpec) { s.SysfsRoot = "/host//sys/" }, "sysfsRoot", "not a clean path; write /host/sys"},
 		{"unclean sysBusPCIDevPath", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.SRIOV.SysBusPCIDevPath = "/sys/../sys/bus/pci/devices" }, "deviceManagerConfigs.sriov.sysBusPCIDevPath", "not a clean path"},

@@ -20,7 +20,7 @@ hostname kernelrig
 echo "KERNELRIG-BOOTED uptime=$(cut -d' ' -f1 /proc/uptime)s kernel=$(uname -r)"
 # Dependency order (modinfo -F depends): llc <- stp <- garp; mrp;
 # 8021q needs garp and mrp; netdevsim needs psample.
-for m in llc stp garp mrp 8021q dummy veth psample netdevsim; do
+for m in llc stp garp mrp 8021q dummy veth macvlan ipvlan psample netdevsim; do
   insmod /lib/modules/$m.ko || echo "KERNELRIG-WARN insmod $m failed"
 done
 ip link set lo up

@@ -31,7 +31,7 @@ DIR=${KERNELRIG_DIR:-/var/cache/netdra/kernelrig}
 PKGS=(qemu-system-x86 busybox-static cpio xz-utils gzip gcc-12 make binutils libelf1 libssl3 kmod)
 # Guest modules, in load order (init.sh loads them in the same order).
 MODS=(net/llc/llc net/802/stp net/802/garp net/802/mrp net/8021q/8021q
-  drivers/net/dummy drivers/net/veth net/psample/psample)
+  drivers/net/dummy drivers/net/veth drivers/net/macvlan drivers/net/ipvlan/ipvlan net/psample/psample)
 
 export DEBIAN_FRONTEND=noninteractive LC_ALL=C
 T0=$SECONDS

@@ -36,6 +36,9 @@ const (
 	DeviceManager_DEVICE_MANAGER_DUMMY DeviceManager = 2
 	// Whole host interfaces, published as "host".
 	DeviceManager_DEVICE_MANAGER_HOST DeviceManager = 3
+	// Sub-interfaces (macvlan, ipvlan, 802.1q VLAN) of configured parent
+	// interfaces, created in the pod; published as "subif".
+	DeviceManager_DEVICE_MANAGER_SUBIF DeviceManager = 4
 )
 
 // Enum value maps for DeviceManager.
@@ -45,12 +48,14 @@ var (
 		1: "DEVICE_MANAGER_SRIOV",
 		2: "DEVICE_MANAGER_DUMMY",
 		3: "DEVICE_MANAGER_HOST",
+		4: "DEVICE_MANAGER_SUBIF",
 	}
 	DeviceManager_value = map[string]int32{
 		"DEVICE_MANAGER_UNSPECIFIED": 0,
 		"DEVICE_MANAGER_SRIOV":       1,
 		"DEVICE_MANAGER_DUMMY":       2,
 		"DEVICE_MANAGER_HOST":        3,
+		"DEVICE_MANAGER_SUBIF":       4,
 	}
 )
 
@@ -79,6 +84,128 @@ func (x DeviceManager) Number() protoreflect.EnumNumber {
 // Deprecated: Use DeviceManager.Descriptor instead.
 func (DeviceManager) EnumDescriptor() ([]byte, []int) {
 	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{0}
+}
+
+// SubInterfaceKind is the kind of link a sub-interface is.
+type SubInterfaceKind int32
+
+const (
+	SubInterfaceKind_SUB_INTERFACE_KIND_UNSPECIFIED SubInterfaceKind = 0
+	SubInterfaceKind_SUB_INTERFACE_KIND_MACVLAN     SubInterfaceKind = 1
+	SubInterfaceKind_SUB_INTERFACE_KIND_IPVLAN      SubInterfaceKind = 2
+	// An 802.1Q (or 802.1ad) VLAN link.
+	SubInterfaceKind_SUB_INTERFACE_KIND_VLAN SubInterfaceKind = 3
+)
+
+// Enum value maps for SubInterfaceKind.
+var (
+	SubInterfaceKind_name = map[int32]string{
+		0: "SUB_INTERFACE_KIND_UNSPECIFIED",
+		1: "SUB_INTERFACE_KIND_MACVLAN",
+		2: "SUB_INTERFACE_KIND_IPVLAN",
+		3: "SUB_INTERFACE_KIND_VLAN",
+	}
+	SubInterfaceKind_value = map[string]int32{
+		"SUB_INTERFACE_KIND_UNSPECIFIED": 0,
+		"SUB_INTERFACE_KIND_MACVLAN":     1,
+		"SUB_INTERFACE_KIND_IPVLAN":      2,
+		"SUB_INTERFACE_KIND_VLAN":        3,
+	}
+)
+
+func (x SubInterfaceKind) Enum() *SubInterfaceKind {
+	p := new(SubInterfaceKind)
+	*p = x
+	return p
+}
+
+func (x SubInterfaceKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SubInterfaceKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_netdra_device_v1_device_proto_enumTypes[1].Descriptor()
+}
+
+func (SubInterfaceKind) Type() protoreflect.EnumType {
+	return &file_netdra_device_v1_device_proto_enumTypes[1]
+}
+
+func (x SubInterfaceKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SubInterfaceKind.Descriptor instead.
+func (SubInterfaceKind) EnumDescriptor() ([]byte, []int) {
+	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{1}
+}
+
+// SubInterfaceMode is a macvlan's or an ipvlan's mode; a VLAN link has
+// none.
+type SubInterfaceMode int32
+
+const (
+	// The kind's default: bridge for macvlan, l2 for ipvlan; none for VLAN.
+	SubInterfaceMode_SUB_INTERFACE_MODE_UNSPECIFIED     SubInterfaceMode = 0
+	SubInterfaceMode_SUB_INTERFACE_MODE_MACVLAN_BRIDGE  SubInterfaceMode = 1
+	SubInterfaceMode_SUB_INTERFACE_MODE_MACVLAN_PRIVATE SubInterfaceMode = 2
+	SubInterfaceMode_SUB_INTERFACE_MODE_MACVLAN_VEPA    SubInterfaceMode = 3
+	// The one macvlan of its parent, which takes the parent's MAC.
+	SubInterfaceMode_SUB_INTERFACE_MODE_MACVLAN_PASSTHRU SubInterfaceMode = 4
+	SubInterfaceMode_SUB_INTERFACE_MODE_IPVLAN_L2        SubInterfaceMode = 5
+	SubInterfaceMode_SUB_INTERFACE_MODE_IPVLAN_L3        SubInterfaceMode = 6
+	SubInterfaceMode_SUB_INTERFACE_MODE_IPVLAN_L3S       SubInterfaceMode = 7
+)
+
+// Enum value maps for SubInterfaceMode.
+var (
+	SubInterfaceMode_name = map[int32]string{
+		0: "SUB_INTERFACE_MODE_UNSPECIFIED",
+		1: "SUB_INTERFACE_MODE_MACVLAN_BRIDGE",
+		2: "SUB_INTERFACE_MODE_MACVLAN_PRIVATE",
+		3: "SUB_INTERFACE_MODE_MACVLAN_VEPA",
+		4: "SUB_INTERFACE_MODE_MACVLAN_PASSTHRU",
+		5: "SUB_INTERFACE_MODE_IPVLAN_L2",
+		6: "SUB_INTERFACE_MODE_IPVLAN_L3",
+		7: "SUB_INTERFACE_MODE_IPVLAN_L3S",
+	}
+	SubInterfaceMode_value = map[string]int32{
+		"SUB_INTERFACE_MODE_UNSPECIFIED":      0,
+		"SUB_INTERFACE_MODE_MACVLAN_BRIDGE":   1,
+		"SUB_INTERFACE_MODE_MACVLAN_PRIVATE":  2,
+		"SUB_INTERFACE_MODE_MACVLAN_VEPA":     3,
+		"SUB_INTERFACE_MODE_MACVLAN_PASSTHRU": 4,
+		"SUB_INTERFACE_MODE_IPVLAN_L2":        5,
+		"SUB_INTERFACE_MODE_IPVLAN_L3":        6,
+		"SUB_INTERFACE_MODE_IPVLAN_L3S":       7,
+	}
+)
+
+func (x SubInterfaceMode) Enum() *SubInterfaceMode {
+	p := new(SubInterfaceMode)
+	*p = x
+	return p
+}
+
+func (x SubInterfaceMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SubInterfaceMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_netdra_device_v1_device_proto_enumTypes[2].Descriptor()
+}
+
+func (SubInterfaceMode) Type() protoreflect.EnumType {
+	return &file_netdra_device_v1_device_proto_enumTypes[2]
+}
+
+func (x SubInterfaceMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SubInterfaceMode.Descriptor instead.
+func (SubInterfaceMode) EnumDescriptor() ([]byte, []int) {
+	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{2}
 }
 
 // VlanProto is the VLAN protocol a VF tags with.
@@ -116,11 +243,11 @@ func (x VlanProto) String() string {
 }
 
 func (VlanProto) Descriptor() protoreflect.EnumDescriptor {
-	return file_netdra_device_v1_device_proto_enumTypes[1].Descriptor()
+	return file_netdra_device_v1_device_proto_enumTypes[3].Descriptor()
 }
 
 func (VlanProto) Type() protoreflect.EnumType {
-	return &file_netdra_device_v1_device_proto_enumTypes[1]
+	return &file_netdra_device_v1_device_proto_enumTypes[3]
 }
 
 func (x VlanProto) Number() protoreflect.EnumNumber {
@@ -129,7 +256,7 @@ func (x VlanProto) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use VlanProto.Descriptor instead.
 func (VlanProto) EnumDescriptor() ([]byte, []int) {
-	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{1}
+	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{3}
 }
 
 // VfLinkState is the administrative link state of a VF as the PF forces it.
@@ -173,11 +300,11 @@ func (x VfLinkState) String() string {
 }
 
 func (VfLinkState) Descriptor() protoreflect.EnumDescriptor {
-	return file_netdra_device_v1_device_proto_enumTypes[2].Descriptor()
+	return file_netdra_device_v1_device_proto_enumTypes[4].Descriptor()
 }
 
 func (VfLinkState) Type() protoreflect.EnumType {
-	return &file_netdra_device_v1_device_proto_enumTypes[2]
+	return &file_netdra_device_v1_device_proto_enumTypes[4]
 }
 
 func (x VfLinkState) Number() protoreflect.EnumNumber {
@@ -186,7 +313,7 @@ func (x VfLinkState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use VfLinkState.Descriptor instead.
 func (VfLinkState) EnumDescriptor() ([]byte, []int) {
-	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{2}
+	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{4}
 }
 
 // LinkState is what a manager sees of a device's link, for device health.
@@ -233,11 +360,11 @@ func (x LinkState) String() string {
 }
 
 func (LinkState) Descriptor() protoreflect.EnumDescriptor {
-	return file_netdra_device_v1_device_proto_enumTypes[3].Descriptor()
+	return file_netdra_device_v1_device_proto_enumTypes[5].Descriptor()
 }
 
 func (LinkState) Type() protoreflect.EnumType {
-	return &file_netdra_device_v1_device_proto_enumTypes[3]
+	return &file_netdra_device_v1_device_proto_enumTypes[5]
 }
 
 func (x LinkState) Number() protoreflect.EnumNumber {
@@ -246,7 +373,7 @@ func (x LinkState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use LinkState.Descriptor instead.
 func (LinkState) EnumDescriptor() ([]byte, []int) {
-	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{3}
+	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{5}
 }
 
 // EbpfAttachPoint is where an eBPF program was attached to an interface.
@@ -295,11 +422,11 @@ func (x EbpfAttachPoint) String() string {
 }
 
 func (EbpfAttachPoint) Descriptor() protoreflect.EnumDescriptor {
-	return file_netdra_device_v1_device_proto_enumTypes[4].Descriptor()
+	return file_netdra_device_v1_device_proto_enumTypes[6].Descriptor()
 }
 
 func (EbpfAttachPoint) Type() protoreflect.EnumType {
-	return &file_netdra_device_v1_device_proto_enumTypes[4]
+	return &file_netdra_device_v1_device_proto_enumTypes[6]
 }
 
 func (x EbpfAttachPoint) Number() protoreflect.EnumNumber {
@@ -308,7 +435,81 @@ func (x EbpfAttachPoint) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use EbpfAttachPoint.Descriptor instead.
 func (EbpfAttachPoint) EnumDescriptor() ([]byte, []int) {
-	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{4}
+	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{6}
+}
+
+// SubInterface is what a sub-interface device is made as, in the pod: a
+// link of kind, in mode, on the host link parent_if_name.
+type SubInterface struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Kind  SubInterfaceKind       `protobuf:"varint,1,opt,name=kind,proto3,enum=netdra.device.v1.SubInterfaceKind" json:"kind,omitempty"`
+	Mode  SubInterfaceMode       `protobuf:"varint,2,opt,name=mode,proto3,enum=netdra.device.v1.SubInterfaceMode" json:"mode,omitempty"`
+	// The parent's kernel name in the host netns; it never moves.
+	ParentIfName string `protobuf:"bytes,3,opt,name=parent_if_name,json=parentIfName,proto3" json:"parent_if_name,omitempty"`
+	// The VLAN ID of a VLAN link (1..4094): the configured one on a
+	// published device (0: each claim names its own, config vlan); the one
+	// the link gets on a prepared device.
+	VlanId        uint32 `protobuf:"varint,4,opt,name=vlan_id,json=vlanId,proto3" json:"vlan_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubInterface) Reset() {
+	*x = SubInterface{}
+	mi := &file_netdra_device_v1_device_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubInterface) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubInterface) ProtoMessage() {}
+
+func (x *SubInterface) ProtoReflect() protoreflect.Message {
+	mi := &file_netdra_device_v1_device_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubInterface.ProtoReflect.Descriptor instead.
+func (*SubInterface) Descriptor() ([]byte, []int) {
+	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *SubInterface) GetKind() SubInterfaceKind {
+	if x != nil {
+		return x.Kind
+	}
+	return SubInterfaceKind_SUB_INTERFACE_KIND_UNSPECIFIED
+}
+
+func (x *SubInterface) GetMode() SubInterfaceMode {
+	if x != nil {
+		return x.Mode
+	}
+	return SubInterfaceMode_SUB_INTERFACE_MODE_UNSPECIFIED
+}
+
+func (x *SubInterface) GetParentIfName() string {
+	if x != nil {
+		return x.ParentIfName
+	}
+	return ""
+}
+
+func (x *SubInterface) GetVlanId() uint32 {
+	if x != nil {
+		return x.VlanId
+	}
+	return 0
 }
 
 // Device is one device as a manager reports it now.
@@ -341,15 +542,18 @@ type Device struct {
 	Mtu        uint32 `protobuf:"varint,13,opt,name=mtu,proto3" json:"mtu,omitempty"`
 	// Further attributes the manager publishes as they are.
 	Attributes map[string]string `protobuf:"bytes,14,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// The link's state as the manager last saw it (device health).
-	LinkState     LinkState `protobuf:"varint,15,opt,name=link_state,json=linkState,proto3,enum=netdra.device.v1.LinkState" json:"link_state,omitempty"`
+	// The link's state as the manager last saw it (device health); for a
+	// sub-interface, its parent's.
+	LinkState LinkState `protobuf:"varint,15,opt,name=link_state,json=linkState,proto3,enum=netdra.device.v1.LinkState" json:"link_state,omitempty"`
+	// What a sub-interface device is made as; absent for other devices.
+	SubInterface  *SubInterface `protobuf:"bytes,16,opt,name=sub_interface,json=subInterface,proto3" json:"sub_interface,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Device) Reset() {
 	*x = Device{}
-	mi := &file_netdra_device_v1_device_proto_msgTypes[0]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -361,7 +565,7 @@ func (x *Device) String() string {
 func (*Device) ProtoMessage() {}
 
 func (x *Device) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_device_v1_device_proto_msgTypes[0]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -374,7 +578,7 @@ func (x *Device) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Device.ProtoReflect.Descriptor instead.
 func (*Device) Descriptor() ([]byte, []int) {
-	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{0}
+	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *Device) GetName() string {
@@ -482,6 +686,13 @@ func (x *Device) GetLinkState() LinkState {
 	return LinkState_LINK_STATE_UNSPECIFIED
 }
 
+func (x *Device) GetSubInterface() *SubInterface {
+	if x != nil {
+		return x.SubInterface
+	}
+	return nil
+}
+
 // Route is a route added inside the pod for a device.
 type Route struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -495,7 +706,7 @@ type Route struct {
 
 func (x *Route) Reset() {
 	*x = Route{}
-	mi := &file_netdra_device_v1_device_proto_msgTypes[1]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -507,7 +718,7 @@ func (x *Route) String() string {
 func (*Route) ProtoMessage() {}
 
 func (x *Route) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_device_v1_device_proto_msgTypes[1]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -520,7 +731,7 @@ func (x *Route) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Route.ProtoReflect.Descriptor instead.
 func (*Route) Descriptor() ([]byte, []int) {
-	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{1}
+	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Route) GetDestination() string {
@@ -573,7 +784,7 @@ type DeviceConfig struct {
 
 func (x *DeviceConfig) Reset() {
 	*x = DeviceConfig{}
-	mi := &file_netdra_device_v1_device_proto_msgTypes[2]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -585,7 +796,7 @@ func (x *DeviceConfig) String() string {
 func (*DeviceConfig) ProtoMessage() {}
 
 func (x *DeviceConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_device_v1_device_proto_msgTypes[2]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -598,7 +809,7 @@ func (x *DeviceConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceConfig.ProtoReflect.Descriptor instead.
 func (*DeviceConfig) Descriptor() ([]byte, []int) {
-	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{2}
+	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *DeviceConfig) GetPodIfName() string {
@@ -720,7 +931,7 @@ type LinkSnapshot struct {
 
 func (x *LinkSnapshot) Reset() {
 	*x = LinkSnapshot{}
-	mi := &file_netdra_device_v1_device_proto_msgTypes[3]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -732,7 +943,7 @@ func (x *LinkSnapshot) String() string {
 func (*LinkSnapshot) ProtoMessage() {}
 
 func (x *LinkSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_device_v1_device_proto_msgTypes[3]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -745,7 +956,7 @@ func (x *LinkSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LinkSnapshot.ProtoReflect.Descriptor instead.
 func (*LinkSnapshot) Descriptor() ([]byte, []int) {
-	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{3}
+	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *LinkSnapshot) GetName() string {
@@ -794,7 +1005,7 @@ type VfSnapshot struct {
 
 func (x *VfSnapshot) Reset() {
 	*x = VfSnapshot{}
-	mi := &file_netdra_device_v1_device_proto_msgTypes[4]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -806,7 +1017,7 @@ func (x *VfSnapshot) String() string {
 func (*VfSnapshot) ProtoMessage() {}
 
 func (x *VfSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_device_v1_device_proto_msgTypes[4]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -819,7 +1030,7 @@ func (x *VfSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VfSnapshot.ProtoReflect.Descriptor instead.
 func (*VfSnapshot) Descriptor() ([]byte, []int) {
-	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{4}
+	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *VfSnapshot) GetMacAddress() string {
@@ -895,8 +1106,8 @@ type PreparedDevice struct {
 	OriginalLink *LinkSnapshot `protobuf:"bytes,2,opt,name=original_link,json=originalLink,proto3" json:"original_link,omitempty"`
 	// The VF's settings before Setup; absent when not a VF.
 	OriginalVf *VfSnapshot `protobuf:"bytes,3,opt,name=original_vf,json=originalVf,proto3" json:"original_vf,omitempty"`
-	// Whether netdra creates the link (dummy): inside the pod netns at Attach,
-	// deleted there at Detach; no namespace move.
+	// Whether netdra creates the link (dummy, sub-interface): inside the pod
+	// netns at Attach, deleted there at Detach; no namespace move.
 	LinkCreated bool `protobuf:"varint,4,opt,name=link_created,json=linkCreated,proto3" json:"link_created,omitempty"`
 	// The eBPF programs the host had on the interface, which Setup detached
 	// so that they do not travel into the pod; Free reattaches them (host
@@ -913,7 +1124,7 @@ type PreparedDevice struct {
 
 func (x *PreparedDevice) Reset() {
 	*x = PreparedDevice{}
-	mi := &file_netdra_device_v1_device_proto_msgTypes[5]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -925,7 +1136,7 @@ func (x *PreparedDevice) String() string {
 func (*PreparedDevice) ProtoMessage() {}
 
 func (x *PreparedDevice) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_device_v1_device_proto_msgTypes[5]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -938,7 +1149,7 @@ func (x *PreparedDevice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreparedDevice.ProtoReflect.Descriptor instead.
 func (*PreparedDevice) Descriptor() ([]byte, []int) {
-	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{5}
+	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PreparedDevice) GetDevice() *Device {
@@ -997,7 +1208,7 @@ type DeviceNode struct {
 
 func (x *DeviceNode) Reset() {
 	*x = DeviceNode{}
-	mi := &file_netdra_device_v1_device_proto_msgTypes[6]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1009,7 +1220,7 @@ func (x *DeviceNode) String() string {
 func (*DeviceNode) ProtoMessage() {}
 
 func (x *DeviceNode) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_device_v1_device_proto_msgTypes[6]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1022,7 +1233,7 @@ func (x *DeviceNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceNode.ProtoReflect.Descriptor instead.
 func (*DeviceNode) Descriptor() ([]byte, []int) {
-	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{6}
+	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DeviceNode) GetHostPath() string {
@@ -1064,7 +1275,7 @@ type EbpfProgram struct {
 
 func (x *EbpfProgram) Reset() {
 	*x = EbpfProgram{}
-	mi := &file_netdra_device_v1_device_proto_msgTypes[7]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1076,7 +1287,7 @@ func (x *EbpfProgram) String() string {
 func (*EbpfProgram) ProtoMessage() {}
 
 func (x *EbpfProgram) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_device_v1_device_proto_msgTypes[7]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1089,7 +1300,7 @@ func (x *EbpfProgram) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EbpfProgram.ProtoReflect.Descriptor instead.
 func (*EbpfProgram) Descriptor() ([]byte, []int) {
-	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{7}
+	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *EbpfProgram) GetAttachPoint() EbpfAttachPoint {
@@ -1159,7 +1370,12 @@ var File_netdra_device_v1_device_proto protoreflect.FileDescriptor
 
 const file_netdra_device_v1_device_proto_rawDesc = "" +
 	"\n" +
-	"\x1dnetdra/device/v1/device.proto\x12\x10netdra.device.v1\"\xfb\x04\n" +
+	"\x1dnetdra/device/v1/device.proto\x12\x10netdra.device.v1\"\xbd\x01\n" +
+	"\fSubInterface\x126\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\".netdra.device.v1.SubInterfaceKindR\x04kind\x126\n" +
+	"\x04mode\x18\x02 \x01(\x0e2\".netdra.device.v1.SubInterfaceModeR\x04mode\x12$\n" +
+	"\x0eparent_if_name\x18\x03 \x01(\tR\fparentIfName\x12\x17\n" +
+	"\avlan_id\x18\x04 \x01(\rR\x06vlanId\"\xc0\x05\n" +
 	"\x06Device\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x129\n" +
 	"\amanager\x18\x02 \x01(\x0e2\x1f.netdra.device.v1.DeviceManagerR\amanager\x12$\n" +
@@ -1181,7 +1397,8 @@ const file_netdra_device_v1_device_proto_rawDesc = "" +
 	"attributes\x18\x0e \x03(\v2(.netdra.device.v1.Device.AttributesEntryR\n" +
 	"attributes\x12:\n" +
 	"\n" +
-	"link_state\x18\x0f \x01(\x0e2\x1b.netdra.device.v1.LinkStateR\tlinkState\x1a=\n" +
+	"link_state\x18\x0f \x01(\x0e2\x1b.netdra.device.v1.LinkStateR\tlinkState\x12C\n" +
+	"\rsub_interface\x18\x10 \x01(\v2\x1e.netdra.device.v1.SubInterfaceR\fsubInterface\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\v\n" +
@@ -1263,12 +1480,27 @@ const file_netdra_device_v1_device_proto_rawDesc = "" +
 	"\x10tc_direct_action\x18\a \x01(\bR\x0etcDirectAction\x12\x1b\n" +
 	"\txdp_flags\x18\b \x01(\rR\bxdpFlags\x12\x1f\n" +
 	"\vtc_protocol\x18\t \x01(\rR\n" +
-	"tcProtocol*|\n" +
+	"tcProtocol*\x96\x01\n" +
 	"\rDeviceManager\x12\x1e\n" +
 	"\x1aDEVICE_MANAGER_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14DEVICE_MANAGER_SRIOV\x10\x01\x12\x18\n" +
 	"\x14DEVICE_MANAGER_DUMMY\x10\x02\x12\x17\n" +
-	"\x13DEVICE_MANAGER_HOST\x10\x03*T\n" +
+	"\x13DEVICE_MANAGER_HOST\x10\x03\x12\x18\n" +
+	"\x14DEVICE_MANAGER_SUBIF\x10\x04*\x92\x01\n" +
+	"\x10SubInterfaceKind\x12\"\n" +
+	"\x1eSUB_INTERFACE_KIND_UNSPECIFIED\x10\x00\x12\x1e\n" +
+	"\x1aSUB_INTERFACE_KIND_MACVLAN\x10\x01\x12\x1d\n" +
+	"\x19SUB_INTERFACE_KIND_IPVLAN\x10\x02\x12\x1b\n" +
+	"\x17SUB_INTERFACE_KIND_VLAN\x10\x03*\xba\x02\n" +
+	"\x10SubInterfaceMode\x12\"\n" +
+	"\x1eSUB_INTERFACE_MODE_UNSPECIFIED\x10\x00\x12%\n" +
+	"!SUB_INTERFACE_MODE_MACVLAN_BRIDGE\x10\x01\x12&\n" +
+	"\"SUB_INTERFACE_MODE_MACVLAN_PRIVATE\x10\x02\x12#\n" +
+	"\x1fSUB_INTERFACE_MODE_MACVLAN_VEPA\x10\x03\x12'\n" +
+	"#SUB_INTERFACE_MODE_MACVLAN_PASSTHRU\x10\x04\x12 \n" +
+	"\x1cSUB_INTERFACE_MODE_IPVLAN_L2\x10\x05\x12 \n" +
+	"\x1cSUB_INTERFACE_MODE_IPVLAN_L3\x10\x06\x12!\n" +
+	"\x1dSUB_INTERFACE_MODE_IPVLAN_L3S\x10\a*T\n" +
 	"\tVlanProto\x12\x1a\n" +
 	"\x16VLAN_PROTO_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10VLAN_PROTO_8021Q\x10\x01\x12\x15\n" +
@@ -1304,44 +1536,50 @@ func file_netdra_device_v1_device_proto_rawDescGZIP() []byte {
 	return file_netdra_device_v1_device_proto_rawDescData
 }
 
-var file_netdra_device_v1_device_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_netdra_device_v1_device_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_netdra_device_v1_device_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_netdra_device_v1_device_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_netdra_device_v1_device_proto_goTypes = []any{
 	(DeviceManager)(0),     // 0: netdra.device.v1.DeviceManager
-	(VlanProto)(0),         // 1: netdra.device.v1.VlanProto
-	(VfLinkState)(0),       // 2: netdra.device.v1.VfLinkState
-	(LinkState)(0),         // 3: netdra.device.v1.LinkState
-	(EbpfAttachPoint)(0),   // 4: netdra.device.v1.EbpfAttachPoint
-	(*Device)(nil),         // 5: netdra.device.v1.Device
-	(*Route)(nil),          // 6: netdra.device.v1.Route
-	(*DeviceConfig)(nil),   // 7: netdra.device.v1.DeviceConfig
-	(*LinkSnapshot)(nil),   // 8: netdra.device.v1.LinkSnapshot
-	(*VfSnapshot)(nil),     // 9: netdra.device.v1.VfSnapshot
-	(*PreparedDevice)(nil), // 10: netdra.device.v1.PreparedDevice
-	(*DeviceNode)(nil),     // 11: netdra.device.v1.DeviceNode
-	(*EbpfProgram)(nil),    // 12: netdra.device.v1.EbpfProgram
-	nil,                    // 13: netdra.device.v1.Device.AttributesEntry
+	(SubInterfaceKind)(0),  // 1: netdra.device.v1.SubInterfaceKind
+	(SubInterfaceMode)(0),  // 2: netdra.device.v1.SubInterfaceMode
+	(VlanProto)(0),         // 3: netdra.device.v1.VlanProto
+	(VfLinkState)(0),       // 4: netdra.device.v1.VfLinkState
+	(LinkState)(0),         // 5: netdra.device.v1.LinkState
+	(EbpfAttachPoint)(0),   // 6: netdra.device.v1.EbpfAttachPoint
+	(*SubInterface)(nil),   // 7: netdra.device.v1.SubInterface
+	(*Device)(nil),         // 8: netdra.device.v1.Device
+	(*Route)(nil),          // 9: netdra.device.v1.Route
+	(*DeviceConfig)(nil),   // 10: netdra.device.v1.DeviceConfig
+	(*LinkSnapshot)(nil),   // 11: netdra.device.v1.LinkSnapshot
+	(*VfSnapshot)(nil),     // 12: netdra.device.v1.VfSnapshot
+	(*PreparedDevice)(nil), // 13: netdra.device.v1.PreparedDevice
+	(*DeviceNode)(nil),     // 14: netdra.device.v1.DeviceNode
+	(*EbpfProgram)(nil),    // 15: netdra.device.v1.EbpfProgram
+	nil,                    // 16: netdra.device.v1.Device.AttributesEntry
 }
 var file_netdra_device_v1_device_proto_depIdxs = []int32{
-	0,  // 0: netdra.device.v1.Device.manager:type_name -> netdra.device.v1.DeviceManager
-	13, // 1: netdra.device.v1.Device.attributes:type_name -> netdra.device.v1.Device.AttributesEntry
-	3,  // 2: netdra.device.v1.Device.link_state:type_name -> netdra.device.v1.LinkState
-	1,  // 3: netdra.device.v1.DeviceConfig.vlan_proto:type_name -> netdra.device.v1.VlanProto
-	2,  // 4: netdra.device.v1.DeviceConfig.link_state:type_name -> netdra.device.v1.VfLinkState
-	6,  // 5: netdra.device.v1.DeviceConfig.routes:type_name -> netdra.device.v1.Route
-	1,  // 6: netdra.device.v1.VfSnapshot.vlan_proto:type_name -> netdra.device.v1.VlanProto
-	2,  // 7: netdra.device.v1.VfSnapshot.link_state:type_name -> netdra.device.v1.VfLinkState
-	5,  // 8: netdra.device.v1.PreparedDevice.device:type_name -> netdra.device.v1.Device
-	8,  // 9: netdra.device.v1.PreparedDevice.original_link:type_name -> netdra.device.v1.LinkSnapshot
-	9,  // 10: netdra.device.v1.PreparedDevice.original_vf:type_name -> netdra.device.v1.VfSnapshot
-	12, // 11: netdra.device.v1.PreparedDevice.detached_ebpf_programs:type_name -> netdra.device.v1.EbpfProgram
-	11, // 12: netdra.device.v1.PreparedDevice.device_nodes:type_name -> netdra.device.v1.DeviceNode
-	4,  // 13: netdra.device.v1.EbpfProgram.attach_point:type_name -> netdra.device.v1.EbpfAttachPoint
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	1,  // 0: netdra.device.v1.SubInterface.kind:type_name -> netdra.device.v1.SubInterfaceKind
+	2,  // 1: netdra.device.v1.SubInterface.mode:type_name -> netdra.device.v1.SubInterfaceMode
+	0,  // 2: netdra.device.v1.Device.manager:type_name -> netdra.device.v1.DeviceManager
+	16, // 3: netdra.device.v1.Device.attributes:type_name -> netdra.device.v1.Device.AttributesEntry
+	5,  // 4: netdra.device.v1.Device.link_state:type_name -> netdra.device.v1.LinkState
+	7,  // 5: netdra.device.v1.Device.sub_interface:type_name -> netdra.device.v1.SubInterface
+	3,  // 6: netdra.device.v1.DeviceConfig.vlan_proto:type_name -> netdra.device.v1.VlanProto
+	4,  // 7: netdra.device.v1.DeviceConfig.link_state:type_name -> netdra.device.v1.VfLinkState
+	9,  // 8: netdra.device.v1.DeviceConfig.routes:type_name -> netdra.device.v1.Route
+	3,  // 9: netdra.device.v1.VfSnapshot.vlan_proto:type_name -> netdra.device.v1.VlanProto
+	4,  // 10: netdra.device.v1.VfSnapshot.link_state:type_name -> netdra.device.v1.VfLinkState
+	8,  // 11: netdra.device.v1.PreparedDevice.device:type_name -> netdra.device.v1.Device
+	11, // 12: netdra.device.v1.PreparedDevice.original_link:type_name -> netdra.device.v1.LinkSnapshot
+	12, // 13: netdra.device.v1.PreparedDevice.original_vf:type_name -> netdra.device.v1.VfSnapshot
+	15, // 14: netdra.device.v1.PreparedDevice.detached_ebpf_programs:type_name -> netdra.device.v1.EbpfProgram
+	14, // 15: netdra.device.v1.PreparedDevice.device_nodes:type_name -> netdra.device.v1.DeviceNode
+	6,  // 16: netdra.device.v1.EbpfProgram.attach_point:type_name -> netdra.device.v1.EbpfAttachPoint
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_netdra_device_v1_device_proto_init() }
@@ -1349,15 +1587,15 @@ func file_netdra_device_v1_device_proto_init() {
 	if File_netdra_device_v1_device_proto != nil {
 		return
 	}
-	file_netdra_device_v1_device_proto_msgTypes[0].OneofWrappers = []any{}
-	file_netdra_device_v1_device_proto_msgTypes[2].OneofWrappers = []any{}
+	file_netdra_device_v1_device_proto_msgTypes[1].OneofWrappers = []any{}
+	file_netdra_device_v1_device_proto_msgTypes[3].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_netdra_device_v1_device_proto_rawDesc), len(file_netdra_device_v1_device_proto_rawDesc)),
-			NumEnums:      5,
-			NumMessages:   9,
+			NumEnums:      7,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

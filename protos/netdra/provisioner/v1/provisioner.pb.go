@@ -288,6 +288,164 @@ func (x *HostConfig) GetKeepEbpfProgramsPools() []string {
 	return nil
 }
 
+// SubifParent offers count sub-interfaces of one kind on one parent
+// interface: devices <name>-0..<name>-<count-1>.
+type SubifParent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The devices' name prefix: a DNS label of at most 58 characters,
+	// unique among the parents.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The parent's kernel interface name in the host netns. It is never
+	// moved; one holding a default route is not offered unless
+	// allow_default_route is set.
+	ParentIfName string              `protobuf:"bytes,2,opt,name=parent_if_name,json=parentIfName,proto3" json:"parent_if_name,omitempty"`
+	Kind         v1.SubInterfaceKind `protobuf:"varint,3,opt,name=kind,proto3,enum=netdra.device.v1.SubInterfaceKind" json:"kind,omitempty"`
+	// macvlan: bridge (default), private, vepa or passthru (count 1);
+	// ipvlan: l2 (default), l3 or l3s; vlan: none.
+	Mode v1.SubInterfaceMode `protobuf:"varint,4,opt,name=mode,proto3,enum=netdra.device.v1.SubInterfaceMode" json:"mode,omitempty"`
+	// How many sub-interfaces to offer, 0..1024.
+	Count uint32 `protobuf:"varint,5,opt,name=count,proto3" json:"count,omitempty"`
+	// vlan only: the VLAN ID (1..4094) of every device; 0: each claim
+	// names its own (config vlan).
+	VlanId uint32 `protobuf:"varint,6,opt,name=vlan_id,json=vlanId,proto3" json:"vlan_id,omitempty"`
+	// Offer sub-interfaces of a parent that holds the host's default route.
+	AllowDefaultRoute bool `protobuf:"varint,7,opt,name=allow_default_route,json=allowDefaultRoute,proto3" json:"allow_default_route,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *SubifParent) Reset() {
+	*x = SubifParent{}
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubifParent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubifParent) ProtoMessage() {}
+
+func (x *SubifParent) ProtoReflect() protoreflect.Message {
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubifParent.ProtoReflect.Descriptor instead.
+func (*SubifParent) Descriptor() ([]byte, []int) {
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SubifParent) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SubifParent) GetParentIfName() string {
+	if x != nil {
+		return x.ParentIfName
+	}
+	return ""
+}
+
+func (x *SubifParent) GetKind() v1.SubInterfaceKind {
+	if x != nil {
+		return x.Kind
+	}
+	return v1.SubInterfaceKind(0)
+}
+
+func (x *SubifParent) GetMode() v1.SubInterfaceMode {
+	if x != nil {
+		return x.Mode
+	}
+	return v1.SubInterfaceMode(0)
+}
+
+func (x *SubifParent) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *SubifParent) GetVlanId() uint32 {
+	if x != nil {
+		return x.VlanId
+	}
+	return 0
+}
+
+func (x *SubifParent) GetAllowDefaultRoute() bool {
+	if x != nil {
+		return x.AllowDefaultRoute
+	}
+	return false
+}
+
+// SubifConfig configures the subif manager.
+type SubifConfig struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Enabled       bool                   `protobuf:"varint,1,opt,name=enabled,proto3" json:"enabled,omitempty"`
+	Parents       []*SubifParent         `protobuf:"bytes,2,rep,name=parents,proto3" json:"parents,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubifConfig) Reset() {
+	*x = SubifConfig{}
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubifConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubifConfig) ProtoMessage() {}
+
+func (x *SubifConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubifConfig.ProtoReflect.Descriptor instead.
+func (*SubifConfig) Descriptor() ([]byte, []int) {
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *SubifConfig) GetEnabled() bool {
+	if x != nil {
+		return x.Enabled
+	}
+	return false
+}
+
+func (x *SubifConfig) GetParents() []*SubifParent {
+	if x != nil {
+		return x.Parents
+	}
+	return nil
+}
+
 // ManagerConfigs configures every manager at once; an absent manager is
 // stopped.
 type ManagerConfigs struct {
@@ -295,13 +453,14 @@ type ManagerConfigs struct {
 	Sriov         *SriovConfig           `protobuf:"bytes,1,opt,name=sriov,proto3" json:"sriov,omitempty"`
 	Dummy         *DummyConfig           `protobuf:"bytes,2,opt,name=dummy,proto3" json:"dummy,omitempty"`
 	Host          *HostConfig            `protobuf:"bytes,3,opt,name=host,proto3" json:"host,omitempty"`
+	Subif         *SubifConfig           `protobuf:"bytes,4,opt,name=subif,proto3" json:"subif,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ManagerConfigs) Reset() {
 	*x = ManagerConfigs{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[4]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -313,7 +472,7 @@ func (x *ManagerConfigs) String() string {
 func (*ManagerConfigs) ProtoMessage() {}
 
 func (x *ManagerConfigs) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[4]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -326,7 +485,7 @@ func (x *ManagerConfigs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ManagerConfigs.ProtoReflect.Descriptor instead.
 func (*ManagerConfigs) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{4}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ManagerConfigs) GetSriov() *SriovConfig {
@@ -350,6 +509,13 @@ func (x *ManagerConfigs) GetHost() *HostConfig {
 	return nil
 }
 
+func (x *ManagerConfigs) GetSubif() *SubifConfig {
+	if x != nil {
+		return x.Subif
+	}
+	return nil
+}
+
 type ConfigureRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Managers *ManagerConfigs        `protobuf:"bytes,1,opt,name=managers,proto3" json:"managers,omitempty"`
@@ -363,7 +529,7 @@ type ConfigureRequest struct {
 
 func (x *ConfigureRequest) Reset() {
 	*x = ConfigureRequest{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[5]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -375,7 +541,7 @@ func (x *ConfigureRequest) String() string {
 func (*ConfigureRequest) ProtoMessage() {}
 
 func (x *ConfigureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[5]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -388,7 +554,7 @@ func (x *ConfigureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureRequest.ProtoReflect.Descriptor instead.
 func (*ConfigureRequest) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{5}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ConfigureRequest) GetManagers() *ManagerConfigs {
@@ -418,7 +584,7 @@ type ManagerStatus struct {
 
 func (x *ManagerStatus) Reset() {
 	*x = ManagerStatus{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[6]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -430,7 +596,7 @@ func (x *ManagerStatus) String() string {
 func (*ManagerStatus) ProtoMessage() {}
 
 func (x *ManagerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[6]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -443,7 +609,7 @@ func (x *ManagerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ManagerStatus.ProtoReflect.Descriptor instead.
 func (*ManagerStatus) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{6}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ManagerStatus) GetManager() v1.DeviceManager {
@@ -476,7 +642,7 @@ type ConfigureResponse struct {
 
 func (x *ConfigureResponse) Reset() {
 	*x = ConfigureResponse{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[7]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -488,7 +654,7 @@ func (x *ConfigureResponse) String() string {
 func (*ConfigureResponse) ProtoMessage() {}
 
 func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[7]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -501,7 +667,7 @@ func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureResponse.ProtoReflect.Descriptor instead.
 func (*ConfigureResponse) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{7}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ConfigureResponse) GetManagers() []*ManagerStatus {
@@ -519,7 +685,7 @@ type WatchDevicesRequest struct {
 
 func (x *WatchDevicesRequest) Reset() {
 	*x = WatchDevicesRequest{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[8]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -531,7 +697,7 @@ func (x *WatchDevicesRequest) String() string {
 func (*WatchDevicesRequest) ProtoMessage() {}
 
 func (x *WatchDevicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[8]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -544,7 +710,7 @@ func (x *WatchDevicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchDevicesRequest.ProtoReflect.Descriptor instead.
 func (*WatchDevicesRequest) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{8}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{10}
 }
 
 type WatchDevicesResponse struct {
@@ -558,7 +724,7 @@ type WatchDevicesResponse struct {
 
 func (x *WatchDevicesResponse) Reset() {
 	*x = WatchDevicesResponse{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[9]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -570,7 +736,7 @@ func (x *WatchDevicesResponse) String() string {
 func (*WatchDevicesResponse) ProtoMessage() {}
 
 func (x *WatchDevicesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[9]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -583,7 +749,7 @@ func (x *WatchDevicesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchDevicesResponse.ProtoReflect.Descriptor instead.
 func (*WatchDevicesResponse) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{9}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *WatchDevicesResponse) GetManager() v1.DeviceManager {
@@ -613,7 +779,7 @@ type SetupRequest struct {
 
 func (x *SetupRequest) Reset() {
 	*x = SetupRequest{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[10]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -625,7 +791,7 @@ func (x *SetupRequest) String() string {
 func (*SetupRequest) ProtoMessage() {}
 
 func (x *SetupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[10]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -638,7 +804,7 @@ func (x *SetupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetupRequest.ProtoReflect.Descriptor instead.
 func (*SetupRequest) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{10}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SetupRequest) GetDevice() *v1.Device {
@@ -671,7 +837,7 @@ type SetupResponse struct {
 
 func (x *SetupResponse) Reset() {
 	*x = SetupResponse{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[11]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -683,7 +849,7 @@ func (x *SetupResponse) String() string {
 func (*SetupResponse) ProtoMessage() {}
 
 func (x *SetupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[11]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -696,7 +862,7 @@ func (x *SetupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetupResponse.ProtoReflect.Descriptor instead.
 func (*SetupResponse) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{11}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SetupResponse) GetPreparedDevice() *v1.PreparedDevice {
@@ -716,7 +882,7 @@ type FreeRequest struct {
 
 func (x *FreeRequest) Reset() {
 	*x = FreeRequest{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[12]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -728,7 +894,7 @@ func (x *FreeRequest) String() string {
 func (*FreeRequest) ProtoMessage() {}
 
 func (x *FreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[12]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -741,7 +907,7 @@ func (x *FreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreeRequest.ProtoReflect.Descriptor instead.
 func (*FreeRequest) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{12}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *FreeRequest) GetPreparedDevice() *v1.PreparedDevice {
@@ -766,7 +932,7 @@ type FreeResponse struct {
 
 func (x *FreeResponse) Reset() {
 	*x = FreeResponse{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[13]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -778,7 +944,7 @@ func (x *FreeResponse) String() string {
 func (*FreeResponse) ProtoMessage() {}
 
 func (x *FreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[13]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -791,7 +957,7 @@ func (x *FreeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreeResponse.ProtoReflect.Descriptor instead.
 func (*FreeResponse) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{13}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{15}
 }
 
 type AttachRequest struct {
@@ -806,7 +972,7 @@ type AttachRequest struct {
 
 func (x *AttachRequest) Reset() {
 	*x = AttachRequest{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[14]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -818,7 +984,7 @@ func (x *AttachRequest) String() string {
 func (*AttachRequest) ProtoMessage() {}
 
 func (x *AttachRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[14]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -831,7 +997,7 @@ func (x *AttachRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachRequest.ProtoReflect.Descriptor instead.
 func (*AttachRequest) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{14}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AttachRequest) GetPreparedDevice() *v1.PreparedDevice {
@@ -864,7 +1030,7 @@ type AttachResponse struct {
 
 func (x *AttachResponse) Reset() {
 	*x = AttachResponse{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[15]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -876,7 +1042,7 @@ func (x *AttachResponse) String() string {
 func (*AttachResponse) ProtoMessage() {}
 
 func (x *AttachResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[15]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -889,7 +1055,7 @@ func (x *AttachResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachResponse.ProtoReflect.Descriptor instead.
 func (*AttachResponse) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{15}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AttachResponse) GetPreparedDevice() *v1.PreparedDevice {
@@ -910,7 +1076,7 @@ type DetachRequest struct {
 
 func (x *DetachRequest) Reset() {
 	*x = DetachRequest{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[16]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -922,7 +1088,7 @@ func (x *DetachRequest) String() string {
 func (*DetachRequest) ProtoMessage() {}
 
 func (x *DetachRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[16]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -935,7 +1101,7 @@ func (x *DetachRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetachRequest.ProtoReflect.Descriptor instead.
 func (*DetachRequest) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{16}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DetachRequest) GetPreparedDevice() *v1.PreparedDevice {
@@ -971,7 +1137,7 @@ type DetachResponse struct {
 
 func (x *DetachResponse) Reset() {
 	*x = DetachResponse{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[17]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -983,7 +1149,7 @@ func (x *DetachResponse) String() string {
 func (*DetachResponse) ProtoMessage() {}
 
 func (x *DetachResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[17]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -996,7 +1162,7 @@ func (x *DetachResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetachResponse.ProtoReflect.Descriptor instead.
 func (*DetachResponse) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{17}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DetachResponse) GetDeviceLost() bool {
@@ -1016,7 +1182,7 @@ type RestoreRequest struct {
 
 func (x *RestoreRequest) Reset() {
 	*x = RestoreRequest{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[18]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1028,7 +1194,7 @@ func (x *RestoreRequest) String() string {
 func (*RestoreRequest) ProtoMessage() {}
 
 func (x *RestoreRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[18]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1041,7 +1207,7 @@ func (x *RestoreRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreRequest.ProtoReflect.Descriptor instead.
 func (*RestoreRequest) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{18}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RestoreRequest) GetData() []byte {
@@ -1060,7 +1226,7 @@ type RestoreResponse struct {
 
 func (x *RestoreResponse) Reset() {
 	*x = RestoreResponse{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[19]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1072,7 +1238,7 @@ func (x *RestoreResponse) String() string {
 func (*RestoreResponse) ProtoMessage() {}
 
 func (x *RestoreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[19]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1085,7 +1251,7 @@ func (x *RestoreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreResponse.ProtoReflect.Descriptor instead.
 func (*RestoreResponse) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{19}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RestoreResponse) GetPreparedDevice() *v1.PreparedDevice {
@@ -1105,7 +1271,7 @@ type DeviceCountersRequest struct {
 
 func (x *DeviceCountersRequest) Reset() {
 	*x = DeviceCountersRequest{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[20]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1117,7 +1283,7 @@ func (x *DeviceCountersRequest) String() string {
 func (*DeviceCountersRequest) ProtoMessage() {}
 
 func (x *DeviceCountersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[20]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1130,7 +1296,7 @@ func (x *DeviceCountersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceCountersRequest.ProtoReflect.Descriptor instead.
 func (*DeviceCountersRequest) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{20}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DeviceCountersRequest) GetDevices() []string {
@@ -1154,7 +1320,7 @@ type PolicyDrops struct {
 
 func (x *PolicyDrops) Reset() {
 	*x = PolicyDrops{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[21]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1166,7 +1332,7 @@ func (x *PolicyDrops) String() string {
 func (*PolicyDrops) ProtoMessage() {}
 
 func (x *PolicyDrops) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[21]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1179,7 +1345,7 @@ func (x *PolicyDrops) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyDrops.ProtoReflect.Descriptor instead.
 func (*PolicyDrops) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{21}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PolicyDrops) GetPolicy() string {
@@ -1220,7 +1386,7 @@ type DeviceCounters struct {
 
 func (x *DeviceCounters) Reset() {
 	*x = DeviceCounters{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[22]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1232,7 +1398,7 @@ func (x *DeviceCounters) String() string {
 func (*DeviceCounters) ProtoMessage() {}
 
 func (x *DeviceCounters) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[22]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1245,7 +1411,7 @@ func (x *DeviceCounters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceCounters.ProtoReflect.Descriptor instead.
 func (*DeviceCounters) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{22}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DeviceCounters) GetDevice() string {
@@ -1299,7 +1465,7 @@ type DeviceCountersResponse struct {
 
 func (x *DeviceCountersResponse) Reset() {
 	*x = DeviceCountersResponse{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[23]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1311,7 +1477,7 @@ func (x *DeviceCountersResponse) String() string {
 func (*DeviceCountersResponse) ProtoMessage() {}
 
 func (x *DeviceCountersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[23]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1324,7 +1490,7 @@ func (x *DeviceCountersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceCountersResponse.ProtoReflect.Descriptor instead.
 func (*DeviceCountersResponse) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{23}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeviceCountersResponse) GetDevices() []*DeviceCounters {
@@ -1358,11 +1524,23 @@ const file_netdra_provisioner_v1_provisioner_proto_rawDesc = "" +
 	"vendor_ids\x18\x04 \x03(\tR\tvendorIds\x12\x1d\n" +
 	"\n" +
 	"device_ids\x18\x05 \x03(\tR\tdeviceIds\x127\n" +
-	"\x18keep_ebpf_programs_pools\x18\x06 \x03(\tR\x15keepEbpfProgramsPools\"\xbb\x01\n" +
+	"\x18keep_ebpf_programs_pools\x18\x06 \x03(\tR\x15keepEbpfProgramsPools\"\x96\x02\n" +
+	"\vSubifParent\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12$\n" +
+	"\x0eparent_if_name\x18\x02 \x01(\tR\fparentIfName\x126\n" +
+	"\x04kind\x18\x03 \x01(\x0e2\".netdra.device.v1.SubInterfaceKindR\x04kind\x126\n" +
+	"\x04mode\x18\x04 \x01(\x0e2\".netdra.device.v1.SubInterfaceModeR\x04mode\x12\x14\n" +
+	"\x05count\x18\x05 \x01(\rR\x05count\x12\x17\n" +
+	"\avlan_id\x18\x06 \x01(\rR\x06vlanId\x12.\n" +
+	"\x13allow_default_route\x18\a \x01(\bR\x11allowDefaultRoute\"e\n" +
+	"\vSubifConfig\x12\x18\n" +
+	"\aenabled\x18\x01 \x01(\bR\aenabled\x12<\n" +
+	"\aparents\x18\x02 \x03(\v2\".netdra.provisioner.v1.SubifParentR\aparents\"\xf5\x01\n" +
 	"\x0eManagerConfigs\x128\n" +
 	"\x05sriov\x18\x01 \x01(\v2\".netdra.provisioner.v1.SriovConfigR\x05sriov\x128\n" +
 	"\x05dummy\x18\x02 \x01(\v2\".netdra.provisioner.v1.DummyConfigR\x05dummy\x125\n" +
-	"\x04host\x18\x03 \x01(\v2!.netdra.provisioner.v1.HostConfigR\x04host\"t\n" +
+	"\x04host\x18\x03 \x01(\v2!.netdra.provisioner.v1.HostConfigR\x04host\x128\n" +
+	"\x05subif\x18\x04 \x01(\v2\".netdra.provisioner.v1.SubifConfigR\x05subif\"t\n" +
 	"\x10ConfigureRequest\x12A\n" +
 	"\bmanagers\x18\x01 \x01(\v2%.netdra.provisioner.v1.ManagerConfigsR\bmanagers\x12\x1d\n" +
 	"\n" +
@@ -1446,81 +1624,89 @@ func file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP() []byte {
 	return file_netdra_provisioner_v1_provisioner_proto_rawDescData
 }
 
-var file_netdra_provisioner_v1_provisioner_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_netdra_provisioner_v1_provisioner_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_netdra_provisioner_v1_provisioner_proto_goTypes = []any{
 	(*SriovInterface)(nil),         // 0: netdra.provisioner.v1.SriovInterface
 	(*SriovConfig)(nil),            // 1: netdra.provisioner.v1.SriovConfig
 	(*DummyConfig)(nil),            // 2: netdra.provisioner.v1.DummyConfig
 	(*HostConfig)(nil),             // 3: netdra.provisioner.v1.HostConfig
-	(*ManagerConfigs)(nil),         // 4: netdra.provisioner.v1.ManagerConfigs
-	(*ConfigureRequest)(nil),       // 5: netdra.provisioner.v1.ConfigureRequest
-	(*ManagerStatus)(nil),          // 6: netdra.provisioner.v1.ManagerStatus
-	(*ConfigureResponse)(nil),      // 7: netdra.provisioner.v1.ConfigureResponse
-	(*WatchDevicesRequest)(nil),    // 8: netdra.provisioner.v1.WatchDevicesRequest
-	(*WatchDevicesResponse)(nil),   // 9: netdra.provisioner.v1.WatchDevicesResponse
-	(*SetupRequest)(nil),           // 10: netdra.provisioner.v1.SetupRequest
-	(*SetupResponse)(nil),          // 11: netdra.provisioner.v1.SetupResponse
-	(*FreeRequest)(nil),            // 12: netdra.provisioner.v1.FreeRequest
-	(*FreeResponse)(nil),           // 13: netdra.provisioner.v1.FreeResponse
-	(*AttachRequest)(nil),          // 14: netdra.provisioner.v1.AttachRequest
-	(*AttachResponse)(nil),         // 15: netdra.provisioner.v1.AttachResponse
-	(*DetachRequest)(nil),          // 16: netdra.provisioner.v1.DetachRequest
-	(*DetachResponse)(nil),         // 17: netdra.provisioner.v1.DetachResponse
-	(*RestoreRequest)(nil),         // 18: netdra.provisioner.v1.RestoreRequest
-	(*RestoreResponse)(nil),        // 19: netdra.provisioner.v1.RestoreResponse
-	(*DeviceCountersRequest)(nil),  // 20: netdra.provisioner.v1.DeviceCountersRequest
-	(*PolicyDrops)(nil),            // 21: netdra.provisioner.v1.PolicyDrops
-	(*DeviceCounters)(nil),         // 22: netdra.provisioner.v1.DeviceCounters
-	(*DeviceCountersResponse)(nil), // 23: netdra.provisioner.v1.DeviceCountersResponse
-	(v1.DeviceManager)(0),          // 24: netdra.device.v1.DeviceManager
-	(*v1.Device)(nil),              // 25: netdra.device.v1.Device
-	(*v1.DeviceConfig)(nil),        // 26: netdra.device.v1.DeviceConfig
-	(*v1.PreparedDevice)(nil),      // 27: netdra.device.v1.PreparedDevice
+	(*SubifParent)(nil),            // 4: netdra.provisioner.v1.SubifParent
+	(*SubifConfig)(nil),            // 5: netdra.provisioner.v1.SubifConfig
+	(*ManagerConfigs)(nil),         // 6: netdra.provisioner.v1.ManagerConfigs
+	(*ConfigureRequest)(nil),       // 7: netdra.provisioner.v1.ConfigureRequest
+	(*ManagerStatus)(nil),          // 8: netdra.provisioner.v1.ManagerStatus
+	(*ConfigureResponse)(nil),      // 9: netdra.provisioner.v1.ConfigureResponse
+	(*WatchDevicesRequest)(nil),    // 10: netdra.provisioner.v1.WatchDevicesRequest
+	(*WatchDevicesResponse)(nil),   // 11: netdra.provisioner.v1.WatchDevicesResponse
+	(*SetupRequest)(nil),           // 12: netdra.provisioner.v1.SetupRequest
+	(*SetupResponse)(nil),          // 13: netdra.provisioner.v1.SetupResponse
+	(*FreeRequest)(nil),            // 14: netdra.provisioner.v1.FreeRequest
+	(*FreeResponse)(nil),           // 15: netdra.provisioner.v1.FreeResponse
+	(*AttachRequest)(nil),          // 16: netdra.provisioner.v1.AttachRequest
+	(*AttachResponse)(nil),         // 17: netdra.provisioner.v1.AttachResponse
+	(*DetachRequest)(nil),          // 18: netdra.provisioner.v1.DetachRequest
+	(*DetachResponse)(nil),         // 19: netdra.provisioner.v1.DetachResponse
+	(*RestoreRequest)(nil),         // 20: netdra.provisioner.v1.RestoreRequest
+	(*RestoreResponse)(nil),        // 21: netdra.provisioner.v1.RestoreResponse
+	(*DeviceCountersRequest)(nil),  // 22: netdra.provisioner.v1.DeviceCountersRequest
+	(*PolicyDrops)(nil),            // 23: netdra.provisioner.v1.PolicyDrops
+	(*DeviceCounters)(nil),         // 24: netdra.provisioner.v1.DeviceCounters
+	(*DeviceCountersResponse)(nil), // 25: netdra.provisioner.v1.DeviceCountersResponse
+	(v1.SubInterfaceKind)(0),       // 26: netdra.device.v1.SubInterfaceKind
+	(v1.SubInterfaceMode)(0),       // 27: netdra.device.v1.SubInterfaceMode
+	(v1.DeviceManager)(0),          // 28: netdra.device.v1.DeviceManager
+	(*v1.Device)(nil),              // 29: netdra.device.v1.Device
+	(*v1.DeviceConfig)(nil),        // 30: netdra.device.v1.DeviceConfig
+	(*v1.PreparedDevice)(nil),      // 31: netdra.device.v1.PreparedDevice
 }
 var file_netdra_provisioner_v1_provisioner_proto_depIdxs = []int32{
 	0,  // 0: netdra.provisioner.v1.SriovConfig.ifaces:type_name -> netdra.provisioner.v1.SriovInterface
-	1,  // 1: netdra.provisioner.v1.ManagerConfigs.sriov:type_name -> netdra.provisioner.v1.SriovConfig
-	2,  // 2: netdra.provisioner.v1.ManagerConfigs.dummy:type_name -> netdra.provisioner.v1.DummyConfig
-	3,  // 3: netdra.provisioner.v1.ManagerConfigs.host:type_name -> netdra.provisioner.v1.HostConfig
-	4,  // 4: netdra.provisioner.v1.ConfigureRequest.managers:type_name -> netdra.provisioner.v1.ManagerConfigs
-	24, // 5: netdra.provisioner.v1.ManagerStatus.manager:type_name -> netdra.device.v1.DeviceManager
-	6,  // 6: netdra.provisioner.v1.ConfigureResponse.managers:type_name -> netdra.provisioner.v1.ManagerStatus
-	24, // 7: netdra.provisioner.v1.WatchDevicesResponse.manager:type_name -> netdra.device.v1.DeviceManager
-	25, // 8: netdra.provisioner.v1.WatchDevicesResponse.devices:type_name -> netdra.device.v1.Device
-	25, // 9: netdra.provisioner.v1.SetupRequest.device:type_name -> netdra.device.v1.Device
-	26, // 10: netdra.provisioner.v1.SetupRequest.config:type_name -> netdra.device.v1.DeviceConfig
-	27, // 11: netdra.provisioner.v1.SetupResponse.prepared_device:type_name -> netdra.device.v1.PreparedDevice
-	27, // 12: netdra.provisioner.v1.FreeRequest.prepared_device:type_name -> netdra.device.v1.PreparedDevice
-	26, // 13: netdra.provisioner.v1.FreeRequest.config:type_name -> netdra.device.v1.DeviceConfig
-	27, // 14: netdra.provisioner.v1.AttachRequest.prepared_device:type_name -> netdra.device.v1.PreparedDevice
-	26, // 15: netdra.provisioner.v1.AttachRequest.config:type_name -> netdra.device.v1.DeviceConfig
-	27, // 16: netdra.provisioner.v1.AttachResponse.prepared_device:type_name -> netdra.device.v1.PreparedDevice
-	27, // 17: netdra.provisioner.v1.DetachRequest.prepared_device:type_name -> netdra.device.v1.PreparedDevice
-	26, // 18: netdra.provisioner.v1.DetachRequest.config:type_name -> netdra.device.v1.DeviceConfig
-	27, // 19: netdra.provisioner.v1.RestoreResponse.prepared_device:type_name -> netdra.device.v1.PreparedDevice
-	21, // 20: netdra.provisioner.v1.DeviceCounters.drops:type_name -> netdra.provisioner.v1.PolicyDrops
-	22, // 21: netdra.provisioner.v1.DeviceCountersResponse.devices:type_name -> netdra.provisioner.v1.DeviceCounters
-	5,  // 22: netdra.provisioner.v1.ProvisionerService.Configure:input_type -> netdra.provisioner.v1.ConfigureRequest
-	8,  // 23: netdra.provisioner.v1.ProvisionerService.WatchDevices:input_type -> netdra.provisioner.v1.WatchDevicesRequest
-	10, // 24: netdra.provisioner.v1.ProvisionerService.Setup:input_type -> netdra.provisioner.v1.SetupRequest
-	12, // 25: netdra.provisioner.v1.ProvisionerService.Free:input_type -> netdra.provisioner.v1.FreeRequest
-	14, // 26: netdra.provisioner.v1.ProvisionerService.Attach:input_type -> netdra.provisioner.v1.AttachRequest
-	16, // 27: netdra.provisioner.v1.ProvisionerService.Detach:input_type -> netdra.provisioner.v1.DetachRequest
-	18, // 28: netdra.provisioner.v1.ProvisionerService.Restore:input_type -> netdra.provisioner.v1.RestoreRequest
-	20, // 29: netdra.provisioner.v1.ProvisionerService.DeviceCounters:input_type -> netdra.provisioner.v1.DeviceCountersRequest
-	7,  // 30: netdra.provisioner.v1.ProvisionerService.Configure:output_type -> netdra.provisioner.v1.ConfigureResponse
-	9,  // 31: netdra.provisioner.v1.ProvisionerService.WatchDevices:output_type -> netdra.provisioner.v1.WatchDevicesResponse
-	11, // 32: netdra.provisioner.v1.ProvisionerService.Setup:output_type -> netdra.provisioner.v1.SetupResponse
-	13, // 33: netdra.provisioner.v1.ProvisionerService.Free:output_type -> netdra.provisioner.v1.FreeResponse
-	15, // 34: netdra.provisioner.v1.ProvisionerService.Attach:output_type -> netdra.provisioner.v1.AttachResponse
-	17, // 35: netdra.provisioner.v1.ProvisionerService.Detach:output_type -> netdra.provisioner.v1.DetachResponse
-	19, // 36: netdra.provisioner.v1.ProvisionerService.Restore:output_type -> netdra.provisioner.v1.RestoreResponse
-	23, // 37: netdra.provisioner.v1.ProvisionerService.DeviceCounters:output_type -> netdra.provisioner.v1.DeviceCountersResponse
-	30, // [30:38] is the sub-list for method output_type
-	22, // [22:30] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	26, // 1: netdra.provisioner.v1.SubifParent.kind:type_name -> netdra.device.v1.SubInterfaceKind
+	27, // 2: netdra.provisioner.v1.SubifParent.mode:type_name -> netdra.device.v1.SubInterfaceMode
+	4,  // 3: netdra.provisioner.v1.SubifConfig.parents:type_name -> netdra.provisioner.v1.SubifParent
+	1,  // 4: netdra.provisioner.v1.ManagerConfigs.sriov:type_name -> netdra.provisioner.v1.SriovConfig
+	2,  // 5: netdra.provisioner.v1.ManagerConfigs.dummy:type_name -> netdra.provisioner.v1.DummyConfig
+	3,  // 6: netdra.provisioner.v1.ManagerConfigs.host:type_name -> netdra.provisioner.v1.HostConfig
+	5,  // 7: netdra.provisioner.v1.ManagerConfigs.subif:type_name -> netdra.provisioner.v1.SubifConfig
+	6,  // 8: netdra.provisioner.v1.ConfigureRequest.managers:type_name -> netdra.provisioner.v1.ManagerConfigs
+	28, // 9: netdra.provisioner.v1.ManagerStatus.manager:type_name -> netdra.device.v1.DeviceManager
+	8,  // 10: netdra.provisioner.v1.ConfigureResponse.managers:type_name -> netdra.provisioner.v1.ManagerStatus
+	28, // 11: netdra.provisioner.v1.WatchDevicesResponse.manager:type_name -> netdra.device.v1.DeviceManager
+	29, // 12: netdra.provisioner.v1.WatchDevicesResponse.devices:type_name -> netdra.device.v1.Device
+	29, // 13: netdra.provisioner.v1.SetupRequest.device:type_name -> netdra.device.v1.Device
+	30, // 14: netdra.provisioner.v1.SetupRequest.config:type_name -> netdra.device.v1.DeviceConfig
+	31, // 15: netdra.provisioner.v1.SetupResponse.prepared_device:type_name -> netdra.device.v1.PreparedDevice
+	31, // 16: netdra.provisioner.v1.FreeRequest.prepared_device:type_name -> netdra.device.v1.PreparedDevice
+	30, // 17: netdra.provisioner.v1.FreeRequest.config:type_name -> netdra.device.v1.DeviceConfig
+	31, // 18: netdra.provisioner.v1.AttachRequest.prepared_device:type_name -> netdra.device.v1.PreparedDevice
+	30, // 19: netdra.provisioner.v1.AttachRequest.config:type_name -> netdra.device.v1.DeviceConfig
+	31, // 20: netdra.provisioner.v1.AttachResponse.prepared_device:type_name -> netdra.device.v1.PreparedDevice
+	31, // 21: netdra.provisioner.v1.DetachRequest.prepared_device:type_name -> netdra.device.v1.PreparedDevice
+	30, // 22: netdra.provisioner.v1.DetachRequest.config:type_name -> netdra.device.v1.DeviceConfig
+	31, // 23: netdra.provisioner.v1.RestoreResponse.prepared_device:type_name -> netdra.device.v1.PreparedDevice
+	23, // 24: netdra.provisioner.v1.DeviceCounters.drops:type_name -> netdra.provisioner.v1.PolicyDrops
+	24, // 25: netdra.provisioner.v1.DeviceCountersResponse.devices:type_name -> netdra.provisioner.v1.DeviceCounters
+	7,  // 26: netdra.provisioner.v1.ProvisionerService.Configure:input_type -> netdra.provisioner.v1.ConfigureRequest
+	10, // 27: netdra.provisioner.v1.ProvisionerService.WatchDevices:input_type -> netdra.provisioner.v1.WatchDevicesRequest
+	12, // 28: netdra.provisioner.v1.ProvisionerService.Setup:input_type -> netdra.provisioner.v1.SetupRequest
+	14, // 29: netdra.provisioner.v1.ProvisionerService.Free:input_type -> netdra.provisioner.v1.FreeRequest
+	16, // 30: netdra.provisioner.v1.ProvisionerService.Attach:input_type -> netdra.provisioner.v1.AttachRequest
+	18, // 31: netdra.provisioner.v1.ProvisionerService.Detach:input_type -> netdra.provisioner.v1.DetachRequest
+	20, // 32: netdra.provisioner.v1.ProvisionerService.Restore:input_type -> netdra.provisioner.v1.RestoreRequest
+	22, // 33: netdra.provisioner.v1.ProvisionerService.DeviceCounters:input_type -> netdra.provisioner.v1.DeviceCountersRequest
+	9,  // 34: netdra.provisioner.v1.ProvisionerService.Configure:output_type -> netdra.provisioner.v1.ConfigureResponse
+	11, // 35: netdra.provisioner.v1.ProvisionerService.WatchDevices:output_type -> netdra.provisioner.v1.WatchDevicesResponse
+	13, // 36: netdra.provisioner.v1.ProvisionerService.Setup:output_type -> netdra.provisioner.v1.SetupResponse
+	15, // 37: netdra.provisioner.v1.ProvisionerService.Free:output_type -> netdra.provisioner.v1.FreeResponse
+	17, // 38: netdra.provisioner.v1.ProvisionerService.Attach:output_type -> netdra.provisioner.v1.AttachResponse
+	19, // 39: netdra.provisioner.v1.ProvisionerService.Detach:output_type -> netdra.provisioner.v1.DetachResponse
+	21, // 40: netdra.provisioner.v1.ProvisionerService.Restore:output_type -> netdra.provisioner.v1.RestoreResponse
+	25, // 41: netdra.provisioner.v1.ProvisionerService.DeviceCounters:output_type -> netdra.provisioner.v1.DeviceCountersResponse
+	34, // [34:42] is the sub-list for method output_type
+	26, // [26:34] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_netdra_provisioner_v1_provisioner_proto_init() }
@@ -1534,7 +1720,7 @@ func file_netdra_provisioner_v1_provisioner_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_netdra_provisioner_v1_provisioner_proto_rawDesc), len(file_netdra_provisioner_v1_provisioner_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
