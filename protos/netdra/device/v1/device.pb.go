@@ -342,7 +342,13 @@ type Device struct {
 	// Further attributes the manager publishes as they are.
 	Attributes map[string]string `protobuf:"bytes,14,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// The link's state as the manager last saw it (device health).
-	LinkState     LinkState `protobuf:"varint,15,opt,name=link_state,json=linkState,proto3,enum=netdra.device.v1.LinkState" json:"link_state,omitempty"`
+	LinkState LinkState `protobuf:"varint,15,opt,name=link_state,json=linkState,proto3,enum=netdra.device.v1.LinkState" json:"link_state,omitempty"`
+	// The RDMA device of the netdev (mlx5_0, rxe0), as
+	// /sys/class/infiniband names it; empty when it has none. Its character
+	// devices (uverbs, umad, issm, rdma_cm) are the prepared device's
+	// device_nodes, and in the kernel's exclusive RDMA netns mode it moves
+	// with the netdev into the pod and back.
+	RdmaDevice    string `protobuf:"bytes,16,opt,name=rdma_device,json=rdmaDevice,proto3" json:"rdma_device,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -480,6 +486,13 @@ func (x *Device) GetLinkState() LinkState {
 		return x.LinkState
 	}
 	return LinkState_LINK_STATE_UNSPECIFIED
+}
+
+func (x *Device) GetRdmaDevice() string {
+	if x != nil {
+		return x.RdmaDevice
+	}
+	return ""
 }
 
 // Route is a route added inside the pod for a device.
@@ -904,8 +917,8 @@ type PreparedDevice struct {
 	DetachedEbpfPrograms []*EbpfProgram `protobuf:"bytes,5,rep,name=detached_ebpf_programs,json=detachedEbpfPrograms,proto3" json:"detached_ebpf_programs,omitempty"`
 	// The character devices of the host the pod's containers need to use the
 	// device (a vfio-bound VF's /dev/vfio/<group> and /dev/vfio/vfio; an
-	// RDMA device's uverbs and rdma_cm later): dra gives them to the
-	// containers through CDI.
+	// RDMA device's /dev/infiniband/uverbsN, umadN, issmN and rdma_cm): dra
+	// gives them to the containers through CDI.
 	DeviceNodes   []*DeviceNode `protobuf:"bytes,6,rep,name=device_nodes,json=deviceNodes,proto3" json:"device_nodes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1159,7 +1172,7 @@ var File_netdra_device_v1_device_proto protoreflect.FileDescriptor
 
 const file_netdra_device_v1_device_proto_rawDesc = "" +
 	"\n" +
-	"\x1dnetdra/device/v1/device.proto\x12\x10netdra.device.v1\"\xfb\x04\n" +
+	"\x1dnetdra/device/v1/device.proto\x12\x10netdra.device.v1\"\x9c\x05\n" +
 	"\x06Device\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x129\n" +
 	"\amanager\x18\x02 \x01(\x0e2\x1f.netdra.device.v1.DeviceManagerR\amanager\x12$\n" +
@@ -1181,7 +1194,9 @@ const file_netdra_device_v1_device_proto_rawDesc = "" +
 	"attributes\x18\x0e \x03(\v2(.netdra.device.v1.Device.AttributesEntryR\n" +
 	"attributes\x12:\n" +
 	"\n" +
-	"link_state\x18\x0f \x01(\x0e2\x1b.netdra.device.v1.LinkStateR\tlinkState\x1a=\n" +
+	"link_state\x18\x0f \x01(\x0e2\x1b.netdra.device.v1.LinkStateR\tlinkState\x12\x1f\n" +
+	"\vrdma_device\x18\x10 \x01(\tR\n" +
+	"rdmaDevice\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\v\n" +
