@@ -47,7 +47,7 @@ func main() {
 	fs := flag.NewFlagSet("provisioner", flag.ContinueOnError)
 	cfg.Register(fs, "provisioner")
 	fs.StringVar(&cfg.SysfsRoot, "sysfs-root", "/sys", "where the host's sysfs is mounted")
-	fs.StringVar(&cfg.DevRoot, "dev-root", sriov.DefaultDevRoot, "where the host's device nodes are for the container runtime (the host paths of a vfio VF's /dev/vfio nodes in its CDI spec); never opened by the provisioner")
+	fs.StringVar(&cfg.DevRoot, "dev-root", sriov.DefaultDevRoot, "where the host's device nodes are for the container runtime (the host paths of a vfio VF's /dev/vfio nodes and of an RDMA device's /dev/infiniband nodes in the CDI spec); never opened by the provisioner")
 	fs.DurationVar(&cfg.Resync, "resync", 30*time.Second, "how often device managers rediscover, besides link events")
 	fs.StringVar(&cfg.BPFFS, "bpffs", ebpf.DefaultBPFFS, "where to mount a bpffs (if none is there) and pin the eBPF programs on devices; empty: no eBPF (no counters, software VLAN, spoof check or hand-off)")
 	os.Exit(process.Main(fs, os.Args[1:], &cfg.Flags, cfg.run))
@@ -69,7 +69,7 @@ func (cfg *config) factories(log *slog.Logger) server.Factories {
 			return subif.New(log.With("manager", "subif"), c, subif.WithResync(cfg.Resync))
 		},
 		Host: func(sysfsRoot string, c *provisionerv1.HostConfig) (manager.Manager, error) {
-			opts := []hostdev.Option{hostdev.WithResync(cfg.Resync)}
+			opts := []hostdev.Option{hostdev.WithResync(cfg.Resync), hostdev.WithDevRoot(cfg.DevRoot)}
 			if cfg.handoff != nil {
 				opts = append(opts, hostdev.WithHandoff(cfg.handoff))
 			}

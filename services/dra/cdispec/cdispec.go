@@ -1,7 +1,7 @@
 // Package cdispec writes netdra's CDI specs (Container Device Interface,
 // tags.cncf.io/container-device-interface): what the containers of a pod
 // get for a prepared device beyond its netdev — the character devices of a
-// vfio-bound VF (and, later, of an RDMA device), and environment variables
+// vfio-bound VF or of an RDMA device (/dev/infiniband), and environment variables
 // naming each request's PCI addresses, as DPDK applications and users of
 // the SR-IOV device plugin read them.
 //

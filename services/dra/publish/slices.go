@@ -34,6 +34,10 @@ const (
 	attrDeviceID resourceapi.QualifiedName = "deviceID"
 	attrMAC      resourceapi.QualifiedName = "macAddress"
 	attrMTU      resourceapi.QualifiedName = "mtu"
+	// attrRDMA is true for a device with an RDMA device, whose name is
+	// attrRDMADevice; absent otherwise.
+	attrRDMA       resourceapi.QualifiedName = "rdma"
+	attrRDMADevice resourceapi.QualifiedName = "rdmaDevice"
 	// attrNUMANode is deprecated in favour of the standard
 	// resource.kubernetes.io/numaNode, which has the same value; it is
 	// published for one more release, then removed.
@@ -67,7 +71,8 @@ func Resources(ps []pools.Pool) *resourceslice.DriverResources {
 }
 
 // Device is d as published in pool: the manager's attributes plus pool and
-// deviceManager, and the standard PCI attributes where known.
+// deviceManager, rdma and rdmaDevice for a device with an RDMA device, and
+// the standard PCI attributes where known.
 func Device(pool string, d *devicev1.Device) resourceapi.Device {
 	attrs := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{}
 	for _, a := range standardAttributes(d) {
@@ -97,6 +102,10 @@ func Device(pool string, d *devicev1.Device) resourceapi.Device {
 		attrs[attrMTU] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(d.GetMtu()))}
 	}
 	subifAttributes(attrs, d)
+	if d.GetRdmaDevice() != "" {
+		attrs[attrRDMA] = resourceapi.DeviceAttribute{BoolValue: ptr.To(true)}
+		str(attrRDMADevice, d.GetRdmaDevice())
+	}
 	for k, v := range d.GetAttributes() {
 		if name := resourceapi.QualifiedName(k); !has(attrs, name) {
 			str(name, v)

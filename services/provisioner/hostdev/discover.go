@@ -35,6 +35,7 @@ func (m *Manager) describe(l netlink.Link) *devicev1.Device {
 		MacAddress:   a.HardwareAddr.String(),
 		Mtu:          uint32(a.MTU),
 		LinkState:    linkState(a),
+		RdmaDevice:   hw.rdma,
 	}
 	if !m.sel.matchDevice(d) {
 		return nil

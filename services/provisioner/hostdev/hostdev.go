@@ -18,6 +18,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -47,6 +48,9 @@ type Manager struct {
 	// at Setup, except for the pools in keep.
 	handoff *ebpf.Handoff
 	keep    map[string]bool
+	// devRoot is where the host's device nodes are (an RDMA device's
+	// /dev/infiniband nodes are under it).
+	devRoot string
 }
 
 var _ manager.Manager = (*Manager)(nil)
@@ -81,6 +85,27 @@ func WithResync(d time.Duration) Option {
 	}
 }
 
+// DefaultDevRoot is where the host's device nodes are, unless WithDevRoot
+// says otherwise.
+const DefaultDevRoot = "/dev"
+
+// WithDevRoot sets where the host's device nodes are (DefaultDevRoot): the
+// host paths of an RDMA device's character devices are under it. Empty
+// keeps the default; otherwise it must be a clean absolute path. The
+// manager never opens it.
+func WithDevRoot(dir string) Option {
+	return func(m *Manager) error {
+		if dir == "" {
+			return nil
+		}
+		if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir {
+			return fmt.Errorf("device root %q is not a clean absolute path", dir)
+		}
+		m.devRoot = dir
+		return nil
+	}
+}
+
 // New returns a host manager for cfg that reads device details from the
 // sysfs tree at sysfsRoot ("" is /sys). A bad cfg is a *fielderr.Error for
 // a field relative to the config ("ifNames[1]"), as the provisioner's
@@ -99,7 +124,7 @@ func New(log *slog.Logger, sysfsRoot string, cfg *provisionerv1.HostConfig, opts
 	if err != nil {
 		return nil, err
 	}
-	m := &Manager{log: log, sysfsRoot: sysfsRoot, sel: sel, resync: DefaultResync, keep: map[string]bool{}}
+	m := &Manager{log: log, sysfsRoot: sysfsRoot, sel: sel, resync: DefaultResync, keep: map[string]bool{}, devRoot: DefaultDevRoot}
 	for _, p := range cfg.GetKeepEbpfProgramsPools() {
 		m.keep[p] = true
 	}

@@ -9,6 +9,7 @@ import (
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	"github.com/netdra/netdra/services/provisioner/hostns"
+	"github.com/netdra/netdra/services/provisioner/rdma"
 	"github.com/netdra/netdra/services/provisioner/settings"
 	"github.com/netdra/netdra/shared/fielderr"
 )
@@ -59,8 +60,13 @@ func (m *Manager) Setup(ctx context.Context, dev *devicev1.Device, cfg *devicev1
 	if up[a.Index] {
 		return nil, fmt.Errorf("interface %s: %w", name, ErrDefaultRoute)
 	}
+	nodes, err := m.rdmaNodes(dev)
+	if err != nil {
+		return nil, err
+	}
 	pd := &devicev1.PreparedDevice{
-		Device: proto.CloneOf(dev),
+		Device:      proto.CloneOf(dev),
+		DeviceNodes: nodes,
 		OriginalLink: &devicev1.LinkSnapshot{
 			Name:       a.Name,
 			MacAddress: a.HardwareAddr.String(),
@@ -75,6 +81,19 @@ func (m *Manager) Setup(ctx context.Context, dev *devicev1.Device, cfg *devicev1
 	}
 	m.log.Debug("recorded host interface", "device", dev.GetName(), "interface", name, "ebpfProgramsTaken", len(pd.GetDetachedEbpfPrograms()))
 	return pd, nil
+}
+
+// rdmaNodes returns the character devices of dev's RDMA device, if it has
+// one (rdma.DeviceNodes).
+func (m *Manager) rdmaNodes(dev *devicev1.Device) ([]*devicev1.DeviceNode, error) {
+	if dev.GetRdmaDevice() == "" {
+		return nil, nil
+	}
+	nodes, err := rdma.DeviceNodes(m.sysfsRoot, m.devRoot, dev.GetRdmaDevice())
+	if err != nil {
+		return nil, fmt.Errorf("interface %s: %w", dev.GetKernelIfName(), err)
+	}
+	return nodes, nil
 }
 
 // Free gives the host back the eBPF programs Setup took off the interface

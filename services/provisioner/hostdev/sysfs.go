@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/netdra/netdra/services/provisioner/pcitopo"
+	"github.com/netdra/netdra/services/provisioner/rdma"
 )
 
 // pciAddr is a PCI function address as sysfs names it (0000:03:00.1).
@@ -21,13 +22,14 @@ type hwInfo struct {
 	pci      string // basename of device, when a PCI address
 	pcieRoot string // the root complex (pciDDDD:BB), for a PCI device
 	numa     *int32 // the NUMA node of a PCI device, when not -1
+	rdma     string // the RDMA device (rdma.ForNetdev), for a physical or virtual link
 }
 
 // readHW reads <root>/class/net/<ifName>/device. sysfs lists the
 // interfaces of the network namespace it was mounted from, which need not be
 // the one netlink talks to, so the entry is used only when its ifindex is
-// ifIndex; otherwise, and for an interface with no device (a virtual link),
-// the result is empty. Unreadable attributes are left empty: discovery
+// ifIndex; otherwise the result is empty, and so is all but the RDMA device
+// (soft-RoCE's) for an interface with no device (a virtual link). Unreadable attributes are left empty: discovery
 // never fails on sysfs.
 func readHW(root, ifName string, ifIndex int) hwInfo {
 	var hw hwInfo
@@ -35,6 +37,7 @@ func readHW(root, ifName string, ifIndex int) hwInfo {
 	if idx, ok := readAttr(filepath.Join(dir, "ifindex")); !ok || idx != strconv.Itoa(ifIndex) {
 		return hw
 	}
+	hw.rdma = rdma.ForNetdev(root, ifName)
 	dev := filepath.Join(dir, "device")
 	target, err := os.Readlink(dev)
 	if err != nil {

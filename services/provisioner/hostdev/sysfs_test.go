@@ -101,3 +101,41 @@ func TestReadHW(t *testing.T) {
 		})
 	}
 }
+
+// TestReadHW_RDMA: a PCI NIC's RDMA device is its PCI function's
+// infiniband/ entry, a virtual link's the soft-RoCE device whose parent it
+// is; another namespace's interface of the same name has none.
+func TestReadHW_RDMA(t *testing.T) {
+	root := t.TempDir()
+	addFakeNIC(t, root, fakeNIC{ifName: "ens5", ifIndex: 5, pci: "0000:01:00.0", vendor: "0x15b3", device: "0x1017", driver: "mlx5_core"})
+	addFakeNIC(t, root, fakeNIC{ifName: "veth0", ifIndex: 4})
+	addFakeNIC(t, root, fakeNIC{ifName: "veth1", ifIndex: 8})
+	for path, v := range map[string]string{
+		"devices/pci0000:00/0000:01:00.0/infiniband/mlx5_0/node_type": "1: CA",
+		"devices/virtual/infiniband/rxe0/parent":                      "veth0",
+	} {
+		if err := os.MkdirAll(filepath.Join(root, filepath.Dir(path)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, path), []byte(v+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(root, "class/infiniband"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for dev, target := range map[string]string{"mlx5_0": "../../devices/pci0000:00/0000:01:00.0/infiniband/mlx5_0", "rxe0": "../../devices/virtual/infiniband/rxe0"} {
+		if err := os.Symlink(target, filepath.Join(root, "class/infiniband", dev)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		ifName  string
+		ifIndex int
+		want    string
+	}{{"ens5", 5, "mlx5_0"}, {"veth0", 4, "rxe0"}, {"veth1", 8, ""}, {"veth0", 9, ""}} {
+		if got := readHW(root, tc.ifName, tc.ifIndex).rdma; got != tc.want {
+			t.Errorf("readHW(%s, %d).rdma = %q, want %q", tc.ifName, tc.ifIndex, got, tc.want)
+		}
+	}
+}

@@ -20,4 +20,14 @@ var (
 	// with its namespace. Detach is then done (there is nothing to take
 	// back), but the device is lost and the caller should say so.
 	ErrLinkLost = errors.New("link lost with its network namespace")
+
+	// ErrRDMANotFound means an RDMA device is in neither the host nor the
+	// pod network namespace (exclusive RDMA netns mode).
+	ErrRDMANotFound = errors.New("RDMA device not found")
+
+	// ErrRDMANotMovable means the kernel refused to move an RDMA device to
+	// another network namespace (EOPNOTSUPP): its driver cannot disassociate
+	// the user contexts open on it, as soft-RoCE (rdma_rxe) cannot, so in
+	// the exclusive RDMA netns mode no pod can have it.
+	ErrRDMANotMovable = errors.New("RDMA device cannot change network namespace")
 )

@@ -1,9 +1,12 @@
 // Package link moves network links between the host network namespace and
 // pod network namespaces and configures them there: name, MAC address, MTU,
 // addresses, routes and up state, restoring the host's view of the link on
-// the way back. It is the only place in the provisioner that calls netlink
-// for this, and it never switches a thread's namespace itself: every
-// rtnetlink socket is opened inside the namespace it talks to. Moving a link
+// the way back; in the kernel's exclusive RDMA netns mode it moves a link's
+// RDMA device with it (AttachRDMA, DetachRDMA; see rdma.go). It is the only
+// place in the provisioner that calls netlink for this, and it never
+// switches a thread's namespace itself but to send an RDMA device's move,
+// which the kernel requires (rdma.go): every socket is opened inside the
+// namespace it talks to. Moving a link
 // between namespaces is the expensive step (about 16 ms of the kernel's RTNL
 // lock), so Attach and Detach move a link exactly once each and do
 // everything else while the link is down, on whichever side is cheaper; a

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	"google.golang.org/protobuf/proto"
 
@@ -34,7 +36,8 @@ func createdOrig(pd *devicev1.PreparedDevice) *devicev1.LinkSnapshot {
 }
 
 // attachLink puts pd's link into the pod at netnsPath, configured as cfg
-// says: created there, or moved there from the host (one move).
+// says: created there, or moved there from the host (one move), after its
+// RDMA device if it has one (attachRDMA).
 func (s *Server) attachLink(ctx context.Context, pd *devicev1.PreparedDevice, netnsPath string, cfg *devicev1.DeviceConfig) error {
 	if sub := pd.GetDevice().GetSubInterface(); sub != nil {
 		return s.createSub(ctx, sub, createdOrig(pd), netnsPath, cfg)
@@ -42,11 +45,40 @@ func (s *Server) attachLink(ctx context.Context, pd *devicev1.PreparedDevice, ne
 	if createdInPod(pd) {
 		return s.mover.Create(ctx, createdOrig(pd), netnsPath, cfg)
 	}
-	return s.mover.Attach(ctx, pd.GetDevice().GetKernelIfName(), pd.GetOriginalLink(), netnsPath, cfg)
+	return s.attachRDMA(ctx, pd, netnsPath, func() error {
+		return s.mover.Attach(ctx, pd.GetDevice().GetKernelIfName(), pd.GetOriginalLink(), netnsPath, cfg)
+	})
+}
+
+// attachRDMA moves pd's RDMA device into the pod (in the exclusive RDMA
+// netns mode; the mover does nothing in shared mode), then runs
+// attachNetdev. The RDMA device goes first: a device the kernel cannot
+// move (soft-RoCE) is refused before the netdev's costly move, with
+// nothing changed; and when the netdev cannot follow, the RDMA device is
+// taken back, so a failed Attach leaves both where Setup left them.
+func (s *Server) attachRDMA(ctx context.Context, pd *devicev1.PreparedDevice, netnsPath string, attachNetdev func() error) error {
+	dev := pd.GetDevice().GetRdmaDevice()
+	if dev == "" {
+		return attachNetdev()
+	}
+	if err := s.mover.AttachRDMA(ctx, dev, netnsPath); err != nil {
+		return err
+	}
+	err := attachNetdev()
+	if err == nil {
+		return nil
+	}
+	if rerr := s.mover.DetachRDMA(context.WithoutCancel(ctx), dev, netnsPath); rerr != nil {
+		s.log.Error("taking the RDMA device back after its netdev could not follow", "device", pd.GetDevice().GetName(), "rdmaDevice", dev, "error", err, "restoreError", rerr)
+		return errors.Join(err, fmt.Errorf("taking RDMA device %s back to the host: %w", dev, rerr))
+	}
+	return err
 }
 
 // detachLink takes pd's link out of the pod at netnsPath: deleted there, or
-// moved back to the host (one move).
+// moved back to the host (one move), then its RDMA device. A Detach that
+// fails after the link is back is finished by calling it again (both moves
+// are idempotent).
 func (s *Server) detachLink(ctx context.Context, pd *devicev1.PreparedDevice, netnsPath string, cfg *devicev1.DeviceConfig) error {
 	if sub := pd.GetDevice().GetSubInterface(); sub != nil {
 		return s.removeSub(ctx, sub, createdOrig(pd), netnsPath, cfg)
@@ -54,5 +86,11 @@ func (s *Server) detachLink(ctx context.Context, pd *devicev1.PreparedDevice, ne
 	if createdInPod(pd) {
 		return s.mover.Remove(ctx, createdOrig(pd), netnsPath, cfg)
 	}
-	return s.mover.Detach(ctx, pd.GetOriginalLink(), netnsPath, cfg)
+	if err := s.mover.Detach(ctx, pd.GetOriginalLink(), netnsPath, cfg); err != nil {
+		return err
+	}
+	if dev := pd.GetDevice().GetRdmaDevice(); dev != "" {
+		return s.mover.DetachRDMA(ctx, dev, netnsPath)
+	}
+	return nil
 }

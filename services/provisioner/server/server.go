@@ -34,6 +34,7 @@ import (
 	"github.com/netdra/netdra/services/provisioner/hostns"
 	"github.com/netdra/netdra/services/provisioner/link"
 	"github.com/netdra/netdra/services/provisioner/manager"
+	"github.com/netdra/netdra/services/provisioner/rdma"
 	"github.com/netdra/netdra/services/provisioner/settings"
 	"github.com/netdra/netdra/shared/claimconfig"
 	"github.com/netdra/netdra/shared/fielderr"
@@ -41,11 +42,14 @@ import (
 )
 
 // Mover moves links between the host and pod network namespaces (Attach,
-// Detach), and creates virtual links inside pod namespaces and deletes them
-// there (Create, Remove); it is *link.Mover in production.
+// Detach) with their RDMA devices in the exclusive RDMA netns mode
+// (AttachRDMA, DetachRDMA), and creates virtual links inside pod namespaces
+// and deletes them there (Create, Remove); it is *link.Mover in production.
 type Mover interface {
 	Attach(ctx context.Context, hostIfName string, orig *devicev1.LinkSnapshot, netnsPath string, cfg *devicev1.DeviceConfig) error
 	Detach(ctx context.Context, orig *devicev1.LinkSnapshot, netnsPath string, cfg *devicev1.DeviceConfig) error
+	AttachRDMA(ctx context.Context, rdmaDevice, netnsPath string) error
+	DetachRDMA(ctx context.Context, rdmaDevice, netnsPath string) error
 	Create(ctx context.Context, orig *devicev1.LinkSnapshot, netnsPath string, cfg *devicev1.DeviceConfig) error
 	Remove(ctx context.Context, orig *devicev1.LinkSnapshot, netnsPath string, cfg *devicev1.DeviceConfig) error
 }
@@ -440,6 +444,14 @@ func validatePrepared(field string, pd *devicev1.PreparedDevice) error {
 	if err := validateDeviceNodes(field+".deviceNodes", pd.GetDeviceNodes()); err != nil {
 		return err
 	}
+	if r := pd.GetDevice().GetRdmaDevice(); r != "" {
+		if pd.GetDevice().GetKernelIfName() == "" || pd.GetLinkCreated() {
+			return fielderr.New(field+".device.rdmaDevice", "%q, but the device has no host link for it to move with", r)
+		}
+		if err := rdma.ValidateName(field+".device.rdmaDevice", r); err != nil {
+			return err
+		}
+	}
 	for i, p := range pd.GetDetachedEbpfPrograms() {
 		if err := validateProgram(fmt.Sprintf("%s.detachedEbpfPrograms[%d]", field, i), p, pd.GetDevice().GetName()); err != nil {
 			return err
@@ -572,9 +584,9 @@ func linkStatus(err error) error {
 		return err
 	case errors.Is(err, link.ErrNameClash):
 		code = codes.AlreadyExists
-	case errors.Is(err, link.ErrLinkNotFound):
+	case errors.Is(err, link.ErrLinkNotFound), errors.Is(err, link.ErrRDMANotFound):
 		code = codes.NotFound
-	case errors.Is(err, hostns.ErrNotNetns), errors.Is(err, link.ErrHostNetns), errors.Is(err, link.ErrParentNotFound):
+	case errors.Is(err, hostns.ErrNotNetns), errors.Is(err, link.ErrHostNetns), errors.Is(err, link.ErrParentNotFound), errors.Is(err, link.ErrRDMANotMovable):
 		code = codes.FailedPrecondition
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return status.FromContextError(err).Err()

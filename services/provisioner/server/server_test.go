@@ -100,6 +100,16 @@ func (f fakeMover) Detach(_ context.Context, orig *devicev1.LinkSnapshot, netns 
 	return nil
 }
 
+func (f fakeMover) AttachRDMA(_ context.Context, dev, netns string) error {
+	f.log.add("attachRDMA " + dev + " " + netns)
+	return nil
+}
+
+func (f fakeMover) DetachRDMA(_ context.Context, dev, netns string) error {
+	f.log.add("detachRDMA " + dev + " " + netns)
+	return nil
+}
+
 func (f fakeMover) Create(_ context.Context, orig *devicev1.LinkSnapshot, netns string, cfg *devicev1.DeviceConfig) error {
 	f.log.add("create " + orig.GetName() + " " + netns + " " + cfg.GetPodIfName())
 	return nil

@@ -13,6 +13,7 @@ import (
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	"github.com/netdra/netdra/services/provisioner/pcitopo"
+	"github.com/netdra/netdra/services/provisioner/rdma"
 )
 
 // pciEthernetClass is the PCI class and subclass of an Ethernet controller
@@ -22,7 +23,8 @@ const pciEthernetClass = 0x0200
 // Discover walks <sysfsRoot>/bus/pci/devices and returns every SR-IOV
 // virtual function of an Ethernet controller (class 0x0200xx with a physfn
 // link), sorted by name. It only reads sysfs. A VF bound to vfio-pci (or to
-// no driver) has no kernel interface, MAC or MTU; a device that vanishes
+// no driver) has no kernel interface, MAC, MTU or RDMA device (a VF with a
+// netdev has the RDMA device of its infiniband/ entry, if any); a device that vanishes
 // while Discover reads it is left out. An error means the PCI device list
 // itself, or a device that is there, could not be read.
 func Discover(sysfsRoot string) ([]*devicev1.Device, error) {
@@ -112,6 +114,7 @@ func readVF(path, addr string, sysfs fs.ReadLinkFS, pfs pfCache) (*devicev1.Devi
 		if err := readNetdev(d, filepath.Join(path, "net", d.KernelIfName)); err != nil {
 			return nil, err
 		}
+		d.RdmaDevice = rdma.InPCIDevice(path)
 	}
 	return d, nil
 }

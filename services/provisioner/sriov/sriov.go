@@ -235,8 +235,9 @@ func (e *events) drain() {
 // nothing to restore). cfg is validated first (a *fielderr.Error). On any
 // error every setting already changed is put back before Setup returns.
 // The prepared device's original_vf is what Free restores; a VF bound to
-// vfio-pci gets the device nodes of its IOMMU group (device_nodes), read
-// from sysfs before anything changes.
+// vfio-pci gets the device nodes of its IOMMU group (device_nodes), and a
+// VF with an RDMA device that device's character devices, read from sysfs
+// before anything changes.
 func (m *Manager) Setup(ctx context.Context, dev *devicev1.Device, cfg *devicev1.DeviceConfig, _ string) (*devicev1.PreparedDevice, error) {
 	if err := m.Validate(dev, cfg); err != nil {
 		return nil, err

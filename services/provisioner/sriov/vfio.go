@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	"github.com/netdra/netdra/services/provisioner/rdma"
 	"github.com/netdra/netdra/shared/fielderr"
 )
 
@@ -94,16 +95,30 @@ func (m *Manager) pciDevDir(addr string) string {
 }
 
 // deviceNodes returns the device nodes dev needs in a container: those of
-// its vfio group when it is bound to vfio-pci, else none.
+// its vfio group when it is bound to vfio-pci, its RDMA device's character
+// devices when it has one (rdma.DeviceNodes), else none.
 func (m *Manager) deviceNodes(dev *devicev1.Device) ([]*devicev1.DeviceNode, error) {
 	if dev.GetDriver() != VfioDriver {
-		return nil, nil
+		return m.rdmaNodes(dev)
 	}
 	addr := dev.GetPciAddress()
 	if addr == "" || strings.ContainsAny(addr, "/\x00") || addr == "." || addr == ".." {
 		return nil, fmt.Errorf("device %s: PCI address %q: %w", dev.GetName(), addr, ErrNoIOMMUGroup)
 	}
 	nodes, err := vfioNodes(m.pciDevDir(addr), m.devRoot)
+	if err != nil {
+		return nil, fmt.Errorf("device %s: %w", dev.GetName(), err)
+	}
+	return nodes, nil
+}
+
+// rdmaNodes returns the character devices of dev's RDMA device, if it has
+// one.
+func (m *Manager) rdmaNodes(dev *devicev1.Device) ([]*devicev1.DeviceNode, error) {
+	if dev.GetRdmaDevice() == "" {
+		return nil, nil
+	}
+	nodes, err := rdma.DeviceNodes(m.root, m.devRoot, dev.GetRdmaDevice())
 	if err != nil {
 		return nil, fmt.Errorf("device %s: %w", dev.GetName(), err)
 	}

@@ -19,8 +19,13 @@ mount -t tmpfs -o mode=755 netns /run/netns
 hostname kernelrig
 echo "KERNELRIG-BOOTED uptime=$(cut -d' ' -f1 /proc/uptime)s kernel=$(uname -r)"
 # Dependency order (modinfo -F depends): llc <- stp <- garp; mrp;
-# 8021q needs garp and mrp; netdevsim needs psample.
-for m in llc stp garp mrp 8021q dummy veth macvlan ipvlan psample netdevsim; do
+# 8021q needs garp and mrp; netdevsim needs psample; rdma_rxe needs
+# ib_core, ib_uverbs, udp_tunnel and ip6_udp_tunnel; rdma_ucm needs
+# rdma_cm, which needs ib_cm, iw_cm and configfs; rdma_rxe's devices need
+# the crc32 hash (crc32_generic), which nothing would load on demand here.
+for m in llc stp garp mrp 8021q dummy veth macvlan ipvlan psample netdevsim \
+  udp_tunnel ip6_udp_tunnel configfs ib_core ib_uverbs ib_umad iw_cm ib_cm \
+  rdma_cm rdma_ucm crc32_generic rdma_rxe; do
   insmod /lib/modules/$m.ko || echo "KERNELRIG-WARN insmod $m failed"
 done
 ip link set lo up

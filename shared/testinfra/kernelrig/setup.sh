@@ -1,7 +1,8 @@
 #!/bin/bash
 # setup.sh: prepares the kernel rig, a QEMU guest that runs Go test binaries
 # as root on a real Debian 12 kernel with dummy, 802.1q, veth and netdevsim
-# (SR-IOV VFs) loaded. See README.md beside this file.
+# (SR-IOV VFs) loaded, and soft-RoCE (rdma_rxe) for the RDMA tests. See
+# README.md beside this file.
 #
 #   sudo bash shared/testinfra/kernelrig/setup.sh      # `make test-kernel` runs it
 #
@@ -29,9 +30,20 @@ DIR=${KERNELRIG_DIR:-/var/cache/netdra/kernelrig}
 # gcc-12 (the compiler Debian's 6.1 kernel is built with), make, binutils,
 # libelf1 (objtool) and libssl3 (kbuild host tools) build netdevsim.
 PKGS=(qemu-system-x86 busybox-static cpio xz-utils gzip gcc-12 make binutils libelf1 libssl3 kmod)
-# Guest modules, in load order (init.sh loads them in the same order).
+# Guest modules, in load order (init.sh loads them in the same order):
+# 802.1q, dummy, veth, psample (netdevsim's), then RDMA with soft-RoCE
+# (rdma_rxe over any Ethernet netdev), its character devices (ib_uverbs,
+# ib_umad, rdma_ucm) and their dependencies (modinfo -F depends), and
+# crc32_generic, the "crc32" crypto hash rdma_rxe allocates per device
+# (without it: "rdma link add" fails with ENOENT, the guest has no modprobe).
 MODS=(net/llc/llc net/802/stp net/802/garp net/802/mrp net/8021q/8021q
-  drivers/net/dummy drivers/net/veth drivers/net/macvlan drivers/net/ipvlan/ipvlan net/psample/psample)
+  drivers/net/dummy drivers/net/veth drivers/net/macvlan drivers/net/ipvlan/ipvlan net/psample/psample
+  net/ipv4/udp_tunnel net/ipv6/ip6_udp_tunnel fs/configfs/configfs
+  drivers/infiniband/core/ib_core drivers/infiniband/core/ib_uverbs
+  drivers/infiniband/core/ib_umad drivers/infiniband/core/iw_cm
+  drivers/infiniband/core/ib_cm drivers/infiniband/core/rdma_cm
+  drivers/infiniband/core/rdma_ucm crypto/crc32_generic
+  drivers/infiniband/sw/rxe/rdma_rxe)
 
 export DEBIAN_FRONTEND=noninteractive LC_ALL=C
 T0=$SECONDS

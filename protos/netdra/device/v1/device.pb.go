@@ -546,7 +546,13 @@ type Device struct {
 	// sub-interface, its parent's.
 	LinkState LinkState `protobuf:"varint,15,opt,name=link_state,json=linkState,proto3,enum=netdra.device.v1.LinkState" json:"link_state,omitempty"`
 	// What a sub-interface device is made as; absent for other devices.
-	SubInterface  *SubInterface `protobuf:"bytes,16,opt,name=sub_interface,json=subInterface,proto3" json:"sub_interface,omitempty"`
+	SubInterface *SubInterface `protobuf:"bytes,16,opt,name=sub_interface,json=subInterface,proto3" json:"sub_interface,omitempty"`
+	// The RDMA device of the netdev (mlx5_0, rxe0), as
+	// /sys/class/infiniband names it; empty when it has none. Its character
+	// devices (uverbs, umad, issm, rdma_cm) are the prepared device's
+	// device_nodes, and in the kernel's exclusive RDMA netns mode it moves
+	// with the netdev into the pod and back.
+	RdmaDevice    string `protobuf:"bytes,17,opt,name=rdma_device,json=rdmaDevice,proto3" json:"rdma_device,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -691,6 +697,13 @@ func (x *Device) GetSubInterface() *SubInterface {
 		return x.SubInterface
 	}
 	return nil
+}
+
+func (x *Device) GetRdmaDevice() string {
+	if x != nil {
+		return x.RdmaDevice
+	}
+	return ""
 }
 
 // Route is a route added inside the pod for a device.
@@ -1115,8 +1128,8 @@ type PreparedDevice struct {
 	DetachedEbpfPrograms []*EbpfProgram `protobuf:"bytes,5,rep,name=detached_ebpf_programs,json=detachedEbpfPrograms,proto3" json:"detached_ebpf_programs,omitempty"`
 	// The character devices of the host the pod's containers need to use the
 	// device (a vfio-bound VF's /dev/vfio/<group> and /dev/vfio/vfio; an
-	// RDMA device's uverbs and rdma_cm later): dra gives them to the
-	// containers through CDI.
+	// RDMA device's /dev/infiniband/uverbsN, umadN, issmN and rdma_cm): dra
+	// gives them to the containers through CDI.
 	DeviceNodes   []*DeviceNode `protobuf:"bytes,6,rep,name=device_nodes,json=deviceNodes,proto3" json:"device_nodes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1375,7 +1388,7 @@ const file_netdra_device_v1_device_proto_rawDesc = "" +
 	"\x04kind\x18\x01 \x01(\x0e2\".netdra.device.v1.SubInterfaceKindR\x04kind\x126\n" +
 	"\x04mode\x18\x02 \x01(\x0e2\".netdra.device.v1.SubInterfaceModeR\x04mode\x12$\n" +
 	"\x0eparent_if_name\x18\x03 \x01(\tR\fparentIfName\x12\x17\n" +
-	"\avlan_id\x18\x04 \x01(\rR\x06vlanId\"\xc0\x05\n" +
+	"\avlan_id\x18\x04 \x01(\rR\x06vlanId\"\xe1\x05\n" +
 	"\x06Device\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x129\n" +
 	"\amanager\x18\x02 \x01(\x0e2\x1f.netdra.device.v1.DeviceManagerR\amanager\x12$\n" +
@@ -1398,7 +1411,9 @@ const file_netdra_device_v1_device_proto_rawDesc = "" +
 	"attributes\x12:\n" +
 	"\n" +
 	"link_state\x18\x0f \x01(\x0e2\x1b.netdra.device.v1.LinkStateR\tlinkState\x12C\n" +
-	"\rsub_interface\x18\x10 \x01(\v2\x1e.netdra.device.v1.SubInterfaceR\fsubInterface\x1a=\n" +
+	"\rsub_interface\x18\x10 \x01(\v2\x1e.netdra.device.v1.SubInterfaceR\fsubInterface\x12\x1f\n" +
+	"\vrdma_device\x18\x11 \x01(\tR\n" +
+	"rdmaDevice\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\v\n" +
