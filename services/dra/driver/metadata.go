@@ -7,6 +7,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	"github.com/netdra/netdra/shared/managername"
 )
 
 // Device metadata (KEP-5304): what a workload reads of its devices from
@@ -30,7 +31,7 @@ func deviceMetadata(pd *devicev1.PreparedDevice, cfg *devicev1.DeviceConfig) *ku
 		}
 	}
 	str(pciBusIDAttribute, dev.GetPciAddress())
-	str("deviceManager", managerName(dev.GetManager()))
+	str("deviceManager", managername.Of(dev.GetManager()))
 	str("kernelIfName", dev.GetKernelIfName())
 	str("pfName", dev.GetPfName())
 	str("driver", dev.GetDriver())
@@ -49,17 +50,4 @@ func deviceMetadata(pd *devicev1.PreparedDevice, cfg *devicev1.DeviceConfig) *ku
 		str("macAddress", nd.HardwareAddress)
 	}
 	return &kubeletplugin.DeviceMetadata{Attributes: attrs, NetworkData: nd}
-}
-
-// managerName is a manager as ResourceSlices publish it (deviceManager).
-func managerName(m devicev1.DeviceManager) string {
-	switch m {
-	case devicev1.DeviceManager_DEVICE_MANAGER_SRIOV:
-		return "sr-iov"
-	case devicev1.DeviceManager_DEVICE_MANAGER_DUMMY:
-		return "dummy"
-	case devicev1.DeviceManager_DEVICE_MANAGER_HOST:
-		return "host"
-	}
-	return ""
 }

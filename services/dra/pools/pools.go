@@ -16,6 +16,7 @@ import (
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+	"github.com/netdra/netdra/shared/managername"
 )
 
 // Filter selects devices. Set fields are ANDed; within a field, any value
@@ -48,24 +49,9 @@ type Pool struct {
 	Devices []*devicev1.Device
 }
 
-// ManagerName is the name a manager is published and filtered by.
-func ManagerName(m devicev1.DeviceManager) string {
-	switch m {
-	case devicev1.DeviceManager_DEVICE_MANAGER_SRIOV:
-		return "sr-iov"
-	case devicev1.DeviceManager_DEVICE_MANAGER_DUMMY:
-		return "dummy"
-	case devicev1.DeviceManager_DEVICE_MANAGER_HOST:
-		return "host"
-	case devicev1.DeviceManager_DEVICE_MANAGER_SUBIF:
-		return "subif"
-	}
-	return ""
-}
-
 // Matches reports whether f selects d.
 func (f *Filter) Matches(d *devicev1.Device) bool {
-	return anyOf(f.DeviceManagers, ManagerName(d.GetManager())) &&
+	return anyOf(f.DeviceManagers, managername.Of(d.GetManager())) &&
 		anyOf(f.PFNames, d.GetPfName()) &&
 		anyOf(f.PCIAddrs, d.GetPciAddress()) &&
 		anyFold(f.VendorIDs, d.GetVendorId()) &&

@@ -15,6 +15,7 @@ import (
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	"github.com/netdra/netdra/services/dra/pools"
+	"github.com/netdra/netdra/shared/managername"
 )
 
 // MaxDevicesPerSlice is the most devices one ResourceSlice holds.
@@ -84,7 +85,7 @@ func Device(pool string, d *devicev1.Device) resourceapi.Device {
 		}
 	}
 	str(attrPool, pool)
-	str(attrManager, pools.ManagerName(d.GetManager()))
+	str(attrManager, managername.Of(d.GetManager()))
 	str(attrIfName, d.GetName())
 	str(attrKernel, d.GetKernelIfName())
 	str(attrPFName, d.GetPfName())

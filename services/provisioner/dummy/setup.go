@@ -2,13 +2,11 @@ package dummy
 
 import (
 	"context"
-	"crypto/rand"
-	"fmt"
-	"net"
 
 	"google.golang.org/protobuf/proto"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	"github.com/netdra/netdra/services/provisioner/link"
 )
 
 // defaultMTU is a dummy link's MTU when the kernel creates it (ETH_DATA_LEN).
@@ -36,7 +34,7 @@ func (m *Manager) Setup(ctx context.Context, dev *devicev1.Device, cfg *devicev1
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	mac, err := randomMAC()
+	mac, err := link.RandomMAC()
 	if err != nil {
 		return nil, err
 	}
@@ -46,17 +44,6 @@ func (m *Manager) Setup(ctx context.Context, dev *devicev1.Device, cfg *devicev1
 		OriginalLink: &devicev1.LinkSnapshot{Name: dev.GetKernelIfName(), MacAddress: mac.String(), Mtu: defaultMTU},
 		LinkCreated:  true,
 	}, nil
-}
-
-// randomMAC returns a random locally administered unicast MAC address, as
-// the kernel gives a dummy link.
-func randomMAC() (net.HardwareAddr, error) {
-	mac := make(net.HardwareAddr, 6)
-	if _, err := rand.Read(mac); err != nil {
-		return nil, fmt.Errorf("choosing a MAC address: %w", err)
-	}
-	mac[0] = mac[0]&^0x01 | 0x02
-	return mac, nil
 }
 
 // Free has nothing to undo: Setup changed nothing on the node, and the

@@ -117,6 +117,13 @@ func (m *Mover) Create(ctx context.Context, orig *devicev1.LinkSnapshot, netnsPa
 // is left alone, with a warning, and is success too: the device is not in
 // the pod. cfg must have passed Validate.
 func (m *Mover) Remove(ctx context.Context, orig *devicev1.LinkSnapshot, netnsPath string, cfg *devicev1.DeviceConfig) error {
+	return m.removeCreated(ctx, orig, netnsPath, cfg, "link", m.created)
+}
+
+// removeCreated deletes the link of a created device (what, for the logs)
+// in the pod at netnsPath, when ours says netdra made it: Remove's and
+// RemoveSub's shared steps.
+func (m *Mover) removeCreated(ctx context.Context, orig *devicev1.LinkSnapshot, netnsPath string, cfg *devicev1.DeviceConfig, what string, ours func(netlink.Link) bool) error {
 	podName := cfg.GetPodIfName()
 	if podName == "" {
 		if err := validateSnapshot(orig); err != nil {
@@ -130,7 +137,7 @@ func (m *Mover) Remove(ctx context.Context, orig *devicev1.LinkSnapshot, netnsPa
 	log := m.log.With("link", podName, "netns", netnsPath)
 	pod, err := m.dialPod(netnsPath)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, hostns.ErrNotNetns) {
-		log.Debug("netns is gone, and the link with it", "reason", err)
+		log.Debug("netns is gone, and the "+what+" with it", "reason", err)
 		return nil
 	}
 	if err != nil {
@@ -144,14 +151,14 @@ func (m *Mover) Remove(ctx context.Context, orig *devicev1.LinkSnapshot, netnsPa
 	case l == nil:
 		log.Debug("removed already")
 		return nil
-	case !m.created(l):
+	case !ours(l):
 		log.Warn("not deleting the link: netdra did not create it", "type", l.Type(), "alias", l.Attrs().Alias)
 		return nil
 	}
 	if err := pod.del(l); err != nil {
 		return fmt.Errorf("removing %s from %s: %w", podName, netnsPath, err)
 	}
-	log.Debug("removed from the pod")
+	log.Debug(what + " removed from the pod")
 	return nil
 }
 

@@ -161,16 +161,11 @@ func (m *Mover) Attach(ctx context.Context, hostIfName string, orig *devicev1.Li
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	host, err := dial(m.log, "host", m.hostNs, false)
+	host, pod, done, err := m.dialHostAndPod(netnsPath)
 	if err != nil {
 		return err
 	}
-	defer host.Close()
-	pod, err := m.dialPod(netnsPath)
-	if err != nil {
-		return err
-	}
-	defer pod.Close()
+	defer done()
 	log := m.log.With("link", hostIfName, "netns", netnsPath)
 
 	l, err := host.lookup(hostIfName)
@@ -390,17 +385,39 @@ func detachGone(host *conn, podName string, cfg *devicev1.DeviceConfig, back sta
 	return restore(&place{at: host, name: podName}, host, back)
 }
 
+// dialHostAndPod opens a socket in the host netns and one in the pod's at
+// netnsPath; done closes both.
+func (m *Mover) dialHostAndPod(netnsPath string) (host, pod *conn, done func(), err error) {
+	if host, err = dial(m.log, "host", m.hostNs, false); err != nil {
+		return nil, nil, nil, err
+	}
+	if pod, err = m.dialPod(netnsPath); err != nil {
+		host.Close()
+		return nil, nil, nil, err
+	}
+	return host, pod, func() { pod.Close(); host.Close() }, nil
+}
+
 // dialPod opens the pod network namespace at path and a socket in it.
 func (m *Mover) dialPod(path string) (*conn, error) {
-	ns, err := hostns.Open(path)
+	ns, err := m.openPod(path)
 	if err != nil {
 		return nil, err
 	}
+	return dial(m.log, path, ns, true)
+}
+
+// openPod opens the pod network namespace at path, refusing the host's.
+func (m *Mover) openPod(path string) (netns.NsHandle, error) {
+	ns, err := hostns.Open(path)
+	if err != nil {
+		return netns.None(), err
+	}
 	if ns.Equal(m.hostNs) {
 		ns.Close()
-		return nil, fmt.Errorf("%s: %w", path, ErrHostNetns)
+		return netns.None(), fmt.Errorf("%s: %w", path, ErrHostNetns)
 	}
-	return dial(m.log, path, ns, true)
+	return ns, nil
 }
 
 // config is a validated DeviceConfig in netlink's terms.

@@ -104,17 +104,11 @@ func (c *rdmaConn) mode() (string, error) {
 // ErrRDMANotFound; one whose driver cannot move (soft-RoCE, rdma_rxe: no
 // disassociate_ucontext) ErrRDMANotMovable. On failure nothing has moved.
 func (m *Mover) AttachRDMA(ctx context.Context, dev, netnsPath string) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	host, err := dialRDMA("host", m.hostNs, false)
-	if err != nil {
-		return err
+	host, err := m.exclusiveHost(ctx)
+	if host == nil {
+		return err // or shared: every namespace sees the device
 	}
 	defer host.Close()
-	if mode, err := host.mode(); err != nil || mode != RDMAExclusive {
-		return err // shared: every namespace sees the device
-	}
 	pod, err := m.dialRDMAPod(netnsPath)
 	if err != nil {
 		return err
@@ -133,17 +127,11 @@ func (m *Mover) AttachRDMA(ctx context.Context, dev, netnsPath string) error {
 // success, and so is a netns that is gone (the kernel returned the device
 // to the initial namespace). A device in neither is ErrRDMANotFound.
 func (m *Mover) DetachRDMA(ctx context.Context, dev, netnsPath string) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	host, err := dialRDMA("host", m.hostNs, false)
-	if err != nil {
-		return err
+	host, err := m.exclusiveHost(ctx)
+	if host == nil {
+		return err // or shared: nothing moved
 	}
 	defer host.Close()
-	if mode, err := host.mode(); err != nil || mode != RDMAExclusive {
-		return err // shared: nothing moved
-	}
 	pod, err := m.dialRDMAPod(netnsPath)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, hostns.ErrNotNetns) {
 		m.log.Debug("netns is gone; the kernel returns its RDMA devices", "rdmaDevice", dev, "netns", netnsPath)
@@ -160,16 +148,30 @@ func (m *Mover) DetachRDMA(ctx context.Context, dev, netnsPath string) error {
 	return nil
 }
 
-// dialRDMAPod opens the pod network namespace at path and an RDMA netlink
-// socket in it.
-func (m *Mover) dialRDMAPod(path string) (*rdmaConn, error) {
-	ns, err := hostns.Open(path)
+// exclusiveHost opens an RDMA netlink socket in the host netns when the
+// kernel is in the exclusive RDMA netns mode (RDMA devices move); nil and
+// no error in shared mode, where nothing moves.
+func (m *Mover) exclusiveHost(ctx context.Context) (*rdmaConn, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	host, err := dialRDMA("host", m.hostNs, false)
 	if err != nil {
 		return nil, err
 	}
-	if ns.Equal(m.hostNs) {
-		ns.Close()
-		return nil, fmt.Errorf("%s: %w", path, ErrHostNetns)
+	if mode, err := host.mode(); err != nil || mode != RDMAExclusive {
+		host.Close()
+		return nil, err
+	}
+	return host, nil
+}
+
+// dialRDMAPod opens the pod network namespace at path and an RDMA netlink
+// socket in it.
+func (m *Mover) dialRDMAPod(path string) (*rdmaConn, error) {
+	ns, err := m.openPod(path)
+	if err != nil {
+		return nil, err
 	}
 	return dialRDMA(path, ns, true)
 }

@@ -5,13 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
-	"github.com/netdra/netdra/services/provisioner/hostns"
 )
 
 // SubAlias is the interface alias that marks a sub-interface netdra
@@ -55,16 +53,11 @@ func (m *Mover) CreateSub(ctx context.Context, sub *devicev1.SubInterface, orig 
 		want.mac = base.mac
 	}
 	podName := cmp.Or(cfg.GetPodIfName(), orig.GetName())
-	host, err := dial(m.log, "host", m.hostNs, false)
+	host, pod, done, err := m.dialHostAndPod(netnsPath)
 	if err != nil {
 		return err
 	}
-	defer host.Close()
-	pod, err := m.dialPod(netnsPath)
-	if err != nil {
-		return err
-	}
-	defer pod.Close()
+	defer done()
 	l, again, err := m.placeSub(host, pod, sub, podName, want, cfg)
 	if err == nil {
 		err = configure(pod, l, want)
@@ -217,40 +210,5 @@ func isSub(l netlink.Link, sub *devicev1.SubInterface) bool {
 // its parent), is success; a link of that name CreateSub did not make is
 // left alone, with a warning.
 func (m *Mover) RemoveSub(ctx context.Context, sub *devicev1.SubInterface, orig *devicev1.LinkSnapshot, netnsPath string, cfg *devicev1.DeviceConfig) error {
-	podName := cfg.GetPodIfName()
-	if podName == "" {
-		if err := validateSnapshot(orig); err != nil {
-			return err
-		}
-		podName = orig.GetName()
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	log := m.log.With("link", podName, "netns", netnsPath)
-	pod, err := m.dialPod(netnsPath)
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, hostns.ErrNotNetns) {
-		log.Debug("netns is gone, and the sub-interface with it", "reason", err)
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	defer pod.Close()
-	l, err := pod.lookup(podName)
-	switch {
-	case err != nil:
-		return err
-	case l == nil:
-		log.Debug("removed already")
-		return nil
-	case !isSub(l, sub):
-		log.Warn("not deleting the link: netdra did not create it", "type", l.Type(), "alias", l.Attrs().Alias)
-		return nil
-	}
-	if err := pod.del(l); err != nil {
-		return fmt.Errorf("removing %s from %s: %w", podName, netnsPath, err)
-	}
-	log.Debug("sub-interface removed from the pod")
-	return nil
+	return m.removeCreated(ctx, orig, netnsPath, cfg, "sub-interface", func(l netlink.Link) bool { return isSub(l, sub) })
 }

@@ -39,6 +39,7 @@ import (
 	"github.com/netdra/netdra/shared/claimconfig"
 	"github.com/netdra/netdra/shared/fielderr"
 	"github.com/netdra/netdra/shared/keylock"
+	"github.com/netdra/netdra/shared/managername"
 )
 
 // Mover moves links between the host and pod network namespaces (Attach,
@@ -361,22 +362,9 @@ func validateConfig(mgr manager.Manager, dev *devicev1.Device, cfg *devicev1.Dev
 	}
 	if cfg.GetVfio() && dev.GetManager() != devicev1.DeviceManager_DEVICE_MANAGER_SRIOV {
 		return fielderr.New("config.vfio", "device %s is a %s device; only an SR-IOV VF bound to vfio-pci has a vfio device",
-			dev.GetName(), managerName(dev.GetManager()))
+			dev.GetName(), managername.Of(dev.GetManager()))
 	}
 	return mgr.Validate(dev, cfg)
-}
-
-// managerName is a manager as NodeConfigs name it.
-func managerName(m devicev1.DeviceManager) string {
-	switch m {
-	case devicev1.DeviceManager_DEVICE_MANAGER_SRIOV:
-		return "sr-iov"
-	case devicev1.DeviceManager_DEVICE_MANAGER_DUMMY:
-		return "dummy"
-	case devicev1.DeviceManager_DEVICE_MANAGER_HOST:
-		return "host"
-	}
-	return m.String()
 }
 
 // maxDeviceNodes bounds the device nodes of one prepared device (a vfio

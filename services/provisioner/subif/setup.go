@@ -3,7 +3,6 @@ package subif
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"net"
@@ -15,6 +14,7 @@ import (
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	"github.com/netdra/netdra/services/provisioner/hostdev"
 	"github.com/netdra/netdra/services/provisioner/hostns"
+	"github.com/netdra/netdra/services/provisioner/link"
 	"github.com/netdra/netdra/shared/fielderr"
 )
 
@@ -53,7 +53,7 @@ func (m *Manager) Setup(ctx context.Context, dev *devicev1.Device, cfg *devicev1
 	}
 	mac := parentMAC
 	if takesMAC(o.sub) {
-		if mac, err = randomMAC(); err != nil {
+		if mac, err = link.RandomMAC(); err != nil {
 			return nil, err
 		}
 	}
@@ -106,17 +106,6 @@ func (m *Manager) parent(o *offer) (int, net.HardwareAddr, error) {
 func takesMAC(sub *devicev1.SubInterface) bool {
 	return sub.GetKind() == devicev1.SubInterfaceKind_SUB_INTERFACE_KIND_MACVLAN &&
 		sub.GetMode() != devicev1.SubInterfaceMode_SUB_INTERFACE_MODE_MACVLAN_PASSTHRU
-}
-
-// randomMAC returns a random locally administered unicast MAC address, as
-// the kernel gives a macvlan.
-func randomMAC() (net.HardwareAddr, error) {
-	mac := make(net.HardwareAddr, 6)
-	if _, err := rand.Read(mac); err != nil {
-		return nil, fmt.Errorf("choosing a MAC address: %w", err)
-	}
-	mac[0] = mac[0]&^0x01 | 0x02
-	return mac, nil
 }
 
 // Free has nothing to undo: Setup changed nothing on the node, and the
