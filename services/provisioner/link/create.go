@@ -51,15 +51,8 @@ func WithVirtualKind(newLink func(netlink.LinkAttrs) netlink.Link) Option {
 // failure deletes the link again, so the pod is left without it, as it was.
 // The host namespace is never touched.
 func (m *Mover) Create(ctx context.Context, orig *devicev1.LinkSnapshot, netnsPath string, cfg *devicev1.DeviceConfig) error {
-	want, err := parseConfig(cfg)
+	want, base, err := parseCreate(ctx, orig, cfg)
 	if err != nil {
-		return err
-	}
-	base, err := parseSnapshot(orig)
-	if err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if want.mac == nil {
@@ -118,6 +111,20 @@ func (m *Mover) Create(ctx context.Context, orig *devicev1.LinkSnapshot, netnsPa
 // the pod. cfg must have passed Validate.
 func (m *Mover) Remove(ctx context.Context, orig *devicev1.LinkSnapshot, netnsPath string, cfg *devicev1.DeviceConfig) error {
 	return m.removeCreated(ctx, orig, netnsPath, cfg, "link", m.created)
+}
+
+// parseCreate is Create's and CreateSub's first step: the config and the
+// snapshot in netlink's terms, unless ctx has ended.
+func parseCreate(ctx context.Context, orig *devicev1.LinkSnapshot, cfg *devicev1.DeviceConfig) (config, state, error) {
+	want, err := parseConfig(cfg)
+	if err != nil {
+		return config{}, state{}, err
+	}
+	base, err := parseSnapshot(orig)
+	if err != nil {
+		return config{}, state{}, err
+	}
+	return want, base, ctx.Err()
 }
 
 // removeCreated deletes the link of a created device (what, for the logs)

@@ -38,15 +38,8 @@ var ErrParentNotFound = errors.New("parent interface not found")
 // a missing parent ErrParentNotFound, both with nothing changed. Any other
 // failure deletes the link again. The host namespace is never changed.
 func (m *Mover) CreateSub(ctx context.Context, sub *devicev1.SubInterface, orig *devicev1.LinkSnapshot, netnsPath string, cfg *devicev1.DeviceConfig) error {
-	want, err := parseConfig(cfg)
+	want, base, err := parseCreate(ctx, orig, cfg)
 	if err != nil {
-		return err
-	}
-	base, err := parseSnapshot(orig)
-	if err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if want.mac == nil && sub.GetKind() != devicev1.SubInterfaceKind_SUB_INTERFACE_KIND_IPVLAN {
@@ -184,8 +177,11 @@ var ipvlanModes = map[devicev1.SubInterfaceMode]netlink.IPVlanMode{
 }
 
 // kindName is the kernel's name of sub's kind ("macvlan").
-func kindName(sub *devicev1.SubInterface) string {
-	switch sub.GetKind() {
+func kindName(sub *devicev1.SubInterface) string { return SubKindName(sub.GetKind()) }
+
+// SubKindName is the kernel's name of a sub-interface kind ("macvlan").
+func SubKindName(k devicev1.SubInterfaceKind) string {
+	switch k {
 	case devicev1.SubInterfaceKind_SUB_INTERFACE_KIND_MACVLAN:
 		return "macvlan"
 	case devicev1.SubInterfaceKind_SUB_INTERFACE_KIND_IPVLAN:
@@ -193,7 +189,7 @@ func kindName(sub *devicev1.SubInterface) string {
 	case devicev1.SubInterfaceKind_SUB_INTERFACE_KIND_VLAN:
 		return "vlan"
 	}
-	return "unknown"
+	return fmt.Sprintf("kind %d", k)
 }
 
 // isSub reports whether l is a link CreateSub made for sub: of its kind,

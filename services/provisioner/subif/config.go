@@ -9,6 +9,7 @@ import (
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
+	"github.com/netdra/netdra/services/provisioner/link"
 	"github.com/netdra/netdra/shared/claimconfig"
 	"github.com/netdra/netdra/shared/fielderr"
 )
@@ -84,7 +85,7 @@ func sharesParent(before []offer, o offer) error {
 		switch {
 		case pk == ok && pk == devicev1.SubInterfaceKind_SUB_INTERFACE_KIND_VLAN:
 		case pk != ok && pk != devicev1.SubInterfaceKind_SUB_INTERFACE_KIND_VLAN && ok != devicev1.SubInterfaceKind_SUB_INTERFACE_KIND_VLAN:
-			return fielderr.New("kind", "%s already has %ss (parents[%d]): a parent takes macvlans or ipvlans, not both", o.sub.GetParentIfName(), kindName(pk), j)
+			return fielderr.New("kind", "%s already has %ss (parents[%d]): a parent takes macvlans or ipvlans, not both", o.sub.GetParentIfName(), link.SubKindName(pk), j)
 		case ok == devicev1.SubInterfaceKind_SUB_INTERFACE_KIND_IPVLAN && pk == ok && p.sub.GetMode() != o.sub.GetMode():
 			return fielderr.New("mode", "the ipvlans of %s are %v (parents[%d]): every ipvlan of a parent has the same mode", o.sub.GetParentIfName(), p.sub.GetMode(), j)
 		case ok == devicev1.SubInterfaceKind_SUB_INTERFACE_KIND_MACVLAN && pk == ok && (p.sub.GetMode() == pt || o.sub.GetMode() == pt):
@@ -143,26 +144,14 @@ func resolveMode(kind devicev1.SubInterfaceKind, mode devicev1.SubInterfaceMode)
 		}
 		return modes[0], nil
 	case len(modes) == 0:
-		return 0, fielderr.New("mode", "a %s sub-interface has no mode", kindName(kind))
+		return 0, fielderr.New("mode", "a %s sub-interface has no mode", link.SubKindName(kind))
 	}
 	for _, m := range modes {
 		if m == mode {
 			return mode, nil
 		}
 	}
-	return 0, fielderr.New("mode", "%v is not a %s mode", mode, kindName(kind))
-}
-
-func kindName(k devicev1.SubInterfaceKind) string {
-	switch k {
-	case devicev1.SubInterfaceKind_SUB_INTERFACE_KIND_MACVLAN:
-		return "macvlan"
-	case devicev1.SubInterfaceKind_SUB_INTERFACE_KIND_IPVLAN:
-		return "ipvlan"
-	case devicev1.SubInterfaceKind_SUB_INTERFACE_KIND_VLAN:
-		return "vlan"
-	}
-	return fmt.Sprintf("kind %d", k)
+	return 0, fielderr.New("mode", "%v is not a %s mode", mode, link.SubKindName(kind))
 }
 
 // deviceName is the name of o's device i.
@@ -187,7 +176,7 @@ func (o *offer) device(i int, mtu uint32, state devicev1.LinkState) *devicev1.De
 		Name:         name,
 		Manager:      devicev1.DeviceManager_DEVICE_MANAGER_SUBIF,
 		KernelIfName: kernelName(name),
-		Driver:       kindName(o.sub.GetKind()),
+		Driver:       link.SubKindName(o.sub.GetKind()),
 		Mtu:          mtu,
 		LinkState:    state,
 		SubInterface: proto.CloneOf(o.sub),

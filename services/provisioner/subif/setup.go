@@ -64,7 +64,7 @@ func (m *Manager) Setup(ctx context.Context, dev *devicev1.Device, cfg *devicev1
 	}
 	pd.Device.SubInterface.VlanId = cmp.Or(o.sub.GetVlanId(), cfg.GetVlan())
 	m.log.Debug("prepared sub-interface; its link is created in the pod at attach", "device", dev.GetName(),
-		"parent", o.sub.GetParentIfName(), "kind", kindName(o.sub.GetKind()), "mac", mac)
+		"parent", o.sub.GetParentIfName(), "kind", link.SubKindName(o.sub.GetKind()), "mac", mac)
 	return pd, nil
 }
 
