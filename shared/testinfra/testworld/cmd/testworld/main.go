@@ -136,19 +136,10 @@ func world(ctx context.Context, c worldConfig, logger *slog.Logger, stdout io.Wr
 	if !c.keep {
 		defer func() { err = errors.Join(err, made.remove()) }()
 	}
-	cpDir := filepath.Join(c.dir, "controlplane")
-	envFile := filepath.Join(c.dir, "world.env")
-	for _, p := range []string{cpDir, envFile, c.nodeDir()} {
-		if _, err := os.Lstat(p); err == nil {
-			return fmt.Errorf("%s exists (left by a world run with -keep, or by one that was killed): remove it or choose another -dir", p)
-		}
+	cpDir, envFile, err := c.makeDirs(&made)
+	if err != nil {
+		return err
 	}
-	for _, d := range []string{c.dir, cpDir} {
-		if err := made.mkdirAll(d); err != nil {
-			return err
-		}
-	}
-	made.add(envFile)
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("finding this binary: %w", err)
@@ -192,6 +183,26 @@ func world(ctx context.Context, c worldConfig, logger *slog.Logger, stdout io.Wr
 		return fmt.Errorf("the control plane exited; see %s", cp.LogPath())
 	}
 	return nil
+}
+
+// makeDirs makes the world's directory and its control plane's, refusing
+// one a world left behind, and returns the control plane's directory and
+// the env file's path (recorded in made, to be removed at the end).
+func (c worldConfig) makeDirs(made *madePaths) (cpDir, envFile string, err error) {
+	cpDir = filepath.Join(c.dir, "controlplane")
+	envFile = filepath.Join(c.dir, "world.env")
+	for _, p := range []string{cpDir, envFile, c.nodeDir()} {
+		if _, err := os.Lstat(p); err == nil {
+			return "", "", fmt.Errorf("%s exists (left by a world run with -keep, or by one that was killed): remove it or choose another -dir", p)
+		}
+	}
+	for _, d := range []string{c.dir, cpDir} {
+		if err := made.mkdirAll(d); err != nil {
+			return "", "", err
+		}
+	}
+	made.add(envFile)
+	return cpDir, envFile, nil
 }
 
 // runBuildNode builds the real node's programs and images (realnode.Build)
