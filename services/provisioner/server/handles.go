@@ -64,6 +64,23 @@ func (h *netnsHandles) path(name string) (string, *devicev1.DeviceConfig, bool) 
 	return fmt.Sprintf("/proc/self/fd/%d", hd.f.Fd()), hd.cfg, true
 }
 
+// holds reports whether name's handle is on the network namespace at path
+// (the same namespace file: device and inode), and whether there is a
+// handle at all.
+func (h *netnsHandles) holds(name, path string) (same, held bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	hd := h.m[name]
+	if hd == nil {
+		return false, false
+	}
+	var a, b unix.Stat_t
+	if unix.Fstat(int(hd.f.Fd()), &a) != nil || unix.Stat(path, &b) != nil {
+		return false, true
+	}
+	return a.Dev == b.Dev && a.Ino == b.Ino, true
+}
+
 // drop closes name's handle: its device is out of the pod.
 func (h *netnsHandles) drop(name string) {
 	h.mu.Lock()

@@ -22,6 +22,7 @@ import (
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	"github.com/netdra/netdra/services/provisioner/netnstest"
+	"github.com/netdra/netdra/shared/testinfra/nodetest"
 )
 
 // attached sets eth1 up and attaches it into the world's pod netns as net1.
@@ -94,6 +95,28 @@ func TestHandles_FreeTakesBack(t *testing.T) {
 		t.Fatalf("Free: %v", err)
 	}
 	w.wantHostEth1(t)
+}
+
+// TestHandles_AttachElsewhereTakesBack: the pod's sandbox was torn down
+// without a Detach and a new one made; the Attach into the new one takes
+// the device back from the old (kept alive by the handle) first.
+func TestHandles_AttachElsewhereTakesBack(t *testing.T) {
+	w := newEBPFWorld(t)
+	pd, cfg := w.attached(t)
+	w.tearDownPod(t)
+	next := "/var/run/netns/" + nodetest.Netns(t, "ndpod2")
+
+	// The claim stays prepared: the new sandbox's RunPodSandbox attaches
+	// the same prepared device.
+	if _, err := w.srv.Attach(ctxFor(t), &provisionerv1.AttachRequest{PreparedDevice: pd, NetnsPath: next, Config: cfg}); err != nil {
+		t.Fatalf("Attach into the new sandbox: %v", err)
+	}
+	if _, err := netnstest.Handle(t, next).LinkByName("net1"); err != nil {
+		t.Errorf("net1 is not in the new sandbox: %v", err)
+	}
+	if same, held := w.srv.handles.holds(pd.GetDevice().GetName(), next); !same || !held {
+		t.Errorf("handle on the new sandbox: same %v, held %v", same, held)
+	}
 }
 
 // TestHandles_LostWithoutHandle is today's fallback: a restart lost the

@@ -195,7 +195,7 @@ func (s *Server) Free(ctx context.Context, req *provisionerv1.FreeRequest) (*pro
 		return nil, err
 	}
 	defer unlock()
-	if err := s.takeBack(ctx, pd); err != nil {
+	if err := s.takeBack(ctx, pd, "before freeing it"); err != nil {
 		return nil, err
 	}
 	if err := mgr.Free(ctx, pd); err != nil {
@@ -227,7 +227,10 @@ func (s *Server) Attach(ctx context.Context, req *provisionerv1.AttachRequest) (
 	pd := req.GetPreparedDevice()
 	run := context.WithoutCancel(ctx)
 	err := s.move(ctx, pd, req.GetNetnsPath(), req.GetConfig(), func() error {
-		_, _, attached := s.handles.path(pd.GetDevice().GetName()) // by an earlier Attach that returned
+		attached, err := s.takeBackFromElsewhere(run, pd, req.GetNetnsPath())
+		if err != nil {
+			return err
+		}
 		if err := s.attach(run, req); err != nil {
 			return err
 		}
@@ -314,17 +317,34 @@ func (s *Server) detach(ctx context.Context, pd *devicev1.PreparedDevice, netnsP
 	return lost, nil
 }
 
+// takeBackFromElsewhere is Attach's first step for a device whose handle
+// is on another pod netns than netnsPath (no Detach came for the pod it
+// was in: a sandbox the runtime tore down unannounced, then made again):
+// the device is taken back from there first, so that it can move. It
+// reports whether the device is in netnsPath already, put there by an
+// earlier Attach that returned.
+func (s *Server) takeBackFromElsewhere(ctx context.Context, pd *devicev1.PreparedDevice, netnsPath string) (attached bool, err error) {
+	same, held := s.handles.holds(pd.GetDevice().GetName(), netnsPath)
+	if !held || same {
+		return same, nil
+	}
+	if err := s.takeBack(ctx, pd, "before attaching it to "+netnsPath); err != nil {
+		return false, err
+	}
+	return false, nil
+}
+
 // takeBack is Free's first step for a device still in a pod's netns (a
 // handle is held: no Detach came, as when the runtime tore the pod down
 // without telling nri): the device is detached through the handle.
-func (s *Server) takeBack(ctx context.Context, pd *devicev1.PreparedDevice) error {
+func (s *Server) takeBack(ctx context.Context, pd *devicev1.PreparedDevice, when string) error {
 	_, cfg, ok := s.handles.path(pd.GetDevice().GetName())
 	if !ok {
 		return nil
 	}
-	s.log.Warn("Device still in a pod's netns at Free, no Detach came: taking it back", "device", pd.GetDevice().GetName())
+	s.log.Warn("Device still in a pod's netns, no Detach came: taking it back", "device", pd.GetDevice().GetName(), "when", when)
 	if _, err := s.detach(ctx, pd, "", cfg); err != nil {
-		return fmt.Errorf("taking %s back from its pod before freeing it: %w", pd.GetDevice().GetName(), err)
+		return fmt.Errorf("taking %s back from its pod %s: %w", pd.GetDevice().GetName(), when, err)
 	}
 	return nil
 }
