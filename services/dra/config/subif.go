@@ -38,7 +38,24 @@ func subif(c *v1alpha1.SubifConfig) *provisionerv1.SubifConfig {
 			Count:             uint32(max(p.Count, 0)),
 			VlanId:            uint32(max(p.VLANID, 0)),
 			AllowDefaultRoute: p.AllowDefaultRoute,
+			Bandwidth:         bitsPerSecond(p.Capacity, false),
+			DefaultBandwidth:  bitsPerSecond(p.Capacity, true),
 		})
 	}
 	return out
+}
+
+// bitsPerSecond is a shared parent's bandwidth, or its default request
+// (0 when unset: the whole bandwidth); 0 for a parent not shared.
+// Validate has checked both are whole and in range.
+func bitsPerSecond(c *v1alpha1.SubifCapacity, def bool) uint64 {
+	switch {
+	case c == nil:
+		return 0
+	case !def:
+		return uint64(max(c.Bandwidth.Value(), 0))
+	case c.DefaultRequest != nil:
+		return uint64(max(c.DefaultRequest.Value(), 0))
+	}
+	return 0
 }

@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
 	"slices"
@@ -11,6 +12,8 @@ import (
 var (
 	dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 	ifName   = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+	// countedName is how a counted entry's device names end.
+	countedName = regexp.MustCompile(`-[0-9]+$`)
 )
 
 // validateSubif checks the subif manager's configuration as the CRD does:
@@ -106,6 +109,34 @@ func validateSubifParent(p *SubifParent) error {
 		return fielderr.New("vlanId", "only a vlan sub-interface has a VLAN ID, not a %s", p.Kind)
 	case p.VLANID < 0 || p.VLANID > MaxVLANID:
 		return fielderr.New("vlanId", "%d is out of range 1..%d", p.VLANID, MaxVLANID)
+	}
+	return validateSubifCapacity(p)
+}
+
+// validateSubifCapacity checks a parent shared by bandwidth: a macvlan
+// (not passthru) or an ipvlan, count 0, a bandwidth from 1M to 10T and a
+// default request from 1M to the bandwidth.
+func validateSubifCapacity(p *SubifParent) error {
+	c := p.Capacity
+	switch {
+	case c == nil:
+		return nil
+	case p.Kind == SubifVLAN || p.Mode == "passthru":
+		return fielderr.New("capacity", "only macvlans (not passthru) and ipvlans share a parent by bandwidth, not a %s", cmp.Or(p.Mode, string(p.Kind)))
+	case p.Count != 0:
+		return fielderr.New("count", "%d: a parent shared by capacity is one device, its count 0", p.Count)
+	case countedName.MatchString(p.Name):
+		return fielderr.New("name", "%q ends in -<digits>, as a counted entry's devices do: a shared parent's device is named after its entry", p.Name)
+	}
+	bw, ok := c.Bandwidth.AsInt64()
+	if !ok || bw < MinSubifBandwidth || bw > MaxSubifBandwidth {
+		return fielderr.New("capacity.bandwidth", "%s is out of range 1M..10T (bits per second)", c.Bandwidth.String())
+	}
+	if c.DefaultRequest == nil {
+		return nil
+	}
+	if d, ok := c.DefaultRequest.AsInt64(); !ok || d < MinSubifBandwidth || d > bw {
+		return fielderr.New("capacity.defaultRequest", "%s is out of range 1M..%s (the bandwidth)", c.DefaultRequest.String(), c.Bandwidth.String())
 	}
 	return nil
 }

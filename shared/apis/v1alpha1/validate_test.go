@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/netdra/netdra/shared/fielderr"
 )
@@ -124,6 +125,22 @@ func TestValidate(t *testing.T) {
 		{"subif pool filter", func(s *NodeConfigSpec) {
 			s.Pools[2].Filter = &PoolFilter{DeviceManagers: []DeviceManager{DeviceManagerSubif}, ParentIfNames: []string{"eth1"}}
 		}, "", ""},
+		{"subif shared by bandwidth", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Subif.Parents[0] = sharedParent("10G", "100M") }, "", ""},
+		{"subif shared, whole by default", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Subif.Parents[0] = sharedParent("10G", "") }, "", ""},
+		{"subif shared with a count", func(s *NodeConfigSpec) {
+			s.DeviceManagerConfigs.Subif.Parents[0] = sharedParent("10G", "")
+			s.DeviceManagerConfigs.Subif.Parents[0].Count = 4
+		}, "deviceManagerConfigs.subif.parents[0].count", "its count 0"},
+		{"subif shared with a counted name", func(s *NodeConfigSpec) {
+			s.DeviceManagerConfigs.Subif.Parents[0] = sharedParent("10G", "")
+			s.DeviceManagerConfigs.Subif.Parents[0].Name = "mv-1"
+		}, "deviceManagerConfigs.subif.parents[0].name", "ends in -<digits>"},
+		{"subif shared vlan", func(s *NodeConfigSpec) {
+			s.DeviceManagerConfigs.Subif.Parents[2].Capacity = sharedParent("1G", "").Capacity
+		}, "deviceManagerConfigs.subif.parents[2].capacity", "only macvlans"},
+		{"subif shared bandwidth too small", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Subif.Parents[0] = sharedParent("100k", "") }, "deviceManagerConfigs.subif.parents[0].capacity.bandwidth", "out of range 1M..10T"},
+		{"subif shared fractional bandwidth", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Subif.Parents[0] = sharedParent("1500m", "") }, "deviceManagerConfigs.subif.parents[0].capacity.bandwidth", "out of range"},
+		{"subif shared default above the bandwidth", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Subif.Parents[0] = sharedParent("1G", "2G") }, "deviceManagerConfigs.subif.parents[0].capacity.defaultRequest", "out of range 1M..1G"},
 		{"relative sysfs root", func(s *NodeConfigSpec) { s.SysfsRoot = "sys" }, "sysfsRoot", "absolute"},
 		{"unclean sysfs root", func(s *NodeConfigSpec) { s.SysfsRoot = "/host//sys/" }, "sysfsRoot", "not a clean path; write /host/sys"},
 		{"unclean sysBusPCIDevPath", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.SRIOV.SysBusPCIDevPath = "/sys/../sys/bus/pci/devices" }, "deviceManagerConfigs.sriov.sysBusPCIDevPath", "not a clean path"},
@@ -183,4 +200,15 @@ func TestDeepCopy(t *testing.T) {
 	if in.Spec.Spec.Pools[0].Filter.IfNames[0] == "changed" || *in.Spec.Spec.DRARegistrationTimeout == 99 {
 		t.Error("DeepCopy shares memory with its input")
 	}
+}
+
+// sharedParent is a macvlan parent shared by bandwidth (defaultRequest
+// unset when def is empty).
+func sharedParent(bandwidth, def string) SubifParent {
+	c := &SubifCapacity{Bandwidth: resource.MustParse(bandwidth)}
+	if def != "" {
+		q := resource.MustParse(def)
+		c.DefaultRequest = &q
+	}
+	return SubifParent{Name: "mvs", ParentIfName: "eth1", Kind: SubifMacvlan, Capacity: c}
 }
