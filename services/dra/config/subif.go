@@ -47,15 +47,21 @@ func subif(c *v1alpha1.SubifConfig) *provisionerv1.SubifConfig {
 
 // bitsPerSecond is a shared parent's bandwidth, or its default request
 // (0 when unset: the whole bandwidth); 0 for a parent not shared.
-// Validate has checked both are whole and in range.
+// Validate has checked both.
 func bitsPerSecond(c *v1alpha1.SubifCapacity, def bool) uint64 {
-	switch {
-	case c == nil:
+	if c == nil {
 		return 0
-	case !def:
-		return uint64(max(c.Bandwidth.Value(), 0))
-	case c.DefaultRequest != nil:
-		return uint64(max(c.DefaultRequest.Value(), 0))
 	}
-	return 0
+	s := c.Bandwidth
+	if def {
+		s = c.DefaultRequest
+	}
+	if s == "" {
+		return 0
+	}
+	v, err := v1alpha1.BitsPerSecond(s)
+	if err != nil {
+		return 0
+	}
+	return uint64(max(v, 0))
 }

@@ -1,7 +1,5 @@
 package v1alpha1
 
-import "k8s.io/apimachinery/pkg/api/resource"
-
 // Limits of the subif manager's configuration, enforced by the CRD and by
 // Validate.
 const (
@@ -137,22 +135,28 @@ const (
 )
 
 // SubifCapacity is a shared parent's capacity: its bandwidth in bits per
-// second (a quantity: "10G" is 10 Gbit/s) and the share of a claim that
-// requests none. A claim's share is at least 1M (1 Mbit/s).
+// second and the share of a claim that requests none, each a decimal
+// quantity ("10G" is 10 Gbit/s, "500M" 500 Mbit/s). A claim's share is at
+// least 1M (1 Mbit/s).
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.defaultRequest) || quantity(string(self.defaultRequest)).compareTo(quantity(string(self.bandwidth))) <= 0",message="defaultRequest: larger than bandwidth",fieldPath=".defaultRequest",reason=FieldValueInvalid
+// +kubebuilder:validation:XValidation:rule="!has(self.defaultRequest) || quantity(self.defaultRequest).compareTo(quantity(self.bandwidth)) <= 0",message="defaultRequest: larger than bandwidth",fieldPath=".defaultRequest",reason=FieldValueInvalid
 type SubifCapacity struct {
-	// Bandwidth is the parent's, in bits per second, from 1M to 10T.
+	// Bandwidth is the parent's, in bits per second, from 1M to 10T: a
+	// whole number with an optional k, M, G or T ("10G").
 	//
 	// +required
-	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('1M')) >= 0 && quantity(string(self)).compareTo(quantity('10T')) <= 0",message="must be from 1M to 10T (bits per second)"
-	Bandwidth resource.Quantity `json:"bandwidth"`
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:Pattern=`^[0-9]+[kMGT]?$`
+	// +kubebuilder:validation:XValidation:rule="quantity(self).compareTo(quantity('1M')) >= 0 && quantity(self).compareTo(quantity('10T')) <= 0",message="must be from 1M to 10T (bits per second)"
+	Bandwidth string `json:"bandwidth"`
 
 	// DefaultRequest is the share of a claim that requests no bandwidth,
-	// from 1M to bandwidth; unset, the whole bandwidth (the claim holds the
-	// parent alone).
+	// from 1M to bandwidth, written as bandwidth is; unset, the whole
+	// bandwidth (the claim holds the parent alone).
 	//
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('1M')) >= 0",message="must be at least 1M (bits per second)"
-	DefaultRequest *resource.Quantity `json:"defaultRequest,omitempty"`
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:Pattern=`^[0-9]+[kMGT]?$`
+	// +kubebuilder:validation:XValidation:rule="quantity(self).compareTo(quantity('1M')) >= 0",message="must be at least 1M (bits per second)"
+	DefaultRequest string `json:"defaultRequest,omitempty"`
 }

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"slices"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+
 	"github.com/netdra/netdra/shared/fielderr"
 )
 
@@ -128,15 +130,35 @@ func validateSubifCapacity(p *SubifParent) error {
 	case countedName.MatchString(p.Name):
 		return fielderr.New("name", "%q ends in -<digits>, as a counted entry's devices do: a shared parent's device is named after its entry", p.Name)
 	}
-	bw, ok := c.Bandwidth.AsInt64()
-	if !ok || bw < MinSubifBandwidth || bw > MaxSubifBandwidth {
-		return fielderr.New("capacity.bandwidth", "%s is out of range 1M..10T (bits per second)", c.Bandwidth.String())
+	bw, err := BitsPerSecond(c.Bandwidth)
+	if err != nil || bw < MinSubifBandwidth || bw > MaxSubifBandwidth {
+		return fielderr.New("capacity.bandwidth", "%q is not a bandwidth from 1M to 10T (bits per second: a whole number with an optional k, M, G or T)", c.Bandwidth)
 	}
-	if c.DefaultRequest == nil {
+	if c.DefaultRequest == "" {
 		return nil
 	}
-	if d, ok := c.DefaultRequest.AsInt64(); !ok || d < MinSubifBandwidth || d > bw {
-		return fielderr.New("capacity.defaultRequest", "%s is out of range 1M..%s (the bandwidth)", c.DefaultRequest.String(), c.Bandwidth.String())
+	if d, err := BitsPerSecond(c.DefaultRequest); err != nil || d < MinSubifBandwidth || d > bw {
+		return fielderr.New("capacity.defaultRequest", "%q is not a bandwidth from 1M to %s (the bandwidth)", c.DefaultRequest, c.Bandwidth)
 	}
 	return nil
+}
+
+// bandwidth is how a shared parent's bandwidth is written.
+var bandwidth = regexp.MustCompile(`^[0-9]{1,15}[kMGT]?$`)
+
+// BitsPerSecond reads a bandwidth as SubifCapacity writes it ("10G",
+// "500M", "2500000") as bits per second.
+func BitsPerSecond(s string) (int64, error) {
+	if !bandwidth.MatchString(s) {
+		return 0, fmt.Errorf("%q is not a whole number with an optional k, M, G or T", s)
+	}
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return 0, err
+	}
+	v, ok := q.AsInt64()
+	if !ok {
+		return 0, fmt.Errorf("%q is out of range", s)
+	}
+	return v, nil
 }

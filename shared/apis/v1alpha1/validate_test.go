@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/netdra/netdra/shared/fielderr"
 )
@@ -138,9 +137,9 @@ func TestValidate(t *testing.T) {
 		{"subif shared vlan", func(s *NodeConfigSpec) {
 			s.DeviceManagerConfigs.Subif.Parents[2].Capacity = sharedParent("1G", "").Capacity
 		}, "deviceManagerConfigs.subif.parents[2].capacity", "only macvlans"},
-		{"subif shared bandwidth too small", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Subif.Parents[0] = sharedParent("100k", "") }, "deviceManagerConfigs.subif.parents[0].capacity.bandwidth", "out of range 1M..10T"},
-		{"subif shared fractional bandwidth", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Subif.Parents[0] = sharedParent("1500m", "") }, "deviceManagerConfigs.subif.parents[0].capacity.bandwidth", "out of range"},
-		{"subif shared default above the bandwidth", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Subif.Parents[0] = sharedParent("1G", "2G") }, "deviceManagerConfigs.subif.parents[0].capacity.defaultRequest", "out of range 1M..1G"},
+		{"subif shared bandwidth too small", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Subif.Parents[0] = sharedParent("100k", "") }, "deviceManagerConfigs.subif.parents[0].capacity.bandwidth", "not a bandwidth from 1M to 10T"},
+		{"subif shared fractional bandwidth", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Subif.Parents[0] = sharedParent("1500m", "") }, "deviceManagerConfigs.subif.parents[0].capacity.bandwidth", "whole number"},
+		{"subif shared default above the bandwidth", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Subif.Parents[0] = sharedParent("1G", "2G") }, "deviceManagerConfigs.subif.parents[0].capacity.defaultRequest", "from 1M to 1G"},
 		{"relative sysfs root", func(s *NodeConfigSpec) { s.SysfsRoot = "sys" }, "sysfsRoot", "absolute"},
 		{"unclean sysfs root", func(s *NodeConfigSpec) { s.SysfsRoot = "/host//sys/" }, "sysfsRoot", "not a clean path; write /host/sys"},
 		{"unclean sysBusPCIDevPath", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.SRIOV.SysBusPCIDevPath = "/sys/../sys/bus/pci/devices" }, "deviceManagerConfigs.sriov.sysBusPCIDevPath", "not a clean path"},
@@ -205,10 +204,6 @@ func TestDeepCopy(t *testing.T) {
 // sharedParent is a macvlan parent shared by bandwidth (defaultRequest
 // unset when def is empty).
 func sharedParent(bandwidth, def string) SubifParent {
-	c := &SubifCapacity{Bandwidth: resource.MustParse(bandwidth)}
-	if def != "" {
-		q := resource.MustParse(def)
-		c.DefaultRequest = &q
-	}
+	c := &SubifCapacity{Bandwidth: bandwidth, DefaultRequest: def}
 	return SubifParent{Name: "mvs", ParentIfName: "eth1", Kind: SubifMacvlan, Capacity: c}
 }
