@@ -35,11 +35,13 @@ func withShare(dev *devicev1.Device, share *devicev1.Share) (*devicev1.Device, e
 
 // slot names what the server keeps of one prepared device (its eBPF pin
 // directory): the device's name, and for a share of a shared device its
-// share ID too, so that the shares of one device, each its own link in
-// its own pod, never meet.
+// share ID too, "<device>_<share>", so that the shares of one device, each
+// its own link in its own pod, never meet. '_' is in no device name (DNS
+// labels), so a slot is never another device's; bpffs refuses '.' in a
+// name (EPERM).
 func slot(pd *devicev1.PreparedDevice) string {
 	if id := pd.GetDevice().GetShare().GetId(); id != "" {
-		return pd.GetDevice().GetName() + "." + id
+		return pd.GetDevice().GetName() + "_" + id
 	}
 	return pd.GetDevice().GetName()
 }
