@@ -30,7 +30,20 @@ const (
 	PrepareFile   = "prepare.jsonl"   // Prepare records (point 2)
 	InventoryFile = "inventory.jsonl" // Inventory records (point 4)
 	DiscoverFile  = "discover.jsonl"  // a Summary of sr-iov discoveries of the same tree (point 4)
+	SubifFile     = "subif.jsonl"     // Subif records (point 3, the sub-interface's attach cost)
 )
+
+// Subif is one way of giving a pod a link, at the link level
+// (services/provisioner/link's BenchmarkAttach_SubifVsMove): "move-veth",
+// the kernel's baseline (a veth moved in and back), or "create-macvlan",
+// a sub-interface created in the pod and deleted there; the means of N
+// attaches and detaches with the same full config, measured in one run.
+type Subif struct {
+	Way      string  `json:"way"`
+	N        int     `json:"n"`
+	AttachMs float64 `json:"attach_ms"`
+	DetachMs float64 `json:"detach_ms"`
+}
 
 // Summary is a latency distribution: count, p50, p99 and max in ms, and
 // the samples themselves (ms, sorted) for the plot.

@@ -5,6 +5,7 @@
 package main
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"io"
@@ -35,6 +36,7 @@ type data struct {
 	prepare   []figures.Prepare
 	inventory []figures.Inventory
 	discover  []figures.Summary
+	subif     []figures.Subif
 	raw       []string
 }
 
@@ -57,6 +59,9 @@ func run(in, out, png string, elapsed time.Duration) error {
 		return err
 	}
 	if d.discover, err = figures.Read[figures.Summary](in, figures.DiscoverFile); err != nil {
+		return err
+	}
+	if d.subif, err = figures.Read[figures.Subif](in, figures.SubifFile); err != nil {
 		return err
 	}
 	d.raw = benchLines(filepath.Join(in, "bench.txt"))
@@ -88,6 +93,7 @@ func writeReport(w io.Writer, d data, png string, elapsed time.Duration) {
 	p("```sh")
 	p("go test -run '^$' -bench 'State|Sriov' -benchtime 2s -count 1 ./bench/         # point 4 (discovery alone)")
 	p("go test -run '^$' -bench Attach -benchtime 1x -count 1 -timeout 30m ./bench/    # points 1, 3 (host), 5")
+	p("go test -run '^$' -bench BenchmarkAttach_SubifVsMove -benchtime 200x -count 1 ./services/provisioner/link/   # point 3 (sub-interface)")
 	p("cd shared/testinfra/testworld && go test -p 1 -run '^$' -bench . -benchtime 1x -count 1 -timeout 30m ./benchworld/   # points 2, 4, 5 (dra)")
 	p("go run ./bench/cmd/benchreport -in $NETDRA_BENCH_OUT -out bench/RESULTS.md -png bench/latency.png")
 	p("```")
@@ -99,6 +105,7 @@ func writeReport(w io.Writer, d data, png string, elapsed time.Duration) {
 	writeAttach(p, d.attach, png)
 	writePrepare(p, d.prepare)
 	writeMoves(p, d.attach)
+	writeSubif(p, d.subif)
 	writeInventory(p, d.inventory, d.discover)
 	writeRSS(p, d.rss)
 	writeCauses(p)
@@ -361,6 +368,44 @@ func writeMoves(p func(string, ...any), as []figures.Attach) {
 	p("")
 	p("Every manager is at the minimum the issue asks: one move in and one out for a VF or a host interface, none for a")
 	p("dummy. Before this change a dummy cost 1 + 1: it was created in the host at Setup and moved in and out.")
+	p("")
+}
+
+// writeSubif sets a sub-interface's attach and detach (created in the pod,
+// deleted there) beside the kernel's baseline (a veth moved in and back),
+// both measured in this run, with their ratio.
+func writeSubif(p func(string, ...any), ss []figures.Subif) {
+	if !section(p, "### A sub-interface's attach against the kernel's baseline", len(ss) > 0) {
+		return
+	}
+	way := func(name string) (figures.Subif, bool) {
+		for _, s := range ss {
+			if s.Way == name {
+				return s, true
+			}
+		}
+		return figures.Subif{}, false
+	}
+	base, okb := way("move-veth")
+	sub, oks := way("create-macvlan")
+	p("One device at a time, link level (`link.Mover`, no RPC), the same full config both ways (name, MAC, MTU 1400, an")
+	p("IPv4 and an IPv6 address, a route); means of n attaches and detaches, both measured in this run.")
+	p("")
+	p("| one device, link level | n | attach ms | detach ms |")
+	p("|---|---|---|---|")
+	for _, s := range ss {
+		what := map[string]string{"move-veth": "veth moved in / out (the kernel's baseline: one move each way)",
+			"create-macvlan": "macvlan created in the pod / deleted there (0 moves)"}[s.Way]
+		p("| %s | %d | %.1f | %.1f |", cmp.Or(what, s.Way), s.N, s.AttachMs, s.DetachMs)
+	}
+	if okb && oks {
+		p("")
+		p("Ratio sub-interface/baseline: attach %s, detach %s.", ratio(sub.AttachMs, base.AttachMs), ratio(sub.DetachMs, base.DetachMs))
+		if sub.DetachMs/base.DetachMs > sub.AttachMs/base.AttachMs {
+			p("The detach gains less than the attach: deleting a link waits for the kernel's RCU grace periods")
+			p("(`unregister_netdevice`), as a move does.")
+		}
+	}
 	p("")
 }
 

@@ -38,7 +38,30 @@ func subif(c *v1alpha1.SubifConfig) *provisionerv1.SubifConfig {
 			Count:             uint32(max(p.Count, 0)),
 			VlanId:            uint32(max(p.VLANID, 0)),
 			AllowDefaultRoute: p.AllowDefaultRoute,
+			Bandwidth:         bitsPerSecond(p.Capacity, false),
+			DefaultBandwidth:  bitsPerSecond(p.Capacity, true),
 		})
 	}
 	return out
+}
+
+// bitsPerSecond is a shared parent's bandwidth, or its default request
+// (0 when unset: the whole bandwidth); 0 for a parent not shared.
+// Validate has checked both.
+func bitsPerSecond(c *v1alpha1.SubifCapacity, def bool) uint64 {
+	if c == nil {
+		return 0
+	}
+	s := c.Bandwidth
+	if def {
+		s = c.DefaultRequest
+	}
+	if s == "" {
+		return 0
+	}
+	v, err := v1alpha1.BitsPerSecond(s)
+	if err != nil {
+		return 0
+	}
+	return uint64(max(v, 0))
 }

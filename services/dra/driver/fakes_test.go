@@ -150,12 +150,10 @@ type memState struct {
 	rows    map[string]*statev1.Allocation
 }
 
-func rowKey(pool, device string) string { return pool + "/" + device }
-
 func newMemState(rec *recorder, devices []*devicev1.Device, rows ...*statev1.Allocation) (*fakeState, *memState) {
 	m := &memState{devices: devices, rows: map[string]*statev1.Allocation{}}
 	for _, r := range rows {
-		m.rows[rowKey(r.GetPool(), r.GetDeviceName())] = proto.CloneOf(r)
+		m.rows[keyString(r.GetPool(), r.GetDeviceName(), r.GetShareId())] = proto.CloneOf(r)
 	}
 	f := &fakeState{rec: rec}
 	f.ListDevicesFunc = func(*statev1.ListDevicesRequest) (*statev1.ListDevicesResponse, error) {
@@ -200,14 +198,15 @@ func (m *memState) beginPrepare(in *statev1.BeginPrepareRequest) (*statev1.Begin
 	defer m.mu.Unlock()
 	for _, a := range in.GetAllocations() {
 		for _, r := range m.rows {
-			if r.GetDeviceName() == a.GetDeviceName() && r.GetClaimUid() != a.GetClaimUid() {
+			if r.GetDeviceName() == a.GetDeviceName() && r.GetClaimUid() != a.GetClaimUid() &&
+				(r.GetShareId() == "" || a.GetShareId() == "" || r.GetShareId() == a.GetShareId()) {
 				return nil, status.Errorf(codes.AlreadyExists, "device %s is allocated to claim %s in pool %s: conflict", a.GetDeviceName(), r.GetClaimUid(), r.GetPool())
 			}
 		}
 	}
 	out := &statev1.BeginPrepareResponse{}
 	for _, a := range in.GetAllocations() {
-		k := rowKey(a.GetPool(), a.GetDeviceName())
+		k := keyString(a.GetPool(), a.GetDeviceName(), a.GetShareId())
 		if _, ok := m.rows[k]; !ok {
 			r := proto.CloneOf(a)
 			r.Phase = statev1.Phase_PHASE_PREPARING
@@ -222,7 +221,7 @@ func (m *memState) commitPrepare(in *statev1.CommitPrepareRequest) (*statev1.Com
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, p := range in.GetAllocations() {
-		r, ok := m.rows[rowKey(p.GetKey().GetPool(), p.GetKey().GetDeviceName())]
+		r, ok := m.rows[keyString(p.GetKey().GetPool(), p.GetKey().GetDeviceName(), p.GetKey().GetShareId())]
 		switch {
 		case !ok:
 			return nil, status.Error(codes.NotFound, "no intent")
@@ -237,7 +236,7 @@ func (m *memState) recordPrepared(in *statev1.RecordPreparedRequest) (*statev1.R
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, p := range in.GetAllocations() {
-		r, ok := m.rows[rowKey(p.GetKey().GetPool(), p.GetKey().GetDeviceName())]
+		r, ok := m.rows[keyString(p.GetKey().GetPool(), p.GetKey().GetDeviceName(), p.GetKey().GetShareId())]
 		switch {
 		case !ok:
 			return nil, status.Error(codes.NotFound, "no intent")
@@ -252,7 +251,7 @@ func (m *memState) abortPrepare(in *statev1.AbortPrepareRequest) (*statev1.Abort
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, k := range in.GetKeys() {
-		key := rowKey(k.GetPool(), k.GetDeviceName())
+		key := keyString(k.GetPool(), k.GetDeviceName(), k.GetShareId())
 		if r, ok := m.rows[key]; ok {
 			if r.GetPhase() != statev1.Phase_PHASE_PREPARING {
 				return nil, status.Errorf(codes.FailedPrecondition, "%s is %s", key, r.GetPhase())
@@ -268,7 +267,7 @@ func (m *memState) restoreAllocations(in *statev1.RestoreAllocationsRequest) (*s
 	defer m.mu.Unlock()
 	out := &statev1.RestoreAllocationsResponse{}
 	for _, a := range in.GetAllocations() {
-		k := rowKey(a.GetPool(), a.GetDeviceName())
+		k := keyString(a.GetPool(), a.GetDeviceName(), a.GetShareId())
 		if r, ok := m.rows[k]; ok && r.GetPhase() != statev1.Phase_PHASE_PREPARING {
 			continue
 		}
@@ -298,7 +297,7 @@ func (m *memState) listAllocations(in *statev1.ListAllocationsRequest) (*statev1
 func (m *memState) markFreeFailed(in *statev1.MarkFreeFailedRequest) (*statev1.MarkFreeFailedResponse, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r, ok := m.rows[rowKey(in.GetKey().GetPool(), in.GetKey().GetDeviceName())]
+	r, ok := m.rows[keyString(in.GetKey().GetPool(), in.GetKey().GetDeviceName(), in.GetKey().GetShareId())]
 	if !ok {
 		return nil, status.Error(codes.NotFound, "no allocation")
 	}
@@ -310,7 +309,7 @@ func (m *memState) markFreeFailed(in *statev1.MarkFreeFailedRequest) (*statev1.M
 func (m *memState) deleteAllocation(in *statev1.DeleteAllocationRequest) (*statev1.DeleteAllocationResponse, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	k := rowKey(in.GetKey().GetPool(), in.GetKey().GetDeviceName())
+	k := keyString(in.GetKey().GetPool(), in.GetKey().GetDeviceName(), in.GetKey().GetShareId())
 	if r, ok := m.rows[k]; ok && (in.GetClaimUid() == "" || r.GetClaimUid() == in.GetClaimUid()) {
 		delete(m.rows, k)
 	}

@@ -10,21 +10,77 @@ import (
 	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/utils/ptr"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+	"github.com/netdra/netdra/services/dra/publish"
 	"github.com/netdra/netdra/shared/claimconfig"
 	"github.com/netdra/netdra/shared/fielderr"
 )
 
-// deviceRef names an allocated device of this driver.
+// deviceRef names an allocated device of this driver: for a device many
+// claims share (allocated with a share ID), the share, and the bandwidth
+// it consumes (bits per second).
 type deviceRef struct {
-	request string
-	pool    string
-	device  string
-	shareID *string
+	request   string
+	pool      string
+	device    string
+	shareID   *string
+	bandwidth uint64
 }
 
-func (r deviceRef) key() string { return r.pool + "/" + r.device }
+// key is the state's key of the device's allocation, as a string (rowKey).
+func (r deviceRef) key() string { return keyString(r.pool, r.device, ptr.Deref(r.shareID, "")) }
+
+// allocKey is the state's key of the device's allocation: pool, device
+// and share ID (empty for a device one claim holds).
+func (r deviceRef) allocKey() *statev1.AllocationKey {
+	return &statev1.AllocationKey{Pool: r.pool, DeviceName: r.device, ShareId: ptr.Deref(r.shareID, "")}
+}
+
+// share is what Setup gets of a shared device's allocation; nil for a
+// device one claim holds.
+func (r deviceRef) share() *devicev1.Share {
+	if r.shareID == nil {
+		return nil
+	}
+	return &devicev1.Share{Id: *r.shareID, Bandwidth: r.bandwidth}
+}
+
+// rowKey is an allocation row's key as a string, as deviceRef.key.
+func rowKey(row *statev1.Allocation) string {
+	return keyString(row.GetPool(), row.GetDeviceName(), row.GetShareId())
+}
+
+func keyString(pool, device, share string) string {
+	if share != "" {
+		return pool + "/" + device + "/" + share
+	}
+	return pool + "/" + device
+}
+
+// consumedBandwidth is the bandwidth a shared device's allocation
+// consumes (bits per second), from the result's consumedCapacity, which
+// the scheduler sets for every allocation of a device with consumable
+// capacity; 0 for a device not shared (no share ID). A share without it,
+// or not a whole positive number, is an error naming the field.
+func consumedBandwidth(r *resourceapi.DeviceRequestAllocationResult) (uint64, error) {
+	q, ok := r.ConsumedCapacity[publish.CapacityBandwidth]
+	switch {
+	case r.ShareID == nil && !ok:
+		return 0, nil
+	case r.ShareID == nil:
+		return 0, fielderr.New("consumedCapacity.bandwidth", "set, but the device is not allocated as a share (no shareID)")
+	case !ok:
+		return 0, fielderr.New("consumedCapacity.bandwidth", "required: device %s is allocated as a share (shareID %s) and consumes a bandwidth", r.Device, *r.ShareID)
+	}
+	v, whole := q.AsInt64()
+	if !whole || v <= 0 {
+		return 0, fielderr.New("consumedCapacity.bandwidth", "%s is not a whole positive number of bits per second", q.String())
+	}
+	return uint64(v), nil
+}
 
 // plannedDevice is a device of the claim with the config it gets.
 type plannedDevice struct {
@@ -62,6 +118,11 @@ func (d *Driver) makePreparation(ctx context.Context, claim *resourceapi.Resourc
 			s := string(*r.ShareID)
 			ref.shareID = &s
 		}
+		bw, err := consumedBandwidth(&r)
+		if err != nil {
+			return nil, fmt.Errorf("request %q, device %s: %w", r.Request, r.Device, err)
+		}
+		ref.bandwidth = bw
 		cfg, err := d.configFor(alloc.Devices.Config, r.Request)
 		if err != nil {
 			return nil, err

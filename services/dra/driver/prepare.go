@@ -11,6 +11,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/utils/ptr"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
@@ -85,7 +86,7 @@ func (d *Driver) result(p *preparation, pds []*devicev1.PreparedDevice, ids map[
 func preparedInPlanOrder(p *preparation, rows []*statev1.Allocation) []*devicev1.PreparedDevice {
 	byKey := map[string]*statev1.Allocation{}
 	for _, row := range rows {
-		byKey[row.GetPool()+"/"+row.GetDeviceName()] = row
+		byKey[rowKey(row)] = row
 	}
 	out := make([]*devicev1.PreparedDevice, len(p.devices))
 	for i, dev := range p.devices {
@@ -196,7 +197,7 @@ func sameDevices(rows []*statev1.Allocation, p *preparation) bool {
 		want[dev.key()] = true
 	}
 	for _, row := range rows {
-		if !want[row.GetPool()+"/"+row.GetDeviceName()] {
+		if !want[rowKey(row)] {
 			return false
 		}
 	}
@@ -209,7 +210,7 @@ func (d *Driver) ensureStatus(ctx context.Context, p *preparation, rows []*state
 	byKey := map[string]*statev1.Allocation{}
 	missing := false
 	for _, row := range rows {
-		byKey[row.GetPool()+"/"+row.GetDeviceName()] = row
+		byKey[rowKey(row)] = row
 		if d.readyData(p.claim, row.GetPool(), row.GetDeviceName()) == nil {
 			missing = true
 		}
@@ -311,7 +312,7 @@ func (d *Driver) begin(ctx context.Context, p *preparation, devs []*devicev1.Dev
 		allocs[i] = &statev1.Allocation{
 			Pool: dev.pool, DeviceName: dev.device, Manager: devs[i].GetManager(),
 			ClaimUid: string(p.claim.UID), ClaimNamespace: p.claim.Namespace, ClaimName: p.claim.Name,
-			Request: dev.request, PodUid: p.podUID, Config: dev.config,
+			Request: dev.request, PodUid: p.podUID, Config: dev.config, ShareId: ptr.Deref(dev.shareID, ""),
 		}
 	}
 	resp, err := d.intents.BeginPrepare(ctx, &statev1.BeginPrepareRequest{Allocations: allocs})
@@ -323,12 +324,12 @@ func (d *Driver) begin(ctx context.Context, p *preparation, devs []*devicev1.Dev
 		if row.GetPhase() != statev1.Phase_PHASE_PREPARING {
 			return fmt.Errorf("%w: device %s became %s meanwhile", ErrClaimInUse, row.GetDeviceName(), row.GetPhase())
 		}
-		rowOf[row.GetDeviceName()] = row
+		rowOf[rowKey(row)] = row
 	}
 	// The state service's config is the one in force: it adds the
 	// addresses and routes of the ip pools the config names.
 	for i := range p.devices {
-		if row := rowOf[p.devices[i].device]; row.GetConfig() != nil {
+		if row := rowOf[p.devices[i].key()]; row.GetConfig() != nil {
 			p.devices[i].config = row.GetConfig()
 		}
 	}
@@ -378,7 +379,7 @@ func (d *Driver) setUp(ctx context.Context, log *slog.Logger, p *preparation, de
 		}
 		entries[i] = e
 		commit.Allocations = append(commit.Allocations, &statev1.PreparedAllocation{
-			Key: allocKey(dev.pool, dev.device), PreparedDevice: rb.prepared[i]})
+			Key: dev.allocKey(), PreparedDevice: rb.prepared[i]})
 	}
 	if err := d.claims.UpdateDeviceStatus(ctx, p.claim, entries); err != nil {
 		return nil, nil, d.rollBack(ctx, log, rb, fmt.Errorf("writing claim status: %w", err))
@@ -395,7 +396,7 @@ func (d *Driver) setUp(ctx context.Context, log *slog.Logger, p *preparation, de
 // an error whose outcome is unknown with pd nil is a Setup whose reply
 // was lost.
 func (d *Driver) setUpOne(ctx context.Context, p *preparation, dev *devicev1.Device, pl plannedDevice) (*devicev1.PreparedDevice, error) {
-	resp, err := d.prov.Setup(ctx, &provisionerv1.SetupRequest{Device: dev, Config: pl.config, Pool: pl.pool})
+	resp, err := d.prov.Setup(ctx, &provisionerv1.SetupRequest{Device: dev, Config: pl.config, Pool: pl.pool, Share: pl.share()})
 	if err == nil && resp.GetPreparedDevice() == nil {
 		err = status.Error(codes.Internal, "the provisioner returned no prepared device")
 	}
@@ -406,14 +407,15 @@ func (d *Driver) setUpOne(ctx context.Context, p *preparation, dev *devicev1.Dev
 	// Durable before anything else happens: a crash from here on is
 	// rolled back with Free and this prepared device (Recover).
 	if _, err := d.intents.RecordPrepared(ctx, &statev1.RecordPreparedRequest{ClaimUid: string(p.claim.UID),
-		Allocations: []*statev1.PreparedAllocation{{Key: allocKey(pl.pool, pl.device), PreparedDevice: pd}}}); err != nil {
+		Allocations: []*statev1.PreparedAllocation{{Key: pl.allocKey(), PreparedDevice: pd}}}); err != nil {
 		return pd, fmt.Errorf("device %s (request %q): %w", pl.device, pl.request, callErr("recording the prepared device", err))
 	}
 	return pd, nil
 }
 
-func allocKey(pool, device string) *statev1.AllocationKey {
-	return &statev1.AllocationKey{Pool: pool, DeviceName: device}
+// allocKey is the state's key of row.
+func allocKey(row *statev1.Allocation) *statev1.AllocationKey {
+	return &statev1.AllocationKey{Pool: row.GetPool(), DeviceName: row.GetDeviceName(), ShareId: row.GetShareId()}
 }
 
 // inventory returns the node's devices by name.

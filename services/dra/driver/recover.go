@@ -207,6 +207,7 @@ func (d *Driver) rebuildClaim(ctx context.Context, c *resourceapi.ResourceClaim)
 			Pool: r.Pool, DeviceName: r.Device, Manager: pd.GetDevice().GetManager(),
 			ClaimUid: string(c.UID), ClaimNamespace: c.Namespace, ClaimName: c.Name,
 			Request: r.Request, PodUid: p.podUID, Config: cfg, PreparedDevice: pd,
+			ShareId: pd.GetDevice().GetShare().GetId(),
 		})
 	}
 	if len(allocs) > 0 {

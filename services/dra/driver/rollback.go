@@ -61,7 +61,7 @@ func (d *Driver) rollBack(ctx context.Context, log *slog.Logger, rb *rollback, c
 	abort := &statev1.AbortPrepareRequest{ClaimUid: string(p.claim.UID)}
 	for i, dev := range p.devices {
 		if _, ok := failed[i]; !ok {
-			abort.Keys = append(abort.Keys, allocKey(dev.pool, dev.device))
+			abort.Keys = append(abort.Keys, dev.allocKey())
 		}
 	}
 	if err := d.abort(ctx, abort); err != nil {
@@ -128,10 +128,10 @@ func (d *Driver) abort(ctx context.Context, req *statev1.AbortPrepareRequest) er
 func (d *Driver) keepForRetry(ctx context.Context, claimUID string, dev deviceRef, pd *devicev1.PreparedDevice, freeErr error) error {
 	if pd != nil {
 		_, err := d.intents.CommitPrepare(ctx, &statev1.CommitPrepareRequest{ClaimUid: claimUID,
-			Allocations: []*statev1.PreparedAllocation{{Key: allocKey(dev.pool, dev.device), PreparedDevice: pd}}})
+			Allocations: []*statev1.PreparedAllocation{{Key: dev.allocKey(), PreparedDevice: pd}}})
 		if err != nil {
 			return callErr("recording device "+dev.device+" for a retry", err)
 		}
 	}
-	return d.markFreeFailed(ctx, allocKey(dev.pool, dev.device), freeErr)
+	return d.markFreeFailed(ctx, dev.allocKey(), freeErr)
 }

@@ -57,7 +57,7 @@ func (d *Driver) unprepareClaim(ctx context.Context, c kubeletplugin.NamespacedO
 // interrupted (or one that stayed after a failed rollback): its device is
 // freed with the prepared device guessPrepared makes from the inventory.
 func (d *Driver) release(ctx context.Context, log *slog.Logger, row *statev1.Allocation) (freeErr, err error) {
-	key := allocKey(row.GetPool(), row.GetDeviceName())
+	key := allocKey(row)
 	log = log.With("device", row.GetDeviceName(), "pool", row.GetPool())
 	pd := row.GetPreparedDevice()
 	if pd == nil {
@@ -132,7 +132,7 @@ func (d *Driver) markFreeFailed(ctx context.Context, key *statev1.AllocationKey,
 	if err != nil {
 		return callErr("recording the failed free of "+key.GetDeviceName(), err)
 	}
-	d.retries.set(key.GetPool()+"/"+key.GetDeviceName(), d.now().Add(d.backoff(resp.GetAttempts())))
+	d.retries.set(keyString(key.GetPool(), key.GetDeviceName(), key.GetShareId()), d.now().Add(d.backoff(resp.GetAttempts())))
 	select {
 	case d.kick <- struct{}{}:
 	default:
@@ -149,7 +149,7 @@ func (d *Driver) backoff(attempts uint32) time.Duration {
 	return min(wait, d.retryMax)
 }
 
-func scheduleKey(row *statev1.Allocation) string { return row.GetPool() + "/" + row.GetDeviceName() }
+func scheduleKey(row *statev1.Allocation) string { return rowKey(row) }
 
 // Run retries the Free of FREEING_FAILED allocations until ctx ends, each
 // with its own backoff (RetryBase doubled per failed attempt, at most

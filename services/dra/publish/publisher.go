@@ -191,13 +191,13 @@ func (p *Publisher) apply(ev *statev1.WatchResponse) error {
 		if d := ev.GetDevice(); d != nil {
 			p.devices[d.GetName()] = d
 		} else if a := ev.GetAllocation(); a != nil {
-			p.allocs[a.GetPool()+"/"+a.GetDeviceName()] = a
+			p.allocs[a.GetPool()+"/"+a.GetDeviceName()+"/"+a.GetShareId()] = a
 		}
 	case statev1.EventType_EVENT_TYPE_DELETE:
 		if d := ev.GetDevice(); d != nil {
 			delete(p.devices, d.GetName())
 		} else if a := ev.GetAllocation(); a != nil {
-			delete(p.allocs, a.GetPool()+"/"+a.GetDeviceName())
+			delete(p.allocs, a.GetPool()+"/"+a.GetDeviceName()+"/"+a.GetShareId())
 		}
 	}
 	if p.synced {

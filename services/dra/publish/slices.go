@@ -112,7 +112,9 @@ func Device(pool string, d *devicev1.Device) resourceapi.Device {
 			str(name, v)
 		}
 	}
-	return resourceapi.Device{Name: d.GetName(), Attributes: attrs}
+	out := resourceapi.Device{Name: d.GetName(), Attributes: attrs}
+	sharedCapacity(&out, d)
+	return out
 }
 
 // standardAttributes returns the standard attributes of d when it is a PCI

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
@@ -31,5 +32,41 @@ func subifAttributes(attrs map[resourceapi.QualifiedName]resourceapi.DeviceAttri
 	}
 	if id := sub.GetVlanId(); id != 0 {
 		attrs[attrVLANID] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(id))}
+	}
+}
+
+// CapacityBandwidth is the consumable capacity of a sub-interface parent
+// shared by bandwidth, in bits per second: a claim asks for its share with
+// capacity.requests.bandwidth in its device request.
+const CapacityBandwidth resourceapi.QualifiedName = "bandwidth"
+
+// MinShare is the smallest share of a shared parent the scheduler hands
+// out (bits per second): a smaller request is rounded up to it.
+const MinShare = 1_000_000
+
+// sharedCapacity publishes a device shared by bandwidth (consumable
+// capacity, DRAConsumableCapacity): allocatable to many claims at once,
+// each consuming a share of its bandwidth — at least MinShare, at most the
+// whole, the default share (the provisioner's) for a request that names
+// none. A device not shared is left as it is: one claim at a time.
+func sharedCapacity(out *resourceapi.Device, d *devicev1.Device) {
+	bw := d.GetBandwidthCapacity()
+	if bw == 0 {
+		return
+	}
+	def := min(max(d.GetBandwidthDefault(), MinShare), bw)
+	if d.GetBandwidthDefault() == 0 {
+		def = bw
+	}
+	q := func(v uint64) *resource.Quantity { return resource.NewQuantity(int64(v), resource.DecimalSI) }
+	out.AllowMultipleAllocations = ptr.To(true)
+	out.Capacity = map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
+		CapacityBandwidth: {
+			Value: *q(bw),
+			RequestPolicy: &resourceapi.CapacityRequestPolicy{
+				Default:    q(def),
+				ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: q(min(MinShare, bw)), Max: q(bw)},
+			},
+		},
 	}
 }

@@ -209,7 +209,7 @@ func (p *Plugin) attach(ctx context.Context, a *statev1.Allocation, podUID, netn
 	}
 	_, err = retry(ctx, func(ctx context.Context) (*statev1.MarkAttachedResponse, error) {
 		return p.state.MarkAttached(ctx, &statev1.MarkAttachedRequest{
-			Key:    &statev1.AllocationKey{Pool: a.GetPool(), DeviceName: a.GetDeviceName()},
+			Key:    &statev1.AllocationKey{Pool: a.GetPool(), DeviceName: a.GetDeviceName(), ShareId: a.GetShareId()},
 			PodUid: podUID, NetnsPath: netns, PreparedDevice: pd})
 	})
 	if err != nil {
@@ -225,7 +225,8 @@ func (p *Plugin) attach(ctx context.Context, a *statev1.Allocation, podUID, netn
 
 // setupAgain sets a's device up again, in its pool, as dra did at prepare.
 func (p *Plugin) setupAgain(ctx context.Context, a *statev1.Allocation) (*devicev1.PreparedDevice, error) {
-	resp, err := p.provisioner.Setup(ctx, &provisionerv1.SetupRequest{Device: a.GetPreparedDevice().GetDevice(), Config: a.GetConfig(), Pool: a.GetPool()})
+	resp, err := p.provisioner.Setup(ctx, &provisionerv1.SetupRequest{Device: a.GetPreparedDevice().GetDevice(), Config: a.GetConfig(), Pool: a.GetPool(),
+		Share: a.GetPreparedDevice().GetDevice().GetShare()})
 	if err != nil {
 		return nil, fmt.Errorf("setting the missing device up again: %w", err)
 	}
@@ -260,7 +261,7 @@ func (p *Plugin) detach(ctx context.Context, a *statev1.Allocation, netns string
 			"device", a.GetDeviceName(), "pool", a.GetPool(), "claim", a.GetClaimNamespace()+"/"+a.GetClaimName())
 	}
 	_, err = retry(ctx, func(ctx context.Context) (*statev1.MarkDetachedResponse, error) {
-		return p.state.MarkDetached(ctx, &statev1.MarkDetachedRequest{Key: &statev1.AllocationKey{Pool: a.GetPool(), DeviceName: a.GetDeviceName()}})
+		return p.state.MarkDetached(ctx, &statev1.MarkDetachedRequest{Key: &statev1.AllocationKey{Pool: a.GetPool(), DeviceName: a.GetDeviceName(), ShareId: a.GetShareId()}})
 	})
 	if status.Code(err) == codes.NotFound {
 		return nil // unprepared meanwhile

@@ -29,7 +29,9 @@ var ErrParentNotFound = errors.New("parent interface not found")
 // all. The link is named cfg.PodIfName (empty: orig.Name), gets cfg's MAC
 // (empty: orig's, for a macvlan or a VLAN link; an ipvlan always has its
 // parent's) and MTU (empty: the kernel's, its parent's), is marked with
-// SubAlias, then gets its addresses, up, and its routes, as Create does.
+// SubAlias, then gets its addresses, up, and its routes, as Create does,
+// and, with sub.EgressRate set, a token bucket holding its egress to that
+// rate (shapeEgress).
 // cfg must have passed Validate and the manager's checks (an MTU above the
 // parent's still fails here, naming both).
 //
@@ -54,6 +56,9 @@ func (m *Mover) CreateSub(ctx context.Context, sub *devicev1.SubInterface, orig 
 	l, again, err := m.placeSub(host, pod, sub, podName, want, cfg)
 	if err == nil {
 		err = configure(pod, l, want)
+	}
+	if err == nil {
+		err = pod.shapeEgress(l, sub.GetEgressRate())
 	}
 	log := m.log.With("link", podName, "netns", netnsPath, "parent", sub.GetParentIfName())
 	if err == nil {

@@ -87,7 +87,7 @@ func (s *Server) attachPrograms(ctx context.Context, req *provisionerv1.AttachRe
 	if podIf == "" {
 		podIf = pd.GetDevice().GetKernelIfName()
 	}
-	err := s.programs.Attach(ctx, pd.GetDevice().GetName(), req.GetNetnsPath(), podIf, pol)
+	err := s.programs.Attach(ctx, slot(pd), req.GetNetnsPath(), podIf, pol)
 	if err == nil {
 		return nil
 	}

@@ -47,8 +47,34 @@ func (s *Server) checkRestored(ctx context.Context, field string, pd *devicev1.P
 	if err := checkShape(field, kind, pd); err != nil {
 		return err
 	}
-	pd.Device = proto.CloneOf(dev)
+	restored, err := restoredShare(field, dev, pd)
+	if err != nil {
+		return err
+	}
+	pd.Device = restored
 	return nil
+}
+
+// restoredShare is the inventory's dev with the share pd's Setup recorded
+// for a shared device (its bandwidth no more than the capacity) and the
+// egress rate it holds. A share on a device not shared, or none on a
+// shared one, is refused.
+func restoredShare(field string, dev *devicev1.Device, pd *devicev1.PreparedDevice) (*devicev1.Device, error) {
+	got := pd.GetDevice()
+	out, err := withShare(dev, got.GetShare())
+	if err != nil {
+		return nil, fielderr.Prefix(field+".device", err)
+	}
+	out = proto.CloneOf(out)
+	if sh := out.GetShare(); sh != nil {
+		if sh.GetBandwidth() == 0 || sh.GetBandwidth() > dev.GetBandwidthCapacity() {
+			return nil, fielderr.New(field+".device.share.bandwidth", "%d is out of range 1..%d (the bandwidth of %s)", sh.GetBandwidth(), dev.GetBandwidthCapacity(), dev.GetName())
+		}
+		if out.SubInterface != nil {
+			out.SubInterface.EgressRate = sh.GetBandwidth()
+		}
+	}
+	return out, nil
 }
 
 // awaitPublished waits until the running manager of kind has published its

@@ -161,6 +161,10 @@ func (s *Server) Setup(ctx context.Context, req *provisionerv1.SetupRequest) (*p
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "device %s is not in the %s inventory", name, kind)
 	}
+	dev, err := withShare(dev, req.GetShare())
+	if err != nil {
+		return nil, err
+	}
 	if err := validateConfig(mgr, dev, req.GetConfig()); err != nil {
 		return nil, err
 	}
@@ -202,7 +206,7 @@ func (s *Server) Free(ctx context.Context, req *provisionerv1.FreeRequest) (*pro
 		return nil, fmt.Errorf("freeing %s: %w", name, err)
 	}
 	if s.programs != nil {
-		if err := s.programs.Remove(name); err != nil {
+		if err := s.programs.Remove(slot(pd)); err != nil {
 			return nil, status.Error(codes.Internal, err.Error())
 		}
 	}
@@ -300,7 +304,7 @@ func (s *Server) detach(ctx context.Context, pd *devicev1.PreparedDevice, netnsP
 		netnsPath = held
 	}
 	if s.programs != nil {
-		if err := s.programs.Detach(name); err != nil {
+		if err := s.programs.Detach(slot(pd)); err != nil {
 			return false, status.Error(codes.Internal, err.Error())
 		}
 	}
@@ -428,6 +432,9 @@ func validatePrepared(field string, pd *devicev1.PreparedDevice) error {
 	}
 	if err := validateDevice(field+".device", pd.GetDevice()); err != nil {
 		return err
+	}
+	if id := pd.GetDevice().GetShare().GetId(); pd.GetDevice().GetShare() != nil && !shareID.MatchString(id) {
+		return fielderr.New(field+".device.share.id", "%q is not a share ID (a UUID: lower-case hex digits and '-', at most 63 characters)", id)
 	}
 	if pd.GetDevice().GetKernelIfName() != "" && pd.GetOriginalLink() == nil && !pd.GetLinkCreated() {
 		return fielderr.New(field+".originalLink", "required for a device with a kernel interface")

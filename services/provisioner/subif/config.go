@@ -1,6 +1,7 @@
 package subif
 
 import (
+	"cmp"
 	"fmt"
 	"hash/fnv"
 	"regexp"
@@ -30,7 +31,21 @@ type offer struct {
 	count int
 	// allowDefaultRoute offers the parent even when it is the uplink.
 	allowDefaultRoute bool
+	// bandwidth, set, shares the parent by bandwidth (bits per second):
+	// one device, named as the entry, that many claims hold shares of;
+	// defaultBandwidth is the share of a claim that asks for none.
+	bandwidth, defaultBandwidth uint64
 }
+
+// Limits of a shared parent's bandwidth, in bits per second.
+const (
+	MinBandwidth = 1_000_000
+	MaxBandwidth = 10_000_000_000_000
+)
+
+// countedName is a device name of a counted entry, <name>-<index>: a shared
+// entry's name may not look like one.
+var countedName = regexp.MustCompile(`-[0-9]+$`)
 
 // kindModes are the modes of each kind, the default first.
 var kindModes = map[devicev1.SubInterfaceKind][]devicev1.SubInterfaceMode{
@@ -126,7 +141,37 @@ func parseParent(p *provisionerv1.SubifParent) (offer, error) {
 		return offer{}, fielderr.New("vlanId", "%d is out of range 1..4094", vlan)
 	}
 	sub := &devicev1.SubInterface{Kind: kind, Mode: mode, ParentIfName: p.GetParentIfName(), VlanId: vlan}
-	return offer{name: p.GetName(), sub: sub, count: int(count), allowDefaultRoute: p.GetAllowDefaultRoute()}, nil
+	o := offer{name: p.GetName(), sub: sub, count: int(count), allowDefaultRoute: p.GetAllowDefaultRoute()}
+	if err := parseBandwidth(p, &o); err != nil {
+		return offer{}, err
+	}
+	return o, nil
+}
+
+// parseBandwidth checks a parent shared by bandwidth and sets o's: a
+// macvlan (not passthru) or an ipvlan, count 0, a name unlike a counted
+// device's, a bandwidth of 1M..10T bits per second and a default share of
+// 1M..bandwidth (0: the whole bandwidth).
+func parseBandwidth(p *provisionerv1.SubifParent, o *offer) error {
+	bw, def := p.GetBandwidth(), p.GetDefaultBandwidth()
+	switch {
+	case bw == 0 && def == 0:
+		return nil
+	case bw == 0:
+		return fielderr.New("defaultBandwidth", "set without a bandwidth")
+	case o.sub.GetKind() == devicev1.SubInterfaceKind_SUB_INTERFACE_KIND_VLAN || o.sub.GetMode() == devicev1.SubInterfaceMode_SUB_INTERFACE_MODE_MACVLAN_PASSTHRU:
+		return fielderr.New("bandwidth", "only macvlans (not passthru) and ipvlans share a parent by bandwidth")
+	case o.count != 0:
+		return fielderr.New("count", "%d: a parent shared by bandwidth is one device, its count 0", o.count)
+	case countedName.MatchString(o.name):
+		return fielderr.New("name", "%q ends in -<digits>, as a counted entry's devices do: a shared parent's device is named after its entry", o.name)
+	case bw < MinBandwidth || bw > MaxBandwidth:
+		return fielderr.New("bandwidth", "%d is out of range %d..%d (bits per second)", bw, uint64(MinBandwidth), uint64(MaxBandwidth))
+	case def != 0 && (def < MinBandwidth || def > bw):
+		return fielderr.New("defaultBandwidth", "%d is out of range %d..%d (the bandwidth)", def, uint64(MinBandwidth), bw)
+	}
+	o.bandwidth, o.defaultBandwidth = bw, cmp.Or(def, bw)
+	return nil
 }
 
 // resolveMode checks mode against kind and returns it, or the kind's
@@ -154,8 +199,25 @@ func resolveMode(kind devicev1.SubInterfaceKind, mode devicev1.SubInterfaceMode)
 	return 0, fielderr.New("mode", "%v is not a %s mode", mode, link.SubKindName(kind))
 }
 
-// deviceName is the name of o's device i.
-func (o *offer) deviceName(i int) string { return fmt.Sprintf("%s-%d", o.name, i) }
+// deviceName is the name of o's device i; a shared parent's one device is
+// named as its entry.
+func (o *offer) deviceName(i int) string {
+	if o.shared() {
+		return o.name
+	}
+	return fmt.Sprintf("%s-%d", o.name, i)
+}
+
+// shared reports whether o shares its parent by bandwidth.
+func (o *offer) shared() bool { return o.bandwidth != 0 }
+
+// devices is how many devices o offers: one when shared.
+func (o *offer) devices() int {
+	if o.shared() {
+		return 1
+	}
+	return o.count
+}
 
 // kernelName is the name a device's link gets in the pod when the claim
 // names none: the device name when it fits an interface name, otherwise
@@ -173,12 +235,14 @@ func kernelName(device string) string {
 func (o *offer) device(i int, mtu uint32, state devicev1.LinkState) *devicev1.Device {
 	name := o.deviceName(i)
 	return &devicev1.Device{
-		Name:         name,
-		Manager:      devicev1.DeviceManager_DEVICE_MANAGER_SUBIF,
-		KernelIfName: kernelName(name),
-		Driver:       link.SubKindName(o.sub.GetKind()),
-		Mtu:          mtu,
-		LinkState:    state,
-		SubInterface: proto.CloneOf(o.sub),
+		Name:              name,
+		Manager:           devicev1.DeviceManager_DEVICE_MANAGER_SUBIF,
+		KernelIfName:      kernelName(name),
+		Driver:            link.SubKindName(o.sub.GetKind()),
+		Mtu:               mtu,
+		LinkState:         state,
+		SubInterface:      proto.CloneOf(o.sub),
+		BandwidthCapacity: o.bandwidth,
+		BandwidthDefault:  o.defaultBandwidth,
 	}
 }

@@ -63,7 +63,7 @@ func (s *scanner) scan() ([]*devicev1.Device, error) {
 		if p != nil {
 			mtu = uint32(p.Attrs().MTU)
 		}
-		for j := range o.count {
+		for j := range o.devices() {
 			devs = append(devs, o.device(j, mtu, parentState(p)))
 		}
 	}

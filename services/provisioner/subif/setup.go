@@ -63,6 +63,7 @@ func (m *Manager) Setup(ctx context.Context, dev *devicev1.Device, cfg *devicev1
 		LinkCreated:  true,
 	}
 	pd.Device.SubInterface.VlanId = cmp.Or(o.sub.GetVlanId(), cfg.GetVlan())
+	pd.Device.SubInterface.EgressRate = dev.GetShare().GetBandwidth()
 	m.log.Debug("prepared sub-interface; its link is created in the pod at attach", "device", dev.GetName(),
 		"parent", o.sub.GetParentIfName(), "kind", link.SubKindName(o.sub.GetKind()), "mac", mac)
 	return pd, nil
@@ -118,12 +119,15 @@ func (m *Manager) Free(_ context.Context, pd *devicev1.PreparedDevice) error {
 
 // offerOf returns the entry that offers the device called name.
 func (m *Manager) offerOf(name string) (*offer, bool) {
+	if o, ok := m.byName[name]; ok && o.shared() {
+		return o, true
+	}
 	i := strings.LastIndexByte(name, '-')
 	if i < 0 {
 		return nil, false
 	}
 	o, ok := m.byName[name[:i]]
-	if !ok {
+	if !ok || o.shared() {
 		return nil, false
 	}
 	n, err := strconv.Atoi(name[i+1:])

@@ -82,9 +82,34 @@ func (m *Manager) checkDevice(dev *devicev1.Device) (*offer, error) {
 	if k, want := dev.GetKernelIfName(), kernelName(dev.GetName()); k != want {
 		return nil, fielderr.New("device.kernelIfName", "%q is not %q, the device's link name", k, want)
 	}
+	if err := checkShare(o, dev); err != nil {
+		return nil, err
+	}
 	s := dev.GetSubInterface()
 	if s.GetKind() != o.sub.GetKind() || s.GetMode() != o.sub.GetMode() || s.GetParentIfName() != o.sub.GetParentIfName() || s.GetVlanId() != o.sub.GetVlanId() {
 		return nil, fielderr.New("device.subInterface", "%v is not what %s offers (%v)", s, dev.GetName(), o.sub)
 	}
 	return o, nil
+}
+
+// checkShare checks a shared parent's device as published (its bandwidth)
+// and the share it is set up for: each claim of a shared parent holds a
+// share (an ID, a bandwidth of 1..capacity bits per second); a device of a
+// counted entry holds none.
+func checkShare(o *offer, dev *devicev1.Device) error {
+	sh := dev.GetShare()
+	switch {
+	case dev.GetBandwidthCapacity() != o.bandwidth || dev.GetBandwidthDefault() != o.defaultBandwidth:
+		return fielderr.New("device.bandwidthCapacity", "%d (default %d) is not what %s offers (%d, default %d)",
+			dev.GetBandwidthCapacity(), dev.GetBandwidthDefault(), dev.GetName(), o.bandwidth, o.defaultBandwidth)
+	case !o.shared() && sh != nil:
+		return fielderr.New("share", "device %s is not shared by bandwidth: it takes no share", dev.GetName())
+	case !o.shared():
+		return nil
+	case sh.GetId() == "":
+		return fielderr.New("share.id", "required: device %s is shared by bandwidth, each claim holds a share of it", dev.GetName())
+	case sh.GetBandwidth() == 0 || sh.GetBandwidth() > o.bandwidth:
+		return fielderr.New("share.bandwidth", "%d is out of range 1..%d (the bandwidth of %s, bits per second)", sh.GetBandwidth(), o.bandwidth, dev.GetName())
+	}
+	return nil
 }

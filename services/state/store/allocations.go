@@ -40,10 +40,10 @@ func (s *Store) BeginPrepare(req *statev1.BeginPrepareRequest) (*statev1.BeginPr
 		if a.GetClaimUid() != allocs[0].GetClaimUid() {
 			return nil, fieldErr(f+".claimUid", "%q differs from allocations[0]'s %q: one claim per call", a.GetClaimUid(), allocs[0].GetClaimUid())
 		}
-		if devices[a.GetDeviceName()] {
+		if k := a.GetDeviceName() + "/" + a.GetShareId(); devices[k] {
 			return nil, fieldErr(f+".deviceName", "%q appears twice", a.GetDeviceName())
 		}
-		devices[a.GetDeviceName()] = true
+		devices[a.GetDeviceName()+"/"+a.GetShareId()] = true
 		if a.GetPhase() != statev1.Phase_PHASE_UNSPECIFIED || a.GetPreparedDevice() != nil {
 			return nil, fieldErr(f, "phase and preparedDevice are set by the service")
 		}
@@ -80,9 +80,18 @@ func (w *writer) beginPrepare(a *statev1.Allocation) (*statev1.Allocation, error
 }
 
 // held returns the row a's claim already has for a's device (ok), or
-// ErrConflict when another claim, or another pool, holds the device.
+// ErrConflict when another claim, or another pool, holds the device. A
+// shared device's rows (a share ID each) are each other's conflict only
+// when their share IDs are the same (the scheduler accounts for the
+// capacity); one claim's row without a share ID holds the device whole.
 func (w *writer) held(a *statev1.Allocation) (row *statev1.Allocation, ok bool, err error) {
 	for h := range w.s.allocs.List(w.txn, allocDevIndex.Query(a.GetDeviceName())) {
+		if err := shareConflict(h.Allocation, a); err != nil {
+			return nil, false, err
+		}
+		if h.GetShareId() != a.GetShareId() {
+			continue // another share of the shared device
+		}
 		if h.GetClaimUid() != a.GetClaimUid() {
 			return nil, false, fmt.Errorf("device %s is allocated to claim %s in pool %s: %w",
 				a.GetDeviceName(), h.GetClaimUid(), h.GetPool(), ErrConflict)
@@ -94,6 +103,21 @@ func (w *writer) held(a *statev1.Allocation) (row *statev1.Allocation, ok bool, 
 		return h.Allocation, true, nil
 	}
 	return nil, false, nil
+}
+
+// shareConflict refuses a, a new allocation, beside h, a row of the same
+// device, when one has a share ID and the other not: a device is shared
+// by bandwidth or held whole, never both.
+func shareConflict(h, a *statev1.Allocation) error {
+	if (h.GetShareId() == "") == (a.GetShareId() == "") {
+		return nil
+	}
+	if a.GetShareId() == "" {
+		return fmt.Errorf("device %s is shared (claim %s holds share %s), it cannot be allocated whole: %w",
+			a.GetDeviceName(), h.GetClaimUid(), h.GetShareId(), ErrConflict)
+	}
+	return fmt.Errorf("device %s is allocated whole to claim %s, it cannot be shared: %w",
+		a.GetDeviceName(), h.GetClaimUid(), ErrConflict)
 }
 
 // CommitPrepare stores each prepared device in its claim's row and moves it
@@ -287,5 +311,5 @@ func matches(f *statev1.ListAllocationsRequest, a *statev1.Allocation) bool {
 }
 
 func compareKeys(a, b Key) int {
-	return cmp.Or(strings.Compare(a.Pool, b.Pool), strings.Compare(a.Device, b.Device))
+	return cmp.Or(strings.Compare(a.Pool, b.Pool), strings.Compare(a.Device, b.Device), strings.Compare(a.Share, b.Share))
 }

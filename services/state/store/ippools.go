@@ -135,7 +135,7 @@ func (s *Store) leasesLocked(txn statedb.ReadTxn, pools map[string]*ipPool) map[
 				continue
 			}
 			out[owner] = append(out[owner], &statev1.IPLease{
-				Address: c, Allocation: &statev1.AllocationKey{Pool: a.GetPool(), DeviceName: a.GetDeviceName()},
+				Address: c, Allocation: &statev1.AllocationKey{Pool: a.GetPool(), DeviceName: a.GetDeviceName(), ShareId: a.GetShareId()},
 				ClaimUid: a.GetClaimUid(), ClaimNamespace: a.GetClaimNamespace(), ClaimName: a.GetClaimName(),
 				Static: !pooled[addr]})
 		}

@@ -33,18 +33,28 @@ func (r allocRow) TableRow() []string {
 	return []string{r.GetPool(), r.GetDeviceName(), r.GetClaimUid(), r.GetPodUid(), r.GetPhase().String()}
 }
 
-// Key is the primary key of an allocation: pool and device name. Pool names
-// hold no '/', so "pool/device" is unambiguous.
+// Key is the primary key of an allocation: pool, device name and, for a
+// device many claims share, the allocation's share ID. Pool names and
+// device names hold no '/' (share IDs neither), so "pool/device" and
+// "pool/device/share" are unambiguous, and a row of a device one claim
+// holds keeps the key it always had.
 type Key struct {
-	Pool, Device string
+	Pool, Device, Share string
 }
 
-func (k Key) String() string { return k.Pool + "/" + k.Device }
+func (k Key) String() string {
+	if k.Share != "" {
+		return k.Pool + "/" + k.Device + "/" + k.Share
+	}
+	return k.Pool + "/" + k.Device
+}
 
 // KeyOf returns the key of an allocation.
-func KeyOf(a *statev1.Allocation) Key { return Key{a.GetPool(), a.GetDeviceName()} }
+func KeyOf(a *statev1.Allocation) Key { return Key{a.GetPool(), a.GetDeviceName(), a.GetShareId()} }
 
-func keyFromProto(k *statev1.AllocationKey) Key { return Key{k.GetPool(), k.GetDeviceName()} }
+func keyFromProto(k *statev1.AllocationKey) Key {
+	return Key{k.GetPool(), k.GetDeviceName(), k.GetShareId()}
+}
 
 var (
 	deviceNameIndex = statedb.Index[deviceRow, string]{

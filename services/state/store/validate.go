@@ -63,7 +63,22 @@ func validKey(field string, k *statev1.AllocationKey) error {
 	if err := validPool(field+".pool", k.GetPool()); err != nil {
 		return err
 	}
-	return validDeviceName(field+".deviceName", k.GetDeviceName())
+	if err := validDeviceName(field+".deviceName", k.GetDeviceName()); err != nil {
+		return err
+	}
+	return validShareID(field+".shareId", k.GetShareId())
+}
+
+// shareID is a share ID as the scheduler makes them (a UUID), or any DNS
+// label: lower-case letters, digits and '-'.
+var shareID = dnsLabel
+
+// validShareID checks a share ID; empty is a device held whole.
+func validShareID(field, id string) error {
+	if id != "" && !shareID.MatchString(id) {
+		return fieldErr(field, "%q is not a share ID (a UUID: lower-case hex digits and '-', at most 63 characters)", id)
+	}
+	return nil
 }
 
 // validAllocation checks the identity fields every new allocation needs.
@@ -72,6 +87,9 @@ func validAllocation(field string, a *statev1.Allocation) error {
 		return err
 	}
 	if err := validDeviceName(field+".deviceName", a.GetDeviceName()); err != nil {
+		return err
+	}
+	if err := validShareID(field+".shareId", a.GetShareId()); err != nil {
 		return err
 	}
 	if err := validManager(field+".manager", a.GetManager(), true); err != nil {

@@ -60,6 +60,9 @@ type SubifConfig struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.mode) || (self.kind == 'macvlan' && self.mode in ['bridge', 'private', 'vepa', 'passthru']) || (self.kind == 'ipvlan' && self.mode in ['l2', 'l3', 'l3s'])",message="mode: a macvlan takes bridge, private, vepa or passthru, an ipvlan l2, l3 or l3s, a vlan none",fieldPath=".mode",reason=FieldValueInvalid
 // +kubebuilder:validation:XValidation:rule="!has(self.vlanId) || self.kind == 'vlan'",message="vlanId: only a vlan sub-interface has a VLAN ID",fieldPath=".vlanId",reason=FieldValueInvalid
 // +kubebuilder:validation:XValidation:rule="!has(self.mode) || self.mode != 'passthru' || !has(self.count) || self.count <= 1",message="count: a passthru macvlan is the only macvlan of its parent: count 1 at most",fieldPath=".count",reason=FieldValueInvalid
+// +kubebuilder:validation:XValidation:rule="!has(self.capacity) || !has(self.count) || self.count == 0",message="count: a parent shared by capacity is one device, its count 0",fieldPath=".count",reason=FieldValueInvalid
+// +kubebuilder:validation:XValidation:rule="!has(self.capacity) || (self.kind != 'vlan' && (!has(self.mode) || self.mode != 'passthru'))",message="capacity: only macvlans (not passthru) and ipvlans share a parent by bandwidth",fieldPath=".capacity",reason=FieldValueInvalid
+// +kubebuilder:validation:XValidation:rule="!has(self.capacity) || !self.name.matches('-[0-9]+$')",message="name: a shared parent's device is named after its entry, which may not end in -<digits> as a counted entry's devices do",fieldPath=".name",reason=FieldValueInvalid
 type SubifParent struct {
 	// Name prefixes the devices' names: a DNS label of at most 58
 	// characters.
@@ -113,4 +116,47 @@ type SubifParent struct {
 	//
 	// +optional
 	AllowDefaultRoute bool `json:"allowDefaultRoute,omitempty"`
+
+	// Capacity shares the parent by bandwidth instead of a count: it is
+	// published as one device that many claims are allocated at once
+	// (allowMultipleAllocations), the scheduler placing each by the
+	// bandwidth it requests (capacity.requests.bandwidth in the claim),
+	// and each claim's sub-interface is held to its share on egress.
+	// macvlan (not passthru) and ipvlan only; count must then be 0.
+	//
+	// +optional
+	Capacity *SubifCapacity `json:"capacity,omitempty"`
+}
+
+// Limits of a shared parent's bandwidth, in bits per second.
+const (
+	MinSubifBandwidth = 1_000_000          // 1M: a share below is refused
+	MaxSubifBandwidth = 10_000_000_000_000 // 10T
+)
+
+// SubifCapacity is a shared parent's capacity: its bandwidth in bits per
+// second and the share of a claim that requests none, each a decimal
+// quantity ("10G" is 10 Gbit/s, "500M" 500 Mbit/s). A claim's share is at
+// least 1M (1 Mbit/s).
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.defaultRequest) || quantity(self.defaultRequest).compareTo(quantity(self.bandwidth)) <= 0",message="defaultRequest: larger than bandwidth",fieldPath=".defaultRequest",reason=FieldValueInvalid
+type SubifCapacity struct {
+	// Bandwidth is the parent's, in bits per second, from 1M to 10T: a
+	// whole number with an optional k, M, G or T ("10G").
+	//
+	// +required
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:Pattern=`^[0-9]+[kMGT]?$`
+	// +kubebuilder:validation:XValidation:rule="quantity(self).compareTo(quantity('1M')) >= 0 && quantity(self).compareTo(quantity('10T')) <= 0",message="must be from 1M to 10T (bits per second)"
+	Bandwidth string `json:"bandwidth"`
+
+	// DefaultRequest is the share of a claim that requests no bandwidth,
+	// from 1M to bandwidth, written as bandwidth is; unset, the whole
+	// bandwidth (the claim holds the parent alone).
+	//
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:Pattern=`^[0-9]+[kMGT]?$`
+	// +kubebuilder:validation:XValidation:rule="quantity(self).compareTo(quantity('1M')) >= 0",message="must be at least 1M (bits per second)"
+	DefaultRequest string `json:"defaultRequest,omitempty"`
 }

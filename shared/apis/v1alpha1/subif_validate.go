@@ -1,9 +1,12 @@
 package v1alpha1
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
 	"slices"
+
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/netdra/netdra/shared/fielderr"
 )
@@ -11,6 +14,8 @@ import (
 var (
 	dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 	ifName   = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+	// countedName is how a counted entry's device names end.
+	countedName = regexp.MustCompile(`-[0-9]+$`)
 )
 
 // validateSubif checks the subif manager's configuration as the CRD does:
@@ -107,5 +112,53 @@ func validateSubifParent(p *SubifParent) error {
 	case p.VLANID < 0 || p.VLANID > MaxVLANID:
 		return fielderr.New("vlanId", "%d is out of range 1..%d", p.VLANID, MaxVLANID)
 	}
+	return validateSubifCapacity(p)
+}
+
+// validateSubifCapacity checks a parent shared by bandwidth: a macvlan
+// (not passthru) or an ipvlan, count 0, a bandwidth from 1M to 10T and a
+// default request from 1M to the bandwidth.
+func validateSubifCapacity(p *SubifParent) error {
+	c := p.Capacity
+	switch {
+	case c == nil:
+		return nil
+	case p.Kind == SubifVLAN || p.Mode == "passthru":
+		return fielderr.New("capacity", "only macvlans (not passthru) and ipvlans share a parent by bandwidth, not a %s", cmp.Or(p.Mode, string(p.Kind)))
+	case p.Count != 0:
+		return fielderr.New("count", "%d: a parent shared by capacity is one device, its count 0", p.Count)
+	case countedName.MatchString(p.Name):
+		return fielderr.New("name", "%q ends in -<digits>, as a counted entry's devices do: a shared parent's device is named after its entry", p.Name)
+	}
+	bw, err := BitsPerSecond(c.Bandwidth)
+	if err != nil || bw < MinSubifBandwidth || bw > MaxSubifBandwidth {
+		return fielderr.New("capacity.bandwidth", "%q is not a bandwidth from 1M to 10T (bits per second: a whole number with an optional k, M, G or T)", c.Bandwidth)
+	}
+	if c.DefaultRequest == "" {
+		return nil
+	}
+	if d, err := BitsPerSecond(c.DefaultRequest); err != nil || d < MinSubifBandwidth || d > bw {
+		return fielderr.New("capacity.defaultRequest", "%q is not a bandwidth from 1M to %s (the bandwidth)", c.DefaultRequest, c.Bandwidth)
+	}
 	return nil
+}
+
+// bandwidth is how a shared parent's bandwidth is written.
+var bandwidth = regexp.MustCompile(`^[0-9]{1,15}[kMGT]?$`)
+
+// BitsPerSecond reads a bandwidth as SubifCapacity writes it ("10G",
+// "500M", "2500000") as bits per second.
+func BitsPerSecond(s string) (int64, error) {
+	if !bandwidth.MatchString(s) {
+		return 0, fmt.Errorf("%q is not a whole number with an optional k, M, G or T", s)
+	}
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return 0, err
+	}
+	v, ok := q.AsInt64()
+	if !ok {
+		return 0, fmt.Errorf("%q is out of range", s)
+	}
+	return v, nil
 }

@@ -124,6 +124,22 @@ func TestValidate(t *testing.T) {
 		{"subif pool filter", func(s *NodeConfigSpec) {
 			s.Pools[2].Filter = &PoolFilter{DeviceManagers: []DeviceManager{DeviceManagerSubif}, ParentIfNames: []string{"eth1"}}
 		}, "", ""},
+		{"subif shared by bandwidth", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Subif.Parents[0] = sharedParent("10G", "100M") }, "", ""},
+		{"subif shared, whole by default", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Subif.Parents[0] = sharedParent("10G", "") }, "", ""},
+		{"subif shared with a count", func(s *NodeConfigSpec) {
+			s.DeviceManagerConfigs.Subif.Parents[0] = sharedParent("10G", "")
+			s.DeviceManagerConfigs.Subif.Parents[0].Count = 4
+		}, "deviceManagerConfigs.subif.parents[0].count", "its count 0"},
+		{"subif shared with a counted name", func(s *NodeConfigSpec) {
+			s.DeviceManagerConfigs.Subif.Parents[0] = sharedParent("10G", "")
+			s.DeviceManagerConfigs.Subif.Parents[0].Name = "mv-1"
+		}, "deviceManagerConfigs.subif.parents[0].name", "ends in -<digits>"},
+		{"subif shared vlan", func(s *NodeConfigSpec) {
+			s.DeviceManagerConfigs.Subif.Parents[2].Capacity = sharedParent("1G", "").Capacity
+		}, "deviceManagerConfigs.subif.parents[2].capacity", "only macvlans"},
+		{"subif shared bandwidth too small", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Subif.Parents[0] = sharedParent("100k", "") }, "deviceManagerConfigs.subif.parents[0].capacity.bandwidth", "not a bandwidth from 1M to 10T"},
+		{"subif shared fractional bandwidth", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Subif.Parents[0] = sharedParent("1500m", "") }, "deviceManagerConfigs.subif.parents[0].capacity.bandwidth", "whole number"},
+		{"subif shared default above the bandwidth", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.Subif.Parents[0] = sharedParent("1G", "2G") }, "deviceManagerConfigs.subif.parents[0].capacity.defaultRequest", "from 1M to 1G"},
 		{"relative sysfs root", func(s *NodeConfigSpec) { s.SysfsRoot = "sys" }, "sysfsRoot", "absolute"},
 		{"unclean sysfs root", func(s *NodeConfigSpec) { s.SysfsRoot = "/host//sys/" }, "sysfsRoot", "not a clean path; write /host/sys"},
 		{"unclean sysBusPCIDevPath", func(s *NodeConfigSpec) { s.DeviceManagerConfigs.SRIOV.SysBusPCIDevPath = "/sys/../sys/bus/pci/devices" }, "deviceManagerConfigs.sriov.sysBusPCIDevPath", "not a clean path"},
@@ -183,4 +199,11 @@ func TestDeepCopy(t *testing.T) {
 	if in.Spec.Spec.Pools[0].Filter.IfNames[0] == "changed" || *in.Spec.Spec.DRARegistrationTimeout == 99 {
 		t.Error("DeepCopy shares memory with its input")
 	}
+}
+
+// sharedParent is a macvlan parent shared by bandwidth (defaultRequest
+// unset when def is empty).
+func sharedParent(bandwidth, def string) SubifParent {
+	c := &SubifCapacity{Bandwidth: bandwidth, DefaultRequest: def}
+	return SubifParent{Name: "mvs", ParentIfName: "eth1", Kind: SubifMacvlan, Capacity: c}
 }

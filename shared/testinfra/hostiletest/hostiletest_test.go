@@ -25,7 +25,7 @@ func TestCases(t *testing.T) {
 			t.Errorf("%s: its path %q does not resolve: %s", c.Name, c.Path, Resolve(c.Req, c.Path))
 		}
 	}
-	want := []string{"zero request", "base 0: key: cleared", "base 0: key.pool: 1 MiB", "base 0: key.deviceName: 1 MiB", "base 0: error: 1 MiB"}
+	want := []string{"zero request", "base 0: key: cleared", "base 0: key.pool: 1 MiB", "base 0: key.deviceName: 1 MiB", "base 0: key.shareId: 1 MiB", "base 0: error: 1 MiB"}
 	if diff := cmp.Diff(want, names); diff != "" {
 		t.Errorf("cases (-want +got):\n%s", diff)
 	}

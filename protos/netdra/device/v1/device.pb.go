@@ -449,7 +449,11 @@ type SubInterface struct {
 	// The VLAN ID of a VLAN link (1..4094): the configured one on a
 	// published device (0: each claim names its own, config vlan); the one
 	// the link gets on a prepared device.
-	VlanId        uint32 `protobuf:"varint,4,opt,name=vlan_id,json=vlanId,proto3" json:"vlan_id,omitempty"`
+	VlanId uint32 `protobuf:"varint,4,opt,name=vlan_id,json=vlanId,proto3" json:"vlan_id,omitempty"`
+	// The egress rate the link is held to, in bits per second (a token
+	// bucket on the link in the pod): on a prepared device of a shared
+	// parent, the claim's share of its bandwidth; 0: unlimited.
+	EgressRate    uint64 `protobuf:"varint,5,opt,name=egress_rate,json=egressRate,proto3" json:"egress_rate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -512,6 +516,70 @@ func (x *SubInterface) GetVlanId() uint32 {
 	return 0
 }
 
+func (x *SubInterface) GetEgressRate() uint64 {
+	if x != nil {
+		return x.EgressRate
+	}
+	return 0
+}
+
+// Share is one allocation of a device that many claims share (a
+// sub-interface parent published with consumable capacity): the scheduler's
+// share ID of the allocation and the capacity it consumes.
+type Share struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The allocation result's shareID (a UUID, as the scheduler makes it).
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The bandwidth the allocation consumes, in bits per second.
+	Bandwidth     uint64 `protobuf:"varint,2,opt,name=bandwidth,proto3" json:"bandwidth,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Share) Reset() {
+	*x = Share{}
+	mi := &file_netdra_device_v1_device_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Share) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Share) ProtoMessage() {}
+
+func (x *Share) ProtoReflect() protoreflect.Message {
+	mi := &file_netdra_device_v1_device_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Share.ProtoReflect.Descriptor instead.
+func (*Share) Descriptor() ([]byte, []int) {
+	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Share) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Share) GetBandwidth() uint64 {
+	if x != nil {
+		return x.Bandwidth
+	}
+	return 0
+}
+
 // Device is one device as a manager reports it now.
 type Device struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -552,14 +620,24 @@ type Device struct {
 	// devices (uverbs, umad, issm, rdma_cm) are the prepared device's
 	// device_nodes, and in the kernel's exclusive RDMA netns mode it moves
 	// with the netdev into the pod and back.
-	RdmaDevice    string `protobuf:"bytes,17,opt,name=rdma_device,json=rdmaDevice,proto3" json:"rdma_device,omitempty"`
+	RdmaDevice string `protobuf:"bytes,17,opt,name=rdma_device,json=rdmaDevice,proto3" json:"rdma_device,omitempty"`
+	// The bandwidth a shared device offers, in bits per second: set, the
+	// device is published once, with allowMultipleAllocations and a
+	// consumable "bandwidth" capacity, and each claim gets a link of its own
+	// held to its share. 0: one claim at a time.
+	BandwidthCapacity uint64 `protobuf:"varint,18,opt,name=bandwidth_capacity,json=bandwidthCapacity,proto3" json:"bandwidth_capacity,omitempty"`
+	// The smallest share (bits per second), also a share's step and the
+	// share of a request that names no bandwidth: the default request.
+	BandwidthDefault uint64 `protobuf:"varint,19,opt,name=bandwidth_default,json=bandwidthDefault,proto3" json:"bandwidth_default,omitempty"`
+	// On a prepared device of a shared device: the allocation it is.
+	Share         *Share `protobuf:"bytes,20,opt,name=share,proto3" json:"share,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Device) Reset() {
 	*x = Device{}
-	mi := &file_netdra_device_v1_device_proto_msgTypes[1]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -571,7 +649,7 @@ func (x *Device) String() string {
 func (*Device) ProtoMessage() {}
 
 func (x *Device) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_device_v1_device_proto_msgTypes[1]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -584,7 +662,7 @@ func (x *Device) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Device.ProtoReflect.Descriptor instead.
 func (*Device) Descriptor() ([]byte, []int) {
-	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{1}
+	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Device) GetName() string {
@@ -706,6 +784,27 @@ func (x *Device) GetRdmaDevice() string {
 	return ""
 }
 
+func (x *Device) GetBandwidthCapacity() uint64 {
+	if x != nil {
+		return x.BandwidthCapacity
+	}
+	return 0
+}
+
+func (x *Device) GetBandwidthDefault() uint64 {
+	if x != nil {
+		return x.BandwidthDefault
+	}
+	return 0
+}
+
+func (x *Device) GetShare() *Share {
+	if x != nil {
+		return x.Share
+	}
+	return nil
+}
+
 // Route is a route added inside the pod for a device.
 type Route struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -719,7 +818,7 @@ type Route struct {
 
 func (x *Route) Reset() {
 	*x = Route{}
-	mi := &file_netdra_device_v1_device_proto_msgTypes[2]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -731,7 +830,7 @@ func (x *Route) String() string {
 func (*Route) ProtoMessage() {}
 
 func (x *Route) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_device_v1_device_proto_msgTypes[2]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -744,7 +843,7 @@ func (x *Route) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Route.ProtoReflect.Descriptor instead.
 func (*Route) Descriptor() ([]byte, []int) {
-	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{2}
+	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Route) GetDestination() string {
@@ -797,7 +896,7 @@ type DeviceConfig struct {
 
 func (x *DeviceConfig) Reset() {
 	*x = DeviceConfig{}
-	mi := &file_netdra_device_v1_device_proto_msgTypes[3]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -809,7 +908,7 @@ func (x *DeviceConfig) String() string {
 func (*DeviceConfig) ProtoMessage() {}
 
 func (x *DeviceConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_device_v1_device_proto_msgTypes[3]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -822,7 +921,7 @@ func (x *DeviceConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceConfig.ProtoReflect.Descriptor instead.
 func (*DeviceConfig) Descriptor() ([]byte, []int) {
-	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{3}
+	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *DeviceConfig) GetPodIfName() string {
@@ -944,7 +1043,7 @@ type LinkSnapshot struct {
 
 func (x *LinkSnapshot) Reset() {
 	*x = LinkSnapshot{}
-	mi := &file_netdra_device_v1_device_proto_msgTypes[4]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -956,7 +1055,7 @@ func (x *LinkSnapshot) String() string {
 func (*LinkSnapshot) ProtoMessage() {}
 
 func (x *LinkSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_device_v1_device_proto_msgTypes[4]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -969,7 +1068,7 @@ func (x *LinkSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LinkSnapshot.ProtoReflect.Descriptor instead.
 func (*LinkSnapshot) Descriptor() ([]byte, []int) {
-	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{4}
+	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *LinkSnapshot) GetName() string {
@@ -1018,7 +1117,7 @@ type VfSnapshot struct {
 
 func (x *VfSnapshot) Reset() {
 	*x = VfSnapshot{}
-	mi := &file_netdra_device_v1_device_proto_msgTypes[5]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1030,7 +1129,7 @@ func (x *VfSnapshot) String() string {
 func (*VfSnapshot) ProtoMessage() {}
 
 func (x *VfSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_device_v1_device_proto_msgTypes[5]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1043,7 +1142,7 @@ func (x *VfSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VfSnapshot.ProtoReflect.Descriptor instead.
 func (*VfSnapshot) Descriptor() ([]byte, []int) {
-	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{5}
+	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *VfSnapshot) GetMacAddress() string {
@@ -1137,7 +1236,7 @@ type PreparedDevice struct {
 
 func (x *PreparedDevice) Reset() {
 	*x = PreparedDevice{}
-	mi := &file_netdra_device_v1_device_proto_msgTypes[6]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1149,7 +1248,7 @@ func (x *PreparedDevice) String() string {
 func (*PreparedDevice) ProtoMessage() {}
 
 func (x *PreparedDevice) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_device_v1_device_proto_msgTypes[6]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1162,7 +1261,7 @@ func (x *PreparedDevice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreparedDevice.ProtoReflect.Descriptor instead.
 func (*PreparedDevice) Descriptor() ([]byte, []int) {
-	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{6}
+	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PreparedDevice) GetDevice() *Device {
@@ -1221,7 +1320,7 @@ type DeviceNode struct {
 
 func (x *DeviceNode) Reset() {
 	*x = DeviceNode{}
-	mi := &file_netdra_device_v1_device_proto_msgTypes[7]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1233,7 +1332,7 @@ func (x *DeviceNode) String() string {
 func (*DeviceNode) ProtoMessage() {}
 
 func (x *DeviceNode) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_device_v1_device_proto_msgTypes[7]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1246,7 +1345,7 @@ func (x *DeviceNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceNode.ProtoReflect.Descriptor instead.
 func (*DeviceNode) Descriptor() ([]byte, []int) {
-	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{7}
+	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DeviceNode) GetHostPath() string {
@@ -1288,7 +1387,7 @@ type EbpfProgram struct {
 
 func (x *EbpfProgram) Reset() {
 	*x = EbpfProgram{}
-	mi := &file_netdra_device_v1_device_proto_msgTypes[8]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1300,7 +1399,7 @@ func (x *EbpfProgram) String() string {
 func (*EbpfProgram) ProtoMessage() {}
 
 func (x *EbpfProgram) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_device_v1_device_proto_msgTypes[8]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1313,7 +1412,7 @@ func (x *EbpfProgram) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EbpfProgram.ProtoReflect.Descriptor instead.
 func (*EbpfProgram) Descriptor() ([]byte, []int) {
-	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{8}
+	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *EbpfProgram) GetAttachPoint() EbpfAttachPoint {
@@ -1383,12 +1482,17 @@ var File_netdra_device_v1_device_proto protoreflect.FileDescriptor
 
 const file_netdra_device_v1_device_proto_rawDesc = "" +
 	"\n" +
-	"\x1dnetdra/device/v1/device.proto\x12\x10netdra.device.v1\"\xbd\x01\n" +
+	"\x1dnetdra/device/v1/device.proto\x12\x10netdra.device.v1\"\xde\x01\n" +
 	"\fSubInterface\x126\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\".netdra.device.v1.SubInterfaceKindR\x04kind\x126\n" +
 	"\x04mode\x18\x02 \x01(\x0e2\".netdra.device.v1.SubInterfaceModeR\x04mode\x12$\n" +
 	"\x0eparent_if_name\x18\x03 \x01(\tR\fparentIfName\x12\x17\n" +
-	"\avlan_id\x18\x04 \x01(\rR\x06vlanId\"\xe1\x05\n" +
+	"\avlan_id\x18\x04 \x01(\rR\x06vlanId\x12\x1f\n" +
+	"\vegress_rate\x18\x05 \x01(\x04R\n" +
+	"egressRate\"5\n" +
+	"\x05Share\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1c\n" +
+	"\tbandwidth\x18\x02 \x01(\x04R\tbandwidth\"\xec\x06\n" +
 	"\x06Device\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x129\n" +
 	"\amanager\x18\x02 \x01(\x0e2\x1f.netdra.device.v1.DeviceManagerR\amanager\x12$\n" +
@@ -1413,7 +1517,10 @@ const file_netdra_device_v1_device_proto_rawDesc = "" +
 	"link_state\x18\x0f \x01(\x0e2\x1b.netdra.device.v1.LinkStateR\tlinkState\x12C\n" +
 	"\rsub_interface\x18\x10 \x01(\v2\x1e.netdra.device.v1.SubInterfaceR\fsubInterface\x12\x1f\n" +
 	"\vrdma_device\x18\x11 \x01(\tR\n" +
-	"rdmaDevice\x1a=\n" +
+	"rdmaDevice\x12-\n" +
+	"\x12bandwidth_capacity\x18\x12 \x01(\x04R\x11bandwidthCapacity\x12+\n" +
+	"\x11bandwidth_default\x18\x13 \x01(\x04R\x10bandwidthDefault\x12-\n" +
+	"\x05share\x18\x14 \x01(\v2\x17.netdra.device.v1.ShareR\x05share\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\v\n" +
@@ -1552,7 +1659,7 @@ func file_netdra_device_v1_device_proto_rawDescGZIP() []byte {
 }
 
 var file_netdra_device_v1_device_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_netdra_device_v1_device_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_netdra_device_v1_device_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_netdra_device_v1_device_proto_goTypes = []any{
 	(DeviceManager)(0),     // 0: netdra.device.v1.DeviceManager
 	(SubInterfaceKind)(0),  // 1: netdra.device.v1.SubInterfaceKind
@@ -1562,39 +1669,41 @@ var file_netdra_device_v1_device_proto_goTypes = []any{
 	(LinkState)(0),         // 5: netdra.device.v1.LinkState
 	(EbpfAttachPoint)(0),   // 6: netdra.device.v1.EbpfAttachPoint
 	(*SubInterface)(nil),   // 7: netdra.device.v1.SubInterface
-	(*Device)(nil),         // 8: netdra.device.v1.Device
-	(*Route)(nil),          // 9: netdra.device.v1.Route
-	(*DeviceConfig)(nil),   // 10: netdra.device.v1.DeviceConfig
-	(*LinkSnapshot)(nil),   // 11: netdra.device.v1.LinkSnapshot
-	(*VfSnapshot)(nil),     // 12: netdra.device.v1.VfSnapshot
-	(*PreparedDevice)(nil), // 13: netdra.device.v1.PreparedDevice
-	(*DeviceNode)(nil),     // 14: netdra.device.v1.DeviceNode
-	(*EbpfProgram)(nil),    // 15: netdra.device.v1.EbpfProgram
-	nil,                    // 16: netdra.device.v1.Device.AttributesEntry
+	(*Share)(nil),          // 8: netdra.device.v1.Share
+	(*Device)(nil),         // 9: netdra.device.v1.Device
+	(*Route)(nil),          // 10: netdra.device.v1.Route
+	(*DeviceConfig)(nil),   // 11: netdra.device.v1.DeviceConfig
+	(*LinkSnapshot)(nil),   // 12: netdra.device.v1.LinkSnapshot
+	(*VfSnapshot)(nil),     // 13: netdra.device.v1.VfSnapshot
+	(*PreparedDevice)(nil), // 14: netdra.device.v1.PreparedDevice
+	(*DeviceNode)(nil),     // 15: netdra.device.v1.DeviceNode
+	(*EbpfProgram)(nil),    // 16: netdra.device.v1.EbpfProgram
+	nil,                    // 17: netdra.device.v1.Device.AttributesEntry
 }
 var file_netdra_device_v1_device_proto_depIdxs = []int32{
 	1,  // 0: netdra.device.v1.SubInterface.kind:type_name -> netdra.device.v1.SubInterfaceKind
 	2,  // 1: netdra.device.v1.SubInterface.mode:type_name -> netdra.device.v1.SubInterfaceMode
 	0,  // 2: netdra.device.v1.Device.manager:type_name -> netdra.device.v1.DeviceManager
-	16, // 3: netdra.device.v1.Device.attributes:type_name -> netdra.device.v1.Device.AttributesEntry
+	17, // 3: netdra.device.v1.Device.attributes:type_name -> netdra.device.v1.Device.AttributesEntry
 	5,  // 4: netdra.device.v1.Device.link_state:type_name -> netdra.device.v1.LinkState
 	7,  // 5: netdra.device.v1.Device.sub_interface:type_name -> netdra.device.v1.SubInterface
-	3,  // 6: netdra.device.v1.DeviceConfig.vlan_proto:type_name -> netdra.device.v1.VlanProto
-	4,  // 7: netdra.device.v1.DeviceConfig.link_state:type_name -> netdra.device.v1.VfLinkState
-	9,  // 8: netdra.device.v1.DeviceConfig.routes:type_name -> netdra.device.v1.Route
-	3,  // 9: netdra.device.v1.VfSnapshot.vlan_proto:type_name -> netdra.device.v1.VlanProto
-	4,  // 10: netdra.device.v1.VfSnapshot.link_state:type_name -> netdra.device.v1.VfLinkState
-	8,  // 11: netdra.device.v1.PreparedDevice.device:type_name -> netdra.device.v1.Device
-	11, // 12: netdra.device.v1.PreparedDevice.original_link:type_name -> netdra.device.v1.LinkSnapshot
-	12, // 13: netdra.device.v1.PreparedDevice.original_vf:type_name -> netdra.device.v1.VfSnapshot
-	15, // 14: netdra.device.v1.PreparedDevice.detached_ebpf_programs:type_name -> netdra.device.v1.EbpfProgram
-	14, // 15: netdra.device.v1.PreparedDevice.device_nodes:type_name -> netdra.device.v1.DeviceNode
-	6,  // 16: netdra.device.v1.EbpfProgram.attach_point:type_name -> netdra.device.v1.EbpfAttachPoint
-	17, // [17:17] is the sub-list for method output_type
-	17, // [17:17] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	8,  // 6: netdra.device.v1.Device.share:type_name -> netdra.device.v1.Share
+	3,  // 7: netdra.device.v1.DeviceConfig.vlan_proto:type_name -> netdra.device.v1.VlanProto
+	4,  // 8: netdra.device.v1.DeviceConfig.link_state:type_name -> netdra.device.v1.VfLinkState
+	10, // 9: netdra.device.v1.DeviceConfig.routes:type_name -> netdra.device.v1.Route
+	3,  // 10: netdra.device.v1.VfSnapshot.vlan_proto:type_name -> netdra.device.v1.VlanProto
+	4,  // 11: netdra.device.v1.VfSnapshot.link_state:type_name -> netdra.device.v1.VfLinkState
+	9,  // 12: netdra.device.v1.PreparedDevice.device:type_name -> netdra.device.v1.Device
+	12, // 13: netdra.device.v1.PreparedDevice.original_link:type_name -> netdra.device.v1.LinkSnapshot
+	13, // 14: netdra.device.v1.PreparedDevice.original_vf:type_name -> netdra.device.v1.VfSnapshot
+	16, // 15: netdra.device.v1.PreparedDevice.detached_ebpf_programs:type_name -> netdra.device.v1.EbpfProgram
+	15, // 16: netdra.device.v1.PreparedDevice.device_nodes:type_name -> netdra.device.v1.DeviceNode
+	6,  // 17: netdra.device.v1.EbpfProgram.attach_point:type_name -> netdra.device.v1.EbpfAttachPoint
+	18, // [18:18] is the sub-list for method output_type
+	18, // [18:18] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_netdra_device_v1_device_proto_init() }
@@ -1602,15 +1711,15 @@ func file_netdra_device_v1_device_proto_init() {
 	if File_netdra_device_v1_device_proto != nil {
 		return
 	}
-	file_netdra_device_v1_device_proto_msgTypes[1].OneofWrappers = []any{}
-	file_netdra_device_v1_device_proto_msgTypes[3].OneofWrappers = []any{}
+	file_netdra_device_v1_device_proto_msgTypes[2].OneofWrappers = []any{}
+	file_netdra_device_v1_device_proto_msgTypes[4].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_netdra_device_v1_device_proto_rawDesc), len(file_netdra_device_v1_device_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -310,8 +310,14 @@ type SubifParent struct {
 	VlanId uint32 `protobuf:"varint,6,opt,name=vlan_id,json=vlanId,proto3" json:"vlan_id,omitempty"`
 	// Offer sub-interfaces of a parent that holds the host's default route.
 	AllowDefaultRoute bool `protobuf:"varint,7,opt,name=allow_default_route,json=allowDefaultRoute,proto3" json:"allow_default_route,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Set: the parent is one device shared by bandwidth (count must be 0):
+	// its capacity in bits per second, and the share a claim gets when it
+	// names none (0: the whole capacity). Each claim's link is held to its
+	// share on egress.
+	Bandwidth        uint64 `protobuf:"varint,8,opt,name=bandwidth,proto3" json:"bandwidth,omitempty"`
+	DefaultBandwidth uint64 `protobuf:"varint,9,opt,name=default_bandwidth,json=defaultBandwidth,proto3" json:"default_bandwidth,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *SubifParent) Reset() {
@@ -391,6 +397,20 @@ func (x *SubifParent) GetAllowDefaultRoute() bool {
 		return x.AllowDefaultRoute
 	}
 	return false
+}
+
+func (x *SubifParent) GetBandwidth() uint64 {
+	if x != nil {
+		return x.Bandwidth
+	}
+	return 0
+}
+
+func (x *SubifParent) GetDefaultBandwidth() uint64 {
+	if x != nil {
+		return x.DefaultBandwidth
+	}
+	return 0
 }
 
 // SubifConfig configures the subif manager.
@@ -772,7 +792,10 @@ type SetupRequest struct {
 	Config *v1.DeviceConfig       `protobuf:"bytes,2,opt,name=config,proto3" json:"config,omitempty"`
 	// The pool the device was allocated from, for per-pool behaviour
 	// (HostConfig.keep_ebpf_programs_pools); may be empty.
-	Pool          string `protobuf:"bytes,3,opt,name=pool,proto3" json:"pool,omitempty"`
+	Pool string `protobuf:"bytes,3,opt,name=pool,proto3" json:"pool,omitempty"`
+	// The allocation of a shared device (bandwidth_capacity set): required
+	// for such a device, refused for any other.
+	Share         *v1.Share `protobuf:"bytes,4,opt,name=share,proto3" json:"share,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -826,6 +849,13 @@ func (x *SetupRequest) GetPool() string {
 		return x.Pool
 	}
 	return ""
+}
+
+func (x *SetupRequest) GetShare() *v1.Share {
+	if x != nil {
+		return x.Share
+	}
+	return nil
 }
 
 type SetupResponse struct {
@@ -1524,7 +1554,7 @@ const file_netdra_provisioner_v1_provisioner_proto_rawDesc = "" +
 	"vendor_ids\x18\x04 \x03(\tR\tvendorIds\x12\x1d\n" +
 	"\n" +
 	"device_ids\x18\x05 \x03(\tR\tdeviceIds\x127\n" +
-	"\x18keep_ebpf_programs_pools\x18\x06 \x03(\tR\x15keepEbpfProgramsPools\"\x96\x02\n" +
+	"\x18keep_ebpf_programs_pools\x18\x06 \x03(\tR\x15keepEbpfProgramsPools\"\xe1\x02\n" +
 	"\vSubifParent\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12$\n" +
 	"\x0eparent_if_name\x18\x02 \x01(\tR\fparentIfName\x126\n" +
@@ -1532,7 +1562,9 @@ const file_netdra_provisioner_v1_provisioner_proto_rawDesc = "" +
 	"\x04mode\x18\x04 \x01(\x0e2\".netdra.device.v1.SubInterfaceModeR\x04mode\x12\x14\n" +
 	"\x05count\x18\x05 \x01(\rR\x05count\x12\x17\n" +
 	"\avlan_id\x18\x06 \x01(\rR\x06vlanId\x12.\n" +
-	"\x13allow_default_route\x18\a \x01(\bR\x11allowDefaultRoute\"e\n" +
+	"\x13allow_default_route\x18\a \x01(\bR\x11allowDefaultRoute\x12\x1c\n" +
+	"\tbandwidth\x18\b \x01(\x04R\tbandwidth\x12+\n" +
+	"\x11default_bandwidth\x18\t \x01(\x04R\x10defaultBandwidth\"e\n" +
 	"\vSubifConfig\x12\x18\n" +
 	"\aenabled\x18\x01 \x01(\bR\aenabled\x12<\n" +
 	"\aparents\x18\x02 \x03(\v2\".netdra.provisioner.v1.SubifParentR\aparents\"\xf5\x01\n" +
@@ -1554,11 +1586,12 @@ const file_netdra_provisioner_v1_provisioner_proto_rawDesc = "" +
 	"\x13WatchDevicesRequest\"\x85\x01\n" +
 	"\x14WatchDevicesResponse\x129\n" +
 	"\amanager\x18\x01 \x01(\x0e2\x1f.netdra.device.v1.DeviceManagerR\amanager\x122\n" +
-	"\adevices\x18\x02 \x03(\v2\x18.netdra.device.v1.DeviceR\adevices\"\x8c\x01\n" +
+	"\adevices\x18\x02 \x03(\v2\x18.netdra.device.v1.DeviceR\adevices\"\xbb\x01\n" +
 	"\fSetupRequest\x120\n" +
 	"\x06device\x18\x01 \x01(\v2\x18.netdra.device.v1.DeviceR\x06device\x126\n" +
 	"\x06config\x18\x02 \x01(\v2\x1e.netdra.device.v1.DeviceConfigR\x06config\x12\x12\n" +
-	"\x04pool\x18\x03 \x01(\tR\x04pool\"Z\n" +
+	"\x04pool\x18\x03 \x01(\tR\x04pool\x12-\n" +
+	"\x05share\x18\x04 \x01(\v2\x17.netdra.device.v1.ShareR\x05share\"Z\n" +
 	"\rSetupResponse\x12I\n" +
 	"\x0fprepared_device\x18\x01 \x01(\v2 .netdra.device.v1.PreparedDeviceR\x0epreparedDevice\"\x90\x01\n" +
 	"\vFreeRequest\x12I\n" +
@@ -1657,7 +1690,8 @@ var file_netdra_provisioner_v1_provisioner_proto_goTypes = []any{
 	(v1.DeviceManager)(0),          // 28: netdra.device.v1.DeviceManager
 	(*v1.Device)(nil),              // 29: netdra.device.v1.Device
 	(*v1.DeviceConfig)(nil),        // 30: netdra.device.v1.DeviceConfig
-	(*v1.PreparedDevice)(nil),      // 31: netdra.device.v1.PreparedDevice
+	(*v1.Share)(nil),               // 31: netdra.device.v1.Share
+	(*v1.PreparedDevice)(nil),      // 32: netdra.device.v1.PreparedDevice
 }
 var file_netdra_provisioner_v1_provisioner_proto_depIdxs = []int32{
 	0,  // 0: netdra.provisioner.v1.SriovConfig.ifaces:type_name -> netdra.provisioner.v1.SriovInterface
@@ -1675,38 +1709,39 @@ var file_netdra_provisioner_v1_provisioner_proto_depIdxs = []int32{
 	29, // 12: netdra.provisioner.v1.WatchDevicesResponse.devices:type_name -> netdra.device.v1.Device
 	29, // 13: netdra.provisioner.v1.SetupRequest.device:type_name -> netdra.device.v1.Device
 	30, // 14: netdra.provisioner.v1.SetupRequest.config:type_name -> netdra.device.v1.DeviceConfig
-	31, // 15: netdra.provisioner.v1.SetupResponse.prepared_device:type_name -> netdra.device.v1.PreparedDevice
-	31, // 16: netdra.provisioner.v1.FreeRequest.prepared_device:type_name -> netdra.device.v1.PreparedDevice
-	30, // 17: netdra.provisioner.v1.FreeRequest.config:type_name -> netdra.device.v1.DeviceConfig
-	31, // 18: netdra.provisioner.v1.AttachRequest.prepared_device:type_name -> netdra.device.v1.PreparedDevice
-	30, // 19: netdra.provisioner.v1.AttachRequest.config:type_name -> netdra.device.v1.DeviceConfig
-	31, // 20: netdra.provisioner.v1.AttachResponse.prepared_device:type_name -> netdra.device.v1.PreparedDevice
-	31, // 21: netdra.provisioner.v1.DetachRequest.prepared_device:type_name -> netdra.device.v1.PreparedDevice
-	30, // 22: netdra.provisioner.v1.DetachRequest.config:type_name -> netdra.device.v1.DeviceConfig
-	31, // 23: netdra.provisioner.v1.RestoreResponse.prepared_device:type_name -> netdra.device.v1.PreparedDevice
-	23, // 24: netdra.provisioner.v1.DeviceCounters.drops:type_name -> netdra.provisioner.v1.PolicyDrops
-	24, // 25: netdra.provisioner.v1.DeviceCountersResponse.devices:type_name -> netdra.provisioner.v1.DeviceCounters
-	7,  // 26: netdra.provisioner.v1.ProvisionerService.Configure:input_type -> netdra.provisioner.v1.ConfigureRequest
-	10, // 27: netdra.provisioner.v1.ProvisionerService.WatchDevices:input_type -> netdra.provisioner.v1.WatchDevicesRequest
-	12, // 28: netdra.provisioner.v1.ProvisionerService.Setup:input_type -> netdra.provisioner.v1.SetupRequest
-	14, // 29: netdra.provisioner.v1.ProvisionerService.Free:input_type -> netdra.provisioner.v1.FreeRequest
-	16, // 30: netdra.provisioner.v1.ProvisionerService.Attach:input_type -> netdra.provisioner.v1.AttachRequest
-	18, // 31: netdra.provisioner.v1.ProvisionerService.Detach:input_type -> netdra.provisioner.v1.DetachRequest
-	20, // 32: netdra.provisioner.v1.ProvisionerService.Restore:input_type -> netdra.provisioner.v1.RestoreRequest
-	22, // 33: netdra.provisioner.v1.ProvisionerService.DeviceCounters:input_type -> netdra.provisioner.v1.DeviceCountersRequest
-	9,  // 34: netdra.provisioner.v1.ProvisionerService.Configure:output_type -> netdra.provisioner.v1.ConfigureResponse
-	11, // 35: netdra.provisioner.v1.ProvisionerService.WatchDevices:output_type -> netdra.provisioner.v1.WatchDevicesResponse
-	13, // 36: netdra.provisioner.v1.ProvisionerService.Setup:output_type -> netdra.provisioner.v1.SetupResponse
-	15, // 37: netdra.provisioner.v1.ProvisionerService.Free:output_type -> netdra.provisioner.v1.FreeResponse
-	17, // 38: netdra.provisioner.v1.ProvisionerService.Attach:output_type -> netdra.provisioner.v1.AttachResponse
-	19, // 39: netdra.provisioner.v1.ProvisionerService.Detach:output_type -> netdra.provisioner.v1.DetachResponse
-	21, // 40: netdra.provisioner.v1.ProvisionerService.Restore:output_type -> netdra.provisioner.v1.RestoreResponse
-	25, // 41: netdra.provisioner.v1.ProvisionerService.DeviceCounters:output_type -> netdra.provisioner.v1.DeviceCountersResponse
-	34, // [34:42] is the sub-list for method output_type
-	26, // [26:34] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	31, // 15: netdra.provisioner.v1.SetupRequest.share:type_name -> netdra.device.v1.Share
+	32, // 16: netdra.provisioner.v1.SetupResponse.prepared_device:type_name -> netdra.device.v1.PreparedDevice
+	32, // 17: netdra.provisioner.v1.FreeRequest.prepared_device:type_name -> netdra.device.v1.PreparedDevice
+	30, // 18: netdra.provisioner.v1.FreeRequest.config:type_name -> netdra.device.v1.DeviceConfig
+	32, // 19: netdra.provisioner.v1.AttachRequest.prepared_device:type_name -> netdra.device.v1.PreparedDevice
+	30, // 20: netdra.provisioner.v1.AttachRequest.config:type_name -> netdra.device.v1.DeviceConfig
+	32, // 21: netdra.provisioner.v1.AttachResponse.prepared_device:type_name -> netdra.device.v1.PreparedDevice
+	32, // 22: netdra.provisioner.v1.DetachRequest.prepared_device:type_name -> netdra.device.v1.PreparedDevice
+	30, // 23: netdra.provisioner.v1.DetachRequest.config:type_name -> netdra.device.v1.DeviceConfig
+	32, // 24: netdra.provisioner.v1.RestoreResponse.prepared_device:type_name -> netdra.device.v1.PreparedDevice
+	23, // 25: netdra.provisioner.v1.DeviceCounters.drops:type_name -> netdra.provisioner.v1.PolicyDrops
+	24, // 26: netdra.provisioner.v1.DeviceCountersResponse.devices:type_name -> netdra.provisioner.v1.DeviceCounters
+	7,  // 27: netdra.provisioner.v1.ProvisionerService.Configure:input_type -> netdra.provisioner.v1.ConfigureRequest
+	10, // 28: netdra.provisioner.v1.ProvisionerService.WatchDevices:input_type -> netdra.provisioner.v1.WatchDevicesRequest
+	12, // 29: netdra.provisioner.v1.ProvisionerService.Setup:input_type -> netdra.provisioner.v1.SetupRequest
+	14, // 30: netdra.provisioner.v1.ProvisionerService.Free:input_type -> netdra.provisioner.v1.FreeRequest
+	16, // 31: netdra.provisioner.v1.ProvisionerService.Attach:input_type -> netdra.provisioner.v1.AttachRequest
+	18, // 32: netdra.provisioner.v1.ProvisionerService.Detach:input_type -> netdra.provisioner.v1.DetachRequest
+	20, // 33: netdra.provisioner.v1.ProvisionerService.Restore:input_type -> netdra.provisioner.v1.RestoreRequest
+	22, // 34: netdra.provisioner.v1.ProvisionerService.DeviceCounters:input_type -> netdra.provisioner.v1.DeviceCountersRequest
+	9,  // 35: netdra.provisioner.v1.ProvisionerService.Configure:output_type -> netdra.provisioner.v1.ConfigureResponse
+	11, // 36: netdra.provisioner.v1.ProvisionerService.WatchDevices:output_type -> netdra.provisioner.v1.WatchDevicesResponse
+	13, // 37: netdra.provisioner.v1.ProvisionerService.Setup:output_type -> netdra.provisioner.v1.SetupResponse
+	15, // 38: netdra.provisioner.v1.ProvisionerService.Free:output_type -> netdra.provisioner.v1.FreeResponse
+	17, // 39: netdra.provisioner.v1.ProvisionerService.Attach:output_type -> netdra.provisioner.v1.AttachResponse
+	19, // 40: netdra.provisioner.v1.ProvisionerService.Detach:output_type -> netdra.provisioner.v1.DetachResponse
+	21, // 41: netdra.provisioner.v1.ProvisionerService.Restore:output_type -> netdra.provisioner.v1.RestoreResponse
+	25, // 42: netdra.provisioner.v1.ProvisionerService.DeviceCounters:output_type -> netdra.provisioner.v1.DeviceCountersResponse
+	35, // [35:43] is the sub-list for method output_type
+	27, // [27:35] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_netdra_provisioner_v1_provisioner_proto_init() }

@@ -148,9 +148,12 @@ func (EventType) EnumDescriptor() ([]byte, []int) {
 
 // AllocationKey is the primary key of an allocation.
 type AllocationKey struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Pool          string                 `protobuf:"bytes,1,opt,name=pool,proto3" json:"pool,omitempty"`
-	DeviceName    string                 `protobuf:"bytes,2,opt,name=device_name,json=deviceName,proto3" json:"device_name,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Pool       string                 `protobuf:"bytes,1,opt,name=pool,proto3" json:"pool,omitempty"`
+	DeviceName string                 `protobuf:"bytes,2,opt,name=device_name,json=deviceName,proto3" json:"device_name,omitempty"`
+	// The share of a device many claims share (the allocation's shareID);
+	// empty for a device one claim holds.
+	ShareId       string `protobuf:"bytes,3,opt,name=share_id,json=shareId,proto3" json:"share_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -199,6 +202,13 @@ func (x *AllocationKey) GetDeviceName() string {
 	return ""
 }
 
+func (x *AllocationKey) GetShareId() string {
+	if x != nil {
+		return x.ShareId
+	}
+	return ""
+}
+
 // Allocation is one device prepared for one claim.
 type Allocation struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -225,6 +235,10 @@ type Allocation struct {
 	// ipPools) for this allocation, in CIDR form; they are also in
 	// config.addresses. Released with the allocation.
 	PoolAddresses []string `protobuf:"bytes,20,rep,name=pool_addresses,json=poolAddresses,proto3" json:"pool_addresses,omitempty"`
+	// The allocation's share of a shared device (its shareID); empty for a
+	// device one claim holds. Part of the key: the rows of one shared
+	// device differ by it.
+	ShareId       string `protobuf:"bytes,21,opt,name=share_id,json=shareId,proto3" json:"share_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -362,6 +376,13 @@ func (x *Allocation) GetPoolAddresses() []string {
 		return x.PoolAddresses
 	}
 	return nil
+}
+
+func (x *Allocation) GetShareId() string {
+	if x != nil {
+		return x.ShareId
+	}
+	return ""
 }
 
 type ReplaceDevicesRequest struct {
@@ -2332,11 +2353,12 @@ var File_netdra_state_v1_state_proto protoreflect.FileDescriptor
 
 const file_netdra_state_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"\x1bnetdra/state/v1/state.proto\x12\x0fnetdra.state.v1\x1a\x1dnetdra/device/v1/device.proto\"D\n" +
+	"\x1bnetdra/state/v1/state.proto\x12\x0fnetdra.state.v1\x1a\x1dnetdra/device/v1/device.proto\"_\n" +
 	"\rAllocationKey\x12\x12\n" +
 	"\x04pool\x18\x01 \x01(\tR\x04pool\x12\x1f\n" +
 	"\vdevice_name\x18\x02 \x01(\tR\n" +
-	"deviceName\"\xc6\x04\n" +
+	"deviceName\x12\x19\n" +
+	"\bshare_id\x18\x03 \x01(\tR\ashareId\"\xe1\x04\n" +
 	"\n" +
 	"Allocation\x12\x12\n" +
 	"\x04pool\x18\x01 \x01(\tR\x04pool\x12\x1f\n" +
@@ -2358,7 +2380,8 @@ const file_netdra_state_v1_state_proto_rawDesc = "" +
 	"\n" +
 	"last_error\x18\r \x01(\tR\tlastError\x12\x1a\n" +
 	"\battempts\x18\x0e \x01(\rR\battempts\x12%\n" +
-	"\x0epool_addresses\x18\x14 \x03(\tR\rpoolAddresses\"\x86\x01\n" +
+	"\x0epool_addresses\x18\x14 \x03(\tR\rpoolAddresses\x12\x19\n" +
+	"\bshare_id\x18\x15 \x01(\tR\ashareId\"\x86\x01\n" +
 	"\x15ReplaceDevicesRequest\x129\n" +
 	"\amanager\x18\x01 \x01(\x0e2\x1f.netdra.device.v1.DeviceManagerR\amanager\x122\n" +
 	"\adevices\x18\x02 \x03(\v2\x18.netdra.device.v1.DeviceR\adevices\"4\n" +
