@@ -406,6 +406,16 @@ type NodeConfigStatus struct {
 	// +kubebuilder:validation:MaxItems=32
 	PublishedPools []PoolStatus `json:"publishedPools,omitempty"`
 
+	// IPPools count the addresses of each node-local pool (those of a
+	// cluster address pool included): the operator adds a block when a
+	// cluster pool's free addresses run low.
+	//
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	IPPools []IPPoolUsage `json:"ipPools,omitempty"`
+
 	// DriverName is the DRA driver name dra is registered under; it
 	// differs from the spec's while a change of it is refused (see the
 	// Applied condition).
