@@ -36,7 +36,9 @@ func TestValidateClusterConfig_AddressPools(t *testing.T) {
 		{name: "overlapping subnets", mut: func(s *v1alpha1.ClusterConfigSpec) {
 			s.AddressPools[1] = v1alpha1.AddressPool{Name: "b", Subnet: "10.0.128.0/17", BlockPrefixLength: 24}
 		}, wantField: "addressPools[1].subnet"},
-		{name: "overlapping a node-local range", mut: func(s *v1alpha1.ClusterConfigSpec) { s.AddressPools[0].Subnet, s.AddressPools[0].Gateway = "192.168.0.0/16", "" }, wantField: "addressPools[0].subnet"},
+		{name: "overlapping a node-local range", mut: func(s *v1alpha1.ClusterConfigSpec) {
+			s.AddressPools[0].Subnet, s.AddressPools[0].Gateway = "192.168.0.0/16", ""
+		}, wantField: "addressPools[0].subnet"},
 		{name: "maxBlocksPerNode", mut: func(s *v1alpha1.ClusterConfigSpec) { s.AddressPools[0].MaxBlocksPerNode = 17 }, wantField: "addressPools[0].maxBlocksPerNode"},
 		{name: "spec.spec is checked too", mut: func(s *v1alpha1.ClusterConfigSpec) { s.Spec.IPPools[0].Subnet = "x" }, wantField: "spec.ipPools[0].subnet"},
 	} {
