@@ -6,7 +6,8 @@ import (
 
 // ClusterConfig configures netdra on a group of nodes: the operator writes
 // its spec.spec, verbatim, into a NodeConfig named after each node its
-// nodeSelector selects. A node is governed by one ClusterConfig at most:
+// nodeSelector selects, with the node's blocks of its address pools added
+// to ipPools. A node is governed by one ClusterConfig at most:
 // the oldest (creationTimestamp, then name) selecting it. A ClusterConfig
 // that selects a node another one governs is conflicting and governs none
 // of its nodes.
