@@ -319,6 +319,10 @@ func inSubnet(field, s string, subnet netip.Prefix, def netip.Addr) (netip.Addr,
 	return a, nil
 }
 
+// HostBounds returns the first and last addresses subnet hands out when a
+// pool sets no range (see hostBounds).
+func HostBounds(subnet netip.Prefix) (first, last netip.Addr) { return hostBounds(subnet) }
+
 // hostBounds returns the first and last addresses a subnet hands out by
 // default: without the network address, and without the broadcast address
 // for IPv4 (a /31 or /32 keeps both).

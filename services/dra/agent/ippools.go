@@ -30,7 +30,9 @@ func (a *Agent) syncIPPools(ctx context.Context, spec *v1alpha1.NodeConfigSpec) 
 	return nil
 }
 
-// watchIPPools keeps the NodeConfig's IPPoolsDraining condition current:
+// watchIPPools keeps the NodeConfig's IPPoolsDraining condition and its
+// address counts (status.ipPools, which the operator reads to add a block
+// to a cluster address pool running low) current:
 // True, naming the pools, while pools removed from the spec or shrunk still
 // hold addresses (they keep them until their claims are unprepared); False
 // otherwise. It looks after each apply and every ipPoolsCheck.
@@ -52,6 +54,9 @@ func (a *Agent) watchIPPools(ctx context.Context) error {
 		if err != nil {
 			a.log.Warn("Listing the ip pools", "error", err)
 			continue
+		}
+		if spec != nil {
+			a.status.SetIPPools(config.IPPoolUsage(resp.GetPools()))
 		}
 		if spec == nil || (len(spec.IPPools) == 0 && len(resp.GetPools()) == 0) {
 			continue // no pools: no condition

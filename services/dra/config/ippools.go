@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
@@ -40,4 +41,18 @@ func IPPoolsDraining(pools []*statev1.IPPoolStatus) string {
 		return ""
 	}
 	return strings.Join(parts, "; ") + "; they are kept until their claims are unprepared"
+}
+
+// IPPoolUsage is the NodeConfig status's count of each configured pool
+// (retired ones left out), in the state service's order.
+func IPPoolUsage(pools []*statev1.IPPoolStatus) []v1alpha1.IPPoolUsage {
+	var out []v1alpha1.IPPoolUsage
+	for _, p := range pools {
+		if p.GetRetired() {
+			continue
+		}
+		out = append(out, v1alpha1.IPPoolUsage{Name: p.GetPool().GetName(), RangeStart: p.GetPool().GetRangeStart(),
+			RangeEnd: p.GetPool().GetRangeEnd(), Size: p.GetSize(), Used: int32(min(p.GetUsed(), math.MaxInt32)), Free: p.GetFree()})
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/proto"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
@@ -36,5 +37,19 @@ func TestIPPoolsDraining(t *testing.T) {
 	want := `ip pool "old" was removed but 2 of its addresses are in use; ip pool "small" has 1 addresses in use outside its range; they are kept until their claims are unprepared`
 	if got != want {
 		t.Errorf("got %q\nwant %q", got, want)
+	}
+}
+
+// TestIPPoolUsage: the NodeConfig status counts every configured pool with
+// the range it counted (the operator trusts a count only for the range it
+// wrote); a retired pool is left out.
+func TestIPPoolUsage(t *testing.T) {
+	got := IPPoolUsage([]*statev1.IPPoolStatus{
+		{Pool: &statev1.IPPool{Name: "v4", RangeStart: "10.0.0.1", RangeEnd: "10.0.0.62"}, Size: "62", Used: 2, Free: "60"},
+		{Pool: &statev1.IPPool{Name: "old"}, Retired: true, Used: 1},
+	})
+	want := []v1alpha1.IPPoolUsage{{Name: "v4", RangeStart: "10.0.0.1", RangeEnd: "10.0.0.62", Size: "62", Used: 2, Free: "60"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
 	}
 }

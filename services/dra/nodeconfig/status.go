@@ -19,8 +19,8 @@ import (
 
 // StatusWriter owns the status of the node's NodeConfig: the conditions
 // and observed generation of the configuration in force (from the
-// watcher), the pools last published and the driver name dra is
-// registered under. Every write is one merge patch of the whole status it
+// watcher), the pools last published, the address counts of the ip pools
+// and the driver name dra is registered under. Every write is one merge patch of the whole status it
 // owns, made by one goroutine, so writes never race each other or conflict
 // with spec changes; a write that fails is retried, one for a missing
 // NodeConfig when the next change comes.
@@ -63,6 +63,11 @@ func (w *StatusWriter) SetPublished(pools []v1alpha1.PoolStatus) {
 		s.Pools = int32(len(pools))
 		s.PublishedPools = slices.Clone(pools)
 	})
+}
+
+// SetIPPools sets the address counts of the node-local pools.
+func (w *StatusWriter) SetIPPools(pools []v1alpha1.IPPoolUsage) {
+	w.update(func(s *v1alpha1.NodeConfigStatus) { s.IPPools = slices.Clone(pools) })
 }
 
 // SetDriverName sets the driver name dra is registered under.
@@ -137,6 +142,7 @@ func (w *StatusWriter) write(ctx context.Context, st v1alpha1.NodeConfigStatus) 
 		"conditions":         nonNil(st.Conditions),
 		"pools":              st.Pools,
 		"publishedPools":     nonNil(st.PublishedPools),
+		"ipPools":            nonNil(st.IPPools),
 		"driverName":         st.DriverName,
 	}})
 	if err != nil {
@@ -157,7 +163,7 @@ func nonNil[T any](s []T) []T {
 func statusEqual(a, b v1alpha1.NodeConfigStatus) bool {
 	owned := func(s v1alpha1.NodeConfigStatus) string {
 		j, _ := json.Marshal(v1alpha1.NodeConfigStatus{ObservedGeneration: s.ObservedGeneration, Conditions: s.Conditions,
-			Pools: s.Pools, PublishedPools: s.PublishedPools, DriverName: s.DriverName})
+			Pools: s.Pools, PublishedPools: s.PublishedPools, IPPools: s.IPPools, DriverName: s.DriverName})
 		return string(j)
 	}
 	return owned(a) == owned(b)

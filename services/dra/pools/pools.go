@@ -41,12 +41,18 @@ type Filter struct {
 type Spec struct {
 	Name   string
 	Filter Filter
+	// TaintEffect is the effect of the taint on an unhealthy device (see
+	// publish.Taints): "NoSchedule", "NoExecute", or "None" for no taint;
+	// "" is NoSchedule.
+	TaintEffect string
 }
 
 // Pool is a pool to publish.
 type Pool struct {
 	Name    string
 	Devices []*devicev1.Device
+	// TaintEffect is the Spec's ("" for a pool no longer configured).
+	TaintEffect string
 }
 
 // Matches reports whether f selects d.
@@ -110,7 +116,7 @@ func Assign(log *slog.Logger, specs []Spec, devices []*devicev1.Device, allocs [
 	slices.SortFunc(sorted, func(a, b Spec) int { return strings.Compare(a.Name, b.Name) })
 	byName := map[string]*Pool{}
 	for _, s := range sorted {
-		byName[s.Name] = &Pool{Name: s.Name}
+		byName[s.Name] = &Pool{Name: s.Name, TaintEffect: s.TaintEffect}
 	}
 	for _, d := range devices {
 		name := poolFor(log, sorted, d, pinned[d.GetName()])

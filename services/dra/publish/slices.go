@@ -49,13 +49,16 @@ const (
 const maxAttrValLen = 64
 
 // Resources builds the driver's resources from the pools: every pool, even
-// empty, in slices of at most MaxDevicesPerSlice devices.
+// empty, in slices of at most MaxDevicesPerSlice devices, each unhealthy
+// device tainted by its pool's effect (see Taints).
 func Resources(ps []pools.Pool) *resourceslice.DriverResources {
 	out := &resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{}}
 	for _, p := range ps {
 		var devices []resourceapi.Device
 		for _, d := range p.Devices {
-			devices = append(devices, Device(p.Name, d))
+			dev := Device(p.Name, d)
+			dev.Taints = Taints(p.TaintEffect, d)
+			devices = append(devices, dev)
 		}
 		pool := resourceslice.Pool{Slices: []resourceslice.Slice{{}}}
 		if len(devices) > 0 {
@@ -69,6 +72,30 @@ func Resources(ps []pools.Pool) *resourceslice.DriverResources {
 		out.Pools[p.Name] = pool
 	}
 	return out
+}
+
+// TaintUnhealthy is the key of the taint on a device whose link is down
+// (DRADeviceTaints): no carrier, or, for a sub-interface, a parent link
+// that is down or gone.
+const TaintUnhealthy = "netdra.io/unhealthy"
+
+// TaintValueNoCarrier is the taint's value: what the provisioner saw.
+const TaintValueNoCarrier = "link-down"
+
+// Taints are d's taints in a pool whose unhealthy-taint effect is effect
+// ("" is NoSchedule, "None" none): one TaintUnhealthy while d's link is
+// down (devicev1.LinkState_LINK_STATE_DOWN), none otherwise (up, no link
+// to watch, administratively down: not in use). Its TimeAdded is left to
+// the apiserver, and kept by the slice controller while the taint stays.
+func Taints(effect string, d *devicev1.Device) []resourceapi.DeviceTaint {
+	if d.GetLinkState() != devicev1.LinkState_LINK_STATE_DOWN || effect == "None" {
+		return nil
+	}
+	e := resourceapi.DeviceTaintEffectNoSchedule
+	if effect == string(resourceapi.DeviceTaintEffectNoExecute) {
+		e = resourceapi.DeviceTaintEffectNoExecute
+	}
+	return []resourceapi.DeviceTaint{{Key: TaintUnhealthy, Value: TaintValueNoCarrier, Effect: e}}
 }
 
 // Device is d as published in pool: the manager's attributes plus pool and

@@ -15,11 +15,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -64,7 +66,8 @@ var _ reconcile.Reconciler = (*Reconciler)(nil)
 
 // SetupWithManager registers the controller and its watches with mgr.
 // Nodes are watched as metadata only, and only label changes count; status
-// writes (ours, dra's) do not trigger a reconcile.
+// writes (ours, dra's) do not trigger a reconcile, except a change of
+// dra's address counts (NodeConfig status.ipPools).
 func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 	all := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 		return []reconcile.Request{everything}
@@ -74,8 +77,18 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 		WatchesMetadata(&corev1.Node{}, all, builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		Watches(&v1alpha1.ClusterConfig{}, all, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1alpha1.NodeConfig{}, all, builder.WithPredicates(predicate.Or[client.Object](
-			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
+			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, ipPoolUsageChanged))).
 		Complete(r)
+}
+
+// ipPoolUsageChanged passes a NodeConfig whose status.ipPools (dra's
+// address counts) changed: a cluster address pool may run low.
+var ipPoolUsageChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		oldNC, okOld := e.ObjectOld.(*v1alpha1.NodeConfig)
+		newNC, okNew := e.ObjectNew.(*v1alpha1.NodeConfig)
+		return okOld && okNew && !equality.Semantic.DeepEqual(oldNC.Status.IPPools, newNC.Status.IPPools)
+	},
 }
 
 // Reconcile brings the whole cluster in line and asks to run again after
@@ -91,6 +104,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		now = r.Now
 	}
 	res := plan.Compute(nodes, configs, metav1.NewTime(now()))
+	plan.CarveAddressPools(&res, configs, existing, metav1.NewTime(now()))
 	if err := r.apply(ctx, plan.Diff(res, existing, configs)); err != nil {
 		return reconcile.Result{}, err
 	}
@@ -122,33 +136,51 @@ func (r *Reconciler) list(ctx context.Context) ([]plan.Node, []v1alpha1.ClusterC
 	return nodes, configs.Items, existing.Items, nil
 }
 
+// apply makes the writes. ClusterConfig statuses go first: they record
+// the address blocks, so a NodeConfig never holds a block its
+// ClusterConfig's status does not. The NodeConfigs of a ClusterConfig
+// whose status write failed (a conflict: the cache was behind) wait for
+// the retry, which decides again from the status as it is.
 func (r *Reconciler) apply(ctx context.Context, acts plan.Actions) error {
 	var errs []error
+	failed := map[string]bool{}
+	for _, cc := range acts.Status {
+		r.Log.Info("Updating ClusterConfig status", "clusterConfig", cc.Name, "nodes", cc.Status.Nodes)
+		if err := r.Client.Status().Update(ctx, cc); err != nil && !apierrors.IsNotFound(err) {
+			failed[cc.Name] = true
+			errs = append(errs, fmt.Errorf("update ClusterConfig %s status: %w", cc.Name, err))
+		}
+	}
 	for _, nc := range acts.Create {
+		if failed[nc.Labels[v1alpha1.LabelClusterConfig]] {
+			continue
+		}
 		r.Log.Info("Creating NodeConfig", "node", nc.Name, "clusterConfig", nc.Labels[v1alpha1.LabelClusterConfig])
 		if err := r.Client.Create(ctx, nc); err != nil {
 			errs = append(errs, fmt.Errorf("create NodeConfig %s: %w", nc.Name, err))
 		}
 	}
 	for _, nc := range acts.Update {
+		if failed[nc.Labels[v1alpha1.LabelClusterConfig]] {
+			continue
+		}
 		r.Log.Info("Updating NodeConfig", "node", nc.Name, "clusterConfig", nc.Labels[v1alpha1.LabelClusterConfig])
 		if err := r.Client.Update(ctx, nc); err != nil {
 			errs = append(errs, fmt.Errorf("update NodeConfig %s: %w", nc.Name, err))
 		}
 	}
-	for _, nc := range acts.Delete {
+	return errors.Join(append(errs, r.delete(ctx, acts.Delete))...)
+}
+
+func (r *Reconciler) delete(ctx context.Context, ncs []*v1alpha1.NodeConfig) error {
+	var errs []error
+	for _, nc := range ncs {
 		r.Log.Info("Deleting NodeConfig", "node", nc.Name, "clusterConfig", nc.Labels[v1alpha1.LabelClusterConfig])
 		// The preconditions keep a NodeConfig that changed since the
 		// cache saw it (a hand-made one in its place) from going.
 		err := r.Client.Delete(ctx, nc, client.Preconditions{UID: &nc.UID, ResourceVersion: &nc.ResourceVersion})
 		if err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("delete NodeConfig %s: %w", nc.Name, err))
-		}
-	}
-	for _, cc := range acts.Status {
-		r.Log.Info("Updating ClusterConfig status", "clusterConfig", cc.Name, "nodes", cc.Status.Nodes)
-		if err := r.Client.Status().Update(ctx, cc); err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("update ClusterConfig %s status: %w", cc.Name, err))
 		}
 	}
 	return errors.Join(errs...)

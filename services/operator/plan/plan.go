@@ -15,7 +15,9 @@
 //     occupant assigned, or stay unconfigured. A later ClusterConfig
 //     conflicts only with occupants, never with a conflicting one.
 //   - Each occupied node gets a NodeConfig named after it whose spec is the
-//     occupant's spec.spec, verbatim, labelled as the operator's.
+//     occupant's spec.spec, verbatim, labelled as the operator's; its
+//     blocks of the occupant's cluster address pools are appended to its
+//     ipPools (CarveAddressPools, with the rules in blocks.go).
 //   - The operator's NodeConfigs that no ClusterConfig assigns any more
 //     (node gone, not selected, ClusterConfig deleted or conflicting) are
 //     deleted; a NodeConfig without the operator's label is left alone

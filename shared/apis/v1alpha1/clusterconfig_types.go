@@ -6,7 +6,8 @@ import (
 
 // ClusterConfig configures netdra on a group of nodes: the operator writes
 // its spec.spec, verbatim, into a NodeConfig named after each node its
-// nodeSelector selects. A node is governed by one ClusterConfig at most:
+// nodeSelector selects, with the node's blocks of its address pools added
+// to ipPools. A node is governed by one ClusterConfig at most:
 // the oldest (creationTimestamp, then name) selecting it. A ClusterConfig
 // that selects a node another one governs is conflicting and governs none
 // of its nodes.
@@ -39,6 +40,8 @@ type ClusterConfigList struct {
 }
 
 // ClusterConfigSpec selects nodes and says what to configure on them.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.addressPools) || !has(self.spec) || !has(self.spec.ipPools) || !self.addressPools.exists(a, self.spec.ipPools.exists(p, p.name == a.name))",message="an address pool's name must differ from the names of spec.ipPools",fieldPath=".addressPools"
 type ClusterConfigSpec struct {
 	// NodeSelector selects the nodes by their labels; absent or empty, it
 	// selects every node.
@@ -51,6 +54,17 @@ type ClusterConfigSpec struct {
 	// +optional
 	// +kubebuilder:default={}
 	Spec NodeConfigSpec `json:"spec,omitempty"`
+
+	// AddressPools are cluster address pools: each is carved into per-node
+	// blocks, and a node's blocks become a node-local pool of the same
+	// name in its NodeConfig's ipPools. Names are unique, and differ from
+	// those of spec.ipPools.
+	//
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=8
+	AddressPools []AddressPool `json:"addressPools,omitempty"`
 }
 
 // ClusterConfigStatus is what the operator reports about a ClusterConfig.
@@ -66,9 +80,19 @@ type ClusterConfigStatus struct {
 	// +optional
 	Nodes int32 `json:"nodes"`
 
+	// AddressPools record the blocks of each cluster address pool and the
+	// node holding each.
+	//
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=8
+	AddressPools []AddressPoolStatus `json:"addressPools,omitempty"`
+
 	// Conditions always hold netdra.io/ConflictingClusterConfiguration
 	// (True while the ClusterConfig is conflicting, False otherwise), and
-	// netdra.io/InvalidNodeSelector while the selector cannot be parsed.
+	// netdra.io/InvalidNodeSelector while the selector cannot be parsed,
+	// and netdra.io/AddressPoolExhausted while it has address pools.
 	//
 	// +optional
 	// +listType=map

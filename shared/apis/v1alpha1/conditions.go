@@ -40,6 +40,23 @@ const (
 	// the operator removes it once the selector parses.
 	ConditionInvalidNodeSelector = "netdra.io/InvalidNodeSelector"
 
+	// ConditionAddressPoolExhausted is True, with ReasonPoolExhausted and
+	// a message naming the pools and the nodes left without a block, while
+	// a node needs a block of a cluster address pool that has none free;
+	// False, with ReasonBlocksAvailable, otherwise. Absent without address
+	// pools.
+	ConditionAddressPoolExhausted = "netdra.io/AddressPoolExhausted"
+
+	// ConditionInvalidAddressPool is True, with ReasonInvalidAddressPool
+	// and the error naming the field, while an address pool fails
+	// ValidateClusterConfig: that pool hands out no block (the blocks it
+	// recorded are kept). Removed once the pools are valid.
+	ConditionInvalidAddressPool = "netdra.io/InvalidAddressPool"
+
+	ReasonInvalidAddressPool = "InvalidAddressPool"
+	ReasonPoolExhausted      = "PoolExhausted"
+	ReasonBlocksAvailable    = "BlocksAvailable"
+
 	ReasonConflict            = "ConfigurationConflict"
 	ReasonNoConflict          = "NoConflict"
 	ReasonInvalidNodeSelector = "InvalidNodeSelector"

@@ -164,7 +164,28 @@ type Pool struct {
 	//
 	// +optional
 	KeepEBPFPrograms bool `json:"keepEbpfPrograms,omitempty"`
+
+	// UnhealthyTaintEffect is the effect of the taint (key
+	// netdra.io/unhealthy) dra puts on a published device of the pool
+	// whose link lost its carrier, or whose parent link is down or gone,
+	// until it is healthy again: NoSchedule (the default: no new claim is
+	// allocated it), NoExecute (pods using it are evicted too) or None (no
+	// taint).
+	//
+	// +optional
+	// +kubebuilder:validation:Enum=NoSchedule;NoExecute;None
+	UnhealthyTaintEffect TaintEffect `json:"unhealthyTaintEffect,omitempty"`
 }
+
+// TaintEffect is the effect of a device taint, or None for no taint.
+type TaintEffect string
+
+// The taint effects of UnhealthyTaintEffect.
+const (
+	TaintEffectNoSchedule TaintEffect = "NoSchedule"
+	TaintEffectNoExecute  TaintEffect = "NoExecute"
+	TaintEffectNone       TaintEffect = "None"
+)
 
 // DeviceManager names a device manager, as published in the deviceManager
 // attribute.
@@ -405,6 +426,16 @@ type NodeConfigStatus struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=32
 	PublishedPools []PoolStatus `json:"publishedPools,omitempty"`
+
+	// IPPools count the addresses of each node-local pool (those of a
+	// cluster address pool included): the operator adds a block when a
+	// cluster pool's free addresses run low.
+	//
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	IPPools []IPPoolUsage `json:"ipPools,omitempty"`
 
 	// DriverName is the DRA driver name dra is registered under; it
 	// differs from the spec's while a change of it is refused (see the

@@ -78,6 +78,11 @@ func validatePools(pools []Pool) error {
 			return fielderr.New(field+".name", "%q is already the name of pools[%d]: pool names are unique", p.Name, j)
 		}
 		names[p.Name] = i
+		switch p.UnhealthyTaintEffect {
+		case "", TaintEffectNoSchedule, TaintEffectNoExecute, TaintEffectNone:
+		default:
+			return fielderr.New(field+".unhealthyTaintEffect", "%q is not NoSchedule, NoExecute or None", p.UnhealthyTaintEffect)
+		}
 		if p.Filter == nil {
 			continue
 		}

@@ -64,6 +64,7 @@ func TestValidate(t *testing.T) {
 		{"negative timeout", func(s *NodeConfigSpec) { s.DRARegistrationTimeout = ptr[int32](-1) }, "draRegistrationTimeout", "out of range"},
 		{"too many attempts", func(s *NodeConfigSpec) { s.DRARegistrationMaxAttempts = ptr[int32](1001) }, "draRegistrationMaxAttempts", "out of range 1..1000"},
 		{"duplicate pool names", func(s *NodeConfigSpec) { s.Pools[2].Name = "dummies" }, "pools[2].name", "pool names are unique"},
+		{"unknown taint effect", func(s *NodeConfigSpec) { s.Pools[1].UnhealthyTaintEffect = "Sometimes" }, "pools[1].unhealthyTaintEffect", "not NoSchedule, NoExecute or None"},
 		{"slash in pool name", func(s *NodeConfigSpec) { s.Pools[1].Name = "a/b" }, "pools[1].name", "contains '/'"},
 		{"empty pool name", func(s *NodeConfigSpec) { s.Pools[1].Name = "" }, "pools[1].name", "required"},
 		{"upper-case pool name", func(s *NodeConfigSpec) { s.Pools[0].Name = "Fast" }, "pools[0].name", "not a DNS subdomain"},

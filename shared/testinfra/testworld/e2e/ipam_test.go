@@ -124,6 +124,18 @@ func TestE2E_IPPools(t *testing.T) {
 		return true, nil
 	})
 
+	// dra counts them in the NodeConfig's status (the operator reads that
+	// to add a block to a cluster address pool running low).
+	waitFor(t, "the NodeConfig status counting the addresses in use", time.Minute, func(ctx context.Context) (bool, error) {
+		u, err := nn.dyn.Resource(nodeConfigs).Get(ctx, nn.node.Name(), metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		pools, _, _ := unstructured.NestedSlice(u.Object, "status", "ipPools")
+		want := `[map[free:9 name:v4 rangeEnd:10.60.0.20 rangeStart:10.60.0.10 size:11 used:2] map[free:15 name:v6 rangeEnd:fd00:60::20 rangeStart:fd00:60::10 size:17 used:2]]`
+		return fmt.Sprint(pools) == want, nil
+	})
+
 	// The v6 pool removed while its addresses are in use: it keeps them,
 	// and the NodeConfig says so until they are released.
 	spec["ipPools"] = spec["ipPools"].([]any)[:1]

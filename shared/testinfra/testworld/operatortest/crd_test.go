@@ -68,6 +68,8 @@ func TestCRD_RejectsBadSpecs(t *testing.T) {
 	}{
 		{"duplicate pool names", func(s *v1alpha1.NodeConfigSpec) { s.Pools[2].Name = "dummies" },
 			"pools[2].name", `{p}pools[2]: Duplicate value: {"name":"dummies"}`},
+		{"unknown taint effect", func(s *v1alpha1.NodeConfigSpec) { s.Pools[1].UnhealthyTaintEffect = "Sometimes" },
+			"pools[1].unhealthyTaintEffect", `{p}pools[1].unhealthyTaintEffect: Unsupported value: "Sometimes": supported values: "NoSchedule", "NoExecute", "None"`},
 		{"slash in a pool name", func(s *v1alpha1.NodeConfigSpec) { s.Pools[1].Name = "fast/net" },
 			"pools[1].name", `{p}pools[1].name: Invalid value: "fast/net": a pool name must not contain '/'`},
 		{"upper-case pool name", func(s *v1alpha1.NodeConfigSpec) { s.Pools[1].Name = "Fast" },

@@ -121,7 +121,10 @@ func TestOperator_Binary(t *testing.T) {
 	cp := worldtest.ControlPlane(t)
 	ns := worldtest.Namespace(t, cp.Client())
 	bin := filepath.Join(t.TempDir(), "operator")
-	build := exec.Command("go", "build", "-o", bin, "github.com/netdra/netdra/services/operator")
+	build := exec.Command("go", "build", "-o", bin, "./services/operator")
+	// In the product's module: its go.sum has the binary's dependencies,
+	// the test world's (tidy) only those its own packages import.
+	build.Dir = "../../../.."
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
