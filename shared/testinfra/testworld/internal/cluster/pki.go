@@ -31,7 +31,10 @@ type pki struct {
 	caKey                                  crypto.Signer
 }
 
-func newPKI(dir string) (*pki, error) {
+// newPKI makes the CA, the apiserver's serving certificate (for
+// localhost, the kubernetes Service's names and clusterIP) and the
+// service-account signing key.
+func newPKI(dir string, clusterIP net.IP) (*pki, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("pki dir: %w", err)
 	}
@@ -50,7 +53,7 @@ func newPKI(dir string) (*pki, error) {
 	}
 	p.servingCert, p.servingKey, err = p.issue("apiserver", "kube-apiserver", nil, true,
 		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
-		[]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")})
+		[]net.IP{net.ParseIP("127.0.0.1"), clusterIP})
 	if err != nil {
 		return nil, err
 	}
