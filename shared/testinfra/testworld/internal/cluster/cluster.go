@@ -141,6 +141,12 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 			"--service-account-key-file=" + p.saKey,
 			"--service-account-signing-key-file=" + p.saKey,
 			"--authorization-mode=Node,RBAC",
+			// kubectl exec and logs: the apiserver dials a node's kubelet
+			// at its InternalIP (its name resolves nowhere here) with a
+			// client certificate the kubelet checks against the CA.
+			"--kubelet-client-certificate=" + p.kubeletClientCert,
+			"--kubelet-client-key=" + p.kubeletClientKey,
+			"--kubelet-preferred-address-types=InternalIP",
 			// Its first address is the kubernetes Service's ClusterIP.
 			"--service-cluster-ip-range=" + svc.cidr.String(),
 			// A loopback advertise address is no valid endpoint.

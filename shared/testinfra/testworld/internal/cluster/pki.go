@@ -27,8 +27,11 @@ import (
 type pki struct {
 	dir                                    string
 	caCert, servingCert, servingKey, saKey string
-	ca                                     *x509.Certificate
-	caKey                                  crypto.Signer
+	// kubeletClientCert and kubeletClientKey are the apiserver's client
+	// certificate for the kubelets (exec, logs, port-forward).
+	kubeletClientCert, kubeletClientKey string
+	ca                                  *x509.Certificate
+	caKey                               crypto.Signer
 }
 
 // newPKI makes the CA, the apiserver's serving certificate (for
@@ -57,6 +60,11 @@ func newPKI(dir string, clusterIP net.IP) (*pki, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.kubeletClientCert, p.kubeletClientKey, err = p.issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client",
+		[]string{"system:masters"}, false, nil, nil)
+	if err != nil {
+		return nil, err
+	}
 	sa, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		return nil, fmt.Errorf("service-account key: %w", err)
@@ -81,8 +89,11 @@ func loadPKI(dir string) (*pki, error) {
 		servingCert: filepath.Join(dir, "apiserver.crt"),
 		servingKey:  filepath.Join(dir, "apiserver.key"),
 		saKey:       filepath.Join(dir, "sa.key"),
+
+		kubeletClientCert: filepath.Join(dir, "apiserver-kubelet-client.crt"),
+		kubeletClientKey:  filepath.Join(dir, "apiserver-kubelet-client.key"),
 	}
-	for _, f := range []string{p.caCert, p.servingCert, p.servingKey, p.saKey} {
+	for _, f := range []string{p.caCert, p.servingCert, p.servingKey, p.saKey, p.kubeletClientCert, p.kubeletClientKey} {
 		if _, err := os.Stat(f); err != nil {
 			return nil, fmt.Errorf("pki: %w", err)
 		}
