@@ -65,10 +65,27 @@ func podRules(ds *appsv1.DaemonSet) []string {
 	}
 	all := append(slices.Clone(spec.InitContainers), spec.Containers...)
 	for _, c := range all {
+		bad = append(bad, imageRules(c)...)
 		bad = append(bad, privilegeRules(c)...)
 		bad = append(bad, mountRules(c, spec.Volumes)...)
 	}
 	return bad
+}
+
+// imageRules: every container, init containers too, runs one of netdra's
+// own images (make images builds them, make images-load imports them): an
+// image from elsewhere (busybox for a chmod) is one more image a user must
+// mirror, and on a node with netdra's images only it never starts.
+func imageRules(c corev1.Container) []string {
+	repo := c.Image
+	if i := strings.LastIndexAny(repo, ":@"); i > strings.LastIndex(repo, "/") {
+		repo = repo[:i]
+	}
+	svc := repo[strings.LastIndex(repo, "/")+1:]
+	if !slices.Contains(append(slices.Clone(nodeContainers), "operator"), svc) || !strings.Contains(repo, "netdra") {
+		return []string{fmt.Sprintf("%s: image %s is not one of netdra's", c.Name, c.Image)}
+	}
+	return nil
 }
 
 // privilegeRules: only the provisioner holds capabilities (exactly its
@@ -259,6 +276,9 @@ func TestDaemonSet_PrivilegesDetected(t *testing.T) {
 		{"some taints only", func(ds *appsv1.DaemonSet) {
 			ds.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.TolerationOpExists}}
 		}, "no toleration of every taint"},
+		{"an init container from busybox", func(ds *appsv1.DaemonSet) {
+			ds.Spec.Template.Spec.InitContainers[0].Image = "busybox:1.37.0"
+		}, "state-dir: image busybox:1.37.0 is not one of netdra's"},
 		{"state as root", func(ds *appsv1.DaemonSet) {
 			var root int64
 			byName(ds, "state").SecurityContext.RunAsUser = &root
