@@ -110,8 +110,8 @@ maxPods: 110
 
 // cniConfig gives pods an eth0 on a bridge of the node's own, addresses
 // from a host-local range kept under the node's directory. The bridge is
-// the pods' gateway (it gets the subnet's first address, the pods a default
-// route through it), as on a cluster's node: the kubelet's HTTP probes
+// the pods' default gateway (isDefaultGateway: the bridge gets the subnet's first
+// address, the pods a default route through it), as on a cluster's node: the kubelet's HTTP probes
 // reach a pod, and a pod reaches the apiserver at the kubernetes Service's
 // ClusterIP (controlplane.Options.PodAccess) through the host.
 const cniConfig = `{
@@ -122,6 +122,7 @@ const cniConfig = `{
       "type": "bridge",
       "bridge": "{{bridge}}",
       "isGateway": true,
+      "isDefaultGateway": true,
       "ipMasq": false,
       "ipam": {
         "type": "host-local",
