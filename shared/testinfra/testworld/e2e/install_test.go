@@ -59,6 +59,10 @@ func TestE2E_Install(t *testing.T) {
 	in.lookInside(t, nodePod, pod)
 
 	step = time.Now()
+	nodePod = in.roll(t, "e2e-2", nodePod, pod)
+	t.Logf("rolled to a new image tag with a pod holding a device, a new pod served, in %s", time.Since(step).Round(time.Millisecond))
+
+	step = time.Now()
 	in.uninstall(t, overlay, links)
 	in.checkNothingLeft(t, nodePod, bpfBefore)
 	t.Logf("uninstalled in %s; whole walkthrough %s", time.Since(step).Round(time.Millisecond), time.Since(t0).Round(time.Millisecond))
@@ -123,12 +127,62 @@ spec:
 	})
 }
 
+// roll installs a new image tag as a user upgrades (make images-load, the
+// overlay's newTag, kubectl apply --server-side -k, rollout status) while
+// the demo pod holds a device: the pod keeps it (its container still sees
+// net1 after the roll), and a pod created after the roll gets the other
+// device. It returns the new node pod.
+func (in *installer) roll(t *testing.T, tag string, old, pod *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	in.loadImages(t, tag)
+	overlay := in.writeOverlay(t, tag)
+	in.k(t, "apply", "--server-side", "-k", overlay)
+	in.k(t, "-n", "netdra-system", "rollout", "status", "ds/netdra-node", "--timeout=3m")
+	in.k(t, "-n", "netdra-system", "rollout", "status", "deploy/netdra-operator", "--timeout=3m")
+	cur := in.nodePod(t)
+	if cur.UID == old.UID || !strings.HasSuffix(cur.Spec.Containers[0].Image, ":"+tag) {
+		t.Fatalf("the DaemonSet did not roll: pod %s runs %s", cur.Name, cur.Spec.Containers[0].Image)
+	}
+	rolled := time.Now()
+	waitFor(t, "a dump of the demo pod's network after the roll", time.Minute, func(ctx context.Context) (bool, error) {
+		log, err := in.try(20*time.Second, in.kubectl, "-n", "netdra-demo", "logs", "netdra-demo")
+		return err == nil && lastDumpAfter(log, rolled) && strings.Contains(lastDump(log), "\n    inet 10.100.0.10/24\n"), nil
+	})
+	if p, err := in.cp.Client().CoreV1().Pods("netdra-demo").Get(context.Background(), pod.Name, metav1.GetOptions{}); err != nil || p.UID != pod.UID {
+		t.Fatalf("the demo pod did not outlive the roll: %v", err)
+	}
+	in.k(t, "apply", "-f", in.demoManifest(t, "netdra-demo-2", "10.100.0.11/24"))
+	in.k(t, "-n", "netdra-demo", "wait", "--for=condition=Ready", "pod/netdra-demo-2", "--timeout=2m")
+	waitFor(t, "the second pod's dump of its network", time.Minute, func(ctx context.Context) (bool, error) {
+		log, err := in.try(20*time.Second, in.kubectl, "-n", "netdra-demo", "logs", "netdra-demo-2")
+		return err == nil && strings.Contains(lastDump(log), "\n    inet 10.100.0.11/24\n"), nil
+	})
+	return cur
+}
+
+// lastDump is the test app's last complete dump in its log.
+func lastDump(log string) string {
+	end := strings.LastIndex(log, "testapp end ")
+	if end < 0 {
+		return ""
+	}
+	start := strings.LastIndex(log[:end], "testapp dump ")
+	return log[max(start, 0):end]
+}
+
+// lastDumpAfter reports whether the log's last dump is one written after
+// t: the test app dumps every DUMP_INTERVAL (1s here) and kubectl logs
+// gives no times, so 3 s after t with dumps still coming.
+func lastDumpAfter(log string, t time.Time) bool {
+	return strings.Count(log, "testapp end ") > 2 && time.Since(t) > 3*time.Second
+}
+
 // demoPod is "Claim a device from a pod", with the test app instead of
 // busybox (no registry here) and the host-net pool: Running, and its
 // container's own log shows net1 as the claim asks.
 func (in *installer) demoPod(t *testing.T) *corev1.Pod {
 	t.Helper()
-	in.k(t, "apply", "-f", in.demoManifest(t))
+	in.k(t, "apply", "-f", in.demoManifest(t, "netdra-demo", "10.100.0.10/24"))
 	in.k(t, "-n", "netdra-demo", "wait", "--for=condition=Ready", "pod/netdra-demo", "--timeout=2m")
 	var log string
 	waitFor(t, "the demo pod's dump of its network (kubectl logs)", time.Minute, func(ctx context.Context) (bool, error) {
@@ -147,10 +201,12 @@ func (in *installer) demoPod(t *testing.T) *corev1.Pod {
 	return pod
 }
 
-func (in *installer) demoManifest(t *testing.T) string {
+// demoManifest writes the demo: its namespace, a claim template for one
+// host-net device as net1 with address, and the pod name using it.
+func (in *installer) demoManifest(t *testing.T, name, address string) string {
 	t.Helper()
-	path := filepath.Join(in.dir, "demo.yaml")
-	write(t, path, `apiVersion: v1
+	path := filepath.Join(in.dir, name+".yaml")
+	m := strings.NewReplacer("POD", name, "ADDRESS", address).Replace(`apiVersion: v1
 kind: Namespace
 metadata:
   name: netdra-demo
@@ -158,7 +214,7 @@ metadata:
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaimTemplate
 metadata:
-  name: host-net
+  name: POD
   namespace: netdra-demo
 spec:
   spec:
@@ -174,7 +230,7 @@ spec:
             parameters:
               podIfName: net1
               mtu: 1400
-              addresses: ["10.100.0.10/24"]
+              addresses: ["ADDRESS"]
               routes:
                 - destination: 10.250.0.0/16
                   gateway: 10.100.0.1
@@ -182,17 +238,19 @@ spec:
 apiVersion: v1
 kind: Pod
 metadata:
-  name: netdra-demo
+  name: POD
   namespace: netdra-demo
 spec:
   resourceClaims:
     - name: net
-      resourceClaimTemplateName: host-net
+      resourceClaimTemplateName: POD
   terminationGracePeriodSeconds: 5
   containers:
     - name: app
       image: localhost/netdra-realnode/testapp:1
       imagePullPolicy: Never
+      env:
+        - {name: DUMP_INTERVAL, value: 1s}
       resources:
         claims:
           - name: net
@@ -203,6 +261,7 @@ spec:
         capabilities:
           drop: ["ALL"]
 `)
+	write(t, path, m)
 	return path
 }
 
@@ -256,7 +315,8 @@ func httpGet(t *testing.T, url string) string {
 // host), then the overlay.
 func (in *installer) uninstall(t *testing.T, overlay string, links []hostVeth) {
 	t.Helper()
-	in.k(t, "delete", "-f", in.demoManifest(t), "--timeout=2m")
+	in.k(t, "delete", "-f", filepath.Join(in.dir, "netdra-demo-2.yaml"), "--ignore-not-found", "--timeout=2m")
+	in.k(t, "delete", "-f", filepath.Join(in.dir, "netdra-demo.yaml"), "--ignore-not-found", "--timeout=2m")
 	for _, l := range links {
 		if err := l.asBefore(); err != nil {
 			t.Errorf("after the demo pod's deletion: %v", err)
@@ -304,7 +364,11 @@ func (in *installer) forceUninstall(t *testing.T, overlay string) {
 		}
 	}
 	// The demo pod first, while netdra runs: its device goes back.
-	_, _ = in.try(time.Minute, in.kubectl, "delete", "-f", filepath.Join(in.dir, "demo.yaml"), "--ignore-not-found", "--timeout=50s")
+	for _, demo := range []string{"netdra-demo-2.yaml", "netdra-demo.yaml"} {
+		if _, err := os.Stat(filepath.Join(in.dir, demo)); err == nil {
+			_, _ = in.try(time.Minute, in.kubectl, "delete", "-f", filepath.Join(in.dir, demo), "--ignore-not-found", "--timeout=50s")
+		}
+	}
 	_, _ = in.try(2*time.Minute, in.kubectl, "delete", "-k", overlay, "--ignore-not-found", "--wait=false")
 	_, _ = in.try(time.Minute, in.kubectl, "delete", "clusterconfigs,deviceclasses", "--all", "--ignore-not-found", "--wait=false")
 }
