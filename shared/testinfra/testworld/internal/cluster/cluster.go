@@ -128,31 +128,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	verbosity := "--v=" + strconv.Itoa(cfg.Verbosity)
 
 	run("kube-apiserver", func(ctx context.Context) error {
-		return runAPIServer(ctx, ln, []string{
-			"--etcd-servers=" + etcd.url,
-			"--bind-address=127.0.0.1",
-			"--advertise-address=127.0.0.1",
-			"--secure-port=" + strconv.Itoa(port),
-			"--cert-dir=" + filepath.Join(cfg.Dir, "apiserver-certs"),
-			"--tls-cert-file=" + p.servingCert,
-			"--tls-private-key-file=" + p.servingKey,
-			"--client-ca-file=" + p.caCert,
-			"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-			"--service-account-key-file=" + p.saKey,
-			"--service-account-signing-key-file=" + p.saKey,
-			"--authorization-mode=Node,RBAC",
-			// kubectl exec and logs: the apiserver dials a node's kubelet
-			// at its InternalIP (its name resolves nowhere here) with a
-			// client certificate the kubelet checks against the CA.
-			"--kubelet-client-certificate=" + p.kubeletClientCert,
-			"--kubelet-client-key=" + p.kubeletClientKey,
-			"--kubelet-preferred-address-types=InternalIP",
-			// Its first address is the kubernetes Service's ClusterIP.
-			"--service-cluster-ip-range=" + svc.cidr.String(),
-			// A loopback advertise address is no valid endpoint.
-			"--endpoint-reconciler-type=none",
-			verbosity,
-		})
+		return runAPIServer(ctx, ln, apiserverArgs(cfg.Dir, etcd.url, port, p, svc, verbosity))
 	})
 	client, err := clientFor(kubeconfig)
 	if err != nil {
@@ -197,6 +173,38 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	stop()
 	waitBounded(&wg, logger)
 	return err
+}
+
+// apiserverArgs are kube-apiserver's flags: on loopback with the PKI's
+// certificates, ServiceAccount tokens signed and checked with its key
+// (TokenRequest: the kubelet's projected tokens), Node and RBAC
+// authorization, and the Service network's range.
+func apiserverArgs(dir, etcdURL string, port int, p *pki, svc serviceNet, verbosity string) []string {
+	return []string{
+		"--etcd-servers=" + etcdURL,
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(port),
+		"--cert-dir=" + filepath.Join(dir, "apiserver-certs"),
+		"--tls-cert-file=" + p.servingCert,
+		"--tls-private-key-file=" + p.servingKey,
+		"--client-ca-file=" + p.caCert,
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file=" + p.saKey,
+		"--service-account-signing-key-file=" + p.saKey,
+		"--authorization-mode=Node,RBAC",
+		// kubectl exec and logs: the apiserver dials a node's kubelet
+		// at its InternalIP (its name resolves nowhere here) with a
+		// client certificate the kubelet checks against the CA.
+		"--kubelet-client-certificate=" + p.kubeletClientCert,
+		"--kubelet-client-key=" + p.kubeletClientKey,
+		"--kubelet-preferred-address-types=InternalIP",
+		// Its first address is the kubernetes Service's ClusterIP.
+		"--service-cluster-ip-range=" + svc.cidr.String(),
+		// A loopback advertise address is no valid endpoint.
+		"--endpoint-reconciler-type=none",
+		verbosity,
+	}
 }
 
 // pkiAndListener returns the PKI and the apiserver's listener: those of
