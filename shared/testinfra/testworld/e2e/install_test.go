@@ -355,7 +355,8 @@ func (in *installer) checkNothingLeft(t *testing.T, nodePod *corev1.Pod, bpfBefo
 }
 
 // forceUninstall removes what a failed run left: the namespaces go without
-// waiting, so that the node's drain is not fought by the DaemonSet.
+// waiting, so that the node's drain is not fought by the DaemonSet; overlay
+// is empty after a Helm install (its own cleanup uninstalls).
 func (in *installer) forceUninstall(t *testing.T, overlay string) {
 	if t.Failed() {
 		for _, sel := range []string{"ds/netdra-node", "deploy/netdra-operator"} {
@@ -369,6 +370,8 @@ func (in *installer) forceUninstall(t *testing.T, overlay string) {
 			_, _ = in.try(time.Minute, in.kubectl, "delete", "-f", filepath.Join(in.dir, demo), "--ignore-not-found", "--timeout=50s")
 		}
 	}
-	_, _ = in.try(2*time.Minute, in.kubectl, "delete", "-k", overlay, "--ignore-not-found", "--wait=false")
+	if overlay != "" {
+		_, _ = in.try(2*time.Minute, in.kubectl, "delete", "-k", overlay, "--ignore-not-found", "--wait=false")
+	}
 	_, _ = in.try(time.Minute, in.kubectl, "delete", "clusterconfigs,deviceclasses", "--all", "--ignore-not-found", "--wait=false")
 }
