@@ -171,8 +171,8 @@ chart: $(TOOLS)/stamps/helm-$(HELM_VERSION) ## helm lint and helm template of po
 	$(HELM) template netdra pods/chart/netdra --namespace netdra-system --include-crds >/dev/null
 
 .PHONY: e2e
-e2e: node-deps ## Run the end-to-end tests alone, on the real node (as root).
-	cd shared/testinfra/testworld && GRPCURL=$(GRPCURL) $(GO) test -count=1 -p 1 -timeout 40m ./e2e/
+e2e: node-deps $(TOOLS)/stamps/helm-$(HELM_VERSION) ## Run the end-to-end tests alone, on the real node (as root).
+	cd shared/testinfra/testworld && GRPCURL=$(GRPCURL) HELM=$(HELM) $(GO) test -count=1 -p 1 -timeout 40m ./e2e/
 
 .PHONY: world
 world: world-bin node-bin ## Start the test world by hand (control plane + a real node, as root) until Ctrl-C.
