@@ -15,10 +15,12 @@ PROTOC_GEN_GO_VERSION       := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION  := v1.6.2
 GRPCURL_VERSION             := v1.9.4
 CONTROLLER_TOOLS_VERSION    := v0.23.0
+HELM_VERSION                := v3.22.0
 
 BUF     := $(TOOLS_BIN)/buf
 GRPCURL := $(TOOLS_BIN)/grpcurl
 CONTROLLER_GEN := $(TOOLS_BIN)/controller-gen
+HELM    := $(TOOLS_BIN)/helm
 export PATH := $(TOOLS_BIN):$(PATH)
 
 # Tests: the state and rpc suites run real processes; keep parallelism sane
@@ -43,6 +45,7 @@ $(eval $(call tool,protoc-gen-go,google.golang.org/protobuf/cmd/protoc-gen-go,$(
 $(eval $(call tool,protoc-gen-go-grpc,google.golang.org/grpc/cmd/protoc-gen-go-grpc,$(PROTOC_GEN_GO_GRPC_VERSION)))
 $(eval $(call tool,grpcurl,github.com/fullstorydev/grpcurl/cmd/grpcurl,$(GRPCURL_VERSION)))
 $(eval $(call tool,controller-gen,sigs.k8s.io/controller-tools/cmd/controller-gen,$(CONTROLLER_TOOLS_VERSION)))
+$(eval $(call tool,helm,helm.sh/helm/v3/cmd/helm,$(HELM_VERSION)))
 
 .PHONY: tools
 tools: $(TOOL_STAMPS) ## Install the pinned tools into .tools/bin.
@@ -53,13 +56,14 @@ build: ## Build every service binary into _output/.
 	$(GO) build -o $(OUT)/ $(addprefix ./services/,$(SERVICES))
 
 # Generated code, checked by checkgenerate.
-GENERATED := protos shared/apis pods/crds services/provisioner/ebpf
+GENERATED := protos shared/apis pods/crds pods/chart/netdra/crds services/provisioner/ebpf
 
 .PHONY: generate
 generate: tools ## Generate the protos' Go code (buf), deepcopy and the CRDs (controller-gen), the eBPF objects (bpf2go, clang).
 	$(BUF) generate
 	$(CONTROLLER_GEN) object paths=./shared/apis/...
 	$(CONTROLLER_GEN) crd paths=./shared/apis/... output:crd:artifacts:config=pods/crds
+	cp pods/crds/netdra.io_*.yaml pods/chart/netdra/crds/   # Helm installs crds/ untemplated
 	@command -v clang-14 >/dev/null && command -v llvm-strip-14 >/dev/null && test -e /usr/include/bpf/bpf_helpers.h || { \
 		echo ">> installing clang-14, llvm-14 and libbpf-dev from Debian to compile the eBPF programs"; \
 		apt-get install -y --no-install-recommends clang-14 llvm-14 libbpf-dev; }
@@ -81,7 +85,7 @@ lint: tools ## buf lint, gofmt, go vet.
 	@cd pods/images && out=$$($(GO) mod tidy -diff 2>&1) || { echo "pods/images/go.mod is not tidy (run go mod tidy there):"; echo "$$out"; exit 1; }
 
 .PHONY: test
-test: tools checkgenerate lint test-unit test-images fuzz test-kernel test-world ## Run every test, all set-up included (as root).
+test: tools checkgenerate lint test-unit test-images chart fuzz test-kernel test-world ## Run every test, all set-up included (as root).
 
 .PHONY: test-unit
 test-unit: ## Run the tests on this machine's kernel (root tests use throwaway netns).
@@ -157,13 +161,18 @@ node-deps: ## Install what the test world's real node takes from Debian (runc) w
 # takes about 7 minutes on 2 cores, the kubelet, containerd and the CNI
 # plugins a few more; later builds reuse the Go build cache.
 .PHONY: test-world
-test-world: node-deps ## Run the test world's tests, the operator's and the end-to-end tests (real control plane).
+test-world: node-deps $(TOOLS)/stamps/helm-$(HELM_VERSION) ## Run the test world's tests, the operator's and the end-to-end tests (real control plane).
 	@echo ">> test world: building Kubernetes v1.37.2 from module sources if not cached (about 7 minutes the first time)"
-	cd shared/testinfra/testworld && $(GO) vet ./... && GRPCURL=$(GRPCURL) $(GO) test -count=1 -p 1 -timeout 40m ./...
+	cd shared/testinfra/testworld && $(GO) vet ./... && GRPCURL=$(GRPCURL) HELM=$(HELM) $(GO) test -count=1 -p 1 -timeout 40m ./...
+
+.PHONY: chart
+chart: $(TOOLS)/stamps/helm-$(HELM_VERSION) ## helm lint and helm template of pods/chart/netdra (helm built from its module); make test-world also checks it renders what pods/base does.
+	$(HELM) lint --strict pods/chart/netdra
+	$(HELM) template netdra pods/chart/netdra --namespace netdra-system --include-crds >/dev/null
 
 .PHONY: e2e
-e2e: node-deps ## Run the end-to-end tests alone, on the real node (as root).
-	cd shared/testinfra/testworld && GRPCURL=$(GRPCURL) $(GO) test -count=1 -p 1 -timeout 40m ./e2e/
+e2e: node-deps $(TOOLS)/stamps/helm-$(HELM_VERSION) ## Run the end-to-end tests alone, on the real node (as root).
+	cd shared/testinfra/testworld && GRPCURL=$(GRPCURL) HELM=$(HELM) $(GO) test -count=1 -p 1 -timeout 40m ./e2e/
 
 .PHONY: world
 world: world-bin node-bin ## Start the test world by hand (control plane + a real node, as root) until Ctrl-C.

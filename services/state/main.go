@@ -7,6 +7,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -25,6 +26,9 @@ type config struct {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "init-dir" {
+		os.Exit(initDir(os.Args[2:], os.Stderr))
+	}
 	var cfg config
 	fs := flag.NewFlagSet("state", flag.ContinueOnError)
 	cfg.Register(fs, "state")
@@ -48,4 +52,48 @@ func (cfg *config) run(ctx context.Context, log *slog.Logger) error {
 	// Closing the store first ends the watch streams, so the graceful stop
 	// does not wait for them.
 	return process.RunServer(ctx, log, srv, process.OnStop(func() { _ = st.Close() }))
+}
+
+// initDir is `state init-dir [-db FILE] [-group GID] [-socket-dir DIR]`, the node pod's init
+// container: the kubelet creates the state directory's hostPath root:root
+// 0755, and the state service runs as 65532. Run as the directory's owner
+// (uid 0, no capability needed: chgrp to one of the caller's groups and
+// chmod are the owner's rights), it gives the directory to the group (the
+// pod's fsGroup, one of the caller's groups) with mode 2770. With
+// -socket-dir it also takes the world's bits off the sockets' emptyDir
+// (created 2777 by the kubelet; every process refuses to listen in a
+// world-writable directory): 2770, as its owner. It is in the state image,
+// so the node pod needs no image but netdra's.
+func initDir(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("state init-dir", flag.ContinueOnError)
+	db := fs.String("db", "/var/lib/netdra/state.db", "the bbolt file whose directory to prepare")
+	gid := fs.Int("group", 65532, "the group the state service runs in (the pod's fsGroup)")
+	sockets := fs.String("socket-dir", "", "the sockets' directory to make 2770 (empty: none)")
+	if code, ok := process.ParseArgs(fs, args, stderr); !ok {
+		return code
+	}
+	if err := prepareDir(filepath.Dir(*db), *gid); err != nil {
+		fmt.Fprintf(stderr, "state init-dir: %v\n", err)
+		return 1
+	}
+	if *sockets != "" {
+		if err := os.Chmod(*sockets, 0o770|os.ModeSetgid); err != nil {
+			fmt.Fprintf(stderr, "state init-dir: sockets' directory: %v\n", err)
+			return 1
+		}
+	}
+	return 0
+}
+
+func prepareDir(dir string, gid int) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("state directory: %w", err)
+	}
+	if err := os.Chown(dir, -1, gid); err != nil {
+		return fmt.Errorf("state directory %s to group %d (run as its owner, in that group): %w", dir, gid, err)
+	}
+	if err := os.Chmod(dir, 0o770|os.ModeSetgid); err != nil {
+		return fmt.Errorf("state directory %s: %w", dir, err)
+	}
+	return nil
 }

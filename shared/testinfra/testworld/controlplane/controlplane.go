@@ -47,6 +47,14 @@ type Options struct {
 	Verbosity int
 	// StartTimeout bounds the start, once the binary exists. Default 2m.
 	StartTimeout time.Duration
+	// PodAccess makes the kubernetes Service answer on this host, as
+	// kube-proxy would on a node: its ClusterIP (a /28 of 172.16.0.0/12
+	// of this control plane's own) is added to lo and its port 443
+	// forwarded to the apiserver, so that pods of a real node, in the
+	// host's network namespace or on the node's bridge, reach the
+	// apiserver with their in-cluster configuration and projected
+	// ServiceAccount token. It needs root; the address goes at Stop.
+	PodAccess bool
 }
 
 // ControlPlane is a running control plane.
@@ -81,6 +89,9 @@ type Info struct {
 	Kubeconfig string `json:"kubeconfig"`
 	Server     string `json:"server"`
 	Etcd       string `json:"etcd"`
+	// KubernetesService is the kubernetes Service's ClusterIP:443
+	// (answering only with PodAccess).
+	KubernetesService string `json:"kubernetesService"`
 }
 
 // Start runs the control plane in a child process and returns once the
@@ -142,7 +153,11 @@ func (c *ControlPlane) launch(ctx context.Context, logFlag int) (*child, Info, t
 	}
 	defer logFile.Close() // the child holds its own descriptor
 
-	cmd := exec.Command(c.bin, "control-plane", "--dir", c.dir, "--v", strconv.Itoa(c.opts.Verbosity))
+	args := []string{"control-plane", "--dir", c.dir, "--v", strconv.Itoa(c.opts.Verbosity)}
+	if c.opts.PodAccess {
+		args = append(args, "--pod-access")
+	}
+	cmd := exec.Command(c.bin, args...)
 	cmd.Stderr = logFile
 	// Its own process group: a Ctrl-C in a terminal reaches the parent,
 	// which stops the world in order.
@@ -200,6 +215,11 @@ func (c *ControlPlane) Kubeconfig() string { return c.currentInfo().Kubeconfig }
 
 // Server is the apiserver's URL. It stays the same across Restart.
 func (c *ControlPlane) Server() string { return c.currentInfo().Server }
+
+// KubernetesService is the kubernetes Service's ClusterIP and port, what
+// pods see as KUBERNETES_SERVICE_HOST and _PORT; it answers only with
+// Options.PodAccess.
+func (c *ControlPlane) KubernetesService() string { return c.currentInfo().KubernetesService }
 
 // RESTConfig returns a copy of the admin client configuration.
 func (c *ControlPlane) RESTConfig() *rest.Config { return rest.CopyConfig(c.rest) }

@@ -68,10 +68,27 @@ func podRules(ds *appsv1.DaemonSet) []string {
 	}
 	all := append(slices.Clone(spec.InitContainers), spec.Containers...)
 	for _, c := range all {
+		bad = append(bad, imageRules(c)...)
 		bad = append(bad, privilegeRules(c)...)
 		bad = append(bad, mountRules(c, spec.Volumes)...)
 	}
 	return bad
+}
+
+// imageRules: every container, init containers too, runs one of netdra's
+// own images (make images builds them, make images-load imports them): an
+// image from elsewhere (busybox for a chmod) is one more image a user must
+// mirror, and on a node with netdra's images only it never starts.
+func imageRules(c corev1.Container) []string {
+	repo := c.Image
+	if i := strings.LastIndexAny(repo, ":@"); i > strings.LastIndex(repo, "/") {
+		repo = repo[:i]
+	}
+	svc := repo[strings.LastIndex(repo, "/")+1:]
+	if !slices.Contains(append(slices.Clone(nodeContainers), "operator"), svc) || !strings.Contains(repo, "netdra") {
+		return []string{fmt.Sprintf("%s: image %s is not one of netdra's", c.Name, c.Image)}
+	}
+	return nil
 }
 
 // privilegeRules: only the provisioner holds capabilities (exactly its
@@ -129,6 +146,7 @@ func mountRules(c corev1.Container, volumes []corev1.Volume) []string {
 			continue
 		}
 		p := v.HostPath.Path
+		bad = append(bad, propagationRules(c.Name, m, p)...)
 		j := slices.IndexFunc(hostPathOwners, func(o struct {
 			prefix     string
 			containers []string
@@ -143,6 +161,23 @@ func mountRules(c corev1.Container, volumes []corev1.Volume) []string {
 		}
 	}
 	return bad
+}
+
+// propagatedPaths are the host paths a container may mount with
+// HostToContainer: the container runtime refuses it (the container is never
+// created) unless the host's mount there is shared or slave, which only
+// the netns directory is wherever pods run (ip netns and the runtimes make
+// it a shared mount). Elsewhere a host without systemd, or a bpffs mounted
+// by hand, has private mounts.
+var propagatedPaths = []string{"/var/run/netns", "/run/netns"}
+
+// propagationRules: mount propagation only on propagatedPaths.
+func propagationRules(container string, m corev1.VolumeMount, hostPath string) []string {
+	if m.MountPropagation == nil || *m.MountPropagation == corev1.MountPropagationNone || slices.Contains(propagatedPaths, hostPath) {
+		return nil
+	}
+	return []string{fmt.Sprintf("%s: mounts host path %s with propagation %s, which needs a shared or slave mount there on the host",
+		container, hostPath, *m.MountPropagation)}
 }
 
 // probeRules: liveness and readiness probes run the container's own
@@ -264,6 +299,18 @@ func TestDaemonSet_PrivilegesDetected(t *testing.T) {
 		{"some taints only", func(ds *appsv1.DaemonSet) {
 			ds.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.TolerationOpExists}}
 		}, "no toleration of every taint"},
+		{"an init container from busybox", func(ds *appsv1.DaemonSet) {
+			ds.Spec.Template.Spec.InitContainers[0].Image = "busybox:1.37.0"
+		}, "state-dir: image busybox:1.37.0 is not one of netdra's"},
+		{"bpffs propagated", func(ds *appsv1.DaemonSet) {
+			c := byName(ds, "provisioner")
+			for i := range c.VolumeMounts {
+				if c.VolumeMounts[i].Name == "host-bpffs" {
+					p := corev1.MountPropagationHostToContainer
+					c.VolumeMounts[i].MountPropagation = &p
+				}
+			}
+		}, "provisioner: mounts host path /sys/fs/bpf with propagation HostToContainer"},
 		{"state as root", func(ds *appsv1.DaemonSet) {
 			var root int64
 			byName(ds, "state").SecurityContext.RunAsUser = &root

@@ -55,7 +55,7 @@ var draNeeds = []access{
 	{"get", netdra, "nodeconfigs", "", "", "node-1"},
 	{"list", netdra, "nodeconfigs", "", "", ""},
 	{"watch", netdra, "nodeconfigs", "", "", ""},
-	{"update", netdra, "nodeconfigs", "status", "", "node-1"},
+	{"patch", netdra, "nodeconfigs", "status", "", "node-1"}, // nodeconfig.StatusWriter: a merge patch
 	{"create", "", "events", "", claimsNS, ""},
 	{"patch", "", "events", "", "default", "x"},
 }

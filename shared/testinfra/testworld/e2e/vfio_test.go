@@ -37,7 +37,7 @@ func fakeVfioSysfs(t *testing.T, dir string) {
 		"bus/pci/drivers/vfio-pci/new_id":            "",
 	}
 	for p, content := range files {
-		write(t, filepath.Join(dir, p), content)
+		writeLine(t, filepath.Join(dir, p), content)
 	}
 	links := map[string]string{
 		"bus/pci/devices/" + vfioPF:      parent + vfioPF,
@@ -63,15 +63,8 @@ func fakeVfioSysfs(t *testing.T, dir string) {
 	}
 }
 
-func write(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(content+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
+// writeLine writes a sysfs-style file: content and a newline.
+func writeLine(t *testing.T, path, content string) { write(t, path, content+"\n") }
 
 // fakeVfioNodes makes the group's and the container's character devices
 // under devRoot/vfio, with the numbers of /dev/null and /dev/zero (the

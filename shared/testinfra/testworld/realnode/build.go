@@ -30,7 +30,7 @@ const (
 
 // Binaries are the programs a real node runs, built from module sources.
 type Binaries struct {
-	Dir    string // kubelet, containerd, ctr, containerd-shim-runc-v2, pause, testapp
+	Dir    string // kubelet, kubectl, containerd, ctr, containerd-shim-runc-v2, pause, testapp
 	CNIDir string // loopback, bridge, host-local
 	Runc   string // Debian's runc
 	Images string // pause.tar and testapp.tar: OCI archives for ctr images import
@@ -41,6 +41,10 @@ func (b *Binaries) Kubelet() string    { return filepath.Join(b.Dir, "kubelet") 
 func (b *Binaries) Containerd() string { return filepath.Join(b.Dir, "containerd") }
 func (b *Binaries) Ctr() string        { return filepath.Join(b.Dir, "ctr") }
 
+// Kubectl is kubectl v1.37.2, built from k8s.io/kubernetes as the kubelet
+// is: what the end-to-end tests run the README's commands with.
+func (b *Binaries) Kubectl() string { return filepath.Join(b.Dir, "kubectl") }
+
 // CacheDirEnv names the environment variable that moves the build cache
 // (default <user cache dir>/netdra-realnode).
 const CacheDirEnv = "REALNODE_CACHE"
@@ -50,8 +54,8 @@ const CacheDirEnv = "REALNODE_CACHE"
 const containerdTags = "urfave_cli_no_docs no_btrfs no_devmapper no_zfs osusergo netgo static_build"
 
 // Build builds (or finds up to date) every binary of the real node and its
-// two images: the kubelet from k8s.io/kubernetes v1.37.2 (this module's
-// requirement), containerd, ctr and the runc shim v2.4.2 and the CNI
+// two images: the kubelet and kubectl from k8s.io/kubernetes v1.37.2 (this
+// module's requirement, both `tool`s of its go.mod), containerd, ctr and the runc shim v2.4.2 and the CNI
 // plugins v1.10.0 from the modules under tools/, the pause and test-app
 // images from images/. All static (CGO_ENABLED=0) but the kubelet, which
 // shares its build with the testworld binary's. runc comes from Debian
@@ -96,6 +100,8 @@ func Build(ctx context.Context, logger *slog.Logger) (*Binaries, error) {
 		// so a dynamically linked one is fine.
 		{what: "kubelet v1.37.2 (the first build compiles the kubelet's part of Kubernetes: minutes)", dir: src, gobin: b.Dir, cgo: true,
 			args: []string{"-ldflags=-s -w " + controlplane.LDFlags, "k8s.io/kubernetes/cmd/kubelet"}},
+		{what: "kubectl v1.37.2", dir: src, gobin: b.Dir, cgo: true,
+			args: []string{"-ldflags=-s -w " + controlplane.LDFlags, "k8s.io/kubernetes/cmd/kubectl"}},
 		{what: "containerd and ctr v2.4.2", dir: filepath.Join(src, "realnode/tools/containerd"), gobin: b.Dir,
 			args: []string{"-tags", containerdTags, "-ldflags", containerdLDFlags, "github.com/containerd/containerd/v2/cmd/containerd", "github.com/containerd/containerd/v2/cmd/ctr"}},
 		{what: "containerd-shim-runc-v2 v2.4.2", dir: filepath.Join(src, "realnode/tools/containerd"), gobin: b.Dir,

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // containerdConfig is containerd 2.4's configuration (version 4) for one
@@ -55,7 +57,7 @@ state = '{{dir}}/containerd/state'
     path = '{{dir}}/containerd/opt'
   [plugins.'io.containerd.nri.v1.nri']
     disable = false
-    socket_path = '{{dir}}/nri.sock'
+    socket_path = '{{dir}}/nri/nri.sock'
     plugin_path = '{{dir}}/nri/plugins'
     plugin_config_path = '{{dir}}/nri/conf.d'
     [plugins.'io.containerd.nri.v1.nri'.default_validator]
@@ -64,9 +66,12 @@ state = '{{dir}}/containerd/state'
 
 // kubeletConfig is the KubeletConfiguration: cgroupfs on this machine's
 // cgroup v1 hierarchy (failCgroupV1: false), no QoS cgroups and no
-// allocatable enforcement, its ports on loopback, pod logs under the node's
-// directory (read by tests: the apiserver cannot reach the kubelet by the
-// node's name here).
+// allocatable enforcement, pod logs under the node's directory. Its API
+// listens on the node's IP, where the apiserver dials it for kubectl exec
+// and logs (--kubelet-preferred-address-types=InternalIP), and admits
+// what a cluster's kubelet does: clients with a certificate of the
+// cluster's CA (the apiserver's) or a token, authorized by the apiserver
+// (webhook); its healthz stays on loopback.
 const kubeletConfig = `apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 containerRuntimeEndpoint: unix://{{dir}}/containerd.sock
@@ -76,16 +81,17 @@ cgroupsPerQOS: false
 enforceNodeAllocatable: []
 failSwapOn: false
 failCgroupV1: false
-address: 127.0.0.1
+address: {{nodeip}}
 port: {{port}}
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
 healthzPort: {{healthz}}
 authentication:
-  anonymous: {enabled: true}
-  webhook: {enabled: false}
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: {{clientca}}}
 authorization:
-  mode: AlwaysAllow
+  mode: Webhook
 podLogsDir: {{dir}}/podlogs
 resolvConf: /etc/resolv.conf
 serializeImagePulls: false
@@ -103,7 +109,11 @@ maxPods: 110
 `
 
 // cniConfig gives pods an eth0 on a bridge of the node's own, addresses
-// from a host-local range kept under the node's directory.
+// from a host-local range kept under the node's directory. The bridge is
+// the pods' default gateway (isDefaultGateway: the bridge gets the subnet's first
+// address, the pods a default route through it), as on a cluster's node: the kubelet's HTTP probes
+// reach a pod, and a pod reaches the apiserver at the kubernetes Service's
+// ClusterIP (controlplane.Options.PodAccess) through the host.
 const cniConfig = `{
   "cniVersion": "1.0.0",
   "name": "{{bridge}}",
@@ -111,7 +121,8 @@ const cniConfig = `{
     {
       "type": "bridge",
       "bridge": "{{bridge}}",
-      "isGateway": false,
+      "isGateway": true,
+      "isDefaultGateway": true,
       "ipMasq": false,
       "ipam": {
         "type": "host-local",
@@ -122,6 +133,31 @@ const cniConfig = `{
   ]
 }
 `
+
+// clusterCA is the CA file of the kubeconfig's cluster (the kubelet
+// admits clients with its certificates); inline CA data is written to
+// out.
+func clusterCA(kubeconfig, out string) (string, error) {
+	kc, err := clientcmd.LoadFromFile(kubeconfig)
+	if err != nil {
+		return "", fmt.Errorf("the kubelet's kubeconfig: %w", err)
+	}
+	ctx, ok := kc.Contexts[kc.CurrentContext]
+	if !ok || kc.Clusters[ctx.Cluster] == nil {
+		return "", fmt.Errorf("kubeconfig %s: no cluster in its current context %q", kubeconfig, kc.CurrentContext)
+	}
+	c := kc.Clusters[ctx.Cluster]
+	if c.CertificateAuthority != "" {
+		return c.CertificateAuthority, nil
+	}
+	if len(c.CertificateAuthorityData) == 0 {
+		return "", fmt.Errorf("kubeconfig %s: its cluster has no CA", kubeconfig)
+	}
+	if err := os.WriteFile(out, c.CertificateAuthorityData, 0o644); err != nil {
+		return "", fmt.Errorf("the cluster's CA for the kubelet: %w", err)
+	}
+	return out, nil
+}
 
 // render replaces each {{key}} in tmpl and writes the result to path.
 func render(path, tmpl string, vars map[string]string) error {

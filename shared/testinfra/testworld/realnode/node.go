@@ -133,8 +133,13 @@ func (n *Node) writeConfigs() error {
 			return err
 		}
 	}
+	ca, err := clusterCA(n.cfg.Kubeconfig, filepath.Join(d, "kubelet-client-ca.crt"))
+	if err != nil {
+		return err
+	}
 	b := n.cfg.Binaries
 	vars := map[string]string{"dir": d, "pause": PauseImage, "runc": b.Runc, "cni": b.CNIDir,
+		"nodeip": n.nodeIP, "clientca": ca,
 		"port": strconv.Itoa(n.ports[0]), "healthz": strconv.Itoa(n.ports[1]),
 		"bridge": n.Bridge(), "subnet": fmt.Sprintf("10.%d.%d.0/24", 200+n.index/250, n.index%250)} // 10.200-203.x
 	if err := render(filepath.Join(d, "containerd.toml"), containerdConfig, vars); err != nil {
@@ -163,8 +168,13 @@ func (n *Node) Name() string { return n.cfg.Name }
 // Dir is the node's directory.
 func (n *Node) Dir() string { return n.cfg.Dir }
 
-// NRISocket is containerd's NRI socket, where netdra's nri plugin connects.
-func (n *Node) NRISocket() string { return filepath.Join(n.cfg.Dir, "nri.sock") }
+// NRISocket is containerd's NRI socket, where netdra's nri plugin
+// connects. It is in NRIDir, as /var/run/nri/nri.sock is in /var/run/nri.
+func (n *Node) NRISocket() string { return filepath.Join(n.NRIDir(), "nri.sock") }
+
+// NRIDir is the directory of containerd's NRI socket (the node's
+// /var/run/nri: a DaemonSet mounts the directory, not the socket).
+func (n *Node) NRIDir() string { return filepath.Join(n.cfg.Dir, "nri") }
 
 // ContainerdSocket is containerd's gRPC (and CRI) socket.
 func (n *Node) ContainerdSocket() string { return filepath.Join(n.cfg.Dir, "containerd.sock") }

@@ -100,7 +100,7 @@ func ControlPlane(t testing.TB) *controlplane.ControlPlane {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute) // includes a cold build
 	defer cancel()
-	cp, err := controlplane.Start(ctx, controlplane.Options{Dir: dir, Logger: slog.New(newStderrHandler())})
+	cp, err := controlplane.Start(ctx, controlplane.Options{Dir: dir, Logger: slog.New(newStderrHandler()), PodAccess: podAccess()})
 	if err != nil {
 		os.RemoveAll(dir)
 		t.Fatalf("starting the control plane: %v", err)
@@ -114,7 +114,7 @@ func NewControlPlane(t testing.TB) *controlplane.ControlPlane {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	cp, err := controlplane.Start(ctx, controlplane.Options{Dir: t.TempDir(), Logger: Logger(t)})
+	cp, err := controlplane.Start(ctx, controlplane.Options{Dir: t.TempDir(), Logger: Logger(t), PodAccess: podAccess()})
 	if err != nil {
 		t.Fatalf("starting the control plane: %v", err)
 	}
@@ -125,6 +125,11 @@ func NewControlPlane(t testing.TB) *controlplane.ControlPlane {
 	})
 	return cp
 }
+
+// podAccess says whether the control plane makes the kubernetes Service
+// answer for pods (controlplane.Options.PodAccess): as root, where real
+// nodes run.
+func podAccess() bool { return os.Geteuid() == 0 }
 
 // NodeOption changes the realnode.Config that Node uses.
 type NodeOption func(*realnode.Config)

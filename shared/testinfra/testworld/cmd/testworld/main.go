@@ -153,7 +153,7 @@ func world(ctx context.Context, c worldConfig, logger *slog.Logger, stdout io.Wr
 	startCtx, cancelStart := context.WithTimeout(ctx, c.startTimeout)
 	defer cancelStart()
 	cp, err := controlplane.Start(startCtx, controlplane.Options{Dir: cpDir, Logger: logger, Binary: self,
-		Verbosity: c.verbosity, StartTimeout: c.startTimeout})
+		Verbosity: c.verbosity, StartTimeout: c.startTimeout, PodAccess: true}) // the world runs as root (its node does)
 	if err != nil {
 		return err
 	}
@@ -357,6 +357,7 @@ func runControlPlane(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	dir := fs.String("dir", "", "working directory (must exist)")
 	verbosity := fs.Int("v", 0, "klog verbosity of the components")
+	podAccess := fs.Bool("pod-access", false, "make the kubernetes Service's ClusterIP answer on this host, for pods of a real node (root)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -376,7 +377,7 @@ func runControlPlane(args []string, stdout, stderr io.Writer) int {
 			os.Exit(3)
 		})
 	}()
-	err := cluster.Run(ctx, cluster.Config{Dir: *dir, Verbosity: *verbosity, Logger: logger}, func(info cluster.Info) {
+	err := cluster.Run(ctx, cluster.Config{Dir: *dir, Verbosity: *verbosity, Logger: logger, PodAccess: *podAccess}, func(info cluster.Info) {
 		b, _ := json.Marshal(controlplane.Info(info))
 		fmt.Fprintf(stdout, "%s\n", b)
 	})

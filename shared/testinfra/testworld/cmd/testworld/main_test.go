@@ -156,7 +156,7 @@ func runCommand(ctx context.Context, t *testing.T, bin, dir string) {
 	wantEnv := map[string]string{
 		"KUBECONFIG":                  env["KUBECONFIG"],
 		"TESTWORLD_NODE":              nodeName,
-		"TESTWORLD_NRI_SOCKET":        nodeDir + "/nri.sock",
+		"TESTWORLD_NRI_SOCKET":        nodeDir + "/nri/nri.sock",
 		"TESTWORLD_PLUGINS_REGISTRY":  nodeDir + "/kubelet/plugins_registry",
 		"TESTWORLD_PLUGINS":           nodeDir + "/kubelet/plugins",
 		"TESTWORLD_NODE_DIR":          nodeDir,

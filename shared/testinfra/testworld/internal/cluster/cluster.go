@@ -52,6 +52,10 @@ type Config struct {
 	Verbosity int
 	// Logger receives the runner's own progress lines.
 	Logger *slog.Logger
+	// PodAccess makes the kubernetes Service's ClusterIP answer on this
+	// host (see serviceProxy), so that pods of a real node reach the
+	// apiserver with their in-cluster configuration. It needs root.
+	PodAccess bool
 }
 
 // Info tells a client how to reach a ready control plane.
@@ -59,6 +63,10 @@ type Info struct {
 	Kubeconfig string `json:"kubeconfig"`
 	Server     string `json:"server"`
 	Etcd       string `json:"etcd"`
+	// KubernetesService is the kubernetes Service's ClusterIP and port
+	// (KUBERNETES_SERVICE_HOST and _PORT in pods), answering only with
+	// PodAccess.
+	KubernetesService string `json:"kubernetesService"`
 }
 
 // Controllers is the kube-controller-manager --controllers value: every
@@ -97,6 +105,13 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	server := fmt.Sprintf("https://127.0.0.1:%d", port)
+	svc := serviceNetFor(port)
+	stopProxy, err := svc.proxy(cfg.PodAccess, ln.Addr().String(), logger)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer stopProxy()
 
 	compCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
@@ -113,24 +128,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	verbosity := "--v=" + strconv.Itoa(cfg.Verbosity)
 
 	run("kube-apiserver", func(ctx context.Context) error {
-		return runAPIServer(ctx, ln, []string{
-			"--etcd-servers=" + etcd.url,
-			"--bind-address=127.0.0.1",
-			"--advertise-address=127.0.0.1",
-			"--secure-port=" + strconv.Itoa(port),
-			"--cert-dir=" + filepath.Join(cfg.Dir, "apiserver-certs"),
-			"--tls-cert-file=" + p.servingCert,
-			"--tls-private-key-file=" + p.servingKey,
-			"--client-ca-file=" + p.caCert,
-			"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-			"--service-account-key-file=" + p.saKey,
-			"--service-account-signing-key-file=" + p.saKey,
-			"--authorization-mode=Node,RBAC",
-			"--service-cluster-ip-range=10.0.0.0/24",
-			// A loopback advertise address is no valid endpoint.
-			"--endpoint-reconciler-type=none",
-			verbosity,
-		})
+		return runAPIServer(ctx, ln, apiserverArgs(cfg.Dir, etcd.url, port, p, svc, verbosity))
 	})
 	client, err := clientFor(kubeconfig)
 	if err != nil {
@@ -163,7 +161,8 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 			verbosity,
 		})
 	})
-	ready(Info{Kubeconfig: kubeconfig, Server: server, Etcd: etcd.url})
+	ready(Info{Kubeconfig: kubeconfig, Server: server, Etcd: etcd.url,
+		KubernetesService: net.JoinHostPort(svc.clusterIP.String(), strconv.Itoa(servicePort))})
 
 	select {
 	case <-ctx.Done():
@@ -174,6 +173,38 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	stop()
 	waitBounded(&wg, logger)
 	return err
+}
+
+// apiserverArgs are kube-apiserver's flags: on loopback with the PKI's
+// certificates, ServiceAccount tokens signed and checked with its key
+// (TokenRequest: the kubelet's projected tokens), Node and RBAC
+// authorization, and the Service network's range.
+func apiserverArgs(dir, etcdURL string, port int, p *pki, svc serviceNet, verbosity string) []string {
+	return []string{
+		"--etcd-servers=" + etcdURL,
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(port),
+		"--cert-dir=" + filepath.Join(dir, "apiserver-certs"),
+		"--tls-cert-file=" + p.servingCert,
+		"--tls-private-key-file=" + p.servingKey,
+		"--client-ca-file=" + p.caCert,
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file=" + p.saKey,
+		"--service-account-signing-key-file=" + p.saKey,
+		"--authorization-mode=Node,RBAC",
+		// kubectl exec and logs: the apiserver dials a node's kubelet
+		// at its InternalIP (its name resolves nowhere here) with a
+		// client certificate the kubelet checks against the CA.
+		"--kubelet-client-certificate=" + p.kubeletClientCert,
+		"--kubelet-client-key=" + p.kubeletClientKey,
+		"--kubelet-preferred-address-types=InternalIP",
+		// Its first address is the kubernetes Service's ClusterIP.
+		"--service-cluster-ip-range=" + svc.cidr.String(),
+		// A loopback advertise address is no valid endpoint.
+		"--endpoint-reconciler-type=none",
+		verbosity,
+	}
 }
 
 // pkiAndListener returns the PKI and the apiserver's listener: those of
@@ -201,15 +232,19 @@ func pkiAndListener(pkiDir, kubeconfig string, logger *slog.Logger) (*pki, net.L
 		logger.Info("resuming an earlier control plane", "server", cluster.Server)
 		return p, ln, nil
 	}
-	p, err := newPKI(pkiDir)
-	if err != nil {
-		return nil, nil, err
-	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, nil, fmt.Errorf("apiserver listener: %w", err)
 	}
-	server := fmt.Sprintf("https://127.0.0.1:%d", ln.Addr().(*net.TCPAddr).Port)
+	port := ln.Addr().(*net.TCPAddr).Port
+	// The serving certificate names the kubernetes Service's ClusterIP,
+	// which in-cluster clients dial.
+	p, err := newPKI(pkiDir, net.IP(serviceNetFor(port).clusterIP.AsSlice()))
+	if err != nil {
+		ln.Close()
+		return nil, nil, err
+	}
+	server := fmt.Sprintf("https://127.0.0.1:%d", port)
 	if err := p.writeKubeconfig(kubeconfig, "admin", server); err != nil {
 		ln.Close()
 		return nil, nil, err

@@ -27,11 +27,17 @@ import (
 type pki struct {
 	dir                                    string
 	caCert, servingCert, servingKey, saKey string
-	ca                                     *x509.Certificate
-	caKey                                  crypto.Signer
+	// kubeletClientCert and kubeletClientKey are the apiserver's client
+	// certificate for the kubelets (exec, logs, port-forward).
+	kubeletClientCert, kubeletClientKey string
+	ca                                  *x509.Certificate
+	caKey                               crypto.Signer
 }
 
-func newPKI(dir string) (*pki, error) {
+// newPKI makes the CA, the apiserver's serving certificate (for
+// localhost, the kubernetes Service's names and clusterIP) and the
+// service-account signing key.
+func newPKI(dir string, clusterIP net.IP) (*pki, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("pki dir: %w", err)
 	}
@@ -50,7 +56,12 @@ func newPKI(dir string) (*pki, error) {
 	}
 	p.servingCert, p.servingKey, err = p.issue("apiserver", "kube-apiserver", nil, true,
 		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
-		[]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")})
+		[]net.IP{net.ParseIP("127.0.0.1"), clusterIP})
+	if err != nil {
+		return nil, err
+	}
+	p.kubeletClientCert, p.kubeletClientKey, err = p.issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client",
+		[]string{"system:masters"}, false, nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -78,8 +89,11 @@ func loadPKI(dir string) (*pki, error) {
 		servingCert: filepath.Join(dir, "apiserver.crt"),
 		servingKey:  filepath.Join(dir, "apiserver.key"),
 		saKey:       filepath.Join(dir, "sa.key"),
+
+		kubeletClientCert: filepath.Join(dir, "apiserver-kubelet-client.crt"),
+		kubeletClientKey:  filepath.Join(dir, "apiserver-kubelet-client.key"),
 	}
-	for _, f := range []string{p.caCert, p.servingCert, p.servingKey, p.saKey} {
+	for _, f := range []string{p.caCert, p.servingCert, p.servingKey, p.saKey, p.kubeletClientCert, p.kubeletClientKey} {
 		if _, err := os.Stat(f); err != nil {
 			return nil, fmt.Errorf("pki: %w", err)
 		}

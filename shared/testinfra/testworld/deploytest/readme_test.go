@@ -1,0 +1,63 @@
+package deploytest
+
+import (
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// readmePatch finds the README's JSON patch for a kubelet root dir other
+// than /var/lib/kubelet: its lines {op: replace, path: P, value: V}.
+var readmePatch = regexp.MustCompile(`\{op: replace, path: (/spec/template/spec/\S+), value: (\S+)\}`)
+
+// TestREADME_KubeletRootPatch checks the README's patch for another
+// kubelet root dir against the base's DaemonSet: each index-based path
+// must still point at the field it means to change (a /var/lib/kubelet
+// path, or dra's flag naming one), so a volume or mount added to the base
+// cannot silently turn the README's patch onto another field.
+func TestREADME_KubeletRootPatch(t *testing.T) {
+	b, err := os.ReadFile("../../../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := readmePatch.FindAllStringSubmatch(string(b), -1)
+	if len(ops) < 6 {
+		t.Fatalf("the README's kubelet root dir patch has %d operations, want 6", len(ops))
+	}
+	ds := find(t, render(t, base), "DaemonSet", "netdra-node")
+	for _, op := range ops {
+		cur, err := pointer(ds.Object, op[1])
+		if err != nil {
+			t.Errorf("README patch path %s: %v", op[1], err)
+			continue
+		}
+		// The README's example root is /var/lib/k0s/kubelet: each value is
+		// the base's with that root.
+		want := strings.Replace(op[2], "/var/lib/k0s/kubelet", "/var/lib/kubelet", 1)
+		if old, _ := cur.(string); old != want || want == op[2] {
+			t.Errorf("README patch %s sets %s, but the base has %q there (want %q)", op[1], op[2], old, want)
+		}
+	}
+}
+
+// pointer resolves a JSON pointer in an unstructured object.
+func pointer(obj map[string]any, path string) (any, error) {
+	var cur any = obj
+	for _, part := range strings.Split(strings.TrimPrefix(path, "/"), "/") {
+		switch v := cur.(type) {
+		case map[string]any:
+			cur = v[part]
+		case []any:
+			i, err := strconv.Atoi(part)
+			if err != nil || i < 0 || i >= len(v) {
+				return nil, os.ErrNotExist
+			}
+			cur = v[i]
+		default:
+			return nil, os.ErrNotExist
+		}
+	}
+	return cur, nil
+}

@@ -1,0 +1,377 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/netdra/netdra/shared/testinfra/grpcurltest"
+	"github.com/netdra/netdra/shared/testinfra/testenv"
+	"github.com/netdra/netdra/shared/testinfra/testworld/worldtest"
+)
+
+// TestE2E_Install follows the README's "Installing on a cluster" on a
+// real node, as written: make images-load into the node's containerd, an
+// overlay pointing at the local images, kubectl apply --server-side -k,
+// rollout status of the DaemonSet (4/4 containers ready: their exec
+// probes pass) and of the operator (2 replicas, leader election), both
+// running under their own ServiceAccounts with projected tokens and the
+// RBAC of pods/base; the node labelled, a ClusterConfig with a pool of
+// host veths, a pod with a claim Running with net1 (kubectl logs of its
+// container), the health subcommands through kubectl exec, grpcurl on
+// the emptyDir's host path, the metrics; then the uninstall: every device
+// back as it was, nothing of netdra left on the node but the state file.
+func TestE2E_Install(t *testing.T) {
+	testenv.RequireRoot(t, "runs a real node and hands host veths to pods")
+	t0 := time.Now()
+	cp := worldtest.ControlPlane(t)
+	n := worldtest.Node(t, cp)
+	in := newInstaller(t, cp, n)
+	links := hostVeths(t, "ndin", 2)
+	bpfBefore := bpfTree()
+
+	const tag = "e2e-1"
+	in.loadImages(t, tag)
+	overlay := in.writeOverlay(t, tag)
+	t.Cleanup(func() { in.forceUninstall(t, overlay) })
+	step := time.Now()
+	in.k(t, "apply", "--server-side", "-k", overlay)
+	in.k(t, "-n", "netdra-system", "rollout", "status", "ds/netdra-node", "--timeout=3m")
+	in.k(t, "-n", "netdra-system", "rollout", "status", "deploy/netdra-operator", "--timeout=3m")
+	t.Logf("installed and rolled out in %s:\n%s", time.Since(step).Round(time.Millisecond),
+		in.k(t, "-n", "netdra-system", "get", "pods", "-o", "wide"))
+	nodePod := in.nodePod(t)
+
+	step = time.Now()
+	in.configure(t, links)
+	pod := in.demoPod(t)
+	t.Logf("configured, pod Running with net1 in %s", time.Since(step).Round(time.Millisecond))
+	in.lookInside(t, nodePod, pod)
+
+	step = time.Now()
+	nodePod = in.roll(t, "e2e-2", nodePod, pod)
+	t.Logf("rolled to a new image tag with a pod holding a device, a new pod served, in %s", time.Since(step).Round(time.Millisecond))
+
+	step = time.Now()
+	in.uninstall(t, overlay, links)
+	in.checkNothingLeft(t, nodePod, bpfBefore)
+	t.Logf("uninstalled in %s; whole walkthrough %s", time.Since(step).Round(time.Millisecond), time.Since(t0).Round(time.Millisecond))
+}
+
+// nodePod is the DaemonSet's pod on the node, with its four containers
+// ready (their probes run each binary's health subcommand).
+func (in *installer) nodePod(t *testing.T) *corev1.Pod {
+	t.Helper()
+	pods, err := in.cp.Client().CoreV1().Pods("netdra-system").List(context.Background(), metav1.ListOptions{
+		LabelSelector: "app.kubernetes.io/name=netdra-node", FieldSelector: "spec.nodeName=" + in.node.Name()})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("the node's netdra-node pod: %v (%d pods)", err, len(pods.Items))
+	}
+	p := &pods.Items[0]
+	ready := 0
+	for _, s := range p.Status.ContainerStatuses {
+		if s.Ready {
+			ready++
+		}
+	}
+	if ready != 4 || len(p.Spec.Containers) != 4 {
+		t.Fatalf("netdra-node pod %s: %d/%d containers ready", p.Name, ready, len(p.Spec.Containers))
+	}
+	return p
+}
+
+// configure is "Configure the nodes": label the node, a ClusterConfig
+// whose pool this node can fill (host veths: the kernel here has no dummy
+// module and no SR-IOV), the DeviceClasses of pods/examples; the operator
+// writes the node's NodeConfig, dra applies it and publishes the devices.
+func (in *installer) configure(t *testing.T, links []hostVeth) {
+	t.Helper()
+	in.k(t, "label", "node", in.node.Name(), "netdra.io/network=true")
+	cc := filepath.Join(in.dir, "cluster-config.yaml")
+	write(t, cc, fmt.Sprintf(`apiVersion: netdra.io/v1alpha1
+kind: ClusterConfig
+metadata:
+  name: netdra-network-nodes
+spec:
+  nodeSelector:
+    matchLabels:
+      netdra.io/network: "true"
+  spec:
+    pools:
+      - name: host-net
+        filter:
+          deviceManagers: ["host"]
+    deviceManagerConfigs:
+      host:
+        enabled: true
+        ifNames: [%s, %s]
+`, links[0].name, links[1].name))
+	in.k(t, "apply", "-f", cc)
+	in.k(t, "apply", "-f", filepath.Join(in.repo, "pods/examples/device-classes.yaml"))
+	in.k(t, "wait", "--for=create", "nodeconfig/"+in.node.Name(), "--timeout=2m")
+	in.k(t, "wait", "--for=condition=Applied", "nodeconfig/"+in.node.Name(), "--timeout=2m")
+	t.Logf("kubectl get clusterconfigs,nodeconfigs:\n%s", in.k(t, "get", "clusterconfigs,nodeconfigs"))
+	waitFor(t, "the node's two host devices in its ResourceSlices", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		out, err := in.try(20*time.Second, in.kubectl, "get", "resourceslices", "--field-selector", "spec.driver="+driver+",spec.nodeName="+in.node.Name(), "-o", "yaml")
+		return err == nil && strings.Contains(out, "string: "+links[0].name) && strings.Contains(out, "string: "+links[1].name), nil
+	})
+}
+
+// roll installs a new image tag as a user upgrades (make images-load, the
+// overlay's newTag, kubectl apply --server-side -k, rollout status) while
+// the demo pod holds a device: the pod keeps it (its container still sees
+// net1 after the roll), and a pod created after the roll gets the other
+// device. It returns the new node pod.
+func (in *installer) roll(t *testing.T, tag string, old, pod *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	in.loadImages(t, tag)
+	overlay := in.writeOverlay(t, tag)
+	in.k(t, "apply", "--server-side", "-k", overlay)
+	in.k(t, "-n", "netdra-system", "rollout", "status", "ds/netdra-node", "--timeout=3m")
+	in.k(t, "-n", "netdra-system", "rollout", "status", "deploy/netdra-operator", "--timeout=3m")
+	cur := in.nodePod(t)
+	if cur.UID == old.UID || !strings.HasSuffix(cur.Spec.Containers[0].Image, ":"+tag) {
+		t.Fatalf("the DaemonSet did not roll: pod %s runs %s", cur.Name, cur.Spec.Containers[0].Image)
+	}
+	rolled := time.Now()
+	waitFor(t, "a dump of the demo pod's network after the roll", time.Minute, func(ctx context.Context) (bool, error) {
+		log, err := in.try(20*time.Second, in.kubectl, "-n", "netdra-demo", "logs", "netdra-demo")
+		return err == nil && lastDumpAfter(log, rolled) && strings.Contains(lastDump(log), "\n    inet 10.100.0.10/24\n"), nil
+	})
+	if p, err := in.cp.Client().CoreV1().Pods("netdra-demo").Get(context.Background(), pod.Name, metav1.GetOptions{}); err != nil || p.UID != pod.UID {
+		t.Fatalf("the demo pod did not outlive the roll: %v", err)
+	}
+	in.k(t, "apply", "-f", in.demoManifest(t, "netdra-demo-2", "10.100.0.11/24"))
+	in.k(t, "-n", "netdra-demo", "wait", "--for=condition=Ready", "pod/netdra-demo-2", "--timeout=2m")
+	waitFor(t, "the second pod's dump of its network", time.Minute, func(ctx context.Context) (bool, error) {
+		log, err := in.try(20*time.Second, in.kubectl, "-n", "netdra-demo", "logs", "netdra-demo-2")
+		return err == nil && strings.Contains(lastDump(log), "\n    inet 10.100.0.11/24\n"), nil
+	})
+	return cur
+}
+
+// lastDump is the test app's last complete dump in its log.
+func lastDump(log string) string {
+	end := strings.LastIndex(log, "testapp end ")
+	if end < 0 {
+		return ""
+	}
+	start := strings.LastIndex(log[:end], "testapp dump ")
+	return log[max(start, 0):end]
+}
+
+// lastDumpAfter reports whether the log's last dump is one written after
+// t: the test app dumps every DUMP_INTERVAL (1s here) and kubectl logs
+// gives no times, so 3 s after t with dumps still coming.
+func lastDumpAfter(log string, t time.Time) bool {
+	return strings.Count(log, "testapp end ") > 2 && time.Since(t) > 3*time.Second
+}
+
+// demoPod is "Claim a device from a pod", with the test app instead of
+// busybox (no registry here) and the host-net pool: Running, and its
+// container's own log shows net1 as the claim asks.
+func (in *installer) demoPod(t *testing.T) *corev1.Pod {
+	t.Helper()
+	in.k(t, "apply", "-f", in.demoManifest(t, "netdra-demo", "10.100.0.10/24"))
+	in.k(t, "-n", "netdra-demo", "wait", "--for=condition=Ready", "pod/netdra-demo", "--timeout=2m")
+	var log string
+	waitFor(t, "the demo pod's dump of its network (kubectl logs)", time.Minute, func(ctx context.Context) (bool, error) {
+		out, err := in.try(20*time.Second, in.kubectl, "-n", "netdra-demo", "logs", "netdra-demo")
+		log = out
+		return err == nil && strings.Contains(out, "testapp end 1\n"), nil
+	})
+	requireLines(t, "the demo pod's container", log, ": net1: <up", "mtu 1400 hw ", "\n    inet 10.100.0.10/24\n",
+		"route 10.250.0.0/16 via 10.100.0.1 dev net1")
+	claims := in.k(t, "-n", "netdra-demo", "get", "resourceclaims", "-o", "yaml")
+	requireLines(t, "the claim's status", claims, "interfaceName: net1", "reason: DevicePrepared")
+	pod, err := in.cp.Client().CoreV1().Pods("netdra-demo").Get(context.Background(), "netdra-demo", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pod
+}
+
+// demoManifest writes the demo: its namespace, a claim template for one
+// host-net device as net1 with address, and the pod name using it.
+func (in *installer) demoManifest(t *testing.T, name, address string) string {
+	t.Helper()
+	path := filepath.Join(in.dir, name+".yaml")
+	m := strings.NewReplacer("POD", name, "ADDRESS", address).Replace(`apiVersion: v1
+kind: Namespace
+metadata:
+  name: netdra-demo
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata:
+  name: POD
+  namespace: netdra-demo
+spec:
+  spec:
+    devices:
+      requests:
+        - name: net
+          exactly:
+            deviceClassName: host-net.netdra.io
+      config:
+        - requests: ["net"]
+          opaque:
+            driver: netdra.io
+            parameters:
+              podIfName: net1
+              mtu: 1400
+              addresses: ["ADDRESS"]
+              routes:
+                - destination: 10.250.0.0/16
+                  gateway: 10.100.0.1
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: POD
+  namespace: netdra-demo
+spec:
+  resourceClaims:
+    - name: net
+      resourceClaimTemplateName: POD
+  terminationGracePeriodSeconds: 5
+  containers:
+    - name: app
+      image: localhost/netdra-realnode/testapp:1
+      imagePullPolicy: Never
+      env:
+        - {name: DUMP_INTERVAL, value: 1s}
+      resources:
+        claims:
+          - name: net
+      securityContext:
+        allowPrivilegeEscalation: false
+        runAsNonRoot: true
+        runAsUser: 65534
+        capabilities:
+          drop: ["ALL"]
+`)
+	write(t, path, m)
+	return path
+}
+
+// lookInside is "Look inside each process": each binary's health
+// subcommand through kubectl exec, grpcurl as root on the emptyDir's host
+// path, the metrics on the node.
+func (in *installer) lookInside(t *testing.T, nodePod, pod *corev1.Pod) {
+	t.Helper()
+	for _, c := range []string{"provisioner", "state", "dra", "nri"} {
+		in.k(t, "-n", "netdra-system", "exec", "ds/netdra-node", "-c", c, "--",
+			"/usr/local/bin/"+c, "health", "-socket=/run/netdra/"+c+".sock")
+	}
+	// Through a short link to the emptyDir's host path (the README's
+	// /run/netdra-sockets; here one of the test's own): the sockets' full
+	// paths are too long for a unix socket address.
+	s := filepath.Join(in.dir, "s")
+	in.run(t, time.Minute, "ln", "-sfn", filepath.Join(in.node.KubeletDir(), "pods", string(nodePod.UID), "volumes/kubernetes.io~empty-dir/sockets"), s)
+	g := grpcurltest.Binary(t)
+	for _, c := range []string{"provisioner", "state", "dra", "nri"} {
+		if out := grpcurltest.Call(t, g, filepath.Join(s, c+".sock"), "", "list"); !strings.Contains(out, "netdra."+c+".v1.") {
+			t.Errorf("grpcurl list on %s.sock: %s", c, out)
+		}
+	}
+	requireLines(t, "the provisioner's WatchDevices", grpcurltest.Stream(g, filepath.Join(s, "provisioner.sock"), "", 2*time.Second,
+		"netdra.provisioner.v1.ProvisionerService/WatchDevices"), `"ndin1"`)
+	requireLines(t, "state's Dump", grpcurltest.Call(t, g, filepath.Join(s, "state.sock"), "", "netdra.state.v1.StateService/Dump"),
+		string(pod.UID))
+	grpcurltest.Call(t, g, filepath.Join(s, "dra.sock"), "", "netdra.dra.v1.DraService/Status")
+	grpcurltest.Call(t, g, filepath.Join(s, "nri.sock"), "", "netdra.nri.v1.NriService/Status")
+	for i, who := range []string{"dra", "nri"} {
+		body := httpGet(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", in.ports[i]))
+		if !strings.Contains(body, "\nnetdra_") {
+			t.Errorf("%s's metrics have no netdra_ series:\n%.2000s", who, body)
+		}
+	}
+}
+
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	c := http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// uninstall is "Uninstall": the pods first (their devices go back to the
+// host), then the overlay.
+func (in *installer) uninstall(t *testing.T, overlay string, links []hostVeth) {
+	t.Helper()
+	in.k(t, "delete", "-f", filepath.Join(in.dir, "netdra-demo-2.yaml"), "--ignore-not-found", "--timeout=2m")
+	in.k(t, "delete", "-f", filepath.Join(in.dir, "netdra-demo.yaml"), "--ignore-not-found", "--timeout=2m")
+	for _, l := range links {
+		if err := l.asBefore(); err != nil {
+			t.Errorf("after the demo pod's deletion: %v", err)
+		}
+	}
+	in.k(t, "delete", "-f", filepath.Join(in.repo, "pods/examples/device-classes.yaml"), "--ignore-not-found")
+	in.k(t, "delete", "-f", filepath.Join(in.dir, "cluster-config.yaml"), "--ignore-not-found")
+	in.run(t, 4*time.Minute, in.kubectl, "delete", "-k", overlay, "--timeout=3m")
+}
+
+// checkNothingLeft checks the node after the uninstall: no netdra pod or
+// container, dra's sockets gone from the kubelet's directories, nothing
+// new on the bpffs, the devices as before, and the state file kept.
+func (in *installer) checkNothingLeft(t *testing.T, nodePod *corev1.Pod, bpfBefore []string) {
+	t.Helper()
+	waitFor(t, "the netdra-node pod gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := in.cp.Client().CoreV1().Pods("netdra-system").Get(ctx, nodePod.Name, metav1.GetOptions{})
+		return err != nil, nil
+	})
+	if out := in.run(t, time.Minute, in.ctr, "--address", in.node.ContainerdSocket(), "-n", "k8s.io", "tasks", "ls"); strings.Contains(out, "netdra") {
+		t.Errorf("containerd still runs netdra tasks:\n%s", out)
+	}
+	for _, dir := range []string{filepath.Join(in.node.KubeletDir(), "plugins_registry"), filepath.Join(in.node.KubeletDir(), "plugins/netdra.io")} {
+		if left, _ := filepath.Glob(filepath.Join(dir, "*")); len(left) > 0 {
+			t.Errorf("left in %s: %v", dir, left)
+		}
+	}
+	for _, p := range bpfTree() {
+		if !slices.Contains(bpfBefore, p) {
+			t.Errorf("left on the host's bpffs: %s", p)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(in.node.Dir(), "netdra-state", "state.db")); err != nil {
+		t.Errorf("the state file is not kept: %v", err)
+	}
+}
+
+// forceUninstall removes what a failed run left: the namespaces go without
+// waiting, so that the node's drain is not fought by the DaemonSet; overlay
+// is empty after a Helm install (its own cleanup uninstalls).
+func (in *installer) forceUninstall(t *testing.T, overlay string) {
+	if t.Failed() {
+		for _, sel := range []string{"ds/netdra-node", "deploy/netdra-operator"} {
+			out, _ := in.try(time.Minute, in.kubectl, "-n", "netdra-system", "logs", sel, "--all-containers", "--prefix", "--tail=40")
+			t.Logf("kubectl logs %s:\n%s", sel, out)
+		}
+	}
+	// The demo pod first, while netdra runs: its device goes back.
+	for _, demo := range []string{"netdra-demo-2.yaml", "netdra-demo.yaml"} {
+		if _, err := os.Stat(filepath.Join(in.dir, demo)); err == nil {
+			_, _ = in.try(time.Minute, in.kubectl, "delete", "-f", filepath.Join(in.dir, demo), "--ignore-not-found", "--timeout=50s")
+		}
+	}
+	if overlay != "" {
+		_, _ = in.try(2*time.Minute, in.kubectl, "delete", "-k", overlay, "--ignore-not-found", "--wait=false")
+	}
+	_, _ = in.try(time.Minute, in.kubectl, "delete", "clusterconfigs,deviceclasses", "--all", "--ignore-not-found", "--wait=false")
+}
