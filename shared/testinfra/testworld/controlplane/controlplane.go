@@ -175,16 +175,7 @@ func (c *ControlPlane) launch(ctx context.Context, logFlag int) (*child, Info, t
 		return nil, info, 0, fmt.Errorf("starting %s: %w", c.bin, err)
 	}
 	ch := &child{cmd: cmd, stdin: stdin, exited: make(chan struct{})}
-	lines := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			select {
-			case lines <- sc.Text():
-			default:
-			}
-		}
-	}()
+	lines := firstLines(stdout)
 	go func() {
 		ch.waitErr = cmd.Wait()
 		close(ch.exited)
@@ -208,6 +199,23 @@ func (c *ControlPlane) launch(ctx context.Context, logFlag int) (*child, Info, t
 		return nil, info, 0, ctx.Err()
 	}
 	return ch, info, time.Since(t0), nil
+}
+
+// firstLines reads r's lines in a goroutine and hands them over while
+// someone takes them (the first one: the child's JSON info), dropping the
+// rest.
+func firstLines(r io.Reader) <-chan string {
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			default:
+			}
+		}
+	}()
+	return lines
 }
 
 // Kubeconfig is the path of the admin (system:masters) kubeconfig.

@@ -72,18 +72,9 @@ func Build(ctx context.Context, logger *slog.Logger) (*Binaries, error) {
 	if err != nil {
 		return nil, err
 	}
-	cache := os.Getenv(CacheDirEnv)
-	if cache == "" {
-		if cache, err = os.UserCacheDir(); err != nil {
-			return nil, fmt.Errorf("cache dir for the real node's binaries: %w", err)
-		}
-		cache = filepath.Join(cache, "netdra-realnode")
-	}
-	b := &Binaries{Dir: filepath.Join(cache, "bin"), CNIDir: filepath.Join(cache, "cni"), Runc: runc, Images: filepath.Join(cache, "images")}
-	for _, d := range []string{b.Dir, b.CNIDir, b.Images} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, err
-		}
+	cache, b, err := cacheDirs(runc)
+	if err != nil {
+		return nil, err
 	}
 	unlock, err := controlplane.LockFile(filepath.Join(cache, ".lock"))
 	if err != nil {
@@ -91,7 +82,48 @@ func Build(ctx context.Context, logger *slog.Logger) (*Binaries, error) {
 	}
 	defer unlock()
 
-	steps := []goInstall{
+	t0 := time.Now()
+	for _, s := range buildSteps(src, b) {
+		if err := s.run(ctx, logger); err != nil {
+			return nil, err
+		}
+	}
+	for _, img := range []struct{ bin, ref string }{{"pause", PauseImage}, {"testapp", TestAppImage}} {
+		if err := writeImage(filepath.Join(b.Dir, img.bin), "/"+img.bin, img.ref, filepath.Join(b.Images, img.bin+".tar")); err != nil {
+			return nil, fmt.Errorf("image %s: %w", img.ref, err)
+		}
+	}
+	if d := time.Since(t0); d > 10*time.Second {
+		logger.Info("real node's binaries ready", "took", d.Round(time.Second), "dir", cache)
+	}
+	return b, nil
+}
+
+// cacheDirs makes the real node's cache folders ($REALNODE_CACHE, or
+// netdra-realnode in the user's cache folder) and returns the cache and
+// the binaries' places in it.
+func cacheDirs(runc string) (string, *Binaries, error) {
+	cache := os.Getenv(CacheDirEnv)
+	if cache == "" {
+		dir, err := os.UserCacheDir()
+		if err != nil {
+			return "", nil, fmt.Errorf("cache dir for the real node's binaries: %w", err)
+		}
+		cache = filepath.Join(dir, "netdra-realnode")
+	}
+	b := &Binaries{Dir: filepath.Join(cache, "bin"), CNIDir: filepath.Join(cache, "cni"), Runc: runc, Images: filepath.Join(cache, "images")}
+	for _, d := range []string{b.Dir, b.CNIDir, b.Images} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return "", nil, err
+		}
+	}
+	return cache, b, nil
+}
+
+// buildSteps are the go installs of the real node's programs, from the
+// module at src into b's folders.
+func buildSteps(src string, b *Binaries) []goInstall {
+	return []goInstall{
 		// The kubelet is built as the testworld binary is (cgo as the
 		// environment says, no -trimpath), so that the Kubernetes packages
 		// both link are compiled once: a CGO_ENABLED=0 build changes the
@@ -112,21 +144,6 @@ func Build(ctx context.Context, logger *slog.Logger) (*Binaries, error) {
 		{what: "the pause and test-app images' programs", dir: src, gobin: b.Dir,
 			args: []string{"-ldflags=-s -w", "./realnode/images/pause", "./realnode/images/testapp"}},
 	}
-	t0 := time.Now()
-	for _, s := range steps {
-		if err := s.run(ctx, logger); err != nil {
-			return nil, err
-		}
-	}
-	for _, img := range []struct{ bin, ref string }{{"pause", PauseImage}, {"testapp", TestAppImage}} {
-		if err := writeImage(filepath.Join(b.Dir, img.bin), "/"+img.bin, img.ref, filepath.Join(b.Images, img.bin+".tar")); err != nil {
-			return nil, fmt.Errorf("image %s: %w", img.ref, err)
-		}
-	}
-	if d := time.Since(t0); d > 10*time.Second {
-		logger.Info("real node's binaries ready", "took", d.Round(time.Second), "dir", cache)
-	}
-	return b, nil
 }
 
 const containerdLDFlags = "-s -w -X github.com/containerd/containerd/v2/version.Version=v2.4.2" +

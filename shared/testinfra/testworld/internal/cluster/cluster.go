@@ -10,6 +10,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -84,10 +85,7 @@ const shutdownWait = 10 * time.Second
 // components, closes etcd and returns; the error is nil after a cancel.
 // Run may be called once per process.
 func Run(ctx context.Context, cfg Config, ready func(Info)) error {
-	logger := cfg.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
+	logger := cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
 	// Three components apply their logging options in one process.
 	logsapi.ReapplyHandling = logsapi.ReapplyHandlingIgnoreUnchanged
 
@@ -104,7 +102,6 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		return err
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
-	server := fmt.Sprintf("https://127.0.0.1:%d", port)
 	svc := serviceNetFor(port)
 	stopProxy, err := svc.proxy(cfg.PodAccess, ln.Addr().String(), logger)
 	if err != nil {
@@ -113,53 +110,28 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	}
 	defer stopProxy()
 
-	compCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	defer stop()
-	errs := make(chan error, 3)
-	var wg sync.WaitGroup
-	run := func(name string, f func(context.Context) error) {
-		wg.Go(func() {
-			err := f(compCtx)
-			if compCtx.Err() == nil {
-				errs <- fmt.Errorf("%s exited: %w", name, errOrExit(err))
-			}
-		})
-	}
+	comps := newComponents(ctx, logger)
+	defer comps.stop()
 	verbosity := "--v=" + strconv.Itoa(cfg.Verbosity)
 
-	run("kube-apiserver", func(ctx context.Context) error {
+	comps.run("kube-apiserver", func(ctx context.Context) error {
 		return runAPIServer(ctx, ln, apiserverArgs(cfg.Dir, etcd.url, port, p, svc, verbosity))
 	})
 	client, err := clientFor(kubeconfig)
 	if err != nil {
 		return err
 	}
-	if err := waitReadyz(ctx, client, errs); err != nil {
-		stop()
-		waitBounded(&wg, logger)
+	if err := waitReadyz(ctx, client, comps.errs); err != nil {
 		return err
 	}
+	server := fmt.Sprintf("https://127.0.0.1:%d", port)
 	logger.Info("kube-apiserver ready", "server", server)
 
-	run("kube-controller-manager", func(ctx context.Context) error {
-		return runControllerManager(ctx, []string{
-			"--kubeconfig=" + kubeconfig,
-			"--leader-elect=false",
-			"--secure-port=0",
-			"--controllers=" + Controllers,
-			"--service-account-private-key-file=" + p.saKey,
-			"--root-ca-file=" + p.caCert,
-			"--use-service-account-credentials=false",
-			verbosity,
-		})
+	comps.run("kube-controller-manager", func(ctx context.Context) error {
+		return runControllerManager(ctx, controllerManagerArgs(kubeconfig, p, verbosity))
 	})
-	run("kube-scheduler", func(ctx context.Context) error {
-		return runScheduler(ctx, []string{
-			"--kubeconfig=" + kubeconfig,
-			"--leader-elect=false",
-			"--secure-port=0",
-			verbosity,
-		})
+	comps.run("kube-scheduler", func(ctx context.Context) error {
+		return runScheduler(ctx, []string{"--kubeconfig=" + kubeconfig, "--leader-elect=false", "--secure-port=0", verbosity})
 	})
 	ready(Info{Kubeconfig: kubeconfig, Server: server, Etcd: etcd.url,
 		KubernetesService: net.JoinHostPort(svc.clusterIP.String(), strconv.Itoa(servicePort))})
@@ -167,12 +139,56 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	select {
 	case <-ctx.Done():
 		err = nil
-	case err = <-errs:
+	case err = <-comps.errs:
 	}
 	logger.Info("stopping control plane")
-	stop()
-	waitBounded(&wg, logger)
 	return err
+}
+
+// components are the control plane's components, each in a goroutine of
+// its own until stop; errs gets the error of one that exits before.
+type components struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	errs   chan error
+	wg     sync.WaitGroup
+	logger *slog.Logger
+}
+
+func newComponents(ctx context.Context, logger *slog.Logger) *components {
+	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	return &components{ctx: cctx, cancel: cancel, errs: make(chan error, 3), logger: logger}
+}
+
+func (c *components) run(name string, f func(context.Context) error) {
+	c.wg.Go(func() {
+		err := f(c.ctx)
+		if c.ctx.Err() == nil {
+			c.errs <- fmt.Errorf("%s exited: %w", name, errOrExit(err))
+		}
+	})
+}
+
+// stop ends every component and waits for them, bounded.
+func (c *components) stop() {
+	c.cancel()
+	waitBounded(&c.wg, c.logger)
+}
+
+// controllerManagerArgs are kube-controller-manager's flags: the
+// ServiceAccount token controller signs with the PKI's key and publishes
+// its CA (kube-root-ca.crt).
+func controllerManagerArgs(kubeconfig string, p *pki, verbosity string) []string {
+	return []string{
+		"--kubeconfig=" + kubeconfig,
+		"--leader-elect=false",
+		"--secure-port=0",
+		"--controllers=" + Controllers,
+		"--service-account-private-key-file=" + p.saKey,
+		"--root-ca-file=" + p.caCert,
+		"--use-service-account-credentials=false",
+		verbosity,
+	}
 }
 
 // apiserverArgs are kube-apiserver's flags: on loopback with the PKI's
