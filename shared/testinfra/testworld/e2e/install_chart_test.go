@@ -13,7 +13,7 @@ import (
 
 // TestE2E_InstallChart installs netdra with the Helm chart on a real node,
 // as the README's "Install with Helm" says, the node's paths given as
-// values (kubeletRootDir, nriSocketDir, stateDir) instead of the
+// values (kubeletRootDir, nriSocketDir, stateDir, cdiDir) instead of the
 // kustomize overlay's patch: both rollouts, a pod with a claim Running
 // with net1, health through kubectl exec; then helm uninstall, the CRDs
 // deleted with kubectl delete -k pods/crds (Helm keeps them) and the
@@ -36,8 +36,9 @@ func TestE2E_InstallChart(t *testing.T) {
 kubeletRootDir: %s
 nriSocketDir: %s
 stateDir: %s
+cdiDir: %s
 metrics: {draAddress: "127.0.0.1:%d", nriAddress: "127.0.0.1:%d"}
-`, tag, n.KubeletDir(), n.NRIDir(), filepath.Join(n.Dir(), "netdra-state"), in.ports[0], in.ports[1]))
+`, tag, n.KubeletDir(), n.NRIDir(), filepath.Join(n.Dir(), "netdra-state"), n.CDIDir(), in.ports[0], in.ports[1]))
 	chart := filepath.Join(in.repo, "pods/chart/netdra")
 	t.Cleanup(func() {
 		if t.Failed() {

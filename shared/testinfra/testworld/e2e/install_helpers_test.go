@@ -103,7 +103,8 @@ var services = []string{"provisioner", "state", "dra", "nri", "operator"}
 // differs in from a default one, as a JSON patch: its kubelet's root dir
 // and NRI socket are under the node's directory (the DaemonSet's host
 // paths, dra's mount paths and flags follow), the state directory is the
-// node's too (removed with it), and the metrics ports are free ones (other
+// node's too (removed with it), so is the CDI spec directory its
+// containerd reads, and the metrics ports are free ones (other
 // tests' nodes run beside this one).
 func (in *installer) writeOverlay(t *testing.T, tag string) string {
 	t.Helper()
@@ -145,6 +146,8 @@ func (in *installer) nodePatch(t *testing.T) string {
 			op(fmt.Sprintf("/spec/template/spec/volumes/%d/hostPath/path", i), in.node.NRIDir())
 		case "state-db":
 			op(fmt.Sprintf("/spec/template/spec/volumes/%d/hostPath/path", i), stateDir)
+		case "cdi-specs": // the CDI directory this node's containerd reads
+			op(fmt.Sprintf("/spec/template/spec/volumes/%d/hostPath/path", i), in.node.CDIDir())
 		}
 	}
 	for ci, c := range spec.Containers {
