@@ -16,13 +16,16 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -392,8 +395,25 @@ func (a *Agent) stopServingLocked() {
 	s.helper.Stop()
 	s.cancel()
 	<-s.done
+	a.removeEmptyMetadataDir(s.name)
 	a.log.Info("Kubelet plugin stopped", "driver", s.name)
 }
+
+// removeEmptyMetadataDir removes the device metadata directory the kubelet
+// plugin helper makes in the driver's plugin directory, when no claim's
+// metadata is left in it: an uninstall leaves nothing of dra's there. One
+// still in use (a claim prepared, its pod's containers mount from it) is
+// not empty and stays.
+func (a *Agent) removeEmptyMetadataDir(driver string) {
+	dir := filepath.Join(a.cfg.PluginDir, driver, metadataDir)
+	if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, syscall.EEXIST) {
+		a.log.Warn("Could not remove the empty device metadata directory", "dir", dir, "error", err)
+	}
+}
+
+// metadataDir is the kubelet plugin helper's device metadata directory in
+// the driver's plugin directory (KEP-5304; not exported by the helper).
+const metadataDir = "dra-device-metadata"
 
 // register starts the kubelet plugin and waits for the kubelet to register
 // it, per the NodeConfig's retry settings: an attempt that is not
