@@ -159,6 +159,39 @@ func (cs *chaos) run() {
 	monitor.Wait()
 	cs.report(churned, converged)
 	cs.checkLeft()
+	cs.keepLogs()
+}
+
+// keepLogs copies the processes' logs to CHAOS_LOGDIR when it is set, for
+// a look at where the time went.
+func (cs *chaos) keepLogs() {
+	dir := os.Getenv("CHAOS_LOGDIR")
+	if dir == "" {
+		return
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		cs.t.Error(err)
+		return
+	}
+	for _, p := range []*nodetest.Proc{cs.nn.state, cs.nn.prov, cs.nn.dra, cs.nn.nriP} {
+		_ = os.WriteFile(filepath.Join(dir, p.Name+".log"), []byte(p.Log()), 0o644)
+	}
+	for _, c := range []string{"kubelet", "containerd"} {
+		if b, err := os.ReadFile(cs.nn.node.LogPath(c)); err == nil {
+			_ = os.WriteFile(filepath.Join(dir, c+".log"), b, 0o644)
+		}
+	}
+	cs.cmu.Lock()
+	defer cs.cmu.Unlock()
+	var b strings.Builder
+	for _, s := range cs.starts {
+		fmt.Fprintf(&b, "%s created %s running %s took %s refused %v\n", s.name, s.created.UTC().Format(time.StampMilli),
+			s.running.UTC().Format(time.StampMilli), s.running.Sub(s.created).Round(time.Millisecond), s.refused)
+	}
+	for _, k := range cs.kills {
+		fmt.Fprintf(&b, "kill %s (%s) at %s back %s\n", k.victim, k.moment, k.at.UTC().Format(time.StampMilli), k.back.UTC().Format(time.StampMilli))
+	}
+	_ = os.WriteFile(filepath.Join(dir, "chaos.txt"), []byte(b.String()), 0o644)
 }
 
 // killLoop kills and restarts one process at a time, in rounds of
