@@ -110,6 +110,7 @@ func TestE2E_Chaos(t *testing.T) {
 	t.Logf("chaos: %d lifecycles, %d at once, %d devices, seed %d (CHAOS_SEED=%d to replay the choices)",
 		n, chaosWorkers, chaosDevices, seed, seed)
 	ch := startChurnN(t, chaosDevices)
+	ch.runtimeRestarts = true
 	cs := &chaos{churn: ch, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), lifecycles: n,
 		startEv: make(chan struct{}, 1), stopEv: make(chan struct{}, 1),
 		victims: chaosList("CHAOS_VICTIMS", chaosRound), moments: chaosList("CHAOS_MOMENTS", chaosMoments)}

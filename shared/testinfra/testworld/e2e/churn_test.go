@@ -93,6 +93,10 @@ type churn struct {
 	netns      map[string]bool // of the sandboxes seen
 	progress   chan struct{}
 	nDev       int // devices in the pool
+	// runtimeRestarts: containerd restarts during the run, and a pod
+	// whose sandbox containerd does not list as ready for a moment after
+	// its restart is not a broken invariant (its netns is checked then).
+	runtimeRestarts bool
 }
 
 // startChurn starts netdra on a fresh node with churnDevices host veths in
@@ -499,7 +503,7 @@ func (ch *churn) checkOnce(ctx context.Context) bool {
 		netns, ok := ch.nn.node.Sandbox(pod.UID)
 		running := pod.Status.Phase == corev1.PodRunning && pod.DeletionTimestamp == nil
 		if !ok {
-			if running {
+			if running && !ch.runtimeRestarts {
 				ch.confirm(ctx, pod, "runs with no sandbox on the node")
 			}
 			continue
