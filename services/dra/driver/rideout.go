@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -22,7 +23,23 @@ const (
 	rideOutMax   = 500 * time.Millisecond
 )
 
-// prepareRidingOut is prepareClaim, run again while it fails because the
+// rideOutFor is how long a prepare that fails with err is tried again:
+// d.rideOut for codes.Unavailable; a quarter of it for a device missing
+// from the inventory, which a restart of the state service leaves behind
+// for a moment (the device, just freed, back in the host and allocated
+// again, is copied into the state service's inventory once it is back);
+// not at all for any other error.
+func (d *Driver) rideOutFor(err error) time.Duration {
+	switch {
+	case status.Code(err) == codes.Unavailable:
+		return d.rideOut
+	case errors.Is(err, ErrUnknownDevice):
+		return d.rideOut / 4
+	}
+	return 0
+}
+
+// prepareRidingOut is prepareClaim, run again (see rideOutFor) while it fails because the
 // state service or the provisioner went away (codes.Unavailable: a call
 // in flight when its server died, or a provisioner not configured again
 // yet), for at most d.rideOut and while ctx lasts. Each attempt undoes
@@ -35,7 +52,7 @@ func (d *Driver) prepareRidingOut(ctx context.Context, claim *resourceapi.Resour
 	start := time.Now()
 	for pause, attempt := rideOutFirst, 1; ; pause, attempt = min(2*pause, rideOutMax), attempt+1 {
 		devices, err := d.prepareClaim(ctx, claim)
-		if err == nil || status.Code(err) != codes.Unavailable || time.Since(start)+pause > d.rideOut {
+		if err == nil || time.Since(start)+pause > d.rideOutFor(err) {
 			return devices, err
 		}
 		d.log.Info("prepare failed while a netdra service restarts; trying again", "claim", claim.Namespace+"/"+claim.Name,
