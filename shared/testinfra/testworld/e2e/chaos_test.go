@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -566,12 +567,14 @@ func (cs *chaos) report(churned, converged time.Duration) {
 			refused++
 		}
 		d := s.running.Sub(s.created)
-		by := "none"
+		var victims []string
 		for _, k := range cs.kills {
-			if k.at.Before(s.running) && k.back.After(s.created) {
-				by = k.victim
+			if k.at.Before(s.running) && k.back.After(s.created) && !slices.Contains(victims, k.victim) {
+				victims = append(victims, k.victim)
 			}
 		}
+		slices.Sort(victims)
+		by := cmp.Or(strings.Join(victims, "+"), "none")
 		hit[by] = append(hit[by], d)
 	}
 	cs.t.Logf("CHAOS: %d lifecycles in %s, %d kills %v; %d containers refused then started; %d devices lost (reported); converged %s after the last kill",
@@ -579,7 +582,7 @@ func (cs *chaos) report(churned, converged time.Duration) {
 	for _, by := range slices.Sorted(maps.Keys(hit)) {
 		ds := hit[by]
 		slices.Sort(ds)
-		cs.t.Logf("CHAOS: time to Running, start overlapped by a kill of %-11s: %2d pods, median %s, max %s",
+		cs.t.Logf("CHAOS: time to Running, start overlapped by a kill of %-16s: %3d pods, median %s, max %s",
 			by, len(ds), ds[len(ds)/2].Round(time.Millisecond), ds[len(ds)-1].Round(time.Millisecond))
 	}
 }
