@@ -391,9 +391,9 @@ func (cs *chaos) checkPod(ctx context.Context, pod *corev1.Pod) (string, error) 
 	}); err != nil {
 		return "", err
 	}
-	if err := cs.stillHas(pod.UID, dev); err != nil {
-		return "", err
-	}
+	// The netns now, and then what the container saw at its start (both
+	// checked: a device lost later is told from one never there).
+	inNetns := cs.stillHas(pod.UID, dev)
 	netns, _ := cs.nn.node.Sandbox(pod.UID)
 	cs.mu.Lock()
 	cs.netns[netns] = true
@@ -412,7 +412,7 @@ func (cs *chaos) checkPod(ctx context.Context, pod *corev1.Pod) (string, error) 
 			cs.violation("pod %s: a container (%s) started without %s (device %s): it saw\n%s", pod.Name, file, churnIfName, dev, view)
 		}
 	}
-	return dev, nil
+	return dev, inNetns
 }
 
 // views returns the first dump of every attempt of the pod's app
