@@ -174,6 +174,19 @@ chart: $(TOOLS)/stamps/helm-$(HELM_VERSION) ## helm lint and helm template of po
 e2e: node-deps $(TOOLS)/stamps/helm-$(HELM_VERSION) ## Run the end-to-end tests alone, on the real node (as root).
 	cd shared/testinfra/testworld && GRPCURL=$(GRPCURL) HELM=$(HELM) $(GO) test -count=1 -p 1 -timeout 40m ./e2e/
 
+# The chaos test on the real node: pod lifecycles, several at once, while
+# nri, state, the provisioner, dra, containerd and the kubelet are killed
+# with SIGKILL at random moments and restarted. CI runs 24 lifecycles (in
+# the e2e tests); this runs CHAOS_LIFECYCLES (CHAOS_SEED replays the
+# choices; CHAOS_VICTIMS and CHAOS_MOMENTS aim the kills).
+CHAOS_LIFECYCLES ?= 200
+CHAOS_LOG        ?= /tmp/netdra-chaos.log
+.PHONY: chaos
+chaos: node-deps ## Run the long chaos test on the real node (as root; CHAOS_LIFECYCLES, default 200).
+	cd shared/testinfra/testworld && CHAOS_LIFECYCLES=$(CHAOS_LIFECYCLES) GRPCURL=$(GRPCURL) \
+		$(GO) test -count=1 -p 1 -timeout 120m -v -run 'TestE2E_Chaos$$' ./e2e/ >$(CHAOS_LOG) 2>&1; rc=$$?; \
+		grep -E '^(--- |ok|FAIL)|CHAOS|kill -9|VIOLATION|chaos_test' $(CHAOS_LOG); echo "full log: $(CHAOS_LOG)"; exit $$rc
+
 .PHONY: world
 world: world-bin node-bin ## Start the test world by hand (control plane + a real node, as root) until Ctrl-C.
 	$(OUT)/testworld -dir /tmp/netdra-world

@@ -173,6 +173,10 @@ type Config struct {
 	// attributes and network data) to the prepare result, for the
 	// kubelet plugin helper to write when its device metadata is enabled.
 	DeviceMetadata bool
+	// RideOut is how long a prepare that failed with codes.Unavailable
+	// (the state service or the provisioner restarting) is tried again
+	// before its error goes to the kubelet; 0: not at all.
+	RideOut time.Duration
 }
 
 // Defaults of Config.
@@ -211,6 +215,7 @@ type Driver struct {
 	kick        chan struct{}
 	now         func() time.Time
 	cleanupTime time.Duration
+	rideOut     time.Duration
 }
 
 var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
@@ -234,7 +239,7 @@ func New(cfg Config) (*Driver, error) {
 		devices: cfg.State, intents: cfg.State, allocs: cfg.State,
 		podLookup: cfg.PodLookup, health: cfg.Health, pools: cfg.Pools, log: cfg.Logger,
 		retryBase: cfg.RetryBase, retryMax: cfg.RetryMax, onFatal: cfg.OnFatalError,
-		cdi: cfg.CDI, metadata: cfg.DeviceMetadata,
+		cdi: cfg.CDI, metadata: cfg.DeviceMetadata, rideOut: cfg.RideOut,
 		retries: retrySchedule{due: map[string]time.Time{}},
 		kick:    make(chan struct{}, 1), now: time.Now, cleanupTime: cleanupTimeout,
 	}
@@ -266,7 +271,7 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 			continue
 		}
 		wg.Go(func() {
-			devices, err := d.prepareClaim(ctx, claim)
+			devices, err := d.prepareRidingOut(ctx, claim)
 			if err != nil {
 				d.claims.Event(claim, corev1.EventTypeWarning, ReasonPrepareFailed, err.Error())
 			}

@@ -355,6 +355,27 @@ func (m *Mover) Detach(ctx context.Context, orig *devicev1.LinkSnapshot, netnsPa
 	return nil
 }
 
+// CheckBack makes sure a link that was moved into a pod is back in the
+// host, for a caller that no longer knows the pod's netns (a restarted
+// provisioner freeing a device whose pod the runtime tore down without a
+// Detach): back under its name, a physical link the kernel returned under
+// its pod name (cfg's podIfName) renamed back, else ErrLinkLost.
+func (m *Mover) CheckBack(ctx context.Context, orig *devicev1.LinkSnapshot, cfg *devicev1.DeviceConfig) error {
+	back, err := parseSnapshot(orig)
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	host, err := dial(m.log, "host", m.hostNs, false)
+	if err != nil {
+		return err
+	}
+	defer host.Close()
+	return detachGone(host, cmp.Or(cfg.GetPodIfName(), orig.GetName()), cfg, back)
+}
+
 // detachGone is Detach for a pod namespace that no longer exists: the link
 // is back in the host (under its own name, or a physical one the kernel
 // returned under the pod's), or it is lost (ErrLinkLost).

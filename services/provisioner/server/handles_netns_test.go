@@ -10,9 +10,12 @@ package server
 // so.
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"os/exec"
+	"strings"
 	"testing"
 
 	"github.com/vishvananda/netlink"
@@ -171,4 +174,23 @@ func TestAttach_CallerGoneIsUndone(t *testing.T) {
 		t.Fatalf("Attach whose caller went away: %v, want Canceled", err)
 	}
 	w.wantHostEth1(t)
+}
+
+// TestHandles_FreeReportsLostWithoutHandle: a restart lost the handles and
+// the runtime tore the pod down with no Detach at all; the claim's
+// unprepare (Free) finds the veth gone with its netns and says so.
+func TestHandles_FreeReportsLostWithoutHandle(t *testing.T) {
+	w := newEBPFWorld(t)
+	pd, cfg := w.attached(t)
+	w.srv.handles.closeAll() // as a provisioner restart would
+	w.tearDownPod(t)
+	var logs bytes.Buffer
+	w.srv.log = slog.New(slog.NewJSONHandler(&logs, nil))
+
+	if _, err := w.srv.Free(ctxFor(t), &provisionerv1.FreeRequest{PreparedDevice: pd, Config: cfg}); err != nil {
+		t.Fatalf("Free: %v", err)
+	}
+	if !strings.Contains(logs.String(), `"msg":"Device lost`) || !strings.Contains(logs.String(), `"device":"`+pd.GetDevice().GetName()+`"`) {
+		t.Errorf("Free did not report the lost device; it logged:\n%s", logs.String())
+	}
 }

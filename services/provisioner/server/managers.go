@@ -6,6 +6,10 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"google.golang.org/protobuf/proto"
 
@@ -63,6 +67,29 @@ type managers struct {
 	// last keeps the latest instance of every manager ever started, so a
 	// device prepared before its manager was disabled can still be freed.
 	last map[devicev1.DeviceManager]manager.Manager
+	// configured is closed at the first Configure that applied.
+	configured     chan struct{}
+	configuredOnce sync.Once
+}
+
+// configureWait bounds how long a call to a provisioner that just started
+// waits for its first Configure (dra configures it again within about a
+// second of a restart), so that a Setup or Free arriving in between rides
+// the restart out instead of failing.
+const configureWait = 10 * time.Second
+
+// awaitConfigured waits for the first Configure since the process started,
+// at most configureWait; past it the call fails with codes.Unavailable
+// (callers try again while the provisioner restarts).
+func (ms *managers) awaitConfigured(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, configureWait)
+	defer cancel()
+	select {
+	case <-ms.configured:
+		return nil
+	case <-ctx.Done():
+		return status.Error(codes.Unavailable, "the provisioner has not been configured since it started (dra configures it)")
+	}
 }
 
 // wanted is one manager's desired state from a Configure.
@@ -134,6 +161,7 @@ func (ms *managers) configure(cfg *provisionerv1.ManagerConfigs, sysfsRoot strin
 			ms.startLocked(w.kind, built[w.kind], w.config, w.sysfsRoot)
 		}
 	}
+	ms.configuredOnce.Do(func() { close(ms.configured) })
 	return ms.statusLocked(), nil
 }
 

@@ -53,6 +53,7 @@ type Mover interface {
 	DetachRDMA(ctx context.Context, rdmaDevice, netnsPath string) error
 	Create(ctx context.Context, orig *devicev1.LinkSnapshot, netnsPath string, cfg *devicev1.DeviceConfig) error
 	Remove(ctx context.Context, orig *devicev1.LinkSnapshot, netnsPath string, cfg *devicev1.DeviceConfig) error
+	CheckBack(ctx context.Context, orig *devicev1.LinkSnapshot, cfg *devicev1.DeviceConfig) error
 }
 
 var _ Mover = (*link.Mover)(nil)
@@ -86,7 +87,8 @@ func New(log *slog.Logger, factories Factories, mover Mover) *Server {
 		inv:   inv,
 		mover: mover,
 		managers: &managers{log: log, inv: inv, new: factories,
-			running: map[devicev1.DeviceManager]*running{}, last: map[devicev1.DeviceManager]manager.Manager{}},
+			running: map[devicev1.DeviceManager]*running{}, last: map[devicev1.DeviceManager]manager.Manager{},
+			configured: make(chan struct{})},
 	}
 }
 
@@ -153,9 +155,16 @@ func (s *Server) Setup(ctx context.Context, req *provisionerv1.SetupRequest) (*p
 		return nil, err
 	}
 	kind, name := req.GetDevice().GetManager(), req.GetDevice().GetName()
+	if err := s.managers.awaitConfigured(ctx); err != nil {
+		return nil, err
+	}
 	mgr, ok := s.managers.forSetup(kind)
 	if !ok {
 		return nil, status.Errorf(codes.FailedPrecondition, "device manager %s is not running", kind)
+	}
+	// A manager that just started has not discovered its devices yet.
+	if err := s.managers.awaitPublished(ctx, "device.manager", kind); err != nil {
+		return nil, err
 	}
 	dev, ok := s.inv.find(kind, name)
 	if !ok {
@@ -190,6 +199,9 @@ func (s *Server) Free(ctx context.Context, req *provisionerv1.FreeRequest) (*pro
 		return nil, err
 	}
 	kind, name := pd.GetDevice().GetManager(), pd.GetDevice().GetName()
+	if err := s.managers.awaitConfigured(ctx); err != nil {
+		return nil, err
+	}
 	mgr, ok := s.managers.forFree(kind)
 	if !ok {
 		return nil, status.Errorf(codes.FailedPrecondition, "device manager %s was never configured on this provisioner; it cannot free %s", kind, name)
@@ -199,7 +211,7 @@ func (s *Server) Free(ctx context.Context, req *provisionerv1.FreeRequest) (*pro
 		return nil, err
 	}
 	defer unlock()
-	if err := s.takeBack(ctx, pd, "before freeing it"); err != nil {
+	if err := s.takeBackAtFree(ctx, pd, req.GetConfig()); err != nil {
 		return nil, err
 	}
 	if err := mgr.Free(ctx, pd); err != nil {
@@ -338,9 +350,22 @@ func (s *Server) takeBackFromElsewhere(ctx context.Context, pd *devicev1.Prepare
 	return false, nil
 }
 
-// takeBack is Free's first step for a device still in a pod's netns (a
+// takeBackAtFree is Free's first step. A device still in a pod's netns (a
 // handle is held: no Detach came, as when the runtime tore the pod down
-// without telling nri): the device is detached through the handle.
+// without telling nri) is detached through the handle. Without a handle
+// (none was needed, or the provisioner restarted since the Attach), a link
+// that moved into a pod must be back in the host: a physical one the
+// kernel returned under its pod name is renamed back, and a virtual one
+// destroyed with its pod's netns is reported lost (checkBack).
+func (s *Server) takeBackAtFree(ctx context.Context, pd *devicev1.PreparedDevice, freeCfg *devicev1.DeviceConfig) error {
+	if _, _, held := s.handles.path(pd.GetDevice().GetName()); !held {
+		return s.checkBack(ctx, pd, freeCfg)
+	}
+	return s.takeBack(ctx, pd, "before freeing it")
+}
+
+// takeBack detaches a device through the handle on the pod netns it is
+// still in (when says at which step); nothing without a handle.
 func (s *Server) takeBack(ctx context.Context, pd *devicev1.PreparedDevice, when string) error {
 	_, cfg, ok := s.handles.path(pd.GetDevice().GetName())
 	if !ok {
@@ -349,6 +374,23 @@ func (s *Server) takeBack(ctx context.Context, pd *devicev1.PreparedDevice, when
 	s.log.Warn("Device still in a pod's netns, no Detach came: taking it back", "device", pd.GetDevice().GetName(), "when", when)
 	if _, err := s.detach(ctx, pd, "", cfg); err != nil {
 		return fmt.Errorf("taking %s back from its pod %s: %w", pd.GetDevice().GetName(), when, err)
+	}
+	return nil
+}
+
+// checkBack is takeBackAtFree without a handle (see there).
+func (s *Server) checkBack(ctx context.Context, pd *devicev1.PreparedDevice, cfg *devicev1.DeviceConfig) error {
+	if pd.GetDevice().GetKernelIfName() == "" || pd.GetDevice().GetSubInterface() != nil || createdInPod(pd) || pd.GetOriginalLink().GetName() == "" {
+		return nil // nothing moved, or a link made in the pod that went with it
+	}
+	err := s.mover.CheckBack(ctx, pd.GetOriginalLink(), cfg)
+	if errors.Is(err, link.ErrLinkLost) {
+		s.log.Error("Device lost: its link is not back in the host at Free and the provisioner holds no handle on its pod's netns (it restarted since the Attach): a virtual link destroyed with a netns the runtime tore down without a Detach",
+			"device", pd.GetDevice().GetName(), "manager", pd.GetDevice().GetManager(), "error", err)
+		return nil
+	}
+	if err != nil {
+		return linkStatus(fmt.Errorf("checking that %s is back in the host: %w", pd.GetDevice().GetName(), err))
 	}
 	return nil
 }

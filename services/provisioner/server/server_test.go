@@ -105,6 +105,10 @@ func (f fakeMover) AttachRDMA(_ context.Context, dev, netns string) error {
 	return nil
 }
 
+func (f fakeMover) CheckBack(context.Context, *devicev1.LinkSnapshot, *devicev1.DeviceConfig) error {
+	return nil
+}
+
 func (f fakeMover) DetachRDMA(_ context.Context, dev, netns string) error {
 	f.log.add("detachRDMA " + dev + " " + netns)
 	return nil

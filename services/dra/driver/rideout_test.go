@@ -1,0 +1,56 @@
+package driver
+
+import (
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
+	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+)
+
+// TestPrepareRidesOutARestart: the state service dies during the commit
+// and the provisioner during a Setup (both Unavailable, once each); with a
+// ride-out the prepare undoes each attempt and tries again, and the
+// kubelet gets the prepared claim, with every row PREPARED. Without one
+// the first failure is the kubelet's.
+func TestPrepareRidesOutARestart(t *testing.T) {
+	for _, rideOut := range []time.Duration{0, 5 * time.Second} {
+		r := newRig(t)
+		r.d.rideOut = rideOut
+		commit, setup := r.state.CommitPrepareFunc, r.prov.SetupFunc
+		commits, setups := 0, 0
+		r.state.CommitPrepareFunc = func(in *statev1.CommitPrepareRequest) (*statev1.CommitPrepareResponse, error) {
+			if commits++; commits == 1 {
+				return nil, status.Error(codes.Unavailable, "error reading from server: EOF")
+			}
+			return commit(in)
+		}
+		r.prov.SetupFunc = func(in *provisionerv1.SetupRequest) (*provisionerv1.SetupResponse, error) {
+			if setups++; setups == 3 { // vf1 of the second attempt
+				return nil, status.Error(codes.Unavailable, "the provisioner has not been configured since it started")
+			}
+			return setup(in)
+		}
+		got, err := r.prepare(t, twoVFs.build())
+		if rideOut == 0 {
+			if status.Code(err) != codes.Unavailable {
+				t.Errorf("without a ride-out: %v, want the Unavailable error", err)
+			}
+			continue
+		}
+		if err != nil || len(got) != 2 {
+			t.Fatalf("with a ride-out: %v, %v; want the claim's two devices", got, err)
+		}
+		if commits != 2 || setups != 5 {
+			t.Errorf("%d commits and %d setups, want 2 and 5 (three attempts)", commits, setups)
+		}
+		for _, row := range r.mem.snapshot() {
+			if row.GetPhase() != statev1.Phase_PHASE_PREPARED {
+				t.Errorf("row %s is %s, want PREPARED", row.GetDeviceName(), row.GetPhase())
+			}
+		}
+	}
+}
