@@ -15,7 +15,9 @@ import (
 // as the README's "Install with Helm" says, the node's paths given as
 // values (kubeletRootDir, nriSocketDir, stateDir, cdiDir) instead of the
 // kustomize overlay's patch: both rollouts, a pod with a claim Running
-// with net1, health through kubectl exec; then helm uninstall, the CRDs
+// with net1, health through kubectl exec, a helm upgrade to a new image
+// tag while the pod holds its device (it keeps it; a pod created after
+// gets the other); then helm uninstall, the CRDs
 // deleted with kubectl delete -k pods/crds (Helm keeps them) and the
 // namespace: every device back, nothing left on the node but the state
 // file.
@@ -54,10 +56,17 @@ metrics: {draAddress: "127.0.0.1:%d", nriAddress: "127.0.0.1:%d"}
 	nodePod := in.nodePod(t)
 
 	in.configure(t, links)
-	in.demoPod(t)
+	pod := in.demoPod(t)
 	in.k(t, "-n", "netdra-system", "exec", "ds/netdra-node", "-c", "dra", "--", "/usr/local/bin/dra", "health", "-socket=/run/netdra/dra.sock")
 
-	in.k(t, "delete", "-f", filepath.Join(in.dir, "netdra-demo.yaml"), "--timeout=2m")
+	// helm upgrade to a new image tag while the pod holds a device.
+	nodePod = in.roll(t, tag+"-2", nodePod, pod, func(tag string) {
+		in.run(t, 4*time.Minute, helm, "upgrade", "netdra", chart, "-n", "netdra-system", "-f", values, "--set", "image.tag="+tag)
+	})
+
+	// Both manifests hold the demo namespace: the second finds it going.
+	in.k(t, "delete", "-f", filepath.Join(in.dir, "netdra-demo-2.yaml"), "--ignore-not-found", "--timeout=2m")
+	in.k(t, "delete", "-f", filepath.Join(in.dir, "netdra-demo.yaml"), "--ignore-not-found", "--timeout=2m")
 	for _, l := range links {
 		if err := l.asBefore(); err != nil {
 			t.Errorf("after the demo pod's deletion: %v", err)
@@ -68,5 +77,5 @@ metrics: {draAddress: "127.0.0.1:%d", nriAddress: "127.0.0.1:%d"}
 	in.k(t, "delete", "-k", filepath.Join(in.repo, "pods/crds"))
 	in.k(t, "delete", "namespace", "netdra-system") // made by --create-namespace, not the release
 	in.checkNothingLeft(t, nodePod, bpfBefore)
-	t.Logf("installed with Helm, used and uninstalled in %s", time.Since(t0).Round(time.Millisecond))
+	t.Logf("installed with Helm, used, upgraded to a new tag and uninstalled in %s", time.Since(t0).Round(time.Millisecond))
 }

@@ -59,7 +59,9 @@ func TestE2E_Install(t *testing.T) {
 	in.lookInside(t, nodePod, pod)
 
 	step = time.Now()
-	nodePod = in.roll(t, "e2e-2", nodePod, pod)
+	nodePod = in.roll(t, "e2e-2", nodePod, pod, func(tag string) {
+		in.k(t, "apply", "--server-side", "-k", in.writeOverlay(t, tag))
+	})
 	t.Logf("rolled to a new image tag with a pod holding a device, a new pod served, in %s", time.Since(step).Round(time.Millisecond))
 
 	step = time.Now()
@@ -132,11 +134,14 @@ spec:
 // the demo pod holds a device: the pod keeps it (its container still sees
 // net1 after the roll), and a pod created after the roll gets the other
 // device. It returns the new node pod.
-func (in *installer) roll(t *testing.T, tag string, old, pod *corev1.Pod) *corev1.Pod {
+// roll rolls the DaemonSet and the operator to the images of tag while
+// pod holds a device: the pod keeps it (its container still sees net1 after
+// the roll) and a pod created after the roll gets one. upgrade applies the
+// new tag: kustomize's overlay (applyOverlay) or helm upgrade.
+func (in *installer) roll(t *testing.T, tag string, old, pod *corev1.Pod, upgrade func(tag string)) *corev1.Pod {
 	t.Helper()
 	in.loadImages(t, tag)
-	overlay := in.writeOverlay(t, tag)
-	in.k(t, "apply", "--server-side", "-k", overlay)
+	upgrade(tag)
 	in.k(t, "-n", "netdra-system", "rollout", "status", "ds/netdra-node", "--timeout=3m")
 	in.k(t, "-n", "netdra-system", "rollout", "status", "deploy/netdra-operator", "--timeout=3m")
 	cur := in.nodePod(t)
