@@ -29,6 +29,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"tags.cncf.io/container-device-interface/pkg/parser"
 	cdi "tags.cncf.io/container-device-interface/specs-go"
@@ -100,6 +102,11 @@ func build(claimUID string, devs []Device, hook string) (*cdi.Spec, map[string]s
 	if err := checkUID(claimUID); err != nil {
 		return nil, nil, err
 	}
+	for _, d := range devs {
+		if pci := d.Prepared.GetDevice().GetPciAddress(); !printable(pci) {
+			return nil, nil, fmt.Errorf("CDI device of %s: PCI address %q has control characters", d.Name, pci)
+		}
+	}
 	env := requestEnv(devs)
 	spec := &cdi.Spec{Kind: Kind}
 	ids := map[string]string{}
@@ -146,11 +153,26 @@ func build(claimUID string, devs []Device, hook string) (*cdi.Spec, map[string]s
 // them too; this is the writer's own guard for data read back).
 func checkNode(n *devicev1.DeviceNode) error {
 	for _, p := range []string{n.GetPath(), n.GetHostPath()} {
-		if p == "" || !filepath.IsAbs(p) || filepath.Clean(p) != p || strings.ContainsRune(p, 0) {
-			return fmt.Errorf("device node path %q is not a clean absolute path", p)
+		if p == "" || !filepath.IsAbs(p) || filepath.Clean(p) != p || !printable(p) {
+			return fmt.Errorf("device node path %q is not a clean absolute path of printable characters", p)
 		}
 	}
 	return nil
+}
+
+// printable reports whether s is valid UTF-8 without control characters:
+// the runtime reads a spec as YAML, which refuses them (the whole spec,
+// and so every container of the claim, would fail).
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
 }
 
 // requestEnv is each main request's variable, NAME=addr,addr, in the
