@@ -63,13 +63,9 @@ type Option func(*Manager) error
 // throwaway namespace. The path must name a network namespace now and
 // whenever the Manager works.
 func WithNetns(path string) Option {
-	return func(m *Manager) error {
-		ns, err := hostns.Check(path)
-		if err != nil {
-			return err
-		}
-		m.ns = ns
-		return nil
+	return func(m *Manager) (err error) {
+		m.ns, err = hostns.Check(path)
+		return err
 	}
 }
 
@@ -77,11 +73,8 @@ func WithNetns(path string) Option {
 // It must be positive.
 func WithResync(d time.Duration) Option {
 	return func(m *Manager) error {
-		if d <= 0 {
-			return fmt.Errorf("resync interval %v is not positive", d)
-		}
 		m.resync = d
-		return nil
+		return settle.CheckResync(d)
 	}
 }
 

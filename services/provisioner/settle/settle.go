@@ -4,6 +4,7 @@ package settle
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -51,4 +52,13 @@ func Wait[T any](ctx context.Context, ch <-chan T, quiet, max time.Duration) boo
 			idle.Reset(quiet)
 		}
 	}
+}
+
+// CheckResync checks a manager's resync interval (how often it rescans
+// without an event): it must be positive.
+func CheckResync(d time.Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("resync interval %v is not positive", d)
+	}
+	return nil
 }

@@ -56,24 +56,17 @@ type Option func(*Manager) error
 // at path instead of its own. Tests use it to work in a throwaway
 // namespace.
 func WithNetns(path string) Option {
-	return func(m *Manager) error {
-		ns, err := hostns.Check(path)
-		if err != nil {
-			return err
-		}
-		m.ns = ns
-		return nil
+	return func(m *Manager) (err error) {
+		m.ns, err = hostns.Check(path)
+		return err
 	}
 }
 
 // WithResync sets how often Run rescans without an event (DefaultResync).
 func WithResync(d time.Duration) Option {
 	return func(m *Manager) error {
-		if d <= 0 {
-			return fmt.Errorf("resync interval %v is not positive", d)
-		}
 		m.resync = d
-		return nil
+		return settle.CheckResync(d)
 	}
 }
 
