@@ -1,3 +1,5 @@
+//go:build !kernelrig
+
 package link
 
 // A sub-interface held to a share: a macvlan created in the pod with an
