@@ -38,9 +38,16 @@ func TestPodAccess(t *testing.T) {
 	}
 	defer cp.Stop()
 	c := cp.Client()
-	svc, err := c.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+	// The apiserver's bootstrap controller makes the Service shortly after
+	// the apiserver is ready.
+	var svc *corev1.Service
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		var gerr error
+		svc, gerr = c.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+		return gerr == nil, nil
+	})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("the kubernetes Service: %v", err)
 	}
 	host, port, _ := net.SplitHostPort(cp.KubernetesService())
 	if svc.Spec.ClusterIP != host || port != "443" || svc.Spec.Ports[0].Port != 443 {
