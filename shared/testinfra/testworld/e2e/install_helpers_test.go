@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/netdra/netdra/shared/testinfra/testworld/controlplane"
+	"github.com/netdra/netdra/shared/testinfra/testworld/crds"
 	"github.com/netdra/netdra/shared/testinfra/testworld/realnode"
 	"github.com/netdra/netdra/shared/testinfra/testworld/worldtest"
 )
@@ -43,6 +44,16 @@ func newInstaller(t *testing.T, cp *controlplane.ControlPlane, n *realnode.Node)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The uninstall deletes the CRDs from the control plane the package's
+	// tests share: put them back for the tests after this one (registered
+	// first, so it runs last, after the uninstall).
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := crds.Install(ctx, cp.RESTConfig(), filepath.Join(repo, "pods/crds")); err != nil {
+			t.Errorf("installing the CRDs again after the uninstall: %v", err)
+		}
+	})
 	b := worldtest.Binaries(t)
 	in := &installer{cp: cp, node: n, repo: repo, kubectl: b.Kubectl(), ctr: b.Ctr(), dir: worldtest.TempDir(t)}
 	for i := range in.ports {
