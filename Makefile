@@ -159,11 +159,13 @@ node-deps: ## Install what the test world's real node takes from Debian (runc) w
 # containerd with NRI, runc, containers), in its own Go module
 # (shared/testinfra/testworld). The first build of Kubernetes from module sources
 # takes about 7 minutes on 2 cores, the kubelet, containerd and the CNI
-# plugins a few more; later builds reuse the Go build cache.
+# plugins a few more; later builds reuse the Go build cache. The end-to-end
+# tests run in two processes at once, beside the other packages
+# (shared/testinfra/testworld/dev/test.sh).
 .PHONY: test-world
 test-world: node-deps $(TOOLS)/stamps/helm-$(HELM_VERSION) ## Run the test world's tests, the operator's and the end-to-end tests (real control plane).
 	@echo ">> test world: building Kubernetes v1.37.2 from module sources if not cached (about 7 minutes the first time)"
-	cd shared/testinfra/testworld && $(GO) vet ./... && GRPCURL=$(GRPCURL) HELM=$(HELM) $(GO) test -count=1 -p 1 -timeout 40m ./...
+	GO=$(GO) GRPCURL=$(GRPCURL) HELM=$(HELM) bash shared/testinfra/testworld/dev/test.sh
 
 .PHONY: chart
 chart: $(TOOLS)/stamps/helm-$(HELM_VERSION) ## helm lint and helm template of pods/chart/netdra (helm built from its module); make test-world also checks it renders what pods/base does.

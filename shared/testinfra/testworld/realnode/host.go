@@ -29,20 +29,20 @@ var cgroupTops = []string{"kubepods", "k8s.io"}
 
 // hostSnapshot is the host's state before the first node started.
 type hostSnapshot struct {
-	sysctls map[string]string
-	absent  []string // hostPaths and cgroups that did not exist
+	Sysctls map[string]string `json:"sysctls"`
+	Absent  []string          `json:"absent"` // hostPaths and cgroups that did not exist
 }
 
 func snapshotHost() *hostSnapshot {
-	s := &hostSnapshot{sysctls: map[string]string{}}
+	s := &hostSnapshot{Sysctls: map[string]string{}}
 	for _, k := range sysctlsChanged {
 		if b, err := os.ReadFile("/proc/sys/" + k); err == nil {
-			s.sysctls[k] = strings.TrimSpace(string(b))
+			s.Sysctls[k] = strings.TrimSpace(string(b))
 		}
 	}
 	for _, p := range append(hostPaths, cgroupDirs()...) {
 		if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
-			s.absent = append(s.absent, p)
+			s.Absent = append(s.Absent, p)
 		}
 	}
 	return s
@@ -63,7 +63,7 @@ func cgroupDirs() []string {
 // restore puts the sysctls back and removes the paths that were absent.
 func (s *hostSnapshot) restore() []error {
 	var errs []error
-	for k, v := range s.sysctls {
+	for k, v := range s.Sysctls {
 		b, err := os.ReadFile("/proc/sys/" + k)
 		if err != nil || strings.TrimSpace(string(b)) == v {
 			continue
@@ -72,7 +72,7 @@ func (s *hostSnapshot) restore() []error {
 			errs = append(errs, fmt.Errorf("restoring sysctl %s: %w", k, err))
 		}
 	}
-	for _, p := range s.absent {
+	for _, p := range s.Absent {
 		if strings.HasPrefix(p, "/sys/fs/cgroup/") {
 			removeEmptyTree(p)
 			continue

@@ -61,9 +61,8 @@ type Node struct {
 }
 
 var (
-	nodesMu   sync.Mutex
-	running   int
-	hostState *hostSnapshot // what the first node found; restored by the last
+	nodesMu sync.Mutex
+	running int // this process's nodes; the host is entered at the first
 )
 
 // Start starts containerd, imports the images, starts the kubelet and waits
@@ -83,7 +82,10 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.index = indexOf(cfg.Name)
 	nodesMu.Lock()
 	if running == 0 {
-		hostState = snapshotHost()
+		if err := enterHost(); err != nil {
+			nodesMu.Unlock()
+			return nil, err
+		}
 	}
 	running++
 	nodesMu.Unlock()
@@ -402,9 +404,8 @@ func (n *Node) Stop() error {
 	errs = append(errs, n.cleanHost()...)
 	nodesMu.Lock()
 	running--
-	if running == 0 && hostState != nil {
-		errs = append(errs, hostState.restore()...)
-		hostState = nil
+	if running == 0 {
+		errs = append(errs, leaveHost()...)
 	}
 	nodesMu.Unlock()
 	if err := os.RemoveAll(n.cfg.Dir); err != nil {

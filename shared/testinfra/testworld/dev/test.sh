@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# test.sh: the test world's tests, as make test-world runs them (as root).
+#
+# The end-to-end tests spend most of their time waiting (for the kubelet's
+# sync loops, containerd, pods to start), so they run in two test
+# processes at once, each with its own control plane and real nodes (the
+# real node's host snapshot is shared between processes: see
+# realnode/hostusers.go). The tests are dealt out in turn, by name; the
+# install tests, which share the DaemonSet's host paths, all go to the
+# first. The other packages run one at a time beside the second half.
+# Each half's output is prefixed with its name; the exit status is the
+# first failure's.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+go=${GO:-go}
+timeout=${TESTWORLD_TIMEOUT:-40m}
+logs=$(mktemp -d /tmp/netdra-testworld.XXXXXX)
+
+"$go" vet ./...
+# One build of the e2e test binary, listed; both halves reuse the cache.
+mapfile -t tests < <("$go" test -count=1 -list '^Test' ./e2e/ | grep '^Test')
+first=() second=()
+i=0
+for t in "${tests[@]}"; do
+  if [[ $t == TestE2E_Install* ]]; then
+    first+=("$t")
+  elif ((i++ % 2 == 0)); then
+    second+=("$t")
+  else
+    first+=("$t")
+  fi
+done
+regex() { local IFS='|'; echo "^($*)\$"; }
+others=$("$go" list ./... | grep -v '/e2e$')
+
+run() { # run NAME CMD...: the command's output, prefixed with NAME
+  local name=$1
+  shift
+  { "$@" 2>&1; echo "rc=$?" >"$logs/$name.rc"; } | sed -u "s/^/[$name] /"
+}
+echo ">> test world: ${#first[@]} + ${#second[@]} end-to-end tests in two processes; logs in $logs"
+(
+  run packages "$go" test -count=1 -p 1 -timeout "$timeout" $others
+  run e2e-1 "$go" test -count=1 -p 1 -timeout "$timeout" -run "$(regex "${first[@]}")" ./e2e/
+) &
+a=$!
+run e2e-2 "$go" test -count=1 -p 1 -timeout "$timeout" -run "$(regex "${second[@]}")" ./e2e/ &
+b=$!
+wait $a $b || true
+rc=0
+for name in packages e2e-1 e2e-2; do
+  got=$(cat "$logs/$name.rc" 2>/dev/null || echo rc=missing)
+  echo ">> $name: $got"
+  [[ $got == rc=0 ]] || rc=1
+done
+exit $rc
