@@ -36,7 +36,7 @@ func CarveAddressPools(res *Result, configs []v1alpha1.ClusterConfig, existing [
 			continue
 		}
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionInvalidAddressPool)
-		perNode := carveAll(cc, &st, nodes, usage, now)
+		perNode := carveAll(cc, &st, nodes, res.Present, usage, now)
 		for _, n := range nodes {
 			a := res.Assignments[n]
 			spec := a.Spec.DeepCopy()
@@ -49,7 +49,7 @@ func CarveAddressPools(res *Result, configs []v1alpha1.ClusterConfig, existing [
 
 // carveAll carves cc's pools into st and returns each node's node-local
 // pools, in the spec's pool order.
-func carveAll(cc *v1alpha1.ClusterConfig, st *v1alpha1.ClusterConfigStatus, nodes []string, usage map[string]map[string]v1alpha1.IPPoolUsage, now metav1.Time) map[string][]v1alpha1.IPPool {
+func carveAll(cc *v1alpha1.ClusterConfig, st *v1alpha1.ClusterConfigStatus, nodes, present []string, usage map[string]map[string]v1alpha1.IPPoolUsage, now metav1.Time) map[string][]v1alpha1.IPPool {
 	perNode := map[string][]v1alpha1.IPPool{}
 	var pools []v1alpha1.AddressPoolStatus
 	var starving []string
@@ -61,13 +61,16 @@ func carveAll(cc *v1alpha1.ClusterConfig, st *v1alpha1.ClusterConfigStatus, node
 				counts[n] = c
 			}
 		}
-		ps, starved := Carve(pool, recorded(cc.Status.AddressPools, pool.Name), nodes, counts)
+		ps, starved := Carve(pool, recorded(cc.Status.AddressPools, pool.Name), nodes, present, counts)
 		pools = append(pools, ps)
 		if len(starved) > 0 {
 			starving = append(starving, fmt.Sprintf("pool %q (%s in /%d blocks) has no free block for %s",
 				pool.Name, pool.Subnet, pool.BlockPrefixLength, nameList(starved)))
 		}
 		for n, blocks := range blocksByNode(ps) {
+			if !slices.Contains(nodes, n) {
+				continue // retained
+			}
 			if ip, err := NodeIPPool(pool, blocks); err == nil {
 				perNode[n] = append(perNode[n], ip)
 			}

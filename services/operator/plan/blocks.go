@@ -21,6 +21,12 @@ import (
 //     current subnet and size, and the node holds no more than
 //     maxBlocksPerNode; otherwise it is released. A block is never
 //     recorded for two nodes (the first, in address order, keeps it).
+//   - A node the ClusterConfig no longer governs (relabelled, or taken by
+//     another) keeps its recorded blocks, marked retained, for as long as
+//     the Node exists: its pods may still hold addresses of them, and
+//     handing them to another node would make duplicates. It gets no new
+//     block, and no NodeConfig of them; it takes them up again if governed
+//     again. A block is released when its Node is deleted.
 //   - A governed node without a block gets one; a node whose blocks run
 //     low (dra reports, for the range the operator wrote, fewer free
 //     addresses than minFreeAddresses) gets one more, up to
@@ -32,12 +38,13 @@ import (
 //     its first block to its last, the gaps between them excluded.
 
 // Carve returns pool's status, given the status recorded before (nil: none),
-// the nodes it serves and dra's counts per node of the node-local pool of
-// pool's name; and the nodes that needed a block and got none (the pool is
-// exhausted). pool must pass v1alpha1.ValidateAddressPool.
-func Carve(pool *v1alpha1.AddressPool, prev *v1alpha1.AddressPoolStatus, nodes []string, usage map[string]v1alpha1.IPPoolUsage) (v1alpha1.AddressPoolStatus, []string) {
+// the nodes it serves, the nodes that exist (for the retained blocks) and
+// dra's counts per node of the node-local pool of pool's name; and the
+// nodes that needed a block and got none (the pool is exhausted). pool
+// must pass v1alpha1.ValidateAddressPool.
+func Carve(pool *v1alpha1.AddressPool, prev *v1alpha1.AddressPoolStatus, nodes, present []string, usage map[string]v1alpha1.IPPoolUsage) (v1alpha1.AddressPoolStatus, []string) {
 	c := newCarving(pool)
-	c.keep(prev, nodes)
+	c.keep(prev, nodes, present)
 	var starved []string
 	for _, n := range slices.Sorted(slices.Values(nodes)) {
 		held := c.byNode[n]
@@ -59,6 +66,7 @@ type carving struct {
 	maxBlocks int
 	taken     map[netip.Prefix]string
 	byNode    map[string][]netip.Prefix
+	retained  map[string]bool       // nodes not governed that keep their blocks
 	usable    map[netip.Prefix]bool // a block alone makes a valid pool
 }
 
@@ -68,20 +76,25 @@ func newCarving(pool *v1alpha1.AddressPool) *carving {
 		maxBlocks = v1alpha1.DefaultMaxBlocksPerNode
 	}
 	return &carving{pool: pool, subnet: netip.MustParsePrefix(pool.Subnet), bits: int(pool.BlockPrefixLength),
-		maxBlocks: maxBlocks, taken: map[netip.Prefix]string{}, byNode: map[string][]netip.Prefix{}, usable: map[netip.Prefix]bool{}}
+		maxBlocks: maxBlocks, taken: map[netip.Prefix]string{}, byNode: map[string][]netip.Prefix{}, retained: map[string]bool{},
+		usable: map[netip.Prefix]bool{}}
 }
 
 // keep takes the recorded blocks that still hold (see the rules).
-func (c *carving) keep(prev *v1alpha1.AddressPoolStatus, nodes []string) {
+func (c *carving) keep(prev *v1alpha1.AddressPoolStatus, nodes, present []string) {
 	if prev == nil {
 		return
 	}
 	for _, b := range prev.Blocks {
 		p, err := netip.ParsePrefix(b.CIDR)
-		if err != nil || !slices.Contains(nodes, b.Node) || len(c.byNode[b.Node]) >= c.maxBlocks || !c.fits(b.Node, p) {
+		governed := slices.Contains(nodes, b.Node)
+		if err != nil || (!governed && !slices.Contains(present, b.Node)) || len(c.byNode[b.Node]) >= c.maxBlocks || !c.fits(b.Node, p) {
 			continue
 		}
 		c.take(p, b.Node)
+		if !governed {
+			c.retained[b.Node] = true
+		}
 	}
 }
 
@@ -230,7 +243,8 @@ func (c *carving) status() v1alpha1.AddressPoolStatus {
 			}
 		}
 	}, comparePrefix) {
-		st.Blocks = append(st.Blocks, v1alpha1.AddressBlock{CIDR: p.String(), Node: c.taken[p]})
+		n := c.taken[p]
+		st.Blocks = append(st.Blocks, v1alpha1.AddressBlock{CIDR: p.String(), Node: n, Retained: c.retained[n]})
 	}
 	return st
 }

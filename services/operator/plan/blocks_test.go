@@ -28,7 +28,11 @@ func v4pool(mut ...func(*v1alpha1.AddressPool)) *v1alpha1.AddressPool {
 func blocks(st v1alpha1.AddressPoolStatus) []string {
 	var out []string
 	for _, b := range st.Blocks {
-		out = append(out, b.CIDR+"="+b.Node)
+		s := b.CIDR + "=" + b.Node
+		if b.Retained {
+			s += " (retained)"
+		}
+		out = append(out, s)
 	}
 	return out
 }
@@ -63,6 +67,7 @@ func TestCarve(t *testing.T) {
 		pool        *v1alpha1.AddressPool
 		prev        []string
 		nodes       []string
+		present     []string // beside nodes
 		want        []string
 		wantStarved []string
 	}{
@@ -72,6 +77,17 @@ func TestCarve(t *testing.T) {
 			want: []string{"10.0.0.0/26=b", "10.0.0.128/26=a"}},
 		{name: "a node gone releases its block", pool: v4pool(), prev: []string{"10.0.0.0/26=a", "10.0.0.64/26=gone"}, nodes: []string{"a"},
 			want: []string{"10.0.0.0/26=a"}},
+		{name: "a node not governed any more keeps its block while it exists", pool: v4pool(),
+			prev: []string{"10.0.0.0/26=a", "10.0.0.64/26=out"}, nodes: []string{"a", "new"}, present: []string{"out"},
+			want: []string{"10.0.0.0/26=a", "10.0.0.64/26=out (retained)", "10.0.0.128/26=new"}},
+		{name: "a retained block is taken up again when its node is governed again", pool: v4pool(),
+			prev: []string{"10.0.0.64/26=out"}, nodes: []string{"a", "out"},
+			want: []string{"10.0.0.0/26=a", "10.0.0.64/26=out"}},
+		{name: "retained blocks are never handed to another node, even when it starves", pool: v4pool(),
+			prev: []string{"10.0.0.0/26=r1", "10.0.0.64/26=r2", "10.0.0.128/26=r3", "10.0.0.192/26=r4"}, nodes: []string{"a"},
+			present:     []string{"r1", "r2", "r3", "r4"},
+			want:        []string{"10.0.0.0/26=r1 (retained)", "10.0.0.64/26=r2 (retained)", "10.0.0.128/26=r3 (retained)", "10.0.0.192/26=r4 (retained)"},
+			wantStarved: []string{"a"}},
 		{name: "a block recorded twice stays with the first", pool: v4pool(), prev: []string{"10.0.0.0/26=a", "10.0.0.0/26=b"}, nodes: []string{"a", "b"},
 			want: []string{"10.0.0.0/26=a", "10.0.0.64/26=b"}},
 		{name: "blocks of another size are released", pool: v4pool(func(p *v1alpha1.AddressPool) { p.BlockPrefixLength = 25 }),
@@ -94,7 +110,7 @@ func TestCarve(t *testing.T) {
 			if tc.prev != nil {
 				prev = recordOf(tc.pool, tc.prev...)
 			}
-			st, starved := Carve(tc.pool, prev, tc.nodes, nil)
+			st, starved := Carve(tc.pool, prev, tc.nodes, append(slices.Clone(tc.nodes), tc.present...), nil)
 			if diff := cmp.Diff(tc.want, blocks(st)); diff != "" {
 				t.Errorf("blocks (-want +got):\n%s", diff)
 			}
@@ -107,7 +123,7 @@ func TestCarve(t *testing.T) {
 
 func TestCarve_Low(t *testing.T) {
 	pool := v4pool(func(p *v1alpha1.AddressPool) { p.Subnet = "10.0.0.0/22"; p.MaxBlocksPerNode = 2 })
-	st, _ := Carve(pool, nil, []string{"a", "b"}, nil)
+	st, _ := Carve(pool, nil, []string{"a", "b"}, nil, nil)
 	for _, tc := range []struct {
 		name  string
 		usage map[string]v1alpha1.IPPoolUsage
@@ -124,15 +140,15 @@ func TestCarve_Low(t *testing.T) {
 			want: []string{"10.0.0.0/26=a", "10.0.0.64/26=b"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, _ := Carve(pool, &st, []string{"a", "b"}, tc.usage)
+			got, _ := Carve(pool, &st, []string{"a", "b"}, nil, tc.usage)
 			if diff := cmp.Diff(tc.want, blocks(got)); diff != "" {
 				t.Errorf("blocks (-want +got):\n%s", diff)
 			}
 		})
 	}
 	t.Run("at maxBlocksPerNode: nothing added", func(t *testing.T) {
-		two, _ := Carve(pool, &st, []string{"a", "b"}, map[string]v1alpha1.IPPoolUsage{"b": lowUsage(t, pool, st, "b", 0)})
-		got, starved := Carve(pool, &two, []string{"a", "b"}, map[string]v1alpha1.IPPoolUsage{"b": lowUsage(t, pool, two, "b", 0)})
+		two, _ := Carve(pool, &st, []string{"a", "b"}, nil, map[string]v1alpha1.IPPoolUsage{"b": lowUsage(t, pool, st, "b", 0)})
+		got, starved := Carve(pool, &two, []string{"a", "b"}, nil, map[string]v1alpha1.IPPoolUsage{"b": lowUsage(t, pool, two, "b", 0)})
 		if diff := cmp.Diff(blocks(two), blocks(got)); diff != "" || starved != nil {
 			t.Errorf("blocks (-want +got):\n%s starved %v", diff, starved)
 		}
@@ -221,7 +237,7 @@ func TestCarve_NeverOverlaps(t *testing.T) {
 						}
 					}
 				}
-				st, _ := Carve(pool, prev, nodes, usage)
+				st, _ := Carve(pool, prev, nodes, nil, usage)
 				checkCarving(t, step, pool, prev, live, st)
 				prev = &st
 			}

@@ -56,6 +56,9 @@ type Assignment struct {
 type Result struct {
 	// Assignments maps each governed node's name to its assignment.
 	Assignments map[string]Assignment
+	// Present are the names of the nodes that exist, governed or not
+	// (their blocks of cluster address pools are retained).
+	Present []string
 	// Statuses maps each ClusterConfig's name to the status it should
 	// have.
 	Statuses map[string]v1alpha1.ClusterConfigStatus
@@ -73,6 +76,9 @@ const maxNamesInMessage = 10
 // modified.
 func Compute(nodes []Node, configs []v1alpha1.ClusterConfig, now metav1.Time) Result {
 	res := Result{Assignments: map[string]Assignment{}, Statuses: map[string]v1alpha1.ClusterConfigStatus{}}
+	for _, n := range nodes {
+		res.Present = append(res.Present, n.Name)
+	}
 	ordered := make([]*v1alpha1.ClusterConfig, 0, len(configs))
 	for i := range configs {
 		if configs[i].DeletionTimestamp == nil {

@@ -128,6 +128,13 @@ type AddressBlock struct {
 	// +required
 	// +kubebuilder:validation:MaxLength=253
 	Node string `json:"node"`
+	// Retained is set when the ClusterConfig no longer governs Node but
+	// the Node still exists: the block stays out of use, since the node's
+	// pods may still hold its addresses, until the Node is deleted (or is
+	// governed again, and takes it up).
+	//
+	// +optional
+	Retained bool `json:"retained,omitempty"`
 }
 
 // IPPoolUsage is dra's count of one node-local pool's addresses, as the

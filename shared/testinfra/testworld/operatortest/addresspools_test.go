@@ -108,6 +108,16 @@ func (w *world) nodePoolsMatch(ctx context.Context, cc *v1alpha1.ClusterConfig) 
 	var all []owned
 	for _, ps := range cc.Status.AddressPools {
 		for _, b := range ps.Blocks {
+			if b.Retained {
+				// Not governed: no NodeConfig of the operator's; the
+				// block is out of everyone's NodeConfig (checked below
+				// through the others' pools).
+				if err := w.c.Get(ctx, key(b.Node), &v1alpha1.NodeConfig{}); !apierrors.IsNotFound(err) {
+					return fmt.Errorf("node %s retains block %s but still has a NodeConfig: %v", b.Node, b.CIDR, err)
+				}
+				all = append(all, owned{node: b.Node, block: netip.MustParsePrefix(b.CIDR)})
+				continue
+			}
 			var nc v1alpha1.NodeConfig
 			if err := w.c.Get(ctx, key(b.Node), &nc); err != nil {
 				return err
@@ -128,6 +138,9 @@ func (w *world) nodePoolsMatch(ctx context.Context, cc *v1alpha1.ClusterConfig) 
 		}
 	}
 	for _, o := range all {
+		if o.pool == nil { // retained: hands out nothing
+			continue
+		}
 		for _, other := range all {
 			if other.node == o.node {
 				continue
@@ -162,10 +175,11 @@ func (w *world) reportLow(node, name string) {
 	})
 }
 
-// Three nodes, one relabelled out, one removed, one added, the operator
-// restarted, a node running low, the pool exhausted: blocks stay with
-// their nodes, are released when a node leaves, never overlap, and survive
-// the restart.
+// Three nodes, one relabelled out (its blocks retained while the Node
+// exists, released when it is deleted), one removed, two added, the
+// operator restarted, a node running low, the pool exhausted: blocks stay
+// with their nodes, are released when a node leaves, never overlap, and
+// survive the restart.
 func TestOperator_AddressPools(t *testing.T) {
 	w := newWorld(t)
 	for _, n := range []string{"n1", "n2", "n3"} {
@@ -181,11 +195,13 @@ func TestOperator_AddressPools(t *testing.T) {
 
 	w.label("n2", "pool=no")
 	w.ungoverned("n2")
-	afterRelabel := w.blocksAre("pools", map[string]map[string]int{"v4": {"n1": 1, "n3": 1}, "v6": {"n1": 1, "n3": 1}})
+	afterRelabel := w.blocksAre("pools", map[string]map[string]int{"v4": {"n1": 1, "n2": 1, "n3": 1}, "v6": {"n1": 1, "n2": 1, "n3": 1}})
+	w.retained("pools", "n2")
+	w.delete(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n2"}})
 	w.delete(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n3"}})
 	w.ungoverned("n3")
 	afterDelete := w.blocksAre("pools", map[string]map[string]int{"v4": {"n1": 1}, "v6": {"n1": 1}})
-	keptBlocks(t, first, afterRelabel, "n1", "n3")
+	keptBlocks(t, first, afterRelabel, "n1", "n2", "n3")
 	keptBlocks(t, first, afterDelete, "n1")
 
 	stop() // a new operator reads the blocks back from the status
@@ -211,6 +227,26 @@ func TestOperator_AddressPools(t *testing.T) {
 		return nil
 	})
 	w.blocksAre("pools", map[string]map[string]int{"v4": {"n1": 2, "n4": 1, "n5": 1}, "v6": {"n1": 1, "n4": 1, "n5": 1, "n6": 1}})
+}
+
+// retained waits until every block node holds in ClusterConfig name is
+// marked retained.
+func (w *world) retained(name, node string) {
+	w.t.Helper()
+	w.eventually(fmt.Sprintf("%s's blocks of %s retained", node, name), func(ctx context.Context) error {
+		var cc v1alpha1.ClusterConfig
+		if err := w.c.Get(ctx, key(name), &cc); err != nil {
+			return err
+		}
+		for _, p := range cc.Status.AddressPools {
+			for _, b := range p.Blocks {
+				if b.Node == node && !b.Retained {
+					return fmt.Errorf("block %s of pool %s not retained", b.CIDR, p.Name)
+				}
+			}
+		}
+		return nil
+	})
 }
 
 // keptBlocks fails unless every block of nodes in before is still theirs
