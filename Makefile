@@ -47,8 +47,11 @@ $(eval $(call tool,grpcurl,github.com/fullstorydev/grpcurl/cmd/grpcurl,$(GRPCURL
 $(eval $(call tool,controller-gen,sigs.k8s.io/controller-tools/cmd/controller-gen,$(CONTROLLER_TOOLS_VERSION)))
 $(eval $(call tool,helm,helm.sh/helm/v3/cmd/helm,$(HELM_VERSION)))
 
+# The tools are built three at a time: a cold build is mostly fetching
+# modules and linking, which overlap well on 2 cores.
 .PHONY: tools
-tools: $(TOOL_STAMPS) ## Install the pinned tools into .tools/bin.
+tools: ## Install the pinned tools into .tools/bin.
+	@$(MAKE) --no-print-directory -j3 $(TOOL_STAMPS)
 
 .PHONY: build
 build: ## Build every service binary into _output/.
