@@ -51,7 +51,7 @@ $(eval $(call tool,helm,helm.sh/helm/v3/cmd/helm,$(HELM_VERSION)))
 # modules and linking, which overlap well on 2 cores.
 .PHONY: tools
 tools: ## Install the pinned tools into .tools/bin.
-	@$(MAKE) --no-print-directory -j3 $(TOOL_STAMPS)
+	@$(MAKE) --no-print-directory -s -j3 $(TOOL_STAMPS)
 
 .PHONY: build
 build: ## Build every service binary into _output/.
