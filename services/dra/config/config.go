@@ -49,7 +49,7 @@ func Managers(spec *v1alpha1.NodeConfigSpec) *provisionerv1.ManagerConfigs {
 func Pools(spec *v1alpha1.NodeConfigSpec) []pools.Spec {
 	var out []pools.Spec
 	for _, p := range spec.Pools {
-		s := pools.Spec{Name: p.Name, TaintEffect: string(p.UnhealthyTaintEffect)}
+		s := pools.Spec{Name: p.Name, TaintEffect: string(p.UnhealthyTaintEffect), MultusResourceName: p.MultusResourceName}
 		if f := p.Filter; f != nil {
 			for _, m := range f.DeviceManagers {
 				s.Filter.DeviceManagers = append(s.Filter.DeviceManagers, string(m))

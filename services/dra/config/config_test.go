@@ -8,6 +8,7 @@ import (
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
+	"github.com/netdra/netdra/services/dra/pools"
 	"github.com/netdra/netdra/shared/apis/v1alpha1"
 )
 
@@ -49,5 +50,23 @@ func TestProvisioner(t *testing.T) {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestPools: each pool's filter, unhealthy-taint effect and Multus resource
+// name reach the pool rules.
+func TestPools(t *testing.T) {
+	spec := &v1alpha1.NodeConfigSpec{Pools: []v1alpha1.Pool{
+		{Name: "vfs", UnhealthyTaintEffect: v1alpha1.TaintEffectNone, MultusResourceName: "intel.com/sriov_vf",
+			Filter: &v1alpha1.PoolFilter{DeviceManagers: []v1alpha1.DeviceManager{v1alpha1.DeviceManagerSRIOV}, PFNames: []string{"ens1f0"}}},
+		{Name: "rest"},
+	}}
+	want := []pools.Spec{
+		{Name: "vfs", TaintEffect: "None", MultusResourceName: "intel.com/sriov_vf",
+			Filter: pools.Filter{DeviceManagers: []string{"sr-iov"}, PFNames: []string{"ens1f0"}}},
+		{Name: "rest"},
+	}
+	if diff := cmp.Diff(want, Pools(spec)); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
 	}
 }

@@ -45,14 +45,19 @@ type Spec struct {
 	// publish.Taints): "NoSchedule", "NoExecute", or "None" for no taint;
 	// "" is NoSchedule.
 	TaintEffect string
+	// MultusResourceName, when not "", is published on the pool's devices
+	// with their Multus device IDs (see publish.MultusAttributes).
+	MultusResourceName string
 }
 
 // Pool is a pool to publish.
 type Pool struct {
 	Name    string
 	Devices []*devicev1.Device
-	// TaintEffect is the Spec's ("" for a pool no longer configured).
-	TaintEffect string
+	// TaintEffect and MultusResourceName are the Spec's ("" for a pool
+	// no longer configured).
+	TaintEffect        string
+	MultusResourceName string
 }
 
 // Matches reports whether f selects d.
@@ -116,7 +121,7 @@ func Assign(log *slog.Logger, specs []Spec, devices []*devicev1.Device, allocs [
 	slices.SortFunc(sorted, func(a, b Spec) int { return strings.Compare(a.Name, b.Name) })
 	byName := map[string]*Pool{}
 	for _, s := range sorted {
-		byName[s.Name] = &Pool{Name: s.Name, TaintEffect: s.TaintEffect}
+		byName[s.Name] = &Pool{Name: s.Name, TaintEffect: s.TaintEffect, MultusResourceName: s.MultusResourceName}
 	}
 	for _, d := range devices {
 		name := poolFor(log, sorted, d, pinned[d.GetName()])

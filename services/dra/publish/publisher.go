@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
@@ -158,6 +159,7 @@ func (p *Publisher) publishOnce(ctx context.Context) error {
 	allocs := slices.Collect(maps.Values(p.allocs))
 	specs := p.specs
 	p.mu.Unlock()
+	devs = withAllocated(devs, allocs)
 	assigned := pools.Assign(p.log, specs, devs, allocs)
 	if err := p.publish(ctx, Resources(assigned)); err != nil {
 		return err
@@ -168,6 +170,34 @@ func (p *Publisher) publishOnce(ctx context.Context) error {
 	p.mu.Unlock()
 	p.log.Info("Published ResourceSlices", "pools", Summary(assigned))
 	return nil
+}
+
+// withAllocated returns devs (sorted by name) with the devices that have
+// an allocation but that discovery no longer reports (a host interface
+// while it sits in a pod's network namespace) added as their allocation
+// prepared them, with no link state (the host cannot see their link): a
+// device in use stays in its slice with the attributes it was allocated
+// by, where Multus, for one, looks it up.
+func withAllocated(devs []*devicev1.Device, allocs []*statev1.Allocation) []*devicev1.Device {
+	have := map[string]bool{}
+	for _, d := range devs {
+		have[d.GetName()] = true
+	}
+	added := false
+	for _, a := range allocs {
+		pd := a.GetPreparedDevice().GetDevice()
+		if pd == nil || pd.GetName() != a.GetDeviceName() || have[pd.GetName()] {
+			continue
+		}
+		d := proto.CloneOf(pd)
+		d.LinkState = devicev1.LinkState_LINK_STATE_UNSPECIFIED
+		devs = append(devs, d)
+		have[d.GetName()], added = true, true
+	}
+	if added {
+		slices.SortFunc(devs, func(a, b *devicev1.Device) int { return strings.Compare(a.GetName(), b.GetName()) })
+	}
+	return devs
 }
 
 // apply keeps the local copy of the tables.

@@ -149,3 +149,32 @@ func TestPublisher(t *testing.T) {
 		t.Errorf("Last (-want +got):\n%s", diff)
 	}
 }
+
+// TestWithAllocated: a device with an allocation that discovery no longer
+// reports (a host interface in a pod's netns) is published as its
+// allocation prepared it, without its stale link state (so untainted), in
+// name order; a device still discovered is published as discovered, once
+// however many allocations (shares) it has.
+func TestWithAllocated(t *testing.T) {
+	seen := &devicev1.Device{Name: "b", KernelIfName: "eth-b", LinkState: devicev1.LinkState_LINK_STATE_DOWN}
+	alloc := func(name, share string, d *devicev1.Device) *statev1.Allocation {
+		return &statev1.Allocation{Pool: "net", DeviceName: name, ShareId: share, PreparedDevice: &devicev1.PreparedDevice{Device: d}}
+	}
+	inPod := &devicev1.Device{Name: "a", KernelIfName: "data0", LinkState: devicev1.LinkState_LINK_STATE_UP}
+	got := withAllocated([]*devicev1.Device{seen}, []*statev1.Allocation{
+		alloc("a", "", inPod),
+		alloc("b", "1", &devicev1.Device{Name: "b", KernelIfName: "stale"}), alloc("b", "2", &devicev1.Device{Name: "b"}),
+		alloc("c", "", nil), // nothing prepared yet: nothing to publish
+	})
+	var names []string
+	for _, d := range got {
+		names = append(names, fmt.Sprintf("%s/%s/%v", d.GetName(), d.GetKernelIfName(), d.GetLinkState()))
+	}
+	want := []string{"a/data0/LINK_STATE_UNSPECIFIED", "b/eth-b/LINK_STATE_DOWN"}
+	if diff := cmp.Diff(want, names); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if inPod.GetLinkState() != devicev1.LinkState_LINK_STATE_UP {
+		t.Errorf("the allocation's prepared device was changed: %v", inPod)
+	}
+}

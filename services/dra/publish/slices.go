@@ -5,7 +5,9 @@
 package publish
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -58,6 +60,7 @@ func Resources(ps []pools.Pool) *resourceslice.DriverResources {
 		for _, d := range p.Devices {
 			dev := Device(p.Name, d)
 			dev.Taints = Taints(p.TaintEffect, d)
+			maps.Copy(dev.Attributes, MultusAttributes(p.MultusResourceName, d))
 			devices = append(devices, dev)
 		}
 		pool := resourceslice.Pool{Slices: []resourceslice.Slice{{}}}
@@ -96,6 +99,33 @@ func Taints(effect string, d *devicev1.Device) []resourceapi.DeviceTaint {
 		e = resourceapi.DeviceTaintEffectNoExecute
 	}
 	return []resourceapi.DeviceTaint{{Key: TaintUnhealthy, Value: TaintValueNoCarrier, Effect: e}}
+}
+
+// The attributes Multus's DRA integration (multus-cni pkg/draclient) reads
+// from a ResourceSlice's devices: it maps a device whose resourceName
+// equals a NetworkAttachmentDefinition's k8s.v1.cni.cncf.io/resourceName
+// annotation to that network, and hands its deviceID to the network's CNI
+// plugin. It skips a device without both.
+const (
+	AttrMultusResourceName resourceapi.QualifiedName = "k8s.cni.cncf.io/resourceName"
+	AttrMultusDeviceID     resourceapi.QualifiedName = "k8s.cni.cncf.io/deviceID"
+)
+
+// MultusAttributes are the Multus attributes of d in a pool whose
+// multusResourceName is resourceName: none when it is "", otherwise
+// AttrMultusResourceName and AttrMultusDeviceID, the device's PCI address
+// (what the SR-IOV device plugin handed Multus as a VF's ID), or for a
+// device without one its kernel interface name, or its device name (a
+// sub-interface not yet created).
+func MultusAttributes(resourceName string, d *devicev1.Device) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
+	if resourceName == "" {
+		return nil
+	}
+	id := cmp.Or(d.GetPciAddress(), d.GetKernelIfName(), d.GetName())
+	return map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+		AttrMultusResourceName: {StringValue: ptr.To(truncate(resourceName))},
+		AttrMultusDeviceID:     {StringValue: ptr.To(truncate(id))},
+	}
 }
 
 // Device is d as published in pool: the manager's attributes plus pool and

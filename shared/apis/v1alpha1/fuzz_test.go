@@ -43,6 +43,7 @@ var nodeConfigSeeds = []string{
 	`{"sysfsRoot":"/host//sys/"}`,
 	`{"ipPools":[{"name":"a","subnet":"10.0.0.7/32","gateway":"10.0.0.7"}]}`,
 	`{"pools":[{"name":"a","filter":{"ifNames":["x"]}},{"name":"b","filter":{"ifNames":["x"]}}]}`,
+	`{"pools":[{"name":"a","multusResourceName":"intel.com/intel_sriov_netdevice"},{"name":"b","multusResourceName":"a.b/c/d"}]}`,
 }
 
 func FuzzValidate(f *testing.F) {

@@ -175,7 +175,29 @@ type Pool struct {
 	// +optional
 	// +kubebuilder:validation:Enum=NoSchedule;NoExecute;None
 	UnhealthyTaintEffect TaintEffect `json:"unhealthyTaintEffect,omitempty"`
+
+	// MultusResourceName, when set, has dra publish on each of the pool's
+	// devices the two attributes Multus's DRA integration reads from a
+	// ResourceSlice: k8s.cni.cncf.io/resourceName, this value, which must
+	// equal the k8s.v1.cni.cncf.io/resourceName annotation of the
+	// NetworkAttachmentDefinitions whose pods use the pool (the SR-IOV
+	// device plugin's resource name, intel.com/sriov_vf), and
+	// k8s.cni.cncf.io/deviceID, the ID Multus hands the NAD's CNI plugin:
+	// the device's PCI address, or for a device without one its kernel
+	// interface name, else its device name. A qualified name (an optional DNS-subdomain prefix and '/',
+	// then a name of letters, digits, '-', '_' and '.'), at most 64
+	// characters.
+	//
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`
+	MultusResourceName string `json:"multusResourceName,omitempty"`
 }
+
+// MaxMultusResourceNameLen is the longest MultusResourceName: a
+// ResourceSlice string attribute's limit.
+const MaxMultusResourceNameLen = 64
 
 // TaintEffect is the effect of a device taint, or None for no taint.
 type TaintEffect string

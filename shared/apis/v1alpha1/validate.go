@@ -16,6 +16,7 @@ var (
 	dnsSubdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
 	hexID        = regexp.MustCompile(`^0x[0-9a-fA-F]{4}$`)
 	pciAddr      = regexp.MustCompile(`^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$`)
+	resourceName = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
 )
 
 // Validate checks spec as the CRD's OpenAPI schema and CEL rules do, plus
@@ -83,6 +84,11 @@ func validatePools(pools []Pool) error {
 		default:
 			return fielderr.New(field+".unhealthyTaintEffect", "%q is not NoSchedule, NoExecute or None", p.UnhealthyTaintEffect)
 		}
+		if p.MultusResourceName != "" {
+			if err := checkMultusResourceName(p.MultusResourceName); err != "" {
+				return fielderr.New(field+".multusResourceName", "%s", err)
+			}
+		}
 		if p.Filter == nil {
 			continue
 		}
@@ -105,6 +111,25 @@ func checkPoolName(name string) string {
 		return fmt.Sprintf("%q contains '/', which a pool name may not", name)
 	}
 	return checkDNSSubdomain(name, MaxPoolNameLen)
+}
+
+// checkMultusResourceName: a qualified name as the CRD's pattern says, an
+// optional DNS-subdomain prefix and '/', then a name, MaxMultusResourceNameLen
+// characters at most (the longest string attribute a slice takes).
+func checkMultusResourceName(s string) string {
+	if len(s) > MaxMultusResourceNameLen {
+		return fmt.Sprintf("%q is %d characters, more than %d", s, len(s), MaxMultusResourceNameLen)
+	}
+	prefix, name, found := strings.Cut(s, "/")
+	if !found {
+		prefix, name = "", s
+	} else if !dnsSubdomain.MatchString(prefix) {
+		return fmt.Sprintf("%q: the prefix %q before '/' is not a DNS subdomain", s, prefix)
+	}
+	if !resourceName.MatchString(name) {
+		return fmt.Sprintf("%q: %q is not a name of letters, digits, '-', '_' and '.', starting and ending with a letter or digit", s, name)
+	}
+	return ""
 }
 
 func validateFilter(f *PoolFilter) error {

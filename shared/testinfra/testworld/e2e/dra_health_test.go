@@ -25,8 +25,9 @@ func healthOf(r *drahealthv1.NodeWatchResourcesResponse, pool, device string) (d
 }
 
 // TestE2E_DraHealth: dra's device health, read as the kubelet reads it (the
-// DRAResourceHealth v1 stream on the plugin's socket; the test world's
-// kubelet does not speak it): a host device is healthy while its link is
+// DRAResourceHealth v1 stream on the plugin's socket, which the real
+// kubelet reads too: TestE2E_HealthInPodStatus follows it into a pod's
+// status; here no pod is needed to see every state): a host device is healthy while its link is
 // up or administratively down, unhealthy when it loses its carrier (its
 // veth peer down) and when it vanishes from the node.
 func TestE2E_DraHealth(t *testing.T) {

@@ -23,14 +23,17 @@ import (
 // and carries the device configuration; a pod that only asks
 // resources.limits for that resource, as device plugin users write it, is
 // given a claim by the scheduler, and its container sees the netdra device
-// configured by the class.
+// configured by the class. The pool names the resource as Multus's DRA
+// integration reads it (multusResourceName): Multus's lookup of the pod's
+// devices finds data0 under the resource name of its
+// NetworkAttachmentDefinitions, the extended resource's.
 func TestE2E_ExtendedResource(t *testing.T) {
 	const resName = "example.com/sriov-net"
 	nn := startNetdra(t, "data0")
 	c := nn.cp.Client()
 	nn.applyNodeConfig(t, map[string]any{
 		"deviceManagerConfigs": map[string]any{"host": map[string]any{"enabled": true, "ifNames": []any{"data0"}}},
-		"pools":                []any{map[string]any{"name": "net"}},
+		"pools":                []any{map[string]any{"name": "net", "multusResourceName": resName}},
 	})
 	raw, _ := json.Marshal(map[string]any{"podIfName": "net1", "addresses": []string{"10.42.0.2/24"}})
 	dc := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "extended-net"}, Spec: resourceapi.DeviceClassSpec{
@@ -74,4 +77,11 @@ func TestE2E_ExtendedResource(t *testing.T) {
 		t.Logf("extended resource claim: %+v", *got.Status.ExtendedResourceClaimStatus)
 	}
 	requireLines(t, "the container", containerView(t, nn.node, pod), ": net1: <up", "inet 10.42.0.2/24")
+	ids, err := multusDeviceIDs(context.Background(), c, got)
+	if err != nil {
+		t.Fatalf("Multus's lookup of the pod's devices: %v", err)
+	}
+	if want := map[string][]string{resName: {"data0"}}; fmt.Sprint(ids) != fmt.Sprint(want) {
+		t.Errorf("Multus's device IDs: %v, want %v (the pool's multusResourceName, the device's host interface name)", ids, want)
+	}
 }

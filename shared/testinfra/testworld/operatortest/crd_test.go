@@ -36,7 +36,7 @@ func fullSpec() v1alpha1.NodeConfigSpec {
 				Drivers:        []string{"iavf"},
 				IfNames:        []string{"0000-03-00-1"},
 				ParentIfNames:  []string{"ens1f0"},
-			}},
+			}, MultusResourceName: "intel.com/intel_sriov_netdevice"},
 			{Name: "dummies", Filter: &v1alpha1.PoolFilter{DeviceManagers: []v1alpha1.DeviceManager{v1alpha1.DeviceManagerDummy}, IfNames: []string{"dummy0"}}},
 			{Name: "everything"},
 		},
@@ -113,6 +113,12 @@ func TestCRD_RejectsBadSpecs(t *testing.T) {
 			"ipPools[0].exclude[0]", `{p}ipPools[0].exclude: Invalid value: excluded addresses must be inside subnet`},
 		{"ip pool route not a CIDR", func(s *v1alpha1.NodeConfigSpec) { s.IPPools[0].Routes[0].Destination = "default" },
 			"ipPools[0].routes[0].destination", `{p}ipPools[0].routes[0].destination: Invalid value: "default": destination must be a CIDR`},
+		{"multus resource name ending in '_'", func(s *v1alpha1.NodeConfigSpec) { s.Pools[1].MultusResourceName = "intel.com/vf_" },
+			"pools[1].multusResourceName", `{p}pools[1].multusResourceName: Invalid value: "intel.com/vf_": {p}pools[1].multusResourceName in body should match`},
+		{"long multus resource name", func(s *v1alpha1.NodeConfigSpec) {
+			s.Pools[1].MultusResourceName = "intel.com/" + strings.Repeat("v", 55)
+		},
+			"pools[1].multusResourceName", `{p}pools[1].multusResourceName: Too long: may not be more than 64 bytes`},
 		{"relative sysfs root", func(s *v1alpha1.NodeConfigSpec) { s.SysfsRoot = "host/sys" },
 			"sysfsRoot", `{p}sysfsRoot: Invalid value: "host/sys": {p}sysfsRoot in body should match '^/'`},
 	}

@@ -71,7 +71,12 @@ state = '{{dir}}/containerd/state'
 // and logs (--kubelet-preferred-address-types=InternalIP), and admits
 // what a cluster's kubelet does: clients with a certificate of the
 // cluster's CA (the apiserver's) or a token, authorized by the apiserver
-// (webhook); its healthz stays on loopback.
+// (webhook); its healthz stays on loopback. The DRA health gates are named
+// though v1.37 turns them on by default (beta): the kubelet takes the
+// drivers' DRAResourceHealth stream into the pods' allocatedResourcesStatus
+// (TestE2E_HealthInPodStatus), and the test world keeps doing so if a
+// release changes the defaults. The apiserver keeps the field by the same
+// gate, on by default too.
 const kubeletConfig = `apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 containerRuntimeEndpoint: unix://{{dir}}/containerd.sock
@@ -106,6 +111,9 @@ fileCheckFrequency: 10s
 rotateCertificates: false
 serverTLSBootstrap: false
 maxPods: 110
+featureGates:
+  ResourceHealthStatus: true
+  ResourceHealthStatusMessage: true
 `
 
 // cniConfig gives pods an eth0 on a bridge of the node's own, addresses
