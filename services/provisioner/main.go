@@ -38,8 +38,12 @@ type config struct {
 	Resync time.Duration
 	// BPFFS is where the provisioner mounts a bpffs (if none is there) and
 	// pins its eBPF programs; "" runs without them.
-	BPFFS   string
-	handoff *ebpf.Handoff
+	BPFFS string
+	// NetnsPinDir is where the pod namespaces of attached devices are
+	// pinned (bind mounts), so that a restarted provisioner still holds
+	// them; "" keeps them in memory only.
+	NetnsPinDir string
+	handoff     *ebpf.Handoff
 }
 
 func main() {
@@ -50,6 +54,7 @@ func main() {
 	fs.StringVar(&cfg.DevRoot, "dev-root", sriov.DefaultDevRoot, "where the host's device nodes are for the container runtime (the host paths of a vfio VF's /dev/vfio nodes and of an RDMA device's /dev/infiniband nodes in the CDI spec); never opened by the provisioner")
 	fs.DurationVar(&cfg.Resync, "resync", 30*time.Second, "how often device managers rediscover, besides link events")
 	fs.StringVar(&cfg.BPFFS, "bpffs", ebpf.DefaultBPFFS, "where to mount a bpffs (if none is there) and pin the eBPF programs on devices; empty: no eBPF (no counters, software VLAN, spoof check or hand-off)")
+	fs.StringVar(&cfg.NetnsPinDir, "netns-pin-dir", "", "where to pin the pod network namespaces of attached devices (bind mounts), so that a restarted provisioner can still take a device back from a pod the runtime tore down meanwhile; in a pod, a hostPath with mountPropagation Bidirectional; empty: the handles live in memory only")
 	os.Exit(process.Main(fs, os.Args[1:], &cfg.Flags, cfg.run))
 }
 
@@ -97,6 +102,11 @@ func (cfg *config) run(ctx context.Context, log *slog.Logger) error {
 	svc := server.New(log, cfg.factories(log), mover)
 	if programs != nil {
 		svc.SetPrograms(programs, programs)
+	}
+	if cfg.NetnsPinDir != "" {
+		if err := svc.UseNetnsPins(ctx, cfg.NetnsPinDir); err != nil {
+			return err
+		}
 	}
 	srv := rpc.NewServer(cfg.ServerConfig(log))
 	provisionerv1.RegisterProvisionerServiceServer(srv.GRPC(), svc)

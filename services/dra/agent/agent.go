@@ -319,7 +319,7 @@ func (a *Agent) newDriver(name string, spec *v1alpha1.NodeConfigSpec) (*driver.D
 		Provisioner: a.cfg.Provisioner, Claims: a.claims, PodLookup: a.claims.PodLookup, Health: a.health,
 		Pools:  config.Pools(spec),
 		Logger: a.log.With("part", "driver"), OnFatalError: func(err error) { a.fatal <- err },
-		CDI: a.cdi(), DeviceMetadata: a.cfg.CDIDir != "", RideOut: driver.DefaultRideOut})
+		CDI: a.cdi(), DeviceMetadata: a.cfg.CDIDir != "", RideOut: driver.DefaultRideOut, OnDeviceLost: a.cfg.Metrics.deviceLost})
 }
 
 // cdi is the CDI spec directory, or nil when none is configured.

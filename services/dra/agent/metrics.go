@@ -17,6 +17,7 @@ type Metrics struct {
 	latency     *prometheus.HistogramVec
 	devices     *prometheus.GaugeVec
 	lastPublish prometheus.Gauge
+	lost        prometheus.Counter
 }
 
 // NewMetrics registers dra's metrics with reg.
@@ -30,8 +31,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Devices published, by pool."}, []string{"pool"}),
 		lastPublish: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "netdra", Subsystem: "dra", Name: "last_publish_timestamp_seconds",
 			Help: "When ResourceSlices were last published."}),
+		lost: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "netdra", Subsystem: "dra", Name: "devices_lost_total",
+			Help: "Devices the provisioner found lost at unprepare (Free): a link destroyed with a pod netns the runtime tore down while netdra held no handle on it."}),
 	}
-	reg.MustRegister(m.calls, m.latency, m.devices, m.lastPublish)
+	reg.MustRegister(m.calls, m.latency, m.devices, m.lastPublish, m.lost)
 	return m
 }
 
@@ -39,6 +42,13 @@ func (m *Metrics) observe(op string, start time.Time, failed int, total int) {
 	m.latency.WithLabelValues(op).Observe(time.Since(start).Seconds())
 	m.calls.WithLabelValues(op, "ok").Add(float64(total - failed))
 	m.calls.WithLabelValues(op, "error").Add(float64(failed))
+}
+
+// deviceLost counts a device found lost; nothing without metrics.
+func (m *Metrics) deviceLost() {
+	if m != nil {
+		m.lost.Inc()
+	}
 }
 
 func (m *Metrics) published(res *resourceslice.DriverResources) {

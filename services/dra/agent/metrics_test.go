@@ -43,7 +43,7 @@ func claim(name string) *resourceapi.ResourceClaim {
 
 // TestMetrics: prepare and unprepare counted per claim and result, timed
 // per call; published devices per pool (a pool that is gone is dropped)
-// and the time of the last publication.
+// and the time of the last publication; devices found lost.
 func TestMetrics(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	m := NewMetrics(reg)
@@ -63,6 +63,8 @@ func TestMetrics(t *testing.T) {
 	}
 	m.published(&resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{"red": slice(2), "gone": slice(1)}})
 	m.published(&resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{"red": slice(3), "empty": slice(0)}})
+	m.deviceLost()
+	(*Metrics)(nil).deviceLost() // a driver without metrics
 
 	got := map[string]float64{}
 	mfs, err := reg.Gather()
@@ -98,6 +100,7 @@ func TestMetrics(t *testing.T) {
 		"netdra_dra_call_duration_seconds op=unprepare count": 2,
 		"netdra_dra_published_devices pool=empty":             0,
 		"netdra_dra_published_devices pool=red":               3,
+		"netdra_dra_devices_lost_total":                       1,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("metrics (-want +got):\n%s", diff)

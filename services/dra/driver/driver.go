@@ -177,6 +177,9 @@ type Config struct {
 	// (the state service or the provisioner restarting) is tried again
 	// before its error goes to the kubelet; 0: not at all.
 	RideOut time.Duration
+	// OnDeviceLost, when set, is called for each device Free reports lost
+	// (a metric); the driver logs it and records an event on its claim.
+	OnDeviceLost func()
 }
 
 // Defaults of Config.
@@ -200,6 +203,7 @@ type Driver struct {
 	allocs      Allocations
 	prov        ProvisionerClient
 	claims      ClaimWriter
+	onLost      func()
 	podLookup   PodLookup
 	health      HealthSource
 	pools       []pools.Spec
@@ -235,7 +239,7 @@ func New(cfg Config) (*Driver, error) {
 		return nil, fmt.Errorf("driver config: %v required", sorted(missing))
 	}
 	d := &Driver{
-		name: cfg.DriverName, node: cfg.NodeName, prov: cfg.Provisioner, claims: cfg.Claims,
+		name: cfg.DriverName, node: cfg.NodeName, prov: cfg.Provisioner, claims: cfg.Claims, onLost: cfg.OnDeviceLost,
 		devices: cfg.State, intents: cfg.State, allocs: cfg.State,
 		podLookup: cfg.PodLookup, health: cfg.Health, pools: cfg.Pools, log: cfg.Logger,
 		retryBase: cfg.RetryBase, retryMax: cfg.RetryMax, onFatal: cfg.OnFatalError,

@@ -47,6 +47,10 @@ const (
 	// a claim whose status a restarted dra did not restore (data that
 	// fails its checks); the message says why.
 	ReasonRecoveryRefused = "RecoveryRefused"
+	// ReasonDeviceLost is the reason of the Warning event recorded on a
+	// claim whose device Free found lost at unprepare: its link went with
+	// a pod netns the runtime tore down while netdra held no handle on it.
+	ReasonDeviceLost = "DeviceLost"
 )
 
 // rpcError is an error of a call to another netdra service: it prints the

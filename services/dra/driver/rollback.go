@@ -93,13 +93,13 @@ func (d *Driver) freeAll(ctx context.Context, rb *rollback) map[int]failedFree {
 	failed := map[int]failedFree{}
 	if i := rb.uncertain; i >= 0 {
 		if pd, ok := guessPrepared(rb.devs[i]); ok {
-			if err := d.free(ctx, pd, rb.p.devices[i].config); err != nil {
+			if _, err := d.free(ctx, pd, rb.p.devices[i].config); err != nil {
 				failed[i] = failedFree{err: err}
 			}
 		}
 	}
 	for i := len(rb.prepared) - 1; i >= 0; i-- {
-		if err := d.free(ctx, rb.prepared[i], rb.p.devices[i].config); err != nil {
+		if _, err := d.free(ctx, rb.prepared[i], rb.p.devices[i].config); err != nil {
 			failed[i] = failedFree{pd: rb.prepared[i], err: err}
 		}
 	}

@@ -7,6 +7,10 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
@@ -71,9 +75,13 @@ func (d *Driver) release(ctx context.Context, log *slog.Logger, row *statev1.All
 		}
 	}
 	if pd != nil {
-		if freeErr := d.free(ctx, pd, row.GetConfig()); freeErr != nil {
+		lost, freeErr := d.free(ctx, pd, row.GetConfig())
+		if freeErr != nil {
 			log.Warn("freeing the device failed; retrying in the background", "error", freeErr)
 			return freeErr, d.markFreeFailed(ctx, key, freeErr)
+		}
+		if lost {
+			d.reportLost(log, row)
 		}
 	}
 	if row.GetPhase() == statev1.Phase_PHASE_PREPARING {
@@ -121,9 +129,25 @@ func (d *Driver) deviceOf(ctx context.Context, row *statev1.Allocation) (*device
 	return &devicev1.Device{Name: row.GetDeviceName(), Manager: row.GetManager()}, nil
 }
 
-func (d *Driver) free(ctx context.Context, pd *devicev1.PreparedDevice, cfg *devicev1.DeviceConfig) error {
-	_, err := d.prov.Free(ctx, &provisionerv1.FreeRequest{PreparedDevice: pd, Config: cfg})
-	return callErr("freeing device "+pd.GetDevice().GetName(), err)
+// free frees the device; lost says the provisioner found it lost.
+func (d *Driver) free(ctx context.Context, pd *devicev1.PreparedDevice, cfg *devicev1.DeviceConfig) (lost bool, err error) {
+	resp, err := d.prov.Free(ctx, &provisionerv1.FreeRequest{PreparedDevice: pd, Config: cfg})
+	return resp.GetDeviceLost(), callErr("freeing device "+pd.GetDevice().GetName(), err)
+}
+
+// reportLost says that row's device was found lost at its Free: in the
+// log, the metric and an event on its claim.
+func (d *Driver) reportLost(log *slog.Logger, row *statev1.Allocation) {
+	msg := "device " + row.GetDeviceName() + " is lost: its link was destroyed with a pod netns the runtime tore down while netdra held no handle on it; it is offered again once its manager makes it again"
+	log.Error("Device lost", "reason", msg)
+	if d.onLost != nil {
+		d.onLost()
+	}
+	claim := &resourceapi.ResourceClaim{
+		TypeMeta:   metav1.TypeMeta{APIVersion: resourceapi.SchemeGroupVersion.String(), Kind: "ResourceClaim"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: row.GetClaimNamespace(), Name: row.GetClaimName(), UID: types.UID(row.GetClaimUid())},
+	}
+	d.claims.Event(claim, corev1.EventTypeWarning, ReasonDeviceLost, msg)
 }
 
 // markFreeFailed records a failed Free and schedules the next attempt.

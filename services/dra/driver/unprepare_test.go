@@ -51,6 +51,20 @@ func TestUnprepare(t *testing.T) {
 			wantRows: []string{"pool-a/vf3 PHASE_PREPARED uid-c2 pod=uid-web if= pd"},
 		},
 		{
+			name: "free finds the device lost: an event on the claim, the allocation deleted",
+			rows: []*statev1.Allocation{row("c1", "web", "vf1", attached, nil)},
+			change: func(r *rig) {
+				r.prov.FreeFunc = func(*provisionerv1.FreeRequest) (*provisionerv1.FreeResponse, error) {
+					return &provisionerv1.FreeResponse{DeviceLost: true}, nil
+				}
+			},
+			wantCalls: []string{
+				"state.ListAllocations claim=uid-c1",
+				"prov.Free vf1", "claims.Event Warning DeviceLost", "state.DeleteAllocation pool-a/vf1",
+			},
+			wantRows: []string{},
+		},
+		{
 			name:      "unknown claim: nothing to do",
 			rows:      []*statev1.Allocation{row("c2", "web", "vf3", prepared, nil)},
 			wantCalls: []string{"state.ListAllocations claim=uid-c1"},

@@ -20,12 +20,15 @@ import (
 // keeps the namespace alive, so a later Detach, or at the latest the Free
 // of an unprepared claim, takes the device back through /proc/self/fd.
 //
-// The handles live in memory: a provisioner restart loses them, and
-// Detach then falls back to what the kernel left (link.ErrLinkLost when
-// nothing).
+// With pins (WithNetnsPins), each handle is also a mount of the namespace
+// under the pin directory (pinStore), which a restarted provisioner
+// reopens. Without them the handles live in memory only: a provisioner
+// restart loses them, and Detach then falls back to what the kernel left
+// (link.ErrLinkLost when nothing).
 type netnsHandles struct {
-	mu sync.Mutex
-	m  map[string]*netnsHandle // by device name
+	mu   sync.Mutex
+	m    map[string]*netnsHandle // by device name
+	pins *pinStore               // nil: in memory only
 }
 
 type netnsHandle struct {
@@ -33,23 +36,33 @@ type netnsHandle struct {
 	cfg *devicev1.DeviceConfig // the Attach's, for a Detach that Free makes
 }
 
-// keep opens path, the netns name was attached into, and holds it,
-// replacing (and closing) an older handle for name.
-func (h *netnsHandles) keep(name, path string, cfg *devicev1.DeviceConfig) error {
+// keep opens path, the netns pd was attached into, and holds it,
+// replacing (and closing) an older handle for it. With pins it pins the
+// namespace too; an error there (pinErr) leaves the handle in memory.
+func (h *netnsHandles) keep(pd *devicev1.PreparedDevice, path string, cfg *devicev1.DeviceConfig) (pinErr, err error) {
+	name := pd.GetDevice().GetName()
 	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("keeping a handle on netns %s: %w", path, err)
+		return nil, fmt.Errorf("keeping a handle on netns %s: %w", path, err)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.pins != nil {
+		pinErr = h.pins.pin(name, f, path, pd, cfg)
+	}
+	h.put(name, &netnsHandle{f: f, cfg: cfg})
+	return pinErr, nil
+}
+
+// put holds hd for name, closing an older handle; h.mu is held.
+func (h *netnsHandles) put(name string, hd *netnsHandle) {
 	if h.m == nil {
 		h.m = map[string]*netnsHandle{}
 	}
 	if old := h.m[name]; old != nil {
 		old.f.Close()
 	}
-	h.m[name] = &netnsHandle{f: f, cfg: cfg}
-	return nil
+	h.m[name] = hd
 }
 
 // path returns a path to name's pod netns that works while the handle is
@@ -81,14 +94,20 @@ func (h *netnsHandles) holds(name, path string) (same, held bool) {
 	return a.Dev == b.Dev && a.Ino == b.Ino, true
 }
 
-// drop closes name's handle: its device is out of the pod.
-func (h *netnsHandles) drop(name string) {
+// drop closes name's handle and releases its pin: its device is out of
+// the pod. An error says the pin stays (it is retried at the next drop or
+// start); the handle is closed anyway.
+func (h *netnsHandles) drop(name string) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if hd := h.m[name]; hd != nil {
 		hd.f.Close()
 		delete(h.m, name)
 	}
+	if h.pins == nil {
+		return nil
+	}
+	return h.pins.unpin(name)
 }
 
 // count is how many pod namespaces are held, one per device.
@@ -98,7 +117,8 @@ func (h *netnsHandles) count() int {
 	return len(h.m)
 }
 
-// closeAll drops every handle (the server stops).
+// closeAll closes every handle (the server stops); the pins stay, for the
+// next start.
 func (h *netnsHandles) closeAll() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -106,4 +126,11 @@ func (h *netnsHandles) closeAll() {
 		hd.f.Close()
 		delete(h.m, name)
 	}
+}
+
+// adopt holds a pin reopened at start.
+func (h *netnsHandles) adopt(pn pinned) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.put(pn.name, &netnsHandle{f: pn.f, cfg: pn.cfg})
 }

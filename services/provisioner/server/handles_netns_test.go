@@ -187,8 +187,12 @@ func TestHandles_FreeReportsLostWithoutHandle(t *testing.T) {
 	var logs bytes.Buffer
 	w.srv.log = slog.New(slog.NewJSONHandler(&logs, nil))
 
-	if _, err := w.srv.Free(ctxFor(t), &provisionerv1.FreeRequest{PreparedDevice: pd, Config: cfg}); err != nil {
+	resp, err := w.srv.Free(ctxFor(t), &provisionerv1.FreeRequest{PreparedDevice: pd, Config: cfg})
+	if err != nil {
 		t.Fatalf("Free: %v", err)
+	}
+	if !resp.GetDeviceLost() {
+		t.Error("Free does not say the device is lost")
 	}
 	if !strings.Contains(logs.String(), `"msg":"Device lost`) || !strings.Contains(logs.String(), `"device":"`+pd.GetDevice().GetName()+`"`) {
 		t.Errorf("Free did not report the lost device; it logged:\n%s", logs.String())

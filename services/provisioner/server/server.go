@@ -211,7 +211,8 @@ func (s *Server) Free(ctx context.Context, req *provisionerv1.FreeRequest) (*pro
 		return nil, err
 	}
 	defer unlock()
-	if err := s.takeBackAtFree(ctx, pd, req.GetConfig()); err != nil {
+	lost, err := s.takeBackAtFree(ctx, pd, req.GetConfig())
+	if err != nil {
 		return nil, err
 	}
 	if err := mgr.Free(ctx, pd); err != nil {
@@ -222,7 +223,7 @@ func (s *Server) Free(ctx context.Context, req *provisionerv1.FreeRequest) (*pro
 			return nil, status.Error(codes.Internal, err.Error())
 		}
 	}
-	return &provisionerv1.FreeResponse{}, nil
+	return &provisionerv1.FreeResponse{DeviceLost: lost}, nil
 }
 
 // Attach implements ProvisionerServiceServer. A dummy device's link is
@@ -278,8 +279,11 @@ func (s *Server) attach(ctx context.Context, req *provisionerv1.AttachRequest) e
 		return err
 	}
 	if !createdInPod(pd) { // a created link dies with its netns: nothing to keep
-		if err := s.handles.keep(pd.GetDevice().GetName(), req.GetNetnsPath(), cfg); err != nil {
+		pinErr, err := s.handles.keep(pd, req.GetNetnsPath(), cfg)
+		if err != nil {
 			s.log.Warn("no handle on the pod's netns: a runtime that tears it down unannounced loses the device", "device", pd.GetDevice().GetName(), "error", err)
+		} else if pinErr != nil {
+			s.log.Warn("the pod's netns is not pinned: a runtime that tears it down unannounced while the provisioner restarts loses the device", "device", pd.GetDevice().GetName(), "error", pinErr)
 		}
 	}
 	return nil
@@ -329,7 +333,9 @@ func (s *Server) detach(ctx context.Context, pd *devicev1.PreparedDevice, netnsP
 	if err != nil {
 		return false, linkStatus(fmt.Errorf("detaching %s: %w", name, err))
 	}
-	s.handles.drop(name)
+	if err := s.handles.drop(name); err != nil {
+		s.log.Error("Netns pin left: it keeps the pod's netns until the next Detach, Free or start", "device", name, "error", err)
+	}
 	return lost, nil
 }
 
@@ -344,7 +350,7 @@ func (s *Server) takeBackFromElsewhere(ctx context.Context, pd *devicev1.Prepare
 	if !held || same {
 		return same, nil
 	}
-	if err := s.takeBack(ctx, pd, "before attaching it to "+netnsPath); err != nil {
+	if _, err := s.takeBack(ctx, pd, "before attaching it to "+netnsPath); err != nil {
 		return false, err
 	}
 	return false, nil
@@ -357,7 +363,7 @@ func (s *Server) takeBackFromElsewhere(ctx context.Context, pd *devicev1.Prepare
 // that moved into a pod must be back in the host: a physical one the
 // kernel returned under its pod name is renamed back, and a virtual one
 // destroyed with its pod's netns is reported lost (checkBack).
-func (s *Server) takeBackAtFree(ctx context.Context, pd *devicev1.PreparedDevice, freeCfg *devicev1.DeviceConfig) error {
+func (s *Server) takeBackAtFree(ctx context.Context, pd *devicev1.PreparedDevice, freeCfg *devicev1.DeviceConfig) (lost bool, err error) {
 	if _, _, held := s.handles.path(pd.GetDevice().GetName()); !held {
 		return s.checkBack(ctx, pd, freeCfg)
 	}
@@ -365,34 +371,35 @@ func (s *Server) takeBackAtFree(ctx context.Context, pd *devicev1.PreparedDevice
 }
 
 // takeBack detaches a device through the handle on the pod netns it is
-// still in (when says at which step); nothing without a handle.
-func (s *Server) takeBack(ctx context.Context, pd *devicev1.PreparedDevice, when string) error {
+// still in (when says at which step); nothing without a handle. lost says
+// the link was not there either.
+func (s *Server) takeBack(ctx context.Context, pd *devicev1.PreparedDevice, when string) (lost bool, err error) {
 	_, cfg, ok := s.handles.path(pd.GetDevice().GetName())
 	if !ok {
-		return nil
+		return false, nil
 	}
 	s.log.Warn("Device still in a pod's netns, no Detach came: taking it back", "device", pd.GetDevice().GetName(), "when", when)
-	if _, err := s.detach(ctx, pd, "", cfg); err != nil {
-		return fmt.Errorf("taking %s back from its pod %s: %w", pd.GetDevice().GetName(), when, err)
+	if lost, err = s.detach(ctx, pd, "", cfg); err != nil {
+		return false, fmt.Errorf("taking %s back from its pod %s: %w", pd.GetDevice().GetName(), when, err)
 	}
-	return nil
+	return lost, nil
 }
 
 // checkBack is takeBackAtFree without a handle (see there).
-func (s *Server) checkBack(ctx context.Context, pd *devicev1.PreparedDevice, cfg *devicev1.DeviceConfig) error {
+func (s *Server) checkBack(ctx context.Context, pd *devicev1.PreparedDevice, cfg *devicev1.DeviceConfig) (lost bool, err error) {
 	if pd.GetDevice().GetKernelIfName() == "" || pd.GetDevice().GetSubInterface() != nil || createdInPod(pd) || pd.GetOriginalLink().GetName() == "" {
-		return nil // nothing moved, or a link made in the pod that went with it
+		return false, nil // nothing moved, or a link made in the pod that went with it
 	}
-	err := s.mover.CheckBack(ctx, pd.GetOriginalLink(), cfg)
+	err = s.mover.CheckBack(ctx, pd.GetOriginalLink(), cfg)
 	if errors.Is(err, link.ErrLinkLost) {
 		s.log.Error("Device lost: its link is not back in the host at Free and the provisioner holds no handle on its pod's netns (it restarted since the Attach): a virtual link destroyed with a netns the runtime tore down without a Detach",
 			"device", pd.GetDevice().GetName(), "manager", pd.GetDevice().GetManager(), "error", err)
-		return nil
+		return true, nil
 	}
 	if err != nil {
-		return linkStatus(fmt.Errorf("checking that %s is back in the host: %w", pd.GetDevice().GetName(), err))
+		return false, linkStatus(fmt.Errorf("checking that %s is back in the host: %w", pd.GetDevice().GetName(), err))
 	}
-	return nil
+	return false, nil
 }
 
 // Restore implements ProvisionerServiceServer: it parses the prepared

@@ -1,8 +1,10 @@
 // Package nodetest runs netdra's node processes in tests as real processes:
 // it builds the binaries once per test binary and starts each on its own
 // socket; the provisioner runs inside a throwaway network namespace that
-// stands in for the node's host netns, so tests never touch the real one.
-// Everything it makes is removed when the test ends. It needs root.
+// stands in for the node's host netns, so tests never touch the real one,
+// and in a mount namespace of its own that outlives the process, as a
+// pod's hostPath with Bidirectional propagation outlives its container:
+// its netns pins and bpffs stay across a restart. Everything it makes is removed when the test ends. It needs root.
 package nodetest
 
 import (
@@ -112,8 +114,9 @@ type Proc struct {
 func (p *Proc) Log() string { return p.logs.String() }
 
 // Start runs a node process (a binary from Binaries) with args, in the
-// netns hostNS when it is not empty, with its socket in dir, and waits
-// until it serves. The process is killed at the end of the test; its log is
+// netns hostNS when it is not empty (and in a mount namespace of its own,
+// kept across restarts: MountNS), with its socket in dir, and waits until
+// it serves. The process is killed at the end of the test; its log is
 // printed when the test failed.
 func Start(t testing.TB, name, dir, hostNS string, args ...string) *Proc {
 	t.Helper()
@@ -121,7 +124,8 @@ func Start(t testing.TB, name, dir, hostNS string, args ...string) *Proc {
 	bin := filepath.Join(Binaries(t), name)
 	p.args = append([]string{bin, "-socket", p.Socket, "-log-level", "debug"}, args...)
 	if hostNS != "" {
-		p.args = append([]string{"ip", "netns", "exec", hostNS}, p.args...)
+		mnt := MountNS(t, dir, name, hostNS)
+		p.args = append([]string{"nsenter", "--mount=" + mnt, "--net=/var/run/netns/" + hostNS, "--"}, p.args...)
 	}
 	p.start()
 	t.Cleanup(func() {
@@ -131,6 +135,38 @@ func Start(t testing.TB, name, dir, hostNS string, args ...string) *Proc {
 		}
 	})
 	return p
+}
+
+// MountNS makes a mount namespace for a process of the netns hostNS, as
+// `ip netns exec` does (a slave copy of the host's, with a sysfs of hostNS
+// on /sys) but kept in a file under dir (returned) until the end of the
+// test, so that what the process mounts (its netns pins, its bpffs)
+// outlives it, as on a node the host's mounts outlive a container.
+func MountNS(t testing.TB, dir, name, hostNS string) string {
+	t.Helper()
+	holder := filepath.Join(dir, name+".mnt")
+	if err := os.MkdirAll(holder, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(holder, "ns")
+	steps := [][]string{
+		// A namespace file can be bound only on a private mount.
+		{"mount", "--bind", holder, holder},
+		{"mount", "--make-private", holder},
+		{"touch", file},
+		{"unshare", "--mount=" + file, "--propagation", "slave", "true"},
+		{"nsenter", "--mount=" + file, "--net=/var/run/netns/" + hostNS, "--", "sh", "-c", "umount -l /sys && mount -t sysfs sysfs /sys"},
+	}
+	t.Cleanup(func() {
+		_ = exec.Command("umount", file).Run()
+		_ = exec.Command("umount", "-l", holder).Run()
+	})
+	for _, s := range steps {
+		if out, err := exec.Command(s[0], s[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", strings.Join(s, " "), err, out)
+		}
+	}
+	return file
 }
 
 func (p *Proc) start() {

@@ -955,7 +955,12 @@ func (x *FreeRequest) GetConfig() *v1.DeviceConfig {
 }
 
 type FreeResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The device's link moved into a pod and is not back in the host, and no
+	// handle held its pod's netns: a virtual link (veth) destroyed with a
+	// namespace the runtime tore down without a Detach. The device is lost
+	// until it is made again.
+	DeviceLost    bool `protobuf:"varint,1,opt,name=device_lost,json=deviceLost,proto3" json:"device_lost,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -988,6 +993,13 @@ func (x *FreeResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use FreeResponse.ProtoReflect.Descriptor instead.
 func (*FreeResponse) Descriptor() ([]byte, []int) {
 	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *FreeResponse) GetDeviceLost() bool {
+	if x != nil {
+		return x.DeviceLost
+	}
+	return false
 }
 
 type AttachRequest struct {
@@ -1596,8 +1608,10 @@ const file_netdra_provisioner_v1_provisioner_proto_rawDesc = "" +
 	"\x0fprepared_device\x18\x01 \x01(\v2 .netdra.device.v1.PreparedDeviceR\x0epreparedDevice\"\x90\x01\n" +
 	"\vFreeRequest\x12I\n" +
 	"\x0fprepared_device\x18\x01 \x01(\v2 .netdra.device.v1.PreparedDeviceR\x0epreparedDevice\x126\n" +
-	"\x06config\x18\x02 \x01(\v2\x1e.netdra.device.v1.DeviceConfigR\x06config\"\x0e\n" +
-	"\fFreeResponse\"\xb1\x01\n" +
+	"\x06config\x18\x02 \x01(\v2\x1e.netdra.device.v1.DeviceConfigR\x06config\"/\n" +
+	"\fFreeResponse\x12\x1f\n" +
+	"\vdevice_lost\x18\x01 \x01(\bR\n" +
+	"deviceLost\"\xb1\x01\n" +
 	"\rAttachRequest\x12I\n" +
 	"\x0fprepared_device\x18\x01 \x01(\v2 .netdra.device.v1.PreparedDeviceR\x0epreparedDevice\x12\x1d\n" +
 	"\n" +

@@ -54,7 +54,8 @@ type ProvisionerServiceClient interface {
 	// Free undoes Setup, restoring the recorded original state exactly.
 	// Idempotent. A device still in a pod's network namespace (no Detach
 	// came: the runtime tore the pod down without telling nri) is taken
-	// back from it first, through the handle Attach kept.
+	// back from it first, through the handle Attach kept. A device found
+	// lost is success, with device_lost set.
 	Free(ctx context.Context, in *FreeRequest, opts ...grpc.CallOption) (*FreeResponse, error)
 	// Attach puts a prepared device into a pod's network namespace under the
 	// claim's interface name, MAC, MTU, addresses and routes. Idempotent.
@@ -192,7 +193,8 @@ type ProvisionerServiceServer interface {
 	// Free undoes Setup, restoring the recorded original state exactly.
 	// Idempotent. A device still in a pod's network namespace (no Detach
 	// came: the runtime tore the pod down without telling nri) is taken
-	// back from it first, through the handle Attach kept.
+	// back from it first, through the handle Attach kept. A device found
+	// lost is success, with device_lost set.
 	Free(context.Context, *FreeRequest) (*FreeResponse, error)
 	// Attach puts a prepared device into a pod's network namespace under the
 	// claim's interface name, MAC, MTU, addresses and routes. Idempotent.

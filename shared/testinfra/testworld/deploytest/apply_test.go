@@ -205,7 +205,11 @@ func TestManifests_DryRunCatchesErrors(t *testing.T) {
 	ds := find(t, render(t, base), "DaemonSet", "netdra-node").DeepCopy()
 	a.applyAll(t, []*unstructured.Unstructured{find(t, render(t, base), "Namespace", "netdra-system")}, true)
 	containers, _, _ := unstructured.NestedSlice(ds.Object, "spec", "template", "spec", "containers")
-	containers[0].(map[string]any)["securityContext"].(map[string]any)["privileged"] = true // with allowPrivilegeEscalation: false
+	for _, c := range containers { // nri, with allowPrivilegeEscalation: false
+		if c.(map[string]any)["name"] == "nri" {
+			c.(map[string]any)["securityContext"].(map[string]any)["privileged"] = true
+		}
+	}
 	if err := unstructured.SetNestedSlice(ds.Object, containers, "spec", "template", "spec", "containers"); err != nil {
 		t.Fatal(err)
 	}

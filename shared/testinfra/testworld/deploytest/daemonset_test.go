@@ -92,18 +92,23 @@ func imageRules(c corev1.Container) []string {
 }
 
 // privilegeRules: only the provisioner holds capabilities (exactly its
-// two), nobody is privileged, nothing can escalate, everything else drops
-// every capability, state runs as non-root.
+// three) and is privileged (its netns pins' Bidirectional mount needs it),
+// nothing else can escalate, everything else drops every capability,
+// state runs as non-root.
 func privilegeRules(c corev1.Container) []string {
 	sc := c.SecurityContext
 	if sc == nil {
 		return []string{c.Name + ": no securityContext"}
 	}
 	var bad []string
-	if sc.Privileged != nil && *sc.Privileged {
+	privileged := sc.Privileged != nil && *sc.Privileged
+	switch {
+	case c.Name == "provisioner" && !privileged:
+		bad = append(bad, "provisioner: not privileged (its netns pins are mounted Bidirectional)")
+	case c.Name != "provisioner" && privileged:
 		bad = append(bad, c.Name+": privileged")
 	}
-	if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+	if c.Name != "provisioner" && (sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation) {
 		bad = append(bad, c.Name+": allowPrivilegeEscalation is not false")
 	}
 	var add, drop []corev1.Capability
@@ -169,7 +174,8 @@ func mountRules(c corev1.Container, volumes []corev1.Volume) []string {
 // the netns directory is wherever pods run (ip netns and the runtimes make
 // it a shared mount). Elsewhere a host without systemd, or a bpffs mounted
 // by hand, has private mounts.
-var propagatedPaths = []string{"/var/run/netns", "/run/netns"}
+// The provisioner's netns pins are in a folder of it (Bidirectional).
+var propagatedPaths = []string{"/var/run/netns", "/run/netns", "/var/run/netns/netdra"}
 
 // propagationRules: mount propagation only on propagatedPaths.
 func propagationRules(container string, m corev1.VolumeMount, hostPath string) []string {
@@ -258,6 +264,10 @@ func TestDaemonSet_PrivilegesDetected(t *testing.T) {
 			p := true
 			byName(ds, "nri").SecurityContext.Privileged = &p
 		}, "nri: privileged"},
+		{"provisioner not privileged", func(ds *appsv1.DaemonSet) {
+			p := false
+			byName(ds, "provisioner").SecurityContext.Privileged = &p
+		}, "provisioner: not privileged"},
 		{"provisioner gets one more", func(ds *appsv1.DaemonSet) {
 			c := byName(ds, "provisioner")
 			c.SecurityContext.Capabilities.Add = append(c.SecurityContext.Capabilities.Add, "SYS_PTRACE")

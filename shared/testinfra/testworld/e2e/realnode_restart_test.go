@@ -2,6 +2,11 @@ package e2e
 
 import (
 	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 	"github.com/netdra/netdra/shared/testinfra/testworld/worldtest"
 )
 
@@ -92,5 +98,43 @@ func TestE2E_ContainerdRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.stillHasNet1(t)
+	w.runningPod(t, "after")
+}
+
+// TestE2E_ProvisionerKilledThenPodTornDown is the long chaos run's loss: the
+// provisioner is killed (kill -9) while a pod holds a host veth, and the
+// pod is deleted while it is down: nri's Detach fails, containerd tears
+// the pod's netns down anyway, and the veth would die with it. The
+// restarted provisioner reopens its pin of that netns and takes the veth
+// back; dra's retried Free then frees the claim.
+func TestE2E_ProvisionerKilledThenPodTornDown(t *testing.T) {
+	w := startRestartWorld(t)
+	ctx := context.Background()
+	netns, ok := w.nn.node.Sandbox(w.pod.UID)
+	if !ok {
+		t.Fatal("no sandbox for the pod")
+	}
+	w.nn.prov.Kill()
+	zero := int64(0)
+	if err := w.c.CoreV1().Pods(w.ns).Delete(ctx, w.pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "containerd to tear the pod's netns down", 2*time.Minute, func(context.Context) (bool, error) {
+		_, err := os.Stat(filepath.Join("/var/run/netns", netns))
+		return errors.Is(err, fs.ErrNotExist), nil
+	})
+	w.nn.prov.Restart()
+	waitFor(t, "both veths back in the host netns", time.Minute, func(context.Context) (bool, error) {
+		_, ok0 := link(t, w.nn.hostNS, "data0")
+		_, ok1 := link(t, w.nn.hostNS, "data1")
+		return ok0 && ok1, nil
+	})
+	waitFor(t, "no allocation left", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		resp, err := w.nn.stateClient.ListAllocations(ctx, &statev1.ListAllocationsRequest{})
+		return err == nil && len(resp.GetAllocations()) == 0, nil
+	})
+	if strings.Contains(w.nn.dra.Log(), "Device lost") || strings.Contains(w.nn.prov.Log(), "Device lost") {
+		t.Error("a device was reported lost")
+	}
 	w.runningPod(t, "after")
 }

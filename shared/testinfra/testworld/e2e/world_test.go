@@ -75,6 +75,9 @@ func startNetdraWith(t *testing.T, provArgs []string, devices ...string) *netdra
 			"mtu", "1500", "type", "veth", "peer", "name", "p-"+d)
 	}
 	nn.state = nodetest.Start(t, "state", nn.dir, "", "-db", nn.dir+"/state.db")
+	// The netns pins as in the DaemonSet: they outlive a provisioner
+	// restart (nodetest keeps its mount namespace across restarts).
+	provArgs = append([]string{"-netns-pin-dir", filepath.Join(nn.dir, "pins")}, provArgs...)
 	nn.prov = nodetest.Start(t, "provisioner", nn.dir, nn.hostNS, provArgs...)
 	socks := []string{"-state-socket", nn.state.Socket, "-provisioner-socket", nn.prov.Socket, "-metrics-address", ""}
 	nn.nriP = nodetest.Start(t, "nri", nn.dir, "", append(socks, "-nri-socket", n.NRISocket())...)
