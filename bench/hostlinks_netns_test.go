@@ -17,6 +17,7 @@ import (
 type hostLinks struct {
 	mu      sync.Mutex
 	present map[string]bool
+	names   map[int32]string // by ifindex: a link renamed in the host (before its move) leaves its old name
 	changed chan struct{} // closed and replaced at every event
 	done    chan struct{}
 }
@@ -26,7 +27,7 @@ func watchLinks(b *testing.B, ns string) *hostLinks {
 	h, err := netns.GetFromName(ns)
 	must(b, err)
 	defer h.Close()
-	hl := &hostLinks{present: map[string]bool{}, changed: make(chan struct{}), done: make(chan struct{})}
+	hl := &hostLinks{present: map[string]bool{}, names: map[int32]string{}, changed: make(chan struct{}), done: make(chan struct{})}
 	ch := make(chan netlink.LinkUpdate, 4096)
 	must(b, netlink.LinkSubscribeWithOptions(ch, hl.done, netlink.LinkSubscribeOptions{Namespace: &h, ReceiveBufferSize: 1 << 22,
 		ErrorCallback: func(err error) {
@@ -44,11 +45,21 @@ func watchLinks(b *testing.B, ns string) *hostLinks {
 	must(b, err)
 	for _, l := range links {
 		hl.present[l.Attrs().Name] = true
+		hl.names[int32(l.Attrs().Index)] = l.Attrs().Name
 	}
 	go func() {
 		for u := range ch {
 			hl.mu.Lock()
-			hl.present[u.Attrs().Name] = u.Header.Type == unix.RTM_NEWLINK
+			if old, ok := hl.names[u.Index]; ok {
+				hl.present[old] = false
+			}
+			delete(hl.names, u.Index)
+			if u.Header.Type == unix.RTM_NEWLINK {
+				hl.present[u.Attrs().Name] = true
+				hl.names[u.Index] = u.Attrs().Name
+			} else {
+				hl.present[u.Attrs().Name] = false
+			}
 			close(hl.changed)
 			hl.changed = make(chan struct{})
 			hl.mu.Unlock()
