@@ -18,7 +18,7 @@ type hostLinks struct {
 	mu      sync.Mutex
 	present map[string]bool
 	names   map[int32]string // by ifindex: a link renamed in the host (before its move) leaves its old name
-	changed chan struct{} // closed and replaced at every event
+	changed chan struct{}    // closed and replaced at every event
 	done    chan struct{}
 }
 
