@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -43,8 +44,10 @@ const maxPods, maxDevices = 64, 8
 //   - baseline: the netlink calls made directly from this process
 //     (vishvananda/netlink), on veths in a throwaway host netns;
 //   - pipeline: the real NRI runtime side (containerd's pkg/adaptation, what
-//     containerd embeds) sending RunPodSandbox / StopPodSandbox /
-//     RemovePodSandbox to the real nri process, which asks the real state
+//     containerd embeds) sending RunPodSandbox, CreateContainer (attach:
+//     until the container may be created, the devices in the pod),
+//     StopPodSandbox and RemovePodSandbox (detach: until the devices are
+//     back in the host netns) to the real nri process, which asks the real state
 //     service and the real provisioner (in its own throwaway host netns) to
 //     attach and detach, with the allocations recorded beforehand as dra
 //     does at prepare (BeginPrepare, provisioner Setup, CommitPrepare).
@@ -52,7 +55,8 @@ const maxPods, maxDevices = 64, 8
 // For 1 and 8 devices a pod and 1, 16 and 64 concurrent pods (closed loop:
 // each worker attaches its pod, detaches it, and starts over) it reports
 // the p50 and p99 of attach and detach and the namespace moves a second,
-// and writes them for bench/RESULTS.md. The RSS of the node processes idle
+// and writes them for bench/RESULTS.md, with how long each of netdra's
+// hooks held the runtime's NRI lock (figures.Hooks). The RSS of the node processes idle
 // and under this churn is recorded too (point 5), and the moves one pod
 // lifecycle makes, counted from the host netns's link events (point 3).
 func BenchmarkAttach_PipelineVsBaseline(b *testing.B) {
@@ -69,8 +73,10 @@ func BenchmarkAttach_PipelineVsBaseline(b *testing.B) {
 				bl := runLifecycles(b, "baseline", base, c.devices, c.pods, c.rounds)
 				pipe.prepare(b, c.devices, c.pods)
 				counter := countMoves(b, pipe.hostNS)
+				pipe.hooks.take(0, 0)
 				pl := runLifecycles(b, "pipeline", pipe, c.devices, c.pods, c.rounds)
 				pl.MovesCounted = counter.stop()
+				reportHooks(b, pipe.hooks.take(c.devices, c.pods))
 				if c.pods == 1 {
 					// The provisioner's share: its Attach and Detach RPCs alone.
 					must(b, figures.Record(figures.AttachFile, runLifecycles(b, "provisioner", provisionerOnly{pipe}, c.devices, c.pods, c.rounds)))
@@ -106,6 +112,18 @@ func report(b *testing.B, bl, pl figures.Attach) {
 	must(b, figures.Record(figures.AttachFile, pl))
 }
 
+// reportHooks reports how long the hooks held the runtime's NRI lock.
+func reportHooks(b *testing.B, h figures.Hooks) {
+	b.ReportMetric(h.RunPodSandbox.P50, "run-hook-p50-ms")
+	b.ReportMetric(h.RunPodSandbox.P99, "run-hook-p99-ms")
+	b.ReportMetric(h.StopPodSandbox.P50, "stop-hook-p50-ms")
+	b.ReportMetric(h.StopPodSandbox.P99, "stop-hook-p99-ms")
+	b.ReportMetric(h.CreateContainer.P50, "create-hook-p50-ms")
+	b.ReportMetric(h.CreateContainer.P99, "create-hook-p99-ms")
+	b.ReportMetric(float64(h.Refusals), "create-refusals")
+	must(b, figures.Record(figures.HooksFile, h))
+}
+
 func must(b testing.TB, err error) {
 	b.Helper()
 	if err != nil {
@@ -118,6 +136,12 @@ func must(b testing.TB, err error) {
 type lifecycler interface {
 	attach(ctx context.Context, w, devices int) error
 	detach(ctx context.Context, w, devices int) error
+}
+
+// checker is a lifecycler that checks the devices after each attach,
+// outside the timed attach and detach.
+type checker interface {
+	check(w, devices int) error
 }
 
 // runLifecycles runs pods workers concurrently, each rounds times attach
@@ -150,11 +174,17 @@ func runLifecycles(b *testing.B, mode string, l lifecycler, devices, pods, round
 					fail(fmt.Errorf("attach pod %d: %w", w, err))
 					continue
 				}
+				d := time.Since(t0)
+				if c, ok := l.(checker); ok {
+					if err := c.check(w, devices); err != nil {
+						fail(fmt.Errorf("after the attach of pod %d: %w", w, err))
+					}
+				}
 				t1 := time.Now()
 				err := l.detach(ctx, w, devices)
 				t2 := time.Now()
 				mu.Lock()
-				attach = append(attach, t1.Sub(t0))
+				attach = append(attach, d)
 				if err == nil {
 					detach = append(detach, t2.Sub(t1))
 				}
@@ -350,6 +380,10 @@ type pipeline struct {
 	tag      string
 	prepared []*statev1.PreparedAllocation
 	configs  []*devicev1.DeviceConfig
+	// links follows the host netns's links; hooks collects the hooks'
+	// durations.
+	links *hostLinks
+	hooks hookTimes
 }
 
 func newPipeline(b *testing.B) *pipeline {
@@ -358,6 +392,7 @@ func newPipeline(b *testing.B) *pipeline {
 		p.pods = append(p.pods, nodetest.Netns(b, "nbp"))
 	}
 	makeVeths(b, p.hostNS)
+	p.links = watchLinks(b, p.hostNS)
 	dir := nodetest.Dir(b)
 	quiet := []string{"-log-level", "info"}
 	st := nodetest.Start(b, "state", dir, "", append(quiet, "-db", dir+"/state.db")...)
@@ -457,17 +492,111 @@ func (p *pipeline) sandbox(w int) *api.PodSandbox {
 		Namespaces: []*api.LinuxNamespace{{Type: "network", Path: "/var/run/netns/" + p.pods[w]}}}}
 }
 
-func (p *pipeline) attach(ctx context.Context, w, _ int) error {
-	return p.runtime.RunPodSandbox(ctx, &adaptation.RunPodSandboxRequest{Pod: p.sandbox(w)})
+// attach is RunPodSandbox, then CreateContainer until the runtime lets the
+// container be created, as the kubelet does: netdra's hook returns at
+// once and its gate waits for the part of the attach that has not ended,
+// so the attach is timed until the devices are in the pod, configured (a
+// container sees them), whatever hook returns first. check looks at them
+// there after, untimed.
+func (p *pipeline) attach(ctx context.Context, w, devices int) error {
+	sb := p.sandbox(w)
+	t0 := time.Now()
+	if err := p.runtime.RunPodSandbox(ctx, &adaptation.RunPodSandboxRequest{Pod: sb}); err != nil {
+		return err
+	}
+	p.hooks.add(&p.hooks.run, time.Since(t0))
+	for {
+		t := time.Now()
+		_, err := p.runtime.CreateContainer(ctx, &adaptation.CreateContainerRequest{Pod: sb,
+			Container: &api.Container{Id: "ctr-" + sb.GetUid(), PodSandboxId: sb.GetId(), Name: "app"}})
+		p.hooks.add(&p.hooks.create, time.Since(t))
+		if err == nil {
+			break
+		}
+		if !strings.Contains(err.Error(), "has not finished yet") {
+			return err
+		}
+		p.hooks.refused()
+	}
+	return nil
 }
 
-// detach is StopPodSandbox (timed by the caller) and RemovePodSandbox, as
-// a runtime sends both when a pod ends.
-func (p *pipeline) detach(ctx context.Context, w, _ int) error {
+// check checks, after an attach, that the devices of worker w's pod are in
+// its netns, up, under their pod names, and waits until the link events
+// of their moves out of the host are in (for detach's clock).
+func (p *pipeline) check(w, devices int) error {
+	names := make([]string, devices)
+	for i := range names {
+		names[i] = hostName(w, i)
+	}
+	if err := p.links.wait(names, false); err != nil {
+		return err
+	}
+	h, err := handleAt(p.pods[w])
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	for i := range devices {
+		name := podConfig(w, i).GetPodIfName()
+		l, err := h.LinkByName(name)
+		if err != nil {
+			return fmt.Errorf("%s in the pod after CreateContainer: %w", name, err)
+		}
+		if l.Attrs().Flags&net.FlagUp == 0 {
+			return fmt.Errorf("%s is down in the pod after CreateContainer", name)
+		}
+	}
+	return nil
+}
+
+// detach is StopPodSandbox and RemovePodSandbox, as a runtime sends both
+// when a pod ends, timed until the devices are back in the host netns
+// (netdra's StopPodSandbox hands the detach off and returns).
+func (p *pipeline) detach(ctx context.Context, w, devices int) error {
+	names := make([]string, devices)
+	for i := range names {
+		names[i] = hostName(w, i)
+	}
+	t0 := time.Now()
 	if err := p.runtime.StopPodSandbox(ctx, &adaptation.StopPodSandboxRequest{Pod: p.sandbox(w)}); err != nil {
 		return err
 	}
-	return p.runtime.RemovePodSandbox(ctx, &adaptation.RemovePodSandboxRequest{Pod: p.sandbox(w)})
+	p.hooks.add(&p.hooks.stop, time.Since(t0))
+	if err := p.runtime.RemovePodSandbox(ctx, &adaptation.RemovePodSandboxRequest{Pod: p.sandbox(w)}); err != nil {
+		return err
+	}
+	return p.links.wait(names, true)
+}
+
+// hookTimes are the durations of netdra's hooks as the runtime side saw
+// them, for one configuration.
+type hookTimes struct {
+	mu                sync.Mutex
+	run, stop, create []time.Duration
+	refusals          int
+}
+
+func (h *hookTimes) add(to *[]time.Duration, d time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	*to = append(*to, d)
+}
+
+func (h *hookTimes) refused() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.refusals++
+}
+
+// take summarizes the configuration's hook times and starts over.
+func (h *hookTimes) take(devices, pods int) figures.Hooks {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r := figures.Hooks{Devices: devices, Concurrency: pods, RunPodSandbox: figures.Summarize(h.run),
+		StopPodSandbox: figures.Summarize(h.stop), CreateContainer: figures.Summarize(h.create), Refusals: h.refusals}
+	h.run, h.stop, h.create, h.refusals = nil, nil, nil, 0
+	return r
 }
 
 // provisionerOnly calls the provisioner's Attach and Detach directly, one

@@ -31,7 +31,25 @@ const (
 	InventoryFile = "inventory.jsonl" // Inventory records (point 4)
 	DiscoverFile  = "discover.jsonl"  // a Summary of sr-iov discoveries of the same tree (point 4)
 	SubifFile     = "subif.jsonl"     // Subif records (point 3, the sub-interface's attach cost)
+	HooksFile     = "hooks.jsonl"     // Hooks records (issue 21: the time the NRI hooks hold the runtime's lock)
 )
+
+// Hooks is how long netdra's NRI hooks held the runtime's NRI lock in one
+// configuration of the pipeline (devices per pod, concurrent pods), as the
+// runtime side measured each call: RunPodSandbox and StopPodSandbox per
+// pod, and CreateContainer, which waits for the part of the pod's attach
+// that has not ended (every call, retries after a refusal included).
+// Refusals counts the CreateContainer calls refused because the attach had
+// not ended within the hook's time (the kubelet creates the container
+// again; so does the benchmark).
+type Hooks struct {
+	Devices         int     `json:"devices"`
+	Concurrency     int     `json:"concurrency"`
+	RunPodSandbox   Summary `json:"run_pod_sandbox"`
+	StopPodSandbox  Summary `json:"stop_pod_sandbox"`
+	CreateContainer Summary `json:"create_container"`
+	Refusals        int     `json:"refusals"`
+}
 
 // Subif is one way of giving a pod a link, at the link level
 // (services/provisioner/link's BenchmarkAttach_SubifVsMove): "move-veth",

@@ -32,6 +32,52 @@ type world struct {
 	// unavailable makes the next n calls to the provisioner fail with
 	// Unavailable, as when it dies during the call.
 	unavailable int
+	// failDetach makes the next n Detaches fail.
+	failDetach int
+	// hold, when set, makes the provisioner's Attach and Detach wait until
+	// it is closed (a move the kernel has not finished).
+	hold chan struct{}
+	// waiting is how many moves wait on hold now.
+	waiting int
+}
+
+// holdMoves makes the provisioner's moves wait until the returned release
+// is called.
+func (w *world) holdMoves() (release func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ch := make(chan struct{})
+	w.hold = ch
+	return func() { close(ch) }
+}
+
+func (w *world) held() {
+	w.mu.Lock()
+	ch := w.hold
+	if ch != nil {
+		w.waiting++
+	}
+	w.mu.Unlock()
+	if ch != nil {
+		<-ch
+		w.mu.Lock()
+		w.waiting--
+		w.mu.Unlock()
+	}
+}
+
+// movesWaiting is how many moves wait on hold now.
+func (w *world) movesWaiting() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.waiting
+}
+
+// at is where device dev is.
+func (w *world) at(dev string) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.where[dev]
 }
 
 func newWorld(allocs ...*statev1.Allocation) *world {
@@ -104,6 +150,7 @@ type fakeProvisioner struct{ w *world }
 var _ ProvisionerClient = fakeProvisioner{}
 
 func (f fakeProvisioner) Attach(_ context.Context, r *provisionerv1.AttachRequest, _ ...grpc.CallOption) (*provisionerv1.AttachResponse, error) {
+	f.w.held()
 	f.w.mu.Lock()
 	defer f.w.mu.Unlock()
 	dev := r.GetPreparedDevice().GetDevice().GetName()
@@ -123,6 +170,7 @@ func (f fakeProvisioner) Attach(_ context.Context, r *provisionerv1.AttachReques
 }
 
 func (f fakeProvisioner) Detach(_ context.Context, r *provisionerv1.DetachRequest, _ ...grpc.CallOption) (*provisionerv1.DetachResponse, error) {
+	f.w.held()
 	f.w.mu.Lock()
 	defer f.w.mu.Unlock()
 	dev := r.GetPreparedDevice().GetDevice().GetName()
@@ -130,6 +178,10 @@ func (f fakeProvisioner) Detach(_ context.Context, r *provisionerv1.DetachReques
 	if f.w.unavailable > 0 {
 		f.w.unavailable--
 		return nil, status.Error(codes.Unavailable, "error reading from server: connection reset by peer")
+	}
+	if f.w.failDetach > 0 {
+		f.w.failDetach--
+		return nil, status.Errorf(codes.Internal, "detaching %s: device or resource busy", dev)
 	}
 	f.w.where[dev] = ""
 	return &provisionerv1.DetachResponse{}, nil
@@ -159,4 +211,18 @@ func sortedKeys(m map[string]*statev1.Allocation) []string {
 		}
 	}
 	return keys
+}
+
+// perDevice groups calls by the device they name (their second word), in
+// their order: a pod's devices are attached and detached at once, so only
+// each device's own calls have an order.
+func perDevice(calls []string) map[string][]string {
+	out := map[string][]string{}
+	for _, c := range calls {
+		f := strings.Fields(c)
+		if len(f) > 1 {
+			out[f[1]] = append(out[f[1]], c)
+		}
+	}
+	return out
 }

@@ -120,10 +120,17 @@ func (p *Programs) Attach(ctx context.Context, device, netnsPath, ifName string,
 		if err != nil {
 			return fmt.Errorf("interface %s in %s: %w", ifName, netnsPath, err)
 		}
-		if err := attachTCX(dir, pinIngress, ifc.Index, objs.NetdraIngress, ebpf.AttachTCXIngress); err != nil {
-			return err
-		}
-		return attachTCX(dir, pinEgress, ifc.Index, objs.NetdraEgress, ebpf.AttachTCXEgress)
+		// Each tcx attachment waits for an RCU grace period (about 13 ms
+		// here): the two wait together.
+		return bothAtOnce(
+			func() error {
+				return attachTCX(dir, pinIngress, ifc.Index, objs.NetdraIngress, ebpf.AttachTCXIngress)
+			},
+			func() error {
+				return inNetns(ns, func() error {
+					return attachTCX(dir, pinEgress, ifc.Index, objs.NetdraEgress, ebpf.AttachTCXEgress)
+				})
+			})
 	})
 	if err != nil {
 		p.unload(device)
@@ -220,31 +227,40 @@ func (p *Programs) setPolicy(dir string, pol Policy) error {
 	return nil
 }
 
-// detach detaches and unpins the links pinned in dir, if any.
+// detach detaches and unpins the links pinned in dir, if any, both at
+// once (each detach waits for an RCU grace period).
 func (p *Programs) detach(dir string) error {
+	return bothAtOnce(func() error { return detachPinned(dir, pinIngress) }, func() error { return detachPinned(dir, pinEgress) })
+}
+
+// detachPinned detaches and unpins the link pinned in dir as name, if any.
+func detachPinned(dir, name string) error {
+	l, err := link.LoadPinnedLink(filepath.Join(dir, name), nil)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("opening pinned link %s: %w", name, err)
+	}
+	defer l.Close()
 	var errs []error
-	for _, name := range []string{pinIngress, pinEgress} {
-		path := filepath.Join(dir, name)
-		l, err := link.LoadPinnedLink(path, nil)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("opening pinned link %s: %w", name, err))
-			continue
-		}
-		// BPF_LINK_DETACH takes the program off even if another process
-		// still holds the link; a link whose device is gone is detached
-		// already.
-		if err := l.Detach(); err != nil && !errors.Is(err, ebpf.ErrNotSupported) {
-			errs = append(errs, fmt.Errorf("detaching link %s: %w", name, err))
-		}
-		if err := l.Unpin(); err != nil {
-			errs = append(errs, fmt.Errorf("unpinning link %s: %w", name, err))
-		}
-		l.Close()
+	// BPF_LINK_DETACH takes the program off even if another process still
+	// holds the link; a link whose device is gone is detached already.
+	if err := l.Detach(); err != nil && !errors.Is(err, ebpf.ErrNotSupported) {
+		errs = append(errs, fmt.Errorf("detaching link %s: %w", name, err))
+	}
+	if err := l.Unpin(); err != nil {
+		errs = append(errs, fmt.Errorf("unpinning link %s: %w", name, err))
 	}
 	return errors.Join(errs...)
+}
+
+// bothAtOnce runs f and g at once and joins their errors.
+func bothAtOnce(f, g func() error) error {
+	errc := make(chan error, 1)
+	go func() { errc <- g() }()
+	err := f()
+	return errors.Join(err, <-errc)
 }
 
 // Detach takes the device's programs off its interface, wherever the
