@@ -49,7 +49,18 @@ func move(p *place, dst *conn, l netlink.Link, name string) (netlink.Link, error
 		return nil, err
 	}
 	if err := src.rename(l, via); err != nil {
-		return nil, err
+		if via != name || !errors.Is(err, unix.EEXIST) {
+			return nil, err
+		}
+		// name was free when looked at, and another link took it since
+		// (another pod's attach crossing under the same name): cross under
+		// another one.
+		if via, err = otherCrossingName(src, dst, p.name); err != nil {
+			return nil, err
+		}
+		if err := src.rename(l, via); err != nil {
+			return nil, err
+		}
 	}
 	p.name = via
 	src.log.Debug("moving link", "from", src.name, "to", dst.name, "as", via, "then", name)
@@ -80,6 +91,12 @@ func crossingName(src, dst *conn, cur, want string) (string, error) {
 	if ok, err := src.free(want, 0); err != nil || ok {
 		return want, err
 	}
+	return otherCrossingName(src, dst, cur)
+}
+
+// otherCrossingName is crossingName's choice when want is taken in src:
+// cur when it is free in dst, else a temporary name free on both sides.
+func otherCrossingName(src, dst *conn, cur string) (string, error) {
 	if ok, err := dst.free(cur, 0); err != nil || ok {
 		return cur, err
 	}

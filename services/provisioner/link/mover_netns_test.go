@@ -3,6 +3,7 @@ package link
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -500,5 +501,40 @@ func TestMover_Detach_NetnsGone_LinkReturned(t *testing.T) {
 	}
 	if got := viewOf(t, r.host, "net1"); got != nil {
 		t.Errorf("net1 still in the host: %+v", got)
+	}
+}
+
+// TestMover_Attach_ConcurrentSameName: pods' devices attached at once, all
+// to be called net1 (nri attaches pods concurrently): each crosses under a
+// name of its own when another took net1 in the host first, and all land.
+func TestMover_Attach_ConcurrentSameName(t *testing.T) {
+	r := newRig(t)
+	const n = 12
+	pods := make([]string, n)
+	errs := make(chan error, n)
+	for i := range n {
+		name := fmt.Sprintf("ndc%d", i)
+		netnstest.AddVeth(t, r.host, netnstest.Veth{Name: name, Peer: fmt.Sprintf("ndcp%d", i), MAC: fmt.Sprintf("02:00:00:00:0c:%02x", i), MTU: 1500})
+		pods[i] = netnstest.New(t)
+	}
+	for i := range n {
+		go func() {
+			dev := fmt.Sprintf("ndc%d", i)
+			orig, err := r.mover.Snapshot(t.Context(), dev)
+			if err == nil {
+				err = r.mover.Attach(t.Context(), dev, orig, pods[i], &devicev1.DeviceConfig{PodIfName: "net1"})
+			}
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Errorf("Attach: %v", err)
+		}
+	}
+	for i, p := range pods {
+		if v := viewOf(t, netnstest.Handle(t, p), "net1"); v == nil {
+			t.Errorf("pod %d has no net1", i)
+		}
 	}
 }
