@@ -39,6 +39,11 @@ const churnRounds = 3
 //
 // All along, a guard checks that no two nodes' blocks or pools overlap and
 // that no address is in two claims at once.
+//
+// The nodes share the host's network namespace for their control traffic
+// (kubelet, containerd, the apiserver's connections to the kubelets, as
+// realnode runs them); each node's data plane is its provisioner's host
+// netns, and the bridge joins those.
 func TestE2E_MultiNode(t *testing.T) {
 	m := startMultinode(t)
 	guard := m.startGuard(t)
