@@ -68,12 +68,27 @@ func startNetdraWith(t *testing.T, provArgs []string, devices ...string) *netdra
 	testenv.RequireRoot(t, "creates network namespaces and moves links between them")
 	cp := worldtest.ControlPlane(t)
 	installCRDs(t, cp)
-	n := worldtest.Node(t, cp)
-	nn := &netdraNode{cp: cp, node: n, hostNS: nodetest.Netns(t, "e2h"), dir: nodetest.Dir(t)}
+	nn := newNetdraNode(t, cp, worldtest.Node(t, cp))
 	for i, d := range devices {
 		nodetest.IP(t, "-n", nn.hostNS, "link", "add", d, "address", fmt.Sprintf("02:00:00:00:0e:%02x", i),
 			"mtu", "1500", "type", "veth", "peer", "name", "p-"+d)
 	}
+	nn.startProcs(t, provArgs)
+	return nn
+}
+
+// newNetdraNode is a netdraNode of n with its throwaway host netns and
+// its sockets' folder; startProcs starts its processes.
+func newNetdraNode(t *testing.T, cp *controlplane.ControlPlane, n *realnode.Node) *netdraNode {
+	t.Helper()
+	return &netdraNode{cp: cp, node: n, hostNS: nodetest.Netns(t, "e2h"), dir: nodetest.Dir(t)}
+}
+
+// startProcs starts the node's four netdra processes, the provisioner in
+// its host netns with provArgs, and connects to the state service.
+func (nn *netdraNode) startProcs(t *testing.T, provArgs []string) {
+	t.Helper()
+	cp, n := nn.cp, nn.node
 	nn.state = nodetest.Start(t, "state", nn.dir, "", "-db", nn.dir+"/state.db")
 	// The netns pins as in the DaemonSet: they outlive a provisioner
 	// restart (nodetest keeps its mount namespace across restarts).
@@ -103,7 +118,6 @@ func startNetdraWith(t *testing.T, provArgs []string, devices ...string) *netdra
 	if nn.dyn, err = dynamic.NewForConfig(cp.RESTConfig()); err != nil {
 		t.Fatal(err)
 	}
-	return nn
 }
 
 // applyNodeConfig creates or replaces the node's NodeConfig.
