@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -34,8 +35,9 @@ const churnRounds = 3
 //   - churn: pods created and deleted on every node at once, no address
 //     ever held twice, nothing left after;
 //   - a node relabelled out of the selector and one removed (Node deleted,
-//     node stopped): their NodeConfigs go, their blocks are released, the
-//     remaining node keeps its own.
+//     node stopped): their NodeConfigs go; the relabelled node's block is
+//     retained (its Node exists, its pods could hold addresses of it), the
+//     removed node's is released; the remaining node keeps its own.
 //
 // All along, a guard checks that no two nodes' blocks or pools overlap and
 // that no address is in two claims at once.
@@ -84,12 +86,12 @@ func ipPoolUsed(nc *v1alpha1.NodeConfig) int32 {
 // one each, and each has the NodeConfig generated from the ClusterConfig
 // whose pool mnIPPool hands out only addresses of its block; it returns
 // the blocks by node.
-func (m *multinode) waitBlocks(t *testing.T, nodes []*netdraNode) map[string]netip.Prefix {
+func (m *multinode) waitBlocks(t *testing.T, nodes []*netdraNode, retained ...*netdraNode) map[string]netip.Prefix {
 	t.Helper()
 	var blocks map[string]netip.Prefix
 	var last error
-	waitFor(t, fmt.Sprintf("blocks of %s for %d nodes", mnIPPool, len(nodes)), 2*time.Minute, func(ctx context.Context) (bool, error) {
-		blocks, last = m.blocksNow(ctx, nodes)
+	waitFor(t, fmt.Sprintf("blocks of %s for %d nodes, %d retained", mnIPPool, len(nodes), len(retained)), 2*time.Minute, func(ctx context.Context) (bool, error) {
+		blocks, last = m.blocksNow(ctx, nodes, retained)
 		return last == nil, nil
 	})
 	if last != nil {
@@ -98,7 +100,7 @@ func (m *multinode) waitBlocks(t *testing.T, nodes []*netdraNode) map[string]net
 	return blocks
 }
 
-func (m *multinode) blocksNow(ctx context.Context, nodes []*netdraNode) (map[string]netip.Prefix, error) {
+func (m *multinode) blocksNow(ctx context.Context, nodes, retained []*netdraNode) (map[string]netip.Prefix, error) {
 	cc, err := m.clusterConfig(ctx)
 	if err != nil {
 		return nil, err
@@ -114,10 +116,13 @@ func (m *multinode) blocksNow(ctx context.Context, nodes []*netdraNode) (map[str
 				return nil, fmt.Errorf("blocks %+v", cc.Status.AddressPools)
 			}
 			blocks[b.Node] = netip.MustParsePrefix(b.CIDR)
+			if b.Retained != slices.ContainsFunc(retained, func(nn *netdraNode) bool { return nn.node.Name() == b.Node }) {
+				return nil, fmt.Errorf("block %s of %s: retained %v, want it retained only for %d nodes", b.CIDR, b.Node, b.Retained, len(retained))
+			}
 		}
 	}
-	if len(blocks) != len(nodes) || len(ncs) != len(nodes) {
-		return nil, fmt.Errorf("%d blocks, %d NodeConfigs, want %d", len(blocks), len(ncs), len(nodes))
+	if len(blocks) != len(nodes)+len(retained) || len(ncs) != len(nodes) {
+		return nil, fmt.Errorf("%d blocks, %d NodeConfigs, want %d blocks (%d retained) and %d NodeConfigs", len(blocks), len(ncs), len(nodes)+len(retained), len(retained), len(nodes))
 	}
 	for _, nn := range nodes {
 		b, ok := blocks[nn.node.Name()]
@@ -313,12 +318,12 @@ func (m *multinode) churn(t *testing.T, guard *overlapGuard, blocks map[string]n
 }
 
 // relabelAndRemove: node 2 leaves the selector, node 1 leaves the cluster;
-// each one's NodeConfig goes and its block is released; node 0 keeps its
-// block.
+// each one's NodeConfig goes; node 2's block is retained (its Node exists),
+// node 1's released; node 0 keeps its block.
 func (m *multinode) relabelAndRemove(t *testing.T, blocks map[string]netip.Prefix) {
 	keep, relabelled, removed := m.nodes[0], m.nodes[2], m.nodes[1]
 	m.relabel(t, relabelled.node.Name())
-	now := m.waitBlocks(t, []*netdraNode{keep, removed})
+	now := m.waitBlocks(t, []*netdraNode{keep, removed}, relabelled)
 	t.Logf("after relabelling %s: %v", relabelled.node.Name(), now)
 	// The node goes down with its netdra pod: dra and nri first, then the
 	// kubelet and containerd (Stop deletes the Node); the slices dra
@@ -343,9 +348,11 @@ func (m *multinode) relabelAndRemove(t *testing.T, blocks map[string]netip.Prefi
 	if err := m.c.ResourceV1().ResourceSlices().DeleteCollection(context.Background(), metav1.DeleteOptions{}, sliceSel); err != nil {
 		t.Errorf("deleting the slices of %s: %v", removed.node.Name(), err)
 	}
-	now = m.waitBlocks(t, []*netdraNode{keep})
+	now = m.waitBlocks(t, []*netdraNode{keep}, relabelled)
 	t.Logf("after removing %s: %v", removed.node.Name(), now)
-	if now[keep.node.Name()] != blocks[keep.node.Name()] {
-		t.Errorf("node %s has block %s, had %s", keep.node.Name(), now[keep.node.Name()], blocks[keep.node.Name()])
+	for _, nn := range []*netdraNode{keep, relabelled} {
+		if now[nn.node.Name()] != blocks[nn.node.Name()] {
+			t.Errorf("node %s has block %s, had %s", nn.node.Name(), now[nn.node.Name()], blocks[nn.node.Name()])
+		}
 	}
 }
