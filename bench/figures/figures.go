@@ -31,7 +31,37 @@ const (
 	InventoryFile = "inventory.jsonl" // Inventory records (point 4)
 	DiscoverFile  = "discover.jsonl"  // a Summary of sr-iov discoveries of the same tree (point 4)
 	SubifFile     = "subif.jsonl"     // Subif records (point 3, the sub-interface's attach cost)
+	PodStartFile  = "podstart.jsonl"  // PodStart records (issue 21 point 4, the real node)
+	RestartFile   = "restart.jsonl"   // KubeletRestart records (issue 21 point 4)
 )
+
+// PodStart is one way of starting pods on the real node (benchworld's
+// BenchmarkWorld_PodStartup): Way "serial" (each pod created when the one
+// before is Ready) or "burst" (all created at once), with a netdra claim
+// or without (the same pod spec otherwise); Ready is each pod's time from
+// its create request to the first sight of its Ready condition. Hooks is
+// the mean time (ms) of netdra's own calls over the phase, from nri's and
+// dra's metrics ("nri RunPodSandbox", "dra prepare", ...).
+type PodStart struct {
+	Way         string             `json:"way"`
+	Claim       bool               `json:"claim"`
+	Pods        int                `json:"pods"`
+	Failures    int                `json:"failures"`
+	Ready       Summary            `json:"ready"`
+	WallSeconds float64            `json:"wall_s"`
+	Hooks       map[string]float64 `json:"hooks_mean_ms,omitempty"`
+}
+
+// KubeletRestart is the real node's kubelet restarted while netdra runs:
+// the restart itself (SIGTERM to Node Ready), then from Node Ready until
+// the node's ResourceSlices are back (the kubelet deletes them at start)
+// and until a pod with a claim, created at Node Ready, is Running.
+type KubeletRestart struct {
+	RestartSeconds    float64 `json:"restart_s"`
+	SlicesBackSeconds float64 `json:"slices_back_s"`
+	PodRunningSeconds float64 `json:"pod_running_s"`
+	SlicesDeleted     bool    `json:"slices_deleted"` // false: the old slices were never seen deleted
+}
 
 // Subif is one way of giving a pod a link, at the link level
 // (services/provisioner/link's BenchmarkAttach_SubifVsMove): "move-veth",
@@ -45,11 +75,12 @@ type Subif struct {
 	DetachMs float64 `json:"detach_ms"`
 }
 
-// Summary is a latency distribution: count, p50, p99 and max in ms, and
+// Summary is a latency distribution: count, p50, p90, p99 and max in ms, and
 // the samples themselves (ms, sorted) for the plot.
 type Summary struct {
 	N       int       `json:"n"`
 	P50     float64   `json:"p50_ms"`
+	P90     float64   `json:"p90_ms,omitempty"`
 	P99     float64   `json:"p99_ms"`
 	Max     float64   `json:"max_ms"`
 	Samples []float64 `json:"samples_ms,omitempty"`
@@ -66,7 +97,7 @@ func Summarize(d []time.Duration) Summary {
 	if len(ms) == 0 {
 		return s
 	}
-	s.P50, s.P99, s.Max = Percentile(ms, 50), Percentile(ms, 99), ms[len(ms)-1]
+	s.P50, s.P90, s.P99, s.Max = Percentile(ms, 50), Percentile(ms, 90), Percentile(ms, 99), ms[len(ms)-1]
 	return s
 }
 
