@@ -52,10 +52,11 @@ type PodStart struct {
 	Hooks       map[string]float64 `json:"hooks_mean_ms,omitempty"`
 }
 
-// KubeletRestart is the real node's kubelet restarted while netdra runs:
-// the restart itself (SIGTERM to Node Ready), then from Node Ready until
-// the node's ResourceSlices are back (the kubelet deletes them at start)
-// and until a pod with a claim, created at Node Ready, is Running.
+// KubeletRestart is the real node's kubelet restarted while netdra runs,
+// each time from the old kubelet's SIGTERM: until the Node is seen Ready
+// (when the new kubelet started: the Node is still Ready in the API),
+// until the node's ResourceSlices are back (the kubelet deletes them at
+// start) and until a pod with a claim, created then, is Running.
 type KubeletRestart struct {
 	RestartSeconds    float64 `json:"restart_s"`
 	SlicesBackSeconds float64 `json:"slices_back_s"`

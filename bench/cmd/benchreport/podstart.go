@@ -22,7 +22,7 @@ func writePodStart(p func(string, ...any), ps []figures.PodStart, rs []figures.K
 	p("pod otherwise, netdra's NRI plugin required by the runtime's validator). Each pod is timed from its create request")
 	p("to the first sight of its Ready condition in a watch. A phase's pods are deleted, and their claims gone, before")
 	p("the next; one unmeasured pod of each kind runs first. netdra: the mean time of each of its calls in the phase,")
-	p("read from nri's and dra's metrics.")
+	p("read from nri's and dra's metrics over the phase's start and teardown.")
 	p("")
 	p("| pods | how | claim | ready P50 s | P90 s | P99 s | max s | wall s | failures | netdra's calls, mean ms |")
 	p("|---|---|---|---|---|---|---|---|---|---|")
@@ -45,8 +45,9 @@ func writePodStart(p func(string, ...any), ps []figures.PodStart, rs []figures.K
 		if !r.SlicesDeleted {
 			slices = "never deleted (the old slices stayed)"
 		}
-		p("- Kubelet restart (SIGTERM, a new kubelet, %.2f s to Node Ready): then the node's ResourceSlices back after %s,", r.RestartSeconds, slices)
-		p("  a pod with a claim created at Node Ready Running after %.3f s.", r.PodRunningSeconds)
+		p("- Kubelet restart, from the old kubelet's SIGTERM: the new one started and the Node seen Ready after %.2f s (the", r.RestartSeconds)
+		p("  Node is still Ready in the API), the node's ResourceSlices back after %s, a pod with a claim created", slices)
+		p("  then Running after %.3f s.", r.PodRunningSeconds)
 	}
 	p("")
 }

@@ -174,7 +174,7 @@ func startupTargets(ps []figures.PodStart, rs []figures.KubeletRestart) []row {
 		}
 		out = append(out, row{"4", target, "<= 1.1x", fmt.Sprintf("%.2fx (%.2f vs %.2f s, %d pods)", a/b, a/1000, b/1000, claim.Pods), a/b <= 1.1})
 	}
-	target = "kubelet restart: from Node Ready, slices back and a new pod with a claim Running"
+	target = "kubelet restart: from its SIGTERM, slices back and a new pod with a claim Running"
 	if len(rs) == 0 {
 		return append(out, notMeasured("4", target, "< 2 s"))
 	}
