@@ -48,6 +48,7 @@ type PodStart struct {
 	Pods        int                `json:"pods"`
 	Failures    int                `json:"failures"`
 	Ready       Summary            `json:"ready"`
+	Scheduled   Summary            `json:"scheduled"` // create request to bound to the node
 	WallSeconds float64            `json:"wall_s"`
 	Hooks       map[string]float64 `json:"hooks_mean_ms,omitempty"`
 }

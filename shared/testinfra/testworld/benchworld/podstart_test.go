@@ -120,10 +120,10 @@ func (w *startupWorld) phase(b *testing.B, prefix string, claim, burst bool, n i
 	before := w.hookTimes(b)
 	start := time.Now()
 	var mu sync.Mutex
-	var took []time.Duration
+	var took, bound []time.Duration
 	failures := 0
 	one := func(i int) {
-		d, err := w.startPod(fmt.Sprintf("%s-%d", name, i), claim)
+		ready, scheduled, err := w.startPod(fmt.Sprintf("%s-%d", name, i), claim)
 		mu.Lock()
 		defer mu.Unlock()
 		if err != nil {
@@ -133,7 +133,7 @@ func (w *startupWorld) phase(b *testing.B, prefix string, claim, burst bool, n i
 			failures++
 			return
 		}
-		took = append(took, d)
+		took, bound = append(took, ready), append(bound, scheduled)
 	}
 	var wg sync.WaitGroup
 	for i := range n {
@@ -146,11 +146,11 @@ func (w *startupWorld) phase(b *testing.B, prefix string, claim, burst bool, n i
 	}
 	wg.Wait()
 	rec := figures.PodStart{Way: way, Claim: claim, Pods: n, Failures: failures, Ready: figures.Summarize(took),
-		WallSeconds: time.Since(start).Seconds()}
+		Scheduled: figures.Summarize(bound), WallSeconds: time.Since(start).Seconds()}
 	w.deleteAll(b)
 	rec.Hooks = meanDelta(before, w.hookTimes(b)) // the pods' start and their teardown
-	b.Logf("%s: %d pods, ready p50 %.0f ms p90 %.0f ms p99 %.0f ms, %d failed; netdra (mean ms): %v", name, n,
-		rec.Ready.P50, rec.Ready.P90, rec.Ready.P99, failures, rec.Hooks)
+	b.Logf("%s: %d pods, ready p50 %.0f ms p90 %.0f ms p99 %.0f ms (scheduled p50 %.0f ms), %d failed; netdra (mean ms): %v", name, n,
+		rec.Ready.P50, rec.Ready.P90, rec.Ready.P99, rec.Scheduled.P50, failures, rec.Hooks)
 	return rec
 }
 
@@ -162,21 +162,29 @@ func (w *startupWorld) record(b *testing.B, rec figures.PodStart) {
 }
 
 // startPod creates a pod and returns the time from its create request to
-// its Ready condition.
-func (w *startupWorld) startPod(name string, claim bool) (time.Duration, error) {
+// its Ready condition, and to its binding to the node (the scheduler's
+// share, before the kubelet sees the pod).
+func (w *startupWorld) startPod(name string, claim bool) (ready, scheduled time.Duration, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	seen := w.ready.expect(name)
+	seen, bound := w.ready.expect(name), w.ready.expect(scheduledKey(name))
 	t0 := time.Now()
 	if _, err := w.c.CoreV1().Pods(w.ns).Create(ctx, startupPod(name, w.nn.node.Name(), w.tmpl, claim), metav1.CreateOptions{}); err != nil {
-		return 0, fmt.Errorf("creating pod %s: %w", name, err)
+		return 0, 0, fmt.Errorf("creating pod %s: %w", name, err)
 	}
-	select {
-	case t := <-seen:
-		return t.Sub(t0), nil
-	case <-ctx.Done():
-		return 0, fmt.Errorf("pod %s not Ready in 5 min", name)
+	wait := func(ch <-chan time.Time, what string) (time.Duration, error) {
+		select {
+		case t := <-ch:
+			return t.Sub(t0), nil
+		case <-ctx.Done():
+			return 0, fmt.Errorf("pod %s not %s in 5 min", name, what)
+		}
 	}
+	if scheduled, err = wait(bound, "bound to the node"); err != nil {
+		return 0, 0, err
+	}
+	ready, err = wait(seen, "Ready")
+	return ready, scheduled, err
 }
 
 // startupPod is the benchmark's pod: the e2e tests' pod (the test app,

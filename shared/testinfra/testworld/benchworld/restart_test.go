@@ -92,8 +92,13 @@ func (rc *readyClock) expectRunning(name string) <-chan time.Time {
 
 func runningKey(name string) string { return "running/" + name }
 
-// seen fires the waiters of a pod: Ready, and Running.
+func scheduledKey(name string) string { return "scheduled/" + name }
+
+// seen fires the waiters of a pod: bound to a node, Running, Ready.
 func (rc *readyClock) seen(p *corev1.Pod, t time.Time) {
+	if p.Spec.NodeName != "" {
+		rc.fire(scheduledKey(p.Name), t)
+	}
 	if p.Status.Phase == corev1.PodRunning {
 		rc.fire(runningKey(p.Name), t)
 	}
