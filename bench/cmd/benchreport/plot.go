@@ -154,12 +154,12 @@ func attachPanel(as []figures.Attach, devices, pods int) (*plot.Plot, error) {
 
 // startupPanel is pod startup on the real node, with a claim and without:
 // way "serial" (one after the other), "burst", or "" (both, the burst
-// dashed), in seconds on a linear scale.
+// dashed, on a log scale), in seconds.
 func startupPanel(ps []figures.PodStart, way string) (*plot.Plot, error) {
 	title := map[string]string{"serial": "real node: pods one after the other, create to Ready",
-		"burst": "real node: pods created at once, create to Ready", "": "real node: both (one after the other solid, burst dashed)"}[way]
+		"burst": "real node: pods created at once, create to Ready", "": "real node: both ways (one after the other solid, burst dashed)"}[way]
 	p := newPanel(title, "seconds from the create request to Ready")
-	n, hi := 0, 0.0
+	n, lo, hi := 0, math.Inf(1), 0.0
 	for _, x := range ps {
 		if (way != "" && x.Way != way) || len(x.Ready.Samples) == 0 {
 			continue
@@ -174,10 +174,18 @@ func startupPanel(ps []figures.PodStart, way string) (*plot.Plot, error) {
 		}
 		p.Add(l)
 		p.Legend.Add(fmt.Sprintf("%s, %s of %d (p50 %.2f s)", what, x.Way, x.Pods, x.Ready.P50/1000), l)
-		n, hi = n+1, max(hi, x.Ready.Max/1000)
+		n, lo, hi = n+1, min(lo, math.Max(x.Ready.Samples[0]/1000, 0.01)), max(hi, x.Ready.Max/1000)
 	}
 	if n == 0 {
 		return noData(p), nil
+	}
+	if way == "" {
+		// Both ways: a log scale (a burst takes many times longer), whole
+		// decades and one more on the right for the legend.
+		p.X.Label.Text = "seconds from the create request to Ready (log scale)"
+		p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+		p.X.Min, p.X.Max = math.Pow(10, math.Floor(math.Log10(lo))), math.Pow(10, math.Ceil(math.Log10(hi))+1)
+		return p, nil
 	}
 	// From 0, with room on the right for the legend.
 	p.X.Min, p.X.Max = 0, hi*2.1
