@@ -20,17 +20,17 @@ import (
 // collects more often (the runtime caps that at about half a CPU).
 //
 // Measured under the attach benchmark's churn of 64 pods (bench/, 1 and 8
-// devices a pod): with no limit the peak RSS was state 32, provisioner 39,
-// nri 28 MiB; with 12 MiB for all three, 25, 28 and 23 MiB, but the
-// pipeline moved 17% (1 device) and 36% (8 devices) fewer links a second,
-// the baseline unchanged: the provisioner allocates fast (link dumps of
-// every host link) and a limit near what it holds makes it collect all the
-// time. So the provisioner has none by default, nor dra, whose code and
-// data alone are about 40 MiB of its 48 MiB budget (issue 21 point 5).
-var MemoryLimits = map[string]ByteSize{
-	"state": 12 << 20,
-	"nri":   12 << 20,
-}
+// devices a pod, one run each on a shared 2-core machine): with no limit
+// the peak RSS was state 32, provisioner 39, nri 28 MiB and the pipeline
+// moved 17.8 and 18.4 links a second; with 12 MiB for all three, 25, 28
+// and 23 MiB but 14.7 and 11.7 links a second; with 12 MiB for state and
+// nri only, 25, 39 and 23 MiB and 15.5 and 13.9 links a second (one hook
+// failed). The provisioner allocates fast (link dumps of every host link)
+// and a limit near what a process holds makes it collect all the time. A
+// limit costs speed here, so none is set by default: -memory-limit=12MiB
+// (or $GOMEMLIMIT) trades it for memory where that matters more (issue 21
+// point 5).
+var MemoryLimits = map[string]ByteSize{}
 
 // ByteSize is a flag.Value holding a size in bytes, written as a number
 // with an optional unit: B, KiB, MiB, GiB (1024-based); 0 is none.
