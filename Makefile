@@ -256,12 +256,12 @@ image-dev: $(DEV_GRPCURL)
 	$(CONTAINER_ENGINE) build -f pods/Dockerfile --target dev --build-arg SERVICE=$(SERVICE) -t $(IMAGE) $(OUT)
 
 .PHONY: bench
-bench: ## Run the benchmarks (bench/, shared/testinfra/testworld/benchworld) and regenerate bench/RESULTS.md and bench/latency.png (root; ~10 min).
+bench: ## Run the benchmarks (bench/, shared/testinfra/testworld/benchworld) and regenerate bench/RESULTS.md and bench/latency.png (root; ~20 min).
 	@out=$$(mktemp -d /tmp/netdra-bench.XXXXXX); start=$$(date +%s); \
 	{ NETDRA_BENCH_OUT=$$out $(GO) test -run '^$$' -bench 'State|Sriov' -benchtime 2s -count 1 ./bench/ && \
 	  NETDRA_BENCH_OUT=$$out $(GO) test -run '^$$' -bench 'Attach' -benchtime 1x -count 1 -timeout 30m ./bench/ && \
 	  NETDRA_BENCH_OUT=$$out $(GO) test -run '^$$' -bench BenchmarkAttach_SubifVsMove -benchtime 200x -count 1 ./services/provisioner/link/ && \
-	  ( cd shared/testinfra/testworld && NETDRA_BENCH_OUT=$$out $(GO) test -p 1 -run '^$$' -bench . -benchtime 1x -count 1 -timeout 30m ./benchworld/ ) ; \
+	  ( cd shared/testinfra/testworld && NETDRA_BENCH_OUT=$$out $(GO) test -p 1 -run '^$$' -bench . -benchtime 1x -count 1 -timeout 60m ./benchworld/ ) ; \
 	} 2>&1 | grep --line-buffered -v 'level=info' | tee $$out/bench.txt; rc=$$?; \
 	if [ $$rc = 0 ]; then $(GO) run ./bench/cmd/benchreport -in $$out -out bench/RESULTS.md -png bench/latency.png -elapsed $$(( $$(date +%s) - start ))s; rc=$$?; fi; \
 	rm -rf $$out; exit $$rc

@@ -32,7 +32,39 @@ const (
 	DiscoverFile  = "discover.jsonl"  // a Summary of sr-iov discoveries of the same tree (point 4)
 	SubifFile     = "subif.jsonl"     // Subif records (point 3, the sub-interface's attach cost)
 	HooksFile     = "hooks.jsonl"     // Hooks records (issue 21: the time the NRI hooks hold the runtime's lock)
+	PodStartFile  = "podstart.jsonl"  // PodStart records (issue 21 point 4, the real node)
+	RestartFile   = "restart.jsonl"   // KubeletRestart records (issue 21 point 4)
 )
+
+// PodStart is one way of starting pods on the real node (benchworld's
+// BenchmarkWorld_PodStartup): Way "serial" (each pod created when the one
+// before is Ready) or "burst" (all created at once), with a netdra claim
+// or without (the same pod spec otherwise); Ready is each pod's time from
+// its create request to the first sight of its Ready condition. Hooks is
+// the mean time (ms) of netdra's own calls over the phase, from nri's and
+// dra's metrics ("nri RunPodSandbox", "dra prepare", ...).
+type PodStart struct {
+	Way         string             `json:"way"`
+	Claim       bool               `json:"claim"`
+	Pods        int                `json:"pods"`
+	Failures    int                `json:"failures"`
+	Ready       Summary            `json:"ready"`
+	Scheduled   Summary            `json:"scheduled"` // create request to bound to the node
+	WallSeconds float64            `json:"wall_s"`
+	Hooks       map[string]float64 `json:"hooks_mean_ms,omitempty"`
+}
+
+// KubeletRestart is the real node's kubelet restarted while netdra runs,
+// each time from the old kubelet's SIGTERM: until the Node is seen Ready
+// (when the new kubelet started: the Node is still Ready in the API),
+// until the node's ResourceSlices are back (the kubelet deletes them at
+// start) and until a pod with a claim, created then, is Running.
+type KubeletRestart struct {
+	RestartSeconds    float64 `json:"restart_s"`
+	SlicesBackSeconds float64 `json:"slices_back_s"`
+	PodRunningSeconds float64 `json:"pod_running_s"`
+	SlicesDeleted     bool    `json:"slices_deleted"` // false: the old slices were never seen deleted
+}
 
 // Hooks is how long netdra's NRI hooks held the runtime's NRI lock in one
 // configuration of the pipeline (devices per pod, concurrent pods), as the
@@ -63,11 +95,12 @@ type Subif struct {
 	DetachMs float64 `json:"detach_ms"`
 }
 
-// Summary is a latency distribution: count, p50, p99 and max in ms, and
+// Summary is a latency distribution: count, p50, p90, p99 and max in ms, and
 // the samples themselves (ms, sorted) for the plot.
 type Summary struct {
 	N       int       `json:"n"`
 	P50     float64   `json:"p50_ms"`
+	P90     float64   `json:"p90_ms,omitempty"`
 	P99     float64   `json:"p99_ms"`
 	Max     float64   `json:"max_ms"`
 	Samples []float64 `json:"samples_ms,omitempty"`
@@ -84,7 +117,7 @@ func Summarize(d []time.Duration) Summary {
 	if len(ms) == 0 {
 		return s
 	}
-	s.P50, s.P99, s.Max = Percentile(ms, 50), Percentile(ms, 99), ms[len(ms)-1]
+	s.P50, s.P90, s.P99, s.Max = Percentile(ms, 50), Percentile(ms, 90), Percentile(ms, 99), ms[len(ms)-1]
 	return s
 }
 

@@ -33,6 +33,9 @@ type Flags struct {
 	AllowedUIDs UIDList
 	// LogLevel is the minimum level logged.
 	LogLevel slog.Level
+	// MemoryLimit is the Go runtime's soft memory limit (0: none); the
+	// default is the process's in MemoryLimits.
+	MemoryLimit ByteSize
 }
 
 // Register adds the common flags to fs, the socket defaulting to
@@ -41,6 +44,8 @@ func (f *Flags) Register(fs *flag.FlagSet, name string) {
 	fs.StringVar(&f.Socket, "socket", SocketDir+"/"+name+".sock", "unix socket to serve gRPC on")
 	fs.Var(&f.AllowedUIDs, "allowed-uids", "comma-separated peer uids allowed to call (default: own uid and root)")
 	fs.TextVar(&f.LogLevel, "log-level", slog.LevelInfo, "minimum log level: debug, info, warn, error")
+	f.MemoryLimit = MemoryLimits[name]
+	fs.Var(&f.MemoryLimit, "memory-limit", "the Go runtime's soft memory limit (GOMEMLIMIT), e.g. 12MiB; 0: none. Unset, $GOMEMLIMIT wins over the default")
 }
 
 // ServerConfig returns the rpc server configuration the flags describe.
@@ -92,6 +97,9 @@ func mainWith(fs *flag.FlagSet, args []string, f *Flags, stderr io.Writer, run f
 		}
 		return 0
 	}
+	given := false
+	fs.Visit(func(fl *flag.Flag) { given = given || fl.Name == "memory-limit" })
+	applyMemoryLimit(f.MemoryLimit, given)
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: f.LogLevel}))
 	if err := run(context.Background(), log); err != nil {
 		log.Error("Exiting", "error", err)

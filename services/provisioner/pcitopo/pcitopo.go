@@ -1,21 +1,24 @@
 // Package pcitopo tells where a PCI function sits in the host: the PCIe
-// root complex it hangs off and its NUMA node. It reads them from a sysfs
-// tree through k8s.io/dynamic-resource-allocation/deviceattribute, so that
-// netdra's values are the ones every DRA driver that uses it derives for the
-// standard attributes resource.kubernetes.io/pcieRoot and numaNode (a GPU
-// driver's, say), and a claim can align a NIC with a GPU by matchAttribute.
+// root complex it hangs off and its NUMA node, read from a sysfs tree, for
+// the standard attributes resource.kubernetes.io/pcieRoot and numaNode. The
+// values are the ones k8s.io/dynamic-resource-allocation/deviceattribute
+// derives (every DRA driver that uses it, a GPU driver's say), so that a
+// claim can align a NIC with a GPU by matchAttribute; a test holds Read to
+// deviceattribute's results. The provisioner does not link deviceattribute
+// itself: it brings k8s.io/api and apimachinery along, 9 MB of the binary's
+// 24 MB of loaded code and data, and those pages are most of an idle
+// process's RSS (issue 21 point 5).
 package pcitopo
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-
-	"k8s.io/dynamic-resource-allocation/deviceattribute"
 )
 
 // Placement is where a PCI function sits.
@@ -36,26 +39,70 @@ type Placement struct {
 // and its root complex still.
 func Read(sysfs fs.ReadLinkFS, addr string) (Placement, error) {
 	var p Placement
-	if a, err := deviceattribute.GetPCIeRootAttributeByPCIBusID(addr, deviceattribute.WithFS(sysfs)); err == nil && a.Value.StringValue != nil {
-		p.PCIeRoot = *a.Value.StringValue
+	if !isPCIAddress(addr) {
+		return p, nil
 	}
-	a, err := deviceattribute.GetNUMANodeAttributeByPCIBusID(addr, deviceattribute.ScalarAttribute, deviceattribute.WithFS(sysfs))
-	var pathErr *fs.PathError
-	var numErr *strconv.NumError
-	switch {
-	case err == nil:
-		if n := a.Value.IntValue; n != nil && *n <= math.MaxInt32 {
-			p.NUMANode = new(int32(*n))
-		}
-	case errors.Is(err, fs.ErrNotExist):
-		// no numa_node file: unknown
-	case errors.As(err, &pathErr), errors.As(err, &numErr):
-		return p, err
-	default:
-		// deviceattribute's verdict on what it read: no NUMA affinity
-		// (numa_node -1), or addr is not a PCI address.
+	p.PCIeRoot = pcieRoot(sysfs, addr)
+	b, err := fs.ReadFile(sysfs, busDevices+"/"+addr+"/numa_node")
+	if errors.Is(err, fs.ErrNotExist) {
+		return p, nil // no numa_node file: unknown
+	}
+	if err != nil {
+		return p, fmt.Errorf("numa_node of %s: %w", addr, err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return p, fmt.Errorf("numa_node of %s: %w", addr, err)
+	}
+	if n >= 0 && n <= math.MaxInt32 { // -1: no NUMA affinity
+		p.NUMANode = new(int32(n))
 	}
 	return p, nil
+}
+
+// pcieRoot is the root complex of addr: the first element under devices/
+// of its bus/pci/devices link's target, which must be a devices/pci...
+// path ending in addr; "" otherwise.
+func pcieRoot(sysfs fs.ReadLinkFS, addr string) string {
+	link := busDevices + "/" + addr
+	target, err := fs.ReadLink(sysfs, link)
+	if err != nil {
+		return ""
+	}
+	if !filepath.IsAbs(target) {
+		target = filepath.Clean(filepath.Join(filepath.Dir(link), target))
+	}
+	rest, ok := strings.CutPrefix(target, "devices/")
+	if !ok || !strings.HasPrefix(rest, "pci") || filepath.Base(target) != addr {
+		return ""
+	}
+	root, _, _ := strings.Cut(rest, "/")
+	return root
+}
+
+// isPCIAddress says whether addr is a PCI address in sysfs's form,
+// dddd:bb:dd.f in lower-case hex.
+func isPCIAddress(addr string) bool {
+	if len(addr) != len("0000:00:00.0") {
+		return false
+	}
+	for i, c := range addr {
+		switch i {
+		case 4, 7:
+			if c != ':' {
+				return false
+			}
+		case 10:
+			if c != '.' {
+				return false
+			}
+		default:
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // Tree is the sysfs tree at root, as Read reads it.

@@ -3,6 +3,8 @@ package benchworld
 import (
 	"context"
 	"os"
+	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -61,6 +63,22 @@ type netdraNode struct {
 // the tests), as they would on a node.
 func startNetdra(b testing.TB, provArgs ...string) *netdraNode {
 	b.Helper()
+	return startNetdraOpts(b, netdraOpts{provArgs: provArgs})
+}
+
+// netdraOpts are what a benchmark changes in netdra's processes: the
+// provisioner's extra flags, where nri and dra serve their metrics (empty:
+// nowhere), and dra's netns hook (the nri binary, as the DaemonSet installs
+// it).
+type netdraOpts struct {
+	provArgs               []string
+	nriMetrics, draMetrics string
+	netnsHook              bool
+}
+
+// startNetdraOpts is startNetdra with opts.
+func startNetdraOpts(b testing.TB, opts netdraOpts) *netdraNode {
+	b.Helper()
 	testenv.RequireRoot(b, "creates network namespaces and moves links between them")
 	cp := worldtest.ControlPlane(b)
 	installCRDs(b, cp)
@@ -71,11 +89,15 @@ func startNetdra(b testing.TB, provArgs ...string) *netdraNode {
 		quiet = []string{"-log-level", "debug"}
 	}
 	nn.state = nodetest.Start(b, "state", nn.dir, "", append(quiet, "-db", nn.dir+"/state.db")...)
-	nn.prov = nodetest.Start(b, "provisioner", nn.dir, nn.hostNS, append(quiet, provArgs...)...)
-	socks := append(quiet, "-state-socket", nn.state.Socket, "-provisioner-socket", nn.prov.Socket, "-metrics-address", "")
-	nn.nriP = nodetest.Start(b, "nri", nn.dir, "", append(socks, "-nri-socket", n.NRISocket())...)
-	nn.dra = nodetest.Start(b, "dra", nn.dir, "", append(socks, "-node-name", n.Name(), "-kubeconfig", cp.Kubeconfig(),
-		"-plugin-dir", nn.dir+"/plugins", "-registrar-dir", n.RegistryDir(), "-cdi-dir", n.CDIDir())...)
+	nn.prov = nodetest.Start(b, "provisioner", nn.dir, nn.hostNS, append(quiet, opts.provArgs...)...)
+	socks := slices.Clip(append(quiet, "-state-socket", nn.state.Socket, "-provisioner-socket", nn.prov.Socket))
+	nn.nriP = nodetest.Start(b, "nri", nn.dir, "", append(socks, "-nri-socket", n.NRISocket(), "-metrics-address", opts.nriMetrics)...)
+	draArgs := append(socks, "-node-name", n.Name(), "-kubeconfig", cp.Kubeconfig(), "-metrics-address", opts.draMetrics,
+		"-plugin-dir", nn.dir+"/plugins", "-registrar-dir", n.RegistryDir(), "-cdi-dir", n.CDIDir())
+	if opts.netnsHook {
+		draArgs = append(draArgs, "-netns-hook", filepath.Join(nodetest.Binaries(b), "nri"))
+	}
+	nn.dra = nodetest.Start(b, "dra", nn.dir, "", draArgs...)
 	var err error
 	if nn.dyn, err = dynamic.NewForConfig(cp.RESTConfig()); err != nil {
 		b.Fatal(err)

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/netdra/netdra/bench/figures"
+)
+
+// writePodStart is issue 21 point 4: pod startup on the real node with a
+// netdra claim and without, and the kubelet's restart.
+func writePodStart(p func(string, ...any), ps []figures.PodStart, rs []figures.KubeletRestart) {
+	if !section(p, "## Pod startup on the real node (issue 21 point 4)", len(ps) > 0 || len(rs) > 0) {
+		return
+	}
+	p("BenchmarkWorld_PodStartup (shared/testinfra/testworld/benchworld): a real kubelet and containerd with NRI and runc")
+	p("against the test world's control plane, netdra's four processes as installed (dra's netns hook on), the host")
+	p("manager offering one veth a pod. Pods are created one after the other (each once the one before is Ready) and all")
+	p("at once, with a claim for one device (a ResourceClaimTemplate: the claim made by the controller-manager, allocated")
+	p("by the scheduler, prepared by the kubelet through dra, attached at RunPodSandbox by nri) and without one (the same")
+	p("pod otherwise, netdra's NRI plugin required by the runtime's validator). Each pod is timed from its create request")
+	p("to the first sight of its Ready condition in a watch. A phase's pods are deleted, and their claims gone, before")
+	p("the next; one unmeasured pod of each kind runs first. netdra: the mean time of each of its calls in the phase,")
+	p("read from nri's and dra's metrics over the phase's start and teardown.")
+	p("")
+	p("| pods | how | claim | ready P50 s | P90 s | P99 s | max s | scheduled P50 s | P99 s | wall s | failures | netdra's calls, mean ms |")
+	p("|---|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, x := range ps {
+		how := map[string]string{"serial": "one after the other", "burst": "all at once"}[x.Way]
+		p("| %d | %s | %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.1f | %d | %s |", x.Pods, how, yesNo(x.Claim), x.Ready.P50/1000,
+			x.Ready.P90/1000, x.Ready.P99/1000, x.Ready.Max/1000, x.Scheduled.P50/1000, x.Scheduled.P99/1000, x.WallSeconds, x.Failures, hooks(x.Hooks))
+	}
+	p("")
+	p("Scheduled: from the create request to the pod bound to the node (the scheduler's share, with a claim its wait")
+	p("for the claim made from the template and its allocation), before the kubelet or netdra see the pod.")
+	p("")
+	for _, way := range []string{"serial", "burst"} {
+		plain, ok1 := findStart(ps, way, false)
+		claim, ok2 := findStart(ps, way, true)
+		if ok1 && ok2 {
+			p("- %s: a claim adds %+.0f ms at P50, %+.0f ms at P90, %+.0f ms at P99. On the pod's path, netdra's own calls took,", map[string]string{"serial": "One after the other", "burst": "All at once"}[way],
+				claim.Ready.P50-plain.Ready.P50, claim.Ready.P90-plain.Ready.P90, claim.Ready.P99-plain.Ready.P99)
+			p("  on average, %s with a claim and %s without. Of the P50 difference, %+.0f ms is before the pod", onPath(claim.Hooks), onPath(plain.Hooks),
+				claim.Scheduled.P50-plain.Scheduled.P50)
+			p("  is bound to the node (the claim made from the template by the controller-manager, its allocation by the")
+			p("  scheduler): outside netdra. On the node, every pod's hooks take the runtime's NRI lock in turn.")
+		}
+	}
+	for _, r := range rs {
+		slices := fmt.Sprintf("%.3f s", r.SlicesBackSeconds)
+		if !r.SlicesDeleted {
+			slices = "never deleted (the old slices stayed)"
+		}
+		p("- Kubelet restart, from the old kubelet's SIGTERM: the new one started and the Node seen Ready after %.2f s (the", r.RestartSeconds)
+		p("  Node is still Ready in the API), the node's ResourceSlices back after %s, a pod with a claim created", slices)
+		p("  then Running after %.3f s.", r.PodRunningSeconds)
+	}
+	p("")
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// hooks lists the calls' mean times, sorted by name.
+func hooks(h map[string]float64) string {
+	var keys []string
+	for k := range h {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var out []string
+	for _, k := range keys {
+		out = append(out, fmt.Sprintf("%s %.1f", k, h[k]))
+	}
+	return strings.Join(out, ", ")
+}
+
+// onPath sums the mean times of netdra's calls that a pod's start waits
+// for: dra's prepare, nri's RunPodSandbox and CreateContainer.
+func onPath(h map[string]float64) string {
+	var parts []string
+	sum := 0.0
+	for _, k := range []string{"dra prepare", "nri RunPodSandbox", "nri CreateContainer"} {
+		if v, ok := h[k]; ok {
+			parts = append(parts, fmt.Sprintf("%s %.1f", k, v))
+			sum += v
+		}
+	}
+	if len(parts) == 0 {
+		return "nothing measured"
+	}
+	return fmt.Sprintf("%.1f ms (%s)", sum, strings.Join(parts, " + "))
+}

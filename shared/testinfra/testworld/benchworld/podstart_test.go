@@ -1,0 +1,325 @@
+package benchworld
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	"github.com/netdra/netdra/bench/figures"
+	"github.com/netdra/netdra/shared/testinfra/testworld/realnode"
+	"github.com/netdra/netdra/shared/testinfra/testworld/worldtest"
+)
+
+// startupPods is how many pods each phase of BenchmarkWorld_PodStartup
+// starts (issue 21 point 4: 100 at once and 100 one after the other);
+// $NETDRA_BENCH_STARTUP_PODS sets another number, for a quick look.
+var startupPods = 100
+
+func init() {
+	if n, err := strconv.Atoi(os.Getenv("NETDRA_BENCH_STARTUP_PODS")); err == nil && n > 0 {
+		startupPods = n
+	}
+}
+
+// BenchmarkWorld_PodStartup measures what netdra adds to a pod's start on
+// the real node (a real kubelet, containerd with NRI and runc): pods are
+// created one after the other (each when the one before is Ready) and
+// all at once, each with a netdra claim (a host veth, a pod interface
+// name) and without (the same pod spec otherwise), and each pod's time
+// from its create request to its Ready condition is recorded; the pods
+// of a phase are deleted, and their devices back, before the next. netdra
+// runs as installed (the netns hook on, its metrics served): the mean
+// time of nri's hooks and dra's prepare in each phase say where the time
+// goes. Then the kubelet restarts (BenchmarkWorld_PodStartup's "restart"
+// record): slices back and a new pod with a claim Running.
+func BenchmarkWorld_PodStartup(b *testing.B) {
+	w := startStartupWorld(b)
+	// One pod of each kind first, unmeasured: the node's first pods pay
+	// for the image's first unpack and the CNI's first run.
+	w.phase(b, "warm", false, false, 1)
+	w.phase(b, "warm", true, false, 1)
+	for _, burst := range []bool{false, true} {
+		for _, claim := range []bool{false, true} {
+			w.record(b, w.phase(b, "", claim, burst, startupPods))
+		}
+	}
+	w.kubeletRestart(b)
+}
+
+// startupWorld is the node of BenchmarkWorld_PodStartup: netdra with
+// startupPods host veths in one pool, a claim template for one of them,
+// an informer on the pods of the namespace.
+type startupWorld struct {
+	nn             *netdraNode
+	c              kubernetes.Interface
+	ns, tmpl       string
+	nriMet, draMet string
+	ready          *readyClock
+}
+
+func startStartupWorld(b *testing.B) *startupWorld {
+	w := &startupWorld{nriMet: freeAddr(b), draMet: freeAddr(b)}
+	w.nn = startNetdraOpts(b, netdraOpts{nriMetrics: w.nriMet, draMetrics: w.draMet, netnsHook: true})
+	var batch strings.Builder
+	for i := range startupPods {
+		name := fmt.Sprintf("ps%d", i)
+		fmt.Fprintf(&batch, "link add %s address 02:00:00:0c:%02x:%02x mtu 1500 type veth peer name p-%s\n", name, i/256, i%256, name)
+	}
+	cmd := exec.Command("ip", "-n", w.nn.hostNS, "-batch", "-")
+	cmd.Stdin = strings.NewReader(batch.String())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("ip -batch: %v: %s", err, out)
+	}
+	w.nn.applyNodeConfig(b, map[string]any{
+		// A glob: the NodeConfig holds at most 64 names.
+		"deviceManagerConfigs": map[string]any{"host": map[string]any{"enabled": true, "ifNames": []any{"ps*"}}},
+		"pools":                []any{map[string]any{"name": "net", "filter": map[string]any{"deviceManagers": []any{"host"}}}},
+	})
+	w.c = w.nn.cp.Client()
+	waitDevices(b, w.c, w.nn.node.Name(), "net", startupPods)
+	w.ns = worldtest.Namespace(b, w.c)
+	w.tmpl = claimTemplate(b, w.c, w.ns, deviceClass(b, w.c, "net"), map[string]any{"podIfName": "net1", "mtu": 1400})
+	w.ready = watchReady(b, w.c, w.ns)
+	// Registered after the node, run before its teardown: the pods go
+	// through the real StopPodSandbox and unprepare while netdra runs.
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		w.nn.node.Drain(ctx)
+	})
+	return w
+}
+
+// phase starts n pods (with a claim or not, one after the other or all at
+// once), waits for each to be Ready, then deletes them and waits until
+// they and their claims are gone; it returns the phase's figures (netdra's
+// calls over the start and the teardown).
+func (w *startupWorld) phase(b *testing.B, prefix string, claim, burst bool, n int) figures.PodStart {
+	b.Helper()
+	way := map[bool]string{false: "serial", true: "burst"}[burst]
+	name := fmt.Sprintf("%s%s-%s", prefix, way, map[bool]string{false: "plain", true: "claim"}[claim])
+	before := w.hookTimes(b)
+	start := time.Now()
+	var mu sync.Mutex
+	var took, bound []time.Duration
+	failures := 0
+	one := func(i int) {
+		ready, scheduled, err := w.startPod(fmt.Sprintf("%s-%d", name, i), claim)
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			if failures == 0 {
+				b.Logf("%s: %v", name, err)
+			}
+			failures++
+			return
+		}
+		took, bound = append(took, ready), append(bound, scheduled)
+	}
+	var wg sync.WaitGroup
+	for i := range n {
+		if !burst {
+			one(i)
+			continue
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); one(i) }()
+	}
+	wg.Wait()
+	rec := figures.PodStart{Way: way, Claim: claim, Pods: n, Failures: failures, Ready: figures.Summarize(took),
+		Scheduled: figures.Summarize(bound), WallSeconds: time.Since(start).Seconds()}
+	w.deleteAll(b)
+	rec.Hooks = meanDelta(before, w.hookTimes(b)) // the pods' start and their teardown
+	b.Logf("%s: %d pods, ready p50 %.0f ms p90 %.0f ms p99 %.0f ms (scheduled p50 %.0f ms), %d failed; netdra (mean ms): %v", name, n,
+		rec.Ready.P50, rec.Ready.P90, rec.Ready.P99, rec.Scheduled.P50, failures, rec.Hooks)
+	return rec
+}
+
+func (w *startupWorld) record(b *testing.B, rec figures.PodStart) {
+	b.Helper()
+	if err := figures.Record(figures.PodStartFile, rec); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// startPod creates a pod and returns the time from its create request to
+// its Ready condition, and to its binding to the node (the scheduler's
+// share, before the kubelet sees the pod).
+func (w *startupWorld) startPod(name string, claim bool) (ready, scheduled time.Duration, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	seen, bound := w.ready.expect(name), w.ready.expect(scheduledKey(name))
+	t0 := time.Now()
+	if _, err := w.c.CoreV1().Pods(w.ns).Create(ctx, startupPod(name, w.nn.node.Name(), w.tmpl, claim), metav1.CreateOptions{}); err != nil {
+		return 0, 0, fmt.Errorf("creating pod %s: %w", name, err)
+	}
+	wait := func(ch <-chan time.Time, what string) (time.Duration, error) {
+		select {
+		case t := <-ch:
+			return t.Sub(t0), nil
+		case <-ctx.Done():
+			return 0, fmt.Errorf("pod %s not %s in 5 min", name, what)
+		}
+	}
+	if scheduled, err = wait(bound, "bound to the node"); err != nil {
+		return 0, 0, err
+	}
+	ready, err = wait(seen, "Ready")
+	return ready, scheduled, err
+}
+
+// startupPod is the benchmark's pod: the e2e tests' pod (the test app,
+// netdra required by NRI's validator), with a claim from template or
+// without one.
+func startupPod(name, node, template string, claim bool) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"bench": "podstart"},
+		Annotations: map[string]string{realnode.RequiredPluginsAnnotation: `["netdra"]`}}, Spec: corev1.PodSpec{
+		NodeSelector:                  map[string]string{corev1.LabelHostname: node},
+		TerminationGracePeriodSeconds: ptr.To[int64](5),
+		Containers:                    []corev1.Container{{Name: "app", Image: realnode.TestAppImage, ImagePullPolicy: corev1.PullNever}},
+	}}
+	if claim {
+		p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "net", ResourceClaimTemplateName: &template}}
+		p.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "net"}}
+	}
+	return p
+}
+
+// deleteAll deletes the namespace's pods and waits until they and their
+// claims are gone (the devices free for the next phase).
+func (w *startupWorld) deleteAll(b *testing.B) {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := w.c.CoreV1().Pods(w.ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		pods, err := w.c.CoreV1().Pods(w.ns).List(ctx, metav1.ListOptions{})
+		if err != nil || len(pods.Items) > 0 {
+			return false, nil
+		}
+		claims, err := w.c.ResourceV1().ResourceClaims(w.ns).List(ctx, metav1.ListOptions{})
+		return err == nil && len(claims.Items) == 0, nil
+	})
+	if err != nil {
+		b.Fatalf("waiting for the pods and claims to be gone: %v", err)
+	}
+}
+
+// readyClock records when the informer first sees a pod Ready (or
+// Running, expectRunning) for those expected.
+type readyClock struct {
+	mu      sync.Mutex
+	waiters map[string]chan time.Time
+}
+
+// watchReady starts an informer on the pods of ns, stopped at the end.
+func watchReady(b *testing.B, c kubernetes.Interface, ns string) *readyClock {
+	rc := &readyClock{waiters: map[string]chan time.Time{}}
+	f := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithNamespace(ns))
+	inf := f.Core().V1().Pods().Informer()
+	seen := func(obj any) {
+		if p, ok := obj.(*corev1.Pod); ok {
+			rc.seen(p, time.Now())
+		}
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: seen,
+		UpdateFunc: func(_, obj any) { seen(obj) }}); err != nil {
+		b.Fatal(err)
+	}
+	stop := make(chan struct{})
+	f.Start(stop)
+	b.Cleanup(func() { close(stop); f.Shutdown() })
+	if !cache.WaitForCacheSync(stop, inf.HasSynced) {
+		b.Fatal("the pod informer did not sync")
+	}
+	return rc
+}
+
+// expect returns the channel that gets the time pod name is first Ready.
+func (rc *readyClock) expect(name string) <-chan time.Time {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	rc.waiters[name] = ch
+	return ch
+}
+
+func (rc *readyClock) fire(name string, t time.Time) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if ch, ok := rc.waiters[name]; ok {
+		ch <- t
+		delete(rc.waiters, name)
+	}
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// deviceClass creates a DeviceClass selecting the pool, removed at the end.
+func deviceClass(b *testing.B, c kubernetes.Interface, pool string) string {
+	b.Helper()
+	name := "bench-podstart-" + pool
+	dc := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: resourceapi.DeviceClassSpec{
+		Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+			Expression: fmt.Sprintf(`device.driver == %q && device.attributes[%q].pool == %q`, driver, driver, pool)}}}}}
+	if _, err := c.ResourceV1().DeviceClasses().Create(context.Background(), dc, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = c.ResourceV1().DeviceClasses().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	return name
+}
+
+// claimTemplate creates a ResourceClaimTemplate for one device of class
+// with the given opaque parameters.
+func claimTemplate(b *testing.B, c kubernetes.Interface, ns, class string, params map[string]any) string {
+	b.Helper()
+	raw, _ := json.Marshal(params)
+	tmpl := &resourceapi.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: "net"}, Spec: resourceapi.ResourceClaimTemplateSpec{
+		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
+			Requests: []resourceapi.DeviceRequest{{Name: "net", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: class}}},
+			Config: []resourceapi.DeviceClaimConfiguration{{Requests: []string{"net"}, DeviceConfiguration: resourceapi.DeviceConfiguration{
+				Opaque: &resourceapi.OpaqueDeviceConfiguration{Driver: driver, Parameters: runtime.RawExtension{Raw: raw}}}}},
+		}}}}
+	if _, err := c.ResourceV1().ResourceClaimTemplates(ns).Create(context.Background(), tmpl, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	return tmpl.Name
+}
+
+// freeAddr returns a loopback address with a port free now.
+func freeAddr(b *testing.B) string {
+	b.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
