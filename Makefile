@@ -107,10 +107,13 @@ FUZZ_TARGETS = $(shell grep -rEo --include='*_test.go' --exclude-dir=.git --excl
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for FUZZTIME (default 4s), one after another.
 	@test -n "$(FUZZ_TARGETS)" || { echo "no fuzz targets found"; exit 1; }
-	@set -e; for t in $(FUZZ_TARGETS); do \
+	@set -e; out=$$(mktemp); trap 'rm -f $$out' EXIT; for t in $(FUZZ_TARGETS); do \
 	  pkg=$${t%%:*}; name=$${t##*:}; \
 	  echo ">> $$name (./$$pkg) for $(FUZZTIME)"; \
-	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) ./$$pkg; \
+	  if $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) ./$$pkg 2>&1 | tee $$out; then continue; fi; \
+	  if grep -q '^    context deadline exceeded$$' $$out && ! grep -q 'Failing input written' $$out; then \
+	    echo ">> $$name: go1.26's fuzz coordinator raced its own -fuzztime deadline (go.dev/issue/75804, fixed in go1.27); no input failed"; continue; fi; \
+	  exit 1; \
 	done
 
 # Packages with kernel-rig tests (//go:build kernelrig); see shared/testinfra/kernelrig/README.md.
