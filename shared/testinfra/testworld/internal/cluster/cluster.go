@@ -209,6 +209,10 @@ func apiserverArgs(dir, etcdURL string, port int, p *pki, svc serviceNet, verbos
 		"--service-account-key-file=" + p.saKey,
 		"--service-account-signing-key-file=" + p.saKey,
 		"--authorization-mode=Node,RBAC",
+		// As kubeadm, k0s and the cloud providers' clusters run it: the
+		// provisioner is privileged (Bidirectional mounts need it), and
+		// so are most CNI plugins' DaemonSets.
+		"--allow-privileged=true",
 		// kubectl exec and logs: the apiserver dials a node's kubelet
 		// at its InternalIP (its name resolves nowhere here) with a
 		// client certificate the kubelet checks against the CA.
