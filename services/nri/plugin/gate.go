@@ -38,7 +38,7 @@ func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 		w := p.attachWork(log, pod.GetUid(), netns)
 		if err := w.wait(ctx); err != nil {
 			if w.ended() {
-				p.spend(w) // the next CreateContainer attaches again
+				p.forget(pod.GetUid(), w) // the next CreateContainer attaches again
 			}
 			return nil, nil, refuse("%w", err)
 		}
@@ -52,7 +52,7 @@ func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 		if a == nil {
 			return nil, nil, nil
 		}
-		p.spend(w)
+		p.forget(pod.GetUid(), w)
 		if again {
 			return nil, nil, refuse("device %s (claim %s/%s) is not in the pod's network namespace", a.GetDeviceName(), a.GetClaimNamespace(), a.GetClaimName())
 		}

@@ -451,13 +451,12 @@ func (p *Plugin) reconcileDetach(ctx context.Context, a *statev1.Allocation) {
 }
 
 // reconcileAttach attaches the prepared devices of a device's pod when the
-// pod's sandbox runs without them: it started while this plugin was away.
-// It is the pod's attach work (attachWork: under the pod's lock, rolled
-// back when it fails). A pod whose hooks started an attach is left to
-// them: a failed one is retried by the next CreateContainer.
+// pod's sandbox runs: it started while this plugin was away. It is the
+// pod's attach work (attachWork: under the pod's lock, rolled back when it
+// fails), unless the pod has one already.
 func (p *Plugin) reconcileAttach(ctx context.Context, a *statev1.Allocation) {
 	netns, live := p.netnsOfLive(a.GetPodUid())
-	if !live || a.GetPodUid() == "" || p.hasAttach(a.GetPodUid()) {
+	if !live || a.GetPodUid() == "" {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, workTimeout)

@@ -26,8 +26,6 @@ type podWork struct {
 
 	mu    sync.Mutex
 	doing string // what it does now, for a refusal while it runs
-
-	spent bool // see spend; under the Plugin's mu
 }
 
 func newPodWork(netns string) *podWork {
@@ -81,14 +79,14 @@ const workTimeout = 30 * time.Second
 var detachRetries = []time.Duration{100 * time.Millisecond, 400 * time.Millisecond, 1600 * time.Millisecond}
 
 // attachWork returns the pod's attach for netns: the one started earlier
-// (running or ended) unless a CreateContainer spent it, or one started now
-// (after the pod's detach, if one is running). The pod's sandbox counts as
-// live from now on.
+// (running or ended) unless it was forgotten, or one started now (after
+// the pod's detach, if one is running). The pod's sandbox counts as live
+// from now on.
 func (p *Plugin) attachWork(log *slog.Logger, uid, netns string) *podWork {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.netns[uid] = netns
-	if w := p.attaching[uid]; w != nil && w.netns == netns && !w.spent {
+	if w := p.attaching[uid]; w != nil && w.netns == netns {
 		return w
 	}
 	w, after := newPodWork(netns), p.detaching[uid]
@@ -112,21 +110,14 @@ func (p *Plugin) attachWork(log *slog.Logger, uid, netns string) *podWork {
 	return w
 }
 
-// spend marks the pod's attach w as told to a CreateContainer (it failed,
-// or its devices are not in place now), so that the next CreateContainer
-// starts another. It stays the pod's attach until then: a reconciliation
-// leaves the pod to its hooks.
-func (p *Plugin) spend(w *podWork) {
+// forget drops the pod's attach w, so that the next CreateContainer
+// starts another.
+func (p *Plugin) forget(uid string, w *podWork) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	w.spent = true
-}
-
-// hasAttach reports whether the pod has an attach, running or ended.
-func (p *Plugin) hasAttach(uid string) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.attaching[uid] != nil
+	if p.attaching[uid] == w {
+		delete(p.attaching, uid)
+	}
 }
 
 // detachWork starts the detach of the pod's devices from netns (all its
