@@ -37,8 +37,6 @@ type world struct {
 	// hold, when set, makes the provisioner's Attach and Detach wait until
 	// it is closed (a move the kernel has not finished).
 	hold chan struct{}
-	// waiting is how many moves wait on hold now.
-	waiting int
 }
 
 // holdMoves makes the provisioner's moves wait until the returned release
@@ -54,23 +52,10 @@ func (w *world) holdMoves() (release func()) {
 func (w *world) held() {
 	w.mu.Lock()
 	ch := w.hold
-	if ch != nil {
-		w.waiting++
-	}
 	w.mu.Unlock()
 	if ch != nil {
 		<-ch
-		w.mu.Lock()
-		w.waiting--
-		w.mu.Unlock()
 	}
-}
-
-// movesWaiting is how many moves wait on hold now.
-func (w *world) movesWaiting() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.waiting
 }
 
 // at is where device dev is.
@@ -211,18 +196,4 @@ func sortedKeys(m map[string]*statev1.Allocation) []string {
 		}
 	}
 	return keys
-}
-
-// perDevice groups calls by the device they name (their second word), in
-// their order: a pod's devices are attached and detached at once, so only
-// each device's own calls have an order.
-func perDevice(calls []string) map[string][]string {
-	out := map[string][]string{}
-	for _, c := range calls {
-		f := strings.Fields(c)
-		if len(f) > 1 {
-			out[f[1]] = append(out[f[1]], c)
-		}
-	}
-	return out
 }

@@ -52,7 +52,7 @@ func TestCreateContainer_Gate(t *testing.T) {
 			if adj != nil || upd != nil {
 				t.Errorf("CreateContainer adjusted the container: %v %v", adj, upd)
 			}
-			if diff := cmp.Diff(perDevice(tc.wantCalls), perDevice(tc.w.takeCalls())); diff != "" {
+			if diff := cmp.Diff(tc.wantCalls, tc.w.takeCalls()); diff != "" {
 				t.Errorf("calls (-want +got):\n%s", diff)
 			}
 		})

@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -187,66 +186,28 @@ func (p *Plugin) attachPod(ctx context.Context, log *slog.Logger, w *podWork, ui
 	if err != nil {
 		return fmt.Errorf("listing the devices of pod %s: %w", uid, err)
 	}
-	var todo []*statev1.Allocation
+	var done []*statev1.Allocation
 	for _, a := range allocs.GetAllocations() {
-		if a.GetPhase() != statev1.Phase_PHASE_ATTACHED || a.GetNetnsPath() != netns {
-			todo = append(todo, a)
+		if a.GetPhase() == statev1.Phase_PHASE_ATTACHED && a.GetNetnsPath() == netns {
+			continue
 		}
-	}
-	if len(todo) == 0 {
-		return nil
-	}
-	w.at("attaching %s", deviceList(todo))
-	errs := atOnce(len(todo), func(i int) error { return p.attach(ctx, todo[i], uid, netns) })
-	var undo []*statev1.Allocation
-	for i, err := range errs {
-		// The provisioner may have moved a device whose call broke
-		// before its reply: detach it too (Detach is idempotent).
-		if err == nil || rpc.OutcomeUnknown(err) {
-			undo = append(undo, todo[i])
-		}
-	}
-	for i, err := range errs {
-		if err != nil {
+		w.at("attaching device %s (claim %s/%s)", a.GetDeviceName(), a.GetClaimNamespace(), a.GetClaimName())
+		if err := p.attach(ctx, a, uid, netns); err != nil {
+			if rpc.OutcomeUnknown(err) {
+				// The provisioner may have moved it before the
+				// call broke: detach it too (Detach is idempotent).
+				done = append(done, a)
+			}
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
-			p.rollback(rctx, log, undo, netns)
+			p.rollback(rctx, log, done, netns)
 			cancel()
-			a := todo[i]
 			return fmt.Errorf("device %s (claim %s/%s) for pod %s: %w",
 				a.GetDeviceName(), a.GetClaimNamespace(), a.GetClaimName(), uid, err)
 		}
-	}
-	for _, a := range todo {
+		done = append(done, a)
 		log.Info("Attached", "device", a.GetDeviceName(), "podIfName", a.GetConfig().GetPodIfName(), "netns", netns)
 	}
 	return nil
-}
-
-// atOnce runs f(0) to f(n-1) at once and returns their errors. A pod's
-// devices are attached and detached at once: the kernel serializes their
-// namespace moves (RTNL), but not the work around them (the eBPF
-// attachments and their RCU grace periods, the state's fsyncs).
-func atOnce(n int, f func(i int) error) []error {
-	errs := make([]error, n)
-	if n == 1 {
-		errs[0] = f(0)
-		return errs
-	}
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() { errs[i] = f(i) })
-	}
-	wg.Wait()
-	return errs
-}
-
-// deviceList names allocs' devices and claims, for a refusal.
-func deviceList(allocs []*statev1.Allocation) string {
-	names := make([]string, len(allocs))
-	for i, a := range allocs {
-		names[i] = fmt.Sprintf("device %s (claim %s/%s)", a.GetDeviceName(), a.GetClaimNamespace(), a.GetClaimName())
-	}
-	return strings.Join(names, ", ")
 }
 
 func (p *Plugin) attach(ctx context.Context, a *statev1.Allocation, podUID, netns string) error {
@@ -363,8 +324,7 @@ func (p *Plugin) detachPod(ctx context.Context, log *slog.Logger, uid, netns str
 	if err != nil {
 		return fmt.Errorf("listing the devices of pod %s: %w", uid, err)
 	}
-	var todo []*statev1.Allocation
-	var nss []string
+	var errs []error
 	for _, a := range allocs.GetAllocations() {
 		ns := netns
 		switch {
@@ -373,15 +333,11 @@ func (p *Plugin) detachPod(ctx context.Context, log *slog.Logger, uid, netns str
 		case a.GetNetnsPath() != "" && a.GetNetnsPath() != ns:
 			continue
 		}
-		todo, nss = append(todo, a), append(nss, ns)
-	}
-	errs := atOnce(len(todo), func(i int) error { return p.detach(ctx, todo[i], nss[i]) })
-	for i, err := range errs {
-		if err != nil {
-			errs[i] = fmt.Errorf("detaching %s from pod %s: %w", todo[i].GetDeviceName(), uid, err)
+		if err := p.detach(ctx, a, ns); err != nil {
+			errs = append(errs, fmt.Errorf("detaching %s from pod %s: %w", a.GetDeviceName(), uid, err))
 			continue
 		}
-		log.Info("Detached", "device", todo[i].GetDeviceName())
+		log.Info("Detached", "device", a.GetDeviceName())
 	}
 	return errors.Join(errs...)
 }

@@ -57,7 +57,7 @@ func TestRunStop(t *testing.T) {
 		"provisioner.Attach a /var/run/netns/p1 net-a", "state.MarkAttached a /var/run/netns/p1",
 		"provisioner.Attach b /var/run/netns/p1 net-b", "state.MarkAttached b /var/run/netns/p1",
 	}
-	if diff := cmp.Diff(perDevice(want), perDevice(w.takeCalls())); diff != "" {
+	if diff := cmp.Diff(want, w.takeCalls()); diff != "" {
 		t.Errorf("run (-want +got):\n%s", diff)
 	}
 	// The stop event carries no netns: the cached one is used.
@@ -69,7 +69,7 @@ func TestRunStop(t *testing.T) {
 		"provisioner.Detach a /var/run/netns/p1", "state.MarkDetached a",
 		"provisioner.Detach b /var/run/netns/p1", "state.MarkDetached b",
 	}
-	if diff := cmp.Diff(perDevice(want), perDevice(w.takeCalls())); diff != "" {
+	if diff := cmp.Diff(want, w.takeCalls()); diff != "" {
 		t.Errorf("stop (-want +got):\n%s", diff)
 	}
 }
@@ -106,7 +106,7 @@ func TestRun_FailsClosed(t *testing.T) {
 		"provisioner.Attach b /var/run/netns/p1 net-b",
 		"provisioner.Detach a /var/run/netns/p1", "state.MarkDetached a",
 	}
-	if diff := cmp.Diff(perDevice(want), perDevice(w.takeCalls())); diff != "" {
+	if diff := cmp.Diff(want, w.takeCalls()); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 	if w.where["a"] != "" {

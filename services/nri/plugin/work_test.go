@@ -92,29 +92,3 @@ func TestStop_DetachRetried(t *testing.T) {
 		t.Errorf("device a left in %q", got)
 	}
 }
-
-// TestRun_DevicesAttachedAtOnce: the attaches of a pod's devices are in
-// flight together (the kernel serializes their moves, not the rest), and
-// so are their detaches.
-func TestRun_DevicesAttachedAtOnce(t *testing.T) {
-	w := newWorld(alloc("a", "pod1", prepared), alloc("b", "pod1", prepared), alloc("c", "pod1", prepared))
-	p := newPlugin(t, w)
-	for _, hook := range []func(context.Context, *api.PodSandbox) error{p.RunPodSandbox, p.StopPodSandbox} {
-		release := w.holdMoves()
-		if err := hook(context.Background(), pod("pod1", "/var/run/netns/p1")); err != nil {
-			t.Fatal(err)
-		}
-		for deadline := time.Now().Add(10 * time.Second); w.movesWaiting() < 3; time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d moves in flight together, want 3", w.movesWaiting())
-			}
-		}
-		release()
-		p.Wait()
-	}
-	for _, d := range []string{"a", "b", "c"} {
-		if got := w.at(d); got != "" {
-			t.Errorf("device %s left in %q", d, got)
-		}
-	}
-}
