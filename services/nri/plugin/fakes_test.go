@@ -32,37 +32,6 @@ type world struct {
 	// unavailable makes the next n calls to the provisioner fail with
 	// Unavailable, as when it dies during the call.
 	unavailable int
-	// failDetach makes the next n Detaches fail.
-	failDetach int
-	// hold, when set, makes the provisioner's Attach and Detach wait until
-	// it is closed (a move the kernel has not finished).
-	hold chan struct{}
-}
-
-// holdMoves makes the provisioner's moves wait until the returned release
-// is called.
-func (w *world) holdMoves() (release func()) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	ch := make(chan struct{})
-	w.hold = ch
-	return func() { close(ch) }
-}
-
-func (w *world) held() {
-	w.mu.Lock()
-	ch := w.hold
-	w.mu.Unlock()
-	if ch != nil {
-		<-ch
-	}
-}
-
-// at is where device dev is.
-func (w *world) at(dev string) string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.where[dev]
 }
 
 func newWorld(allocs ...*statev1.Allocation) *world {
@@ -135,7 +104,6 @@ type fakeProvisioner struct{ w *world }
 var _ ProvisionerClient = fakeProvisioner{}
 
 func (f fakeProvisioner) Attach(_ context.Context, r *provisionerv1.AttachRequest, _ ...grpc.CallOption) (*provisionerv1.AttachResponse, error) {
-	f.w.held()
 	f.w.mu.Lock()
 	defer f.w.mu.Unlock()
 	dev := r.GetPreparedDevice().GetDevice().GetName()
@@ -155,7 +123,6 @@ func (f fakeProvisioner) Attach(_ context.Context, r *provisionerv1.AttachReques
 }
 
 func (f fakeProvisioner) Detach(_ context.Context, r *provisionerv1.DetachRequest, _ ...grpc.CallOption) (*provisionerv1.DetachResponse, error) {
-	f.w.held()
 	f.w.mu.Lock()
 	defer f.w.mu.Unlock()
 	dev := r.GetPreparedDevice().GetDevice().GetName()
@@ -163,10 +130,6 @@ func (f fakeProvisioner) Detach(_ context.Context, r *provisionerv1.DetachReques
 	if f.w.unavailable > 0 {
 		f.w.unavailable--
 		return nil, status.Error(codes.Unavailable, "error reading from server: connection reset by peer")
-	}
-	if f.w.failDetach > 0 {
-		f.w.failDetach--
-		return nil, status.Errorf(codes.Internal, "detaching %s: device or resource busy", dev)
 	}
 	f.w.where[dev] = ""
 	return &provisionerv1.DetachResponse{}, nil
