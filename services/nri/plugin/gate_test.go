@@ -14,8 +14,7 @@ import (
 // its netns starts at once; one whose sandbox started without them (nri was
 // away at RunPodSandbox) gets them attached first; one whose device cannot
 // be attached is refused with the reason; a pod without devices and a
-// host-network pod are never held. No RunPodSandbox came: CreateContainer
-// starts the attach itself.
+// host-network pod are never held.
 func TestCreateContainer_Gate(t *testing.T) {
 	ctr := &api.Container{Name: "app"}
 	for _, tc := range []struct {
@@ -38,7 +37,7 @@ func TestCreateContainer_Gate(t *testing.T) {
 			w := newWorld(alloc("a", "pod1", prepared))
 			w.failAttach["a"] = errors.New("link busy")
 			return w
-		}(), pod: pod("pod1", "/var/run/netns/p1"), wantErr: "refused: device a (claim /) for pod pod1: link busy",
+		}(), pod: pod("pod1", "/var/run/netns/p1"), wantErr: "device a (claim /) is not in the pod's network namespace: link busy",
 			wantCalls: []string{"provisioner.Attach a /var/run/netns/p1 net-a"}},
 		{name: "no devices", w: newWorld(alloc("a", "pod2", prepared)), pod: pod("pod1", "/var/run/netns/p1")},
 		{name: "host network", w: newWorld(alloc("a", "pod1", prepared)), pod: pod("pod1", "")},

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/containerd/nri/pkg/adaptation"
-	"github.com/containerd/nri/pkg/api"
 	"github.com/prometheus/client_golang/prometheus"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
@@ -135,7 +134,7 @@ func hasAddr(l ipLink, cidr string) bool {
 
 // pluginFor connects the real plugin to a real NRI runtime side and returns
 // the runtime, ready for events.
-func pluginFor(t *testing.T, n *node) (*adaptation.Adaptation, *Plugin) {
+func pluginFor(t *testing.T, n *node) *adaptation.Adaptation {
 	t.Helper()
 	dir := shortDir(t)
 	p := New(slog.New(slog.NewTextHandler(testWriter{t}, nil)), n.state, n.provisioner, prometheus.NewRegistry())
@@ -144,36 +143,24 @@ func pluginFor(t *testing.T, n *node) (*adaptation.Adaptation, *Plugin) {
 	serve(t, p, dir)
 	blk := rt.waitPlugin(t)
 	t.Cleanup(blk.Unblock)
-	t.Cleanup(p.Wait)
-	return rt.r, p
+	return rt.r
 }
 
-// createIn is the runtime's CreateContainer of a container app in sb.
-func createIn(ctx context.Context, rt *adaptation.Adaptation, sb *api.PodSandbox) error {
-	_, err := rt.CreateContainer(ctx, &adaptation.CreateContainerRequest{Pod: sb,
-		Container: &api.Container{Id: "ctr-" + sb.GetUid(), PodSandboxId: sb.GetId(), Name: "app"}})
-	return err
-}
-
-// TestIntegration_AttachDetach: the real chain on host veths: run starts
-// putting the device into the pod netns under its pod name with MAC and
-// addresses, and the container's create waits until it is there; stop
-// brings it back under its original name, MAC and MTU.
+// TestIntegration_AttachDetach: the real chain on host veths: run puts the
+// device into the pod netns under its pod name with MAC and addresses;
+// stop brings it back under its original name, MAC and MTU.
 func TestIntegration_AttachDetach(t *testing.T) {
 	n := startNode(t, "data0")
 	podNS := nodetest.Netns(t, "ndp")
 	cfg := &devicev1.DeviceConfig{PodIfName: "net1", MacAddress: "02:00:00:00:bb:01", Mtu: 1400, Addresses: []string{"10.30.0.2/24", "fd00:30::2/64"}}
 	n.prepare(t, "pod1", "data0", cfg)
 	before, _ := link(t, n.hostNS, "data0")
-	rt, p := pluginFor(t, n)
+	rt := pluginFor(t, n)
 	ctx := ctxT(t)
 
 	sb := pod("pod1", "/var/run/netns/"+podNS)
 	if err := rt.RunPodSandbox(ctx, &adaptation.RunPodSandboxRequest{Pod: sb}); err != nil {
 		t.Fatalf("RunPodSandbox: %v", err)
-	}
-	if err := createIn(ctx, rt, sb); err != nil {
-		t.Fatalf("CreateContainer: %v", err)
 	}
 	in, ok := link(t, podNS, "net1")
 	if !ok {
@@ -193,7 +180,6 @@ func TestIntegration_AttachDetach(t *testing.T) {
 	if err := rt.StopPodSandbox(ctx, &adaptation.StopPodSandboxRequest{Pod: pod("pod1", "")}); err != nil {
 		t.Fatalf("StopPodSandbox: %v", err)
 	}
-	p.Wait()
 	after, ok := link(t, n.hostNS, "data0")
 	if !ok {
 		t.Fatal("data0 is not back in the host netns")
@@ -207,23 +193,19 @@ func TestIntegration_AttachDetach(t *testing.T) {
 }
 
 // TestIntegration_SecondDeviceFails: the second device's name clashes in
-// the pod; the container is refused, naming it, and the first device is
-// back in the host.
+// the pod; the sandbox fails, naming it, and the first device is back in
+// the host.
 func TestIntegration_SecondDeviceFails(t *testing.T) {
 	n := startNode(t, "data0", "data1")
 	podNS := nodetest.Netns(t, "ndp")
 	nodetest.IP(t, "-n", podNS, "link", "add", "net2", "type", "veth", "peer", "name", "other")
 	n.prepare(t, "pod1", "data0", &devicev1.DeviceConfig{PodIfName: "net1"})
 	n.prepare(t, "pod1", "data1", &devicev1.DeviceConfig{PodIfName: "net2"})
-	rt, _ := pluginFor(t, n)
+	rt := pluginFor(t, n)
 
-	sb := pod("pod1", "/var/run/netns/"+podNS)
-	if err := rt.RunPodSandbox(ctxT(t), &adaptation.RunPodSandboxRequest{Pod: sb}); err != nil {
-		t.Fatalf("RunPodSandbox: %v", err)
-	}
-	err := createIn(ctxT(t), rt, sb)
+	err := rt.RunPodSandbox(ctxT(t), &adaptation.RunPodSandboxRequest{Pod: pod("pod1", "/var/run/netns/"+podNS)})
 	if err == nil || !strings.Contains(err.Error(), "data1") || !strings.Contains(err.Error(), "net2") {
-		t.Fatalf("CreateContainer = %v, want a refusal naming data1 and net2", err)
+		t.Fatalf("RunPodSandbox = %v, want a failure naming data1 and net2", err)
 	}
 	for _, d := range []string{"data0", "data1"} {
 		if _, ok := link(t, n.hostNS, d); !ok {
@@ -238,23 +220,18 @@ func TestIntegration_SecondDeviceFails(t *testing.T) {
 	}
 }
 
-// TestIntegration_ProvisionerDown: with the provisioner gone, the
-// container is refused with a clear error within the runtime's timeout and
-// nothing moves.
+// TestIntegration_ProvisionerDown: with the provisioner gone, the sandbox
+// fails with a clear error within the runtime's timeout and nothing moves.
 func TestIntegration_ProvisionerDown(t *testing.T) {
 	n := startNode(t, "data0")
 	podNS := nodetest.Netns(t, "ndp")
 	n.prepare(t, "pod1", "data0", &devicev1.DeviceConfig{PodIfName: "net1"})
-	rt, _ := pluginFor(t, n)
+	rt := pluginFor(t, n)
 	n.prov.Kill()
 
-	sb := pod("pod1", "/var/run/netns/"+podNS)
-	if err := rt.RunPodSandbox(ctxT(t), &adaptation.RunPodSandboxRequest{Pod: sb}); err != nil {
-		t.Fatalf("RunPodSandbox: %v", err)
-	}
-	err := createIn(ctxT(t), rt, sb)
+	err := rt.RunPodSandbox(ctxT(t), &adaptation.RunPodSandboxRequest{Pod: pod("pod1", "/var/run/netns/"+podNS)})
 	if err == nil || !strings.Contains(err.Error(), "data0") {
-		t.Fatalf("CreateContainer with the provisioner down = %v, want a refusal naming the device", err)
+		t.Fatalf("RunPodSandbox with the provisioner down = %v, want a failure naming the device", err)
 	}
 	t.Logf("the runtime got: %v", err)
 	if _, ok := link(t, n.hostNS, "data0"); !ok {

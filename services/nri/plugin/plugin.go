@@ -1,13 +1,10 @@
 // Package plugin is netdra's NRI plugin: it puts a pod's prepared devices
 // into the pod's network namespace when the runtime starts the sandbox, and
-// takes them out when it stops. The runtime holds one lock across every
-// hook of every pod, so RunPodSandbox and StopPodSandbox only start the
-// work and return (work.go). It fails closed at CreateContainer: a
-// container starts only once every prepared device of its pod is in the
-// pod's netns; when an attach fails, the devices attached in it are
-// detached again and the pod's containers are refused with the reason, so
-// a pod never runs without its devices. The plugin calls only the state
-// service and the provisioner, over local sockets: no API server.
+// takes them out when it stops. It fails closed: when a device cannot be
+// attached, RunPodSandbox returns the reason, the devices attached earlier
+// in the same call are detached again, and the sandbox fails, so a pod
+// never runs without its devices. The hooks call only the state service
+// and the provisioner, over local sockets: no API server, no slow work.
 package plugin
 
 import (
@@ -74,10 +71,6 @@ type Plugin struct {
 
 	mu    sync.Mutex
 	netns map[string]string // pod UID -> netns path of a running sandbox
-	// attaching and detaching are the pods' background work (work.go), by
-	// pod UID; bg counts it.
-	attaching, detaching map[string]*podWork
-	bg                   sync.WaitGroup
 	// pods serializes the work on one pod: its hooks and what a
 	// reconciliation does to its devices.
 	pods keylock.Set
@@ -88,20 +81,19 @@ type Plugin struct {
 	conn    conn
 }
 
-// HookTimeout bounds the wait of one hook (CreateContainer's for the pod's
-// attach), below the runtime's 2 s request timeout, so an attach that has
-// not ended refuses the container with a clear error rather than a
-// runtime timeout.
+// HookTimeout bounds the work of one hook, below the runtime's 2 s request
+// timeout, so an unreachable state service or provisioner fails the sandbox
+// with a clear error rather than a runtime timeout.
 const HookTimeout = 1500 * time.Millisecond
 
-// rollbackTimeout bounds the detach of what a failed attach had attached.
-const rollbackTimeout = 5 * time.Second
+// rollbackTimeout is the part of HookTimeout kept for detaching what a
+// failed RunPodSandbox attached.
+const rollbackTimeout = 300 * time.Millisecond
 
 // New returns the plugin. Its metrics are registered with reg when it is
 // not nil.
 func New(log *slog.Logger, state StateClient, provisioner ProvisionerClient, reg prometheus.Registerer) *Plugin {
-	return &Plugin{log: log, state: state, provisioner: provisioner, netns: map[string]string{},
-		attaching: map[string]*podWork{}, detaching: map[string]*podWork{}, metrics: newMetrics(reg)}
+	return &Plugin{log: log, state: state, provisioner: provisioner, netns: map[string]string{}, metrics: newMetrics(reg)}
 }
 
 // lockPod takes the pod's lock and returns its unlock. It waits as long as
@@ -143,56 +135,37 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, _ []*a
 	return nil, nil
 }
 
-// RunPodSandbox starts the attach of the pod's prepared devices into its
-// netns and returns: the runtime holds its NRI lock across the hook, and
-// the moves take the kernel several milliseconds a device (work.go).
-// CreateContainer waits for the attach and refuses the pod's containers
-// when it failed. A host-network pod is skipped.
-func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
-	defer p.metrics.observe("RunPodSandbox", time.Now(), nil)
+// RunPodSandbox attaches the pod's prepared devices into its netns. A
+// host-network pod is skipped. A device whose link is missing (the node
+// rebooted since prepare) is set up again first. Any failure detaches what
+// this call attached and fails the sandbox.
+func (p *Plugin) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) (err error) {
+	defer func(start time.Time) { p.metrics.observe("RunPodSandbox", start, err) }(time.Now())
+	ctx, cancel := context.WithTimeout(ctx, HookTimeout)
+	defer cancel()
+	log := p.log.With("pod", pod.GetNamespace()+"/"+pod.GetName(), "uid", pod.GetUid())
 	netns := netnsOf(pod)
 	if netns == "" {
-		p.log.Debug("Host-network pod: no devices attached", "uid", pod.GetUid())
+		log.Debug("Host-network pod: no devices attached")
 		return nil
 	}
-	p.attachWork(p.podLog(pod), pod.GetUid(), netns)
-	return nil
-}
-
-func (p *Plugin) podLog(pod *api.PodSandbox) *slog.Logger {
-	return p.log.With("pod", pod.GetNamespace()+"/"+pod.GetName(), "uid", pod.GetUid())
-}
-
-// errSandboxStopped is an attach's outcome when the pod's sandbox stopped
-// before the attach could start.
-var errSandboxStopped = errors.New("the pod's sandbox stopped")
-
-// attachPod attaches the pod's prepared devices into netns, under the
-// pod's lock. A device attached to netns already is left alone; one whose
-// link is missing (the node rebooted since prepare) is set up again first.
-// Any failure detaches what this call attached and is returned.
-func (p *Plugin) attachPod(ctx context.Context, log *slog.Logger, w *podWork, uid string) error {
-	netns := w.netns
-	w.at("waiting for the pod's lock")
-	unlock := p.lockPod(uid)
+	unlock := p.lockPod(pod.GetUid())
 	defer unlock()
-	if ns, live := p.netnsOfLive(uid); !live || ns != netns {
-		return errSandboxStopped
-	}
-	w.at("listing the pod's devices")
+	p.mu.Lock()
+	p.netns[pod.GetUid()] = netns
+	p.mu.Unlock()
 	allocs, err := retry(ctx, func(ctx context.Context) (*statev1.ListAllocationsResponse, error) {
-		return p.state.ListAllocations(ctx, &statev1.ListAllocationsRequest{PodUid: uid})
+		return p.state.ListAllocations(ctx, &statev1.ListAllocationsRequest{PodUid: pod.GetUid()})
 	})
 	if err != nil {
-		return fmt.Errorf("listing the devices of pod %s: %w", uid, err)
+		return fmt.Errorf("netdra: listing the devices of pod %s: %w", pod.GetUid(), err)
 	}
+	// The attaches leave time for a rollback within the hook's time.
+	attachCtx, cancelAttach := context.WithTimeout(ctx, HookTimeout-rollbackTimeout)
+	defer cancelAttach()
 	var done []*statev1.Allocation
 	for _, a := range allocs.GetAllocations() {
-		if a.GetPhase() == statev1.Phase_PHASE_ATTACHED && a.GetNetnsPath() == netns {
-			continue
-		}
-		w.at("attaching device %s (claim %s/%s)", a.GetDeviceName(), a.GetClaimNamespace(), a.GetClaimName())
-		if err := p.attach(ctx, a, uid, netns); err != nil {
+		if err := p.attach(attachCtx, a, pod.GetUid(), netns); err != nil {
 			if rpc.OutcomeUnknown(err) {
 				// The provisioner may have moved it before the
 				// call broke: detach it too (Detach is idempotent).
@@ -201,8 +174,11 @@ func (p *Plugin) attachPod(ctx context.Context, log *slog.Logger, w *podWork, ui
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
 			p.rollback(rctx, log, done, netns)
 			cancel()
-			return fmt.Errorf("device %s (claim %s/%s) for pod %s: %w",
-				a.GetDeviceName(), a.GetClaimNamespace(), a.GetClaimName(), uid, err)
+			p.mu.Lock()
+			delete(p.netns, pod.GetUid()) // the sandbox fails
+			p.mu.Unlock()
+			return fmt.Errorf("netdra: device %s (claim %s/%s) for pod %s: %w",
+				a.GetDeviceName(), a.GetClaimNamespace(), a.GetClaimName(), pod.GetUid(), err)
 		}
 		done = append(done, a)
 		log.Info("Attached", "device", a.GetDeviceName(), "podIfName", a.GetConfig().GetPodIfName(), "netns", netns)
@@ -293,13 +269,15 @@ func (p *Plugin) detach(ctx context.Context, a *statev1.Allocation, netns string
 	return err
 }
 
-// StopPodSandbox starts the detach of the pod's devices back into the
-// host netns and returns (work.go): the provisioner holds a handle on the
-// pod's netns from Attach to Detach, so the devices can be taken back
-// after the runtime removed the netns. When the event carries no netns,
-// the one cached at RunPodSandbox or Synchronize is used.
-func (p *Plugin) StopPodSandbox(_ context.Context, pod *api.PodSandbox) error {
-	defer p.metrics.observe("StopPodSandbox", time.Now(), nil)
+// StopPodSandbox detaches the pod's devices back into the host netns. When
+// the event carries no netns, the one cached at RunPodSandbox or
+// Synchronize is used; a vanished netns is success.
+func (p *Plugin) StopPodSandbox(ctx context.Context, pod *api.PodSandbox) (err error) {
+	defer func(start time.Time) { p.metrics.observe("StopPodSandbox", start, err) }(time.Now())
+	ctx, cancel := context.WithTimeout(ctx, HookTimeout)
+	defer cancel()
+	unlock := p.lockPod(pod.GetUid())
+	defer unlock()
 	netns := netnsOf(pod)
 	p.mu.Lock()
 	if netns == "" {
@@ -308,36 +286,23 @@ func (p *Plugin) StopPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	// A stopped sandbox is no longer one to attach devices to.
 	delete(p.netns, pod.GetUid())
 	p.mu.Unlock()
-	p.detachWork(p.podLog(pod), pod.GetUid(), netns)
-	return nil
-}
-
-// detachPod detaches the pod's devices attached to netns (to any netns
-// when it is empty), under the pod's lock. Devices attached to another
-// netns belong to a newer sandbox of the pod and are left alone.
-func (p *Plugin) detachPod(ctx context.Context, log *slog.Logger, uid, netns string) error {
-	unlock := p.lockPod(uid)
-	defer unlock()
 	allocs, err := retry(ctx, func(ctx context.Context) (*statev1.ListAllocationsResponse, error) {
-		return p.state.ListAllocations(ctx, &statev1.ListAllocationsRequest{PodUid: uid, Phase: statev1.Phase_PHASE_ATTACHED})
+		return p.state.ListAllocations(ctx, &statev1.ListAllocationsRequest{PodUid: pod.GetUid(), Phase: statev1.Phase_PHASE_ATTACHED})
 	})
 	if err != nil {
-		return fmt.Errorf("listing the devices of pod %s: %w", uid, err)
+		return fmt.Errorf("netdra: listing the devices of pod %s: %w", pod.GetUid(), err)
 	}
 	var errs []error
 	for _, a := range allocs.GetAllocations() {
 		ns := netns
-		switch {
-		case ns == "":
+		if ns == "" {
 			ns = a.GetNetnsPath()
-		case a.GetNetnsPath() != "" && a.GetNetnsPath() != ns:
-			continue
 		}
 		if err := p.detach(ctx, a, ns); err != nil {
-			errs = append(errs, fmt.Errorf("detaching %s from pod %s: %w", a.GetDeviceName(), uid, err))
+			errs = append(errs, fmt.Errorf("netdra: detaching %s from pod %s: %w", a.GetDeviceName(), pod.GetUid(), err))
 			continue
 		}
-		log.Info("Detached", "device", a.GetDeviceName())
+		p.log.Info("Detached", "device", a.GetDeviceName(), "uid", pod.GetUid())
 	}
 	return errors.Join(errs...)
 }
@@ -347,7 +312,6 @@ func (p *Plugin) RemovePodSandbox(ctx context.Context, pod *api.PodSandbox) erro
 	defer p.metrics.observe("RemovePodSandbox", time.Now(), nil)
 	p.mu.Lock()
 	delete(p.netns, pod.GetUid())
-	delete(p.attaching, pod.GetUid())
 	p.mu.Unlock()
 	go p.Reconcile(context.WithoutCancel(ctx))
 	return nil
@@ -382,23 +346,10 @@ func (p *Plugin) netnsOfLive(podUID string) (string, bool) {
 	return ns, ok
 }
 
-// reconcileDetach detaches a device marked attached to a pod that is gone,
-// under the pod's lock and after checking the row again: the pod's own
-// background detach may have run meanwhile.
 func (p *Plugin) reconcileDetach(ctx context.Context, a *statev1.Allocation) {
 	if _, live := p.netnsOfLive(a.GetPodUid()); live {
 		return
 	}
-	unlock := p.lockPod(a.GetPodUid())
-	defer unlock()
-	if _, live := p.netnsOfLive(a.GetPodUid()); live {
-		return
-	}
-	rows, err := p.state.ListAllocations(ctx, &statev1.ListAllocationsRequest{DeviceName: a.GetDeviceName(), ClaimUid: a.GetClaimUid()})
-	if err != nil || len(rows.GetAllocations()) != 1 || rows.GetAllocations()[0].GetPhase() != statev1.Phase_PHASE_ATTACHED {
-		return
-	}
-	a = rows.GetAllocations()[0]
 	if err := p.detach(ctx, a, a.GetNetnsPath()); err != nil {
 		p.log.Warn("Detaching a device of a pod that is gone", "device", a.GetDeviceName(), "uid", a.GetPodUid(), "error", err)
 		return
@@ -406,24 +357,33 @@ func (p *Plugin) reconcileDetach(ctx context.Context, a *statev1.Allocation) {
 	p.log.Info("Detached a device of a pod that is gone", "device", a.GetDeviceName(), "uid", a.GetPodUid())
 }
 
-// reconcileAttach attaches the prepared devices of a device's pod when the
-// pod's sandbox runs: it started while this plugin was away. It is the
-// pod's attach work (attachWork: under the pod's lock, rolled back when it
-// fails), unless the pod has one already.
+// reconcileAttach attaches a prepared device to its pod when the pod's
+// sandbox runs: the sandbox started while this plugin was away. Under the
+// pod's lock, so no hook of the pod runs meanwhile, and after checking the
+// row again: a hook may have attached or detached it.
 func (p *Plugin) reconcileAttach(ctx context.Context, a *statev1.Allocation) {
+	if _, live := p.netnsOfLive(a.GetPodUid()); !live || a.GetPodUid() == "" {
+		return
+	}
+	unlock := p.lockPod(a.GetPodUid())
+	defer unlock()
 	netns, live := p.netnsOfLive(a.GetPodUid())
-	if !live || a.GetPodUid() == "" {
+	if !live {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, workTimeout)
+	ctx, cancel := context.WithTimeout(ctx, HookTimeout)
 	defer cancel()
-	log := p.log.With("uid", a.GetPodUid())
-	if err := p.attachWork(log, a.GetPodUid(), netns).wait(ctx); err != nil {
-		log.Error("Attaching the devices of a pod that runs without them", "device", a.GetDeviceName(), "error", err)
+	rows, err := p.state.ListAllocations(ctx, &statev1.ListAllocationsRequest{DeviceName: a.GetDeviceName(), ClaimUid: a.GetClaimUid()})
+	if err != nil || len(rows.GetAllocations()) != 1 || rows.GetAllocations()[0].GetPhase() != statev1.Phase_PHASE_PREPARED {
 		return
 	}
-	log.Warn("Attached the devices of a pod that ran without them: its sandbox started while netdra's NRI plugin was not connected",
-		"device", a.GetDeviceName(), "netns", netns)
+	a = rows.GetAllocations()[0]
+	if err := p.attach(ctx, a, a.GetPodUid(), netns); err != nil {
+		p.log.Error("Attaching a device of a pod that runs without it", "device", a.GetDeviceName(), "uid", a.GetPodUid(), "error", err)
+		return
+	}
+	p.log.Warn("Attached a device of a pod that ran without it: its sandbox started while netdra's NRI plugin was not connected",
+		"device", a.GetDeviceName(), "uid", a.GetPodUid(), "netns", netns)
 }
 
 // retry calls f again while it fails with Unavailable, until ctx ends: the

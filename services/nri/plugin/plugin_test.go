@@ -36,21 +36,11 @@ func (w testWriter) Write(p []byte) (int, error) {
 
 const prepared, attached = statev1.Phase_PHASE_PREPARED, statev1.Phase_PHASE_ATTACHED
 
-// createContainer is the runtime's CreateContainer of the pod: it waits for
-// the attach RunPodSandbox started.
-func createContainer(p *Plugin, sb *api.PodSandbox) error {
-	_, _, err := p.CreateContainer(context.Background(), sb, &api.Container{Name: "app"})
-	return err
-}
-
 func TestRunStop(t *testing.T) {
 	w := newWorld(alloc("a", "pod1", prepared), alloc("b", "pod1", prepared), alloc("c", "pod2", prepared))
 	p := newPlugin(t, w)
 	ctx := context.Background()
 	if err := p.RunPodSandbox(ctx, pod("pod1", "/var/run/netns/p1")); err != nil {
-		t.Fatal(err)
-	}
-	if err := createContainer(p, pod("pod1", "/var/run/netns/p1")); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
@@ -64,7 +54,6 @@ func TestRunStop(t *testing.T) {
 	if err := p.StopPodSandbox(ctx, pod("pod1", "")); err != nil {
 		t.Fatal(err)
 	}
-	p.Wait()
 	want = []string{
 		"provisioner.Detach a /var/run/netns/p1", "state.MarkDetached a",
 		"provisioner.Detach b /var/run/netns/p1", "state.MarkDetached b",
@@ -76,11 +65,7 @@ func TestRunStop(t *testing.T) {
 
 func TestRun_HostNetworkSkipped(t *testing.T) {
 	w := newWorld(alloc("a", "pod1", prepared))
-	p := newPlugin(t, w)
-	if err := p.RunPodSandbox(context.Background(), pod("pod1", "")); err != nil {
-		t.Fatal(err)
-	}
-	if err := createContainer(p, pod("pod1", "")); err != nil {
+	if err := newPlugin(t, w).RunPodSandbox(context.Background(), pod("pod1", "")); err != nil {
 		t.Fatal(err)
 	}
 	if calls := w.takeCalls(); len(calls) != 0 {
@@ -89,17 +74,13 @@ func TestRun_HostNetworkSkipped(t *testing.T) {
 }
 
 // TestRun_FailsClosed: the second device fails; the first is detached again
-// and the pod's container is refused with the device and the cause.
+// and the error names the device and the cause.
 func TestRun_FailsClosed(t *testing.T) {
 	w := newWorld(alloc("a", "pod1", prepared), alloc("b", "pod1", prepared))
 	w.failAttach["b"] = errors.New("name net-b already in use")
-	p := newPlugin(t, w)
-	if err := p.RunPodSandbox(context.Background(), pod("pod1", "/var/run/netns/p1")); err != nil {
-		t.Fatal(err)
-	}
-	err := createContainer(p, pod("pod1", "/var/run/netns/p1"))
+	err := newPlugin(t, w).RunPodSandbox(context.Background(), pod("pod1", "/var/run/netns/p1"))
 	if err == nil || !strings.Contains(err.Error(), "device b") || !strings.Contains(err.Error(), "already in use") {
-		t.Fatalf("CreateContainer = %v, want the device and the cause", err)
+		t.Fatalf("RunPodSandbox = %v, want the device and the cause", err)
 	}
 	want := []string{
 		"provisioner.Attach a /var/run/netns/p1 net-a", "state.MarkAttached a /var/run/netns/p1",
@@ -119,11 +100,9 @@ func TestRun_FailsClosed(t *testing.T) {
 func TestRun_MissingLinkSetUpAgain(t *testing.T) {
 	w := newWorld(alloc("dummy0", "pod1", prepared))
 	w.missing["dummy0"] = true
-	p := newPlugin(t, w)
-	if err := p.RunPodSandbox(context.Background(), pod("pod1", "/var/run/netns/p1")); err != nil {
+	if err := newPlugin(t, w).RunPodSandbox(context.Background(), pod("pod1", "/var/run/netns/p1")); err != nil {
 		t.Fatal(err)
 	}
-	p.Wait()
 	want := []string{
 		"provisioner.Attach dummy0 /var/run/netns/p1 net-dummy0", "provisioner.Setup dummy0",
 		"provisioner.Attach dummy0 /var/run/netns/p1 net-dummy0", "state.MarkAttached dummy0 /var/run/netns/p1",
@@ -143,11 +122,9 @@ func Test_Regression_18_SetupAgainCarriesPool(t *testing.T) {
 	w := newWorld(alloc("eth1", "pod1", prepared))
 	w.allocs["eth1"].Pool = "uplinks"
 	w.missing["eth1"] = true
-	p := newPlugin(t, w)
-	if err := p.RunPodSandbox(context.Background(), pod("pod1", "/var/run/netns/p1")); err != nil {
+	if err := newPlugin(t, w).RunPodSandbox(context.Background(), pod("pod1", "/var/run/netns/p1")); err != nil {
 		t.Fatal(err)
 	}
-	p.Wait()
 	if diff := cmp.Diff(map[string]string{"eth1": "uplinks"}, w.setupPools); diff != "" {
 		t.Errorf("pools of the Setups (-want +got):\n%s", diff)
 	}

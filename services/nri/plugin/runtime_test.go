@@ -92,9 +92,8 @@ func serve(t testing.TB, p *Plugin, dir string) {
 }
 
 // TestRuntime_FailClosed drives the plugin through the real NRI runtime
-// side: RunPodSandbox starts the attach and CreateContainer waits for it;
-// a failing attach fails the runtime's CreateContainer, so the container
-// would not start; StopPodSandbox detaches.
+// side: RunPodSandbox attaches; a failing attach fails the runtime's
+// RunPodSandbox, so the sandbox would not start; StopPodSandbox detaches.
 func TestRuntime_FailClosed(t *testing.T) {
 	dir := shortDir(t)
 	w := newWorld(alloc("a", "pod1", prepared), alloc("b", "pod2", prepared))
@@ -107,35 +106,22 @@ func TestRuntime_FailClosed(t *testing.T) {
 	defer blk.Unblock()
 	ctx := context.Background()
 
-	for _, uid := range []string{"pod1", "pod2"} {
-		if err := rt.r.RunPodSandbox(ctx, &adaptation.RunPodSandboxRequest{Pod: pod(uid, "/var/run/netns/"+uid)}); err != nil {
-			t.Fatalf("RunPodSandbox %s: %v", uid, err)
-		}
+	if err := rt.r.RunPodSandbox(ctx, &adaptation.RunPodSandboxRequest{Pod: pod("pod1", "/var/run/netns/p1")}); err != nil {
+		t.Fatalf("RunPodSandbox: %v", err)
 	}
-	if err := rt.createContainer(ctx, pod("pod1", "/var/run/netns/pod1")); err != nil {
-		t.Fatalf("CreateContainer: %v", err)
-	}
-	if w.where["a"] != "/var/run/netns/pod1" {
+	if w.where["a"] != "/var/run/netns/p1" {
 		t.Errorf("device a is in %q", w.where["a"])
 	}
-	err := rt.createContainer(ctx, pod("pod2", "/var/run/netns/pod2"))
+	err := rt.r.RunPodSandbox(ctx, &adaptation.RunPodSandboxRequest{Pod: pod("pod2", "/var/run/netns/p2")})
 	if err == nil || !strings.Contains(err.Error(), "no such device") {
-		t.Fatalf("CreateContainer of a pod whose device fails = %v, want the failure", err)
+		t.Fatalf("RunPodSandbox of a pod whose device fails = %v, want the failure", err)
 	}
-	if err := rt.r.StopPodSandbox(ctx, &adaptation.StopPodSandboxRequest{Pod: pod("pod1", "/var/run/netns/pod1")}); err != nil {
+	if err := rt.r.StopPodSandbox(ctx, &adaptation.StopPodSandboxRequest{Pod: pod("pod1", "/var/run/netns/p1")}); err != nil {
 		t.Fatal(err)
 	}
-	p.Wait()
 	if w.where["a"] != "" {
 		t.Errorf("device a is still in %q after stop", w.where["a"])
 	}
-}
-
-// createContainer is the runtime's CreateContainer of a container app in sb.
-func (rt *runtime) createContainer(ctx context.Context, sb *api.PodSandbox) error {
-	_, err := rt.r.CreateContainer(ctx, &adaptation.CreateContainerRequest{Pod: sb,
-		Container: &api.Container{Id: "ctr-" + sb.GetUid(), PodSandboxId: sb.GetId(), Name: "app"}})
-	return err
 }
 
 // runtimeEnv makes the test binary a runtime process: the NRI runtime side
@@ -239,7 +225,6 @@ func TestRuntime_Reconnect(t *testing.T) {
 		if got := rp.line(t); got != "ok" {
 			t.Fatalf("runtime %d: RunPodSandbox said %q", i, got)
 		}
-		p.Wait()
 		if w.where["a"] != netns {
 			t.Errorf("runtime %d: device a is in %q, want %s", i, w.where["a"], netns)
 		}

@@ -16,7 +16,6 @@ import (
 type metrics struct {
 	hooks   *prometheus.CounterVec
 	latency *prometheus.HistogramVec
-	work    *prometheus.HistogramVec
 	lost    prometheus.Counter
 }
 
@@ -31,18 +30,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "NRI hook latency by hook.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2},
 		}, []string{"hook"}),
-		work: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "netdra", Subsystem: "nri", Name: "work_duration_seconds",
-			Help:    "Background attaches and detaches of a pod's devices (started by the hooks) by work and result (ok, error).",
-			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
-		}, []string{"work", "result"}),
 		lost: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "netdra", Subsystem: "nri", Name: "devices_lost_total",
 			Help: "Devices found lost at Detach: the pod's netns was gone and the device's link with it (a veth destroyed with its namespace).",
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.hooks, m.latency, m.work, m.lost)
+		reg.MustRegister(m.hooks, m.latency, m.lost)
 	}
 	return m
 }
@@ -55,16 +49,6 @@ func (m *metrics) observe(hook string, start time.Time, err error) {
 	}
 	m.hooks.WithLabelValues(hook, result).Inc()
 	m.latency.WithLabelValues(hook).Observe(time.Since(start).Seconds())
-}
-
-// background records one background attach or detach that started at
-// start.
-func (m *metrics) background(work string, start time.Time, err error) {
-	result := "ok"
-	if err != nil {
-		result = "error"
-	}
-	m.work.WithLabelValues(work, result).Observe(time.Since(start).Seconds())
 }
 
 // conn tracks the connection to the runtime.
