@@ -33,10 +33,10 @@ done
 regex() { local IFS='|'; echo "^($*)\$"; }
 others=$("$go" list ./... | grep -v '/e2e$')
 
-run() { # run NAME CMD...: the command's output, prefixed with NAME
+run() { # run NAME CMD...: the command's output, prefixed with NAME; its status in $logs/NAME.rc
   local name=$1
   shift
-  { "$@" 2>&1; echo "rc=$?" >"$logs/$name.rc"; } | sed -u "s/^/[$name] /"
+  { rc=0; "$@" 2>&1 || rc=$?; echo "rc=$rc" >"$logs/$name.rc"; } | sed -u "s/^/[$name] /" || true
 }
 echo ">> test world: ${#first[@]} + ${#second[@]} end-to-end tests in two processes; logs in $logs"
 (
