@@ -125,7 +125,7 @@ func New(cfg Config) *Agent {
 	recorder := newRecorder(cfg.Kube, "netdra-dra", cfg.NodeName)
 	a.claims = claims.NewClaims(cfg.Kube, recorder)
 	a.status = nodeconfig.NewStatusWriter(cfg.Logger.With("part", "status"), cfg.Dynamic, cfg.NodeName)
-	a.health = health.New(a.pub, 0)
+	a.health = health.New(a.pub, a.cfg.NodeName, 0)
 	return a
 }
 

@@ -217,7 +217,7 @@ func (a *Agent) preparedUnder(ctx context.Context, want string) (string, error) 
 		return "", fmt.Errorf("listing the prepared claims: %w", err)
 	}
 	for _, row := range resp.GetAllocations() {
-		name, err := claims.ClaimDriver(ctx, a.cfg.Kube, row.GetClaimNamespace(), row.GetClaimName(), row.GetClaimUid(), row.GetPool(), row.GetDeviceName())
+		name, err := claims.ClaimDriver(ctx, a.cfg.Kube, row.GetClaimNamespace(), row.GetClaimName(), row.GetClaimUid(), a.cfg.NodeName, row.GetPool(), row.GetDeviceName())
 		if err != nil {
 			return "", err
 		}

@@ -11,6 +11,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/utils/ptr"
+
+	"github.com/netdra/netdra/services/dra/slicepool"
 )
 
 // SliceSyncDelay is how soon dra puts back a ResourceSlice that someone
@@ -34,9 +36,12 @@ type slicePublisher struct {
 	ctrl *resourceslice.Controller
 }
 
-// Publish replaces the published slices with res. The controller retries
-// failed writes itself and reports them to onError.
+// Publish replaces the published slices with res, whose pools are keyed by
+// netdra's pool names: they are published under their slice pool names
+// (slicepool.SlicePool). The controller retries failed writes itself and
+// reports them to onError.
 func (p *slicePublisher) Publish(ctx context.Context, res *resourceslice.DriverResources) error {
+	res = slicePools(p.node, res)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ctrl != nil {
@@ -56,6 +61,15 @@ func (p *slicePublisher) Publish(ctx context.Context, res *resourceslice.DriverR
 	}
 	p.ctrl = ctrl
 	return nil
+}
+
+// slicePools is res with its pools renamed to node's slice pool names.
+func slicePools(node string, res *resourceslice.DriverResources) *resourceslice.DriverResources {
+	out := &resourceslice.DriverResources{Pools: make(map[string]resourceslice.Pool, len(res.Pools))}
+	for name, pool := range res.Pools {
+		out.Pools[slicepool.SlicePool(node, name)] = pool
+	}
+	return out
 }
 
 // Stop stops publishing; the slices stay (the driver-name change deletes

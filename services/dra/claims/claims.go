@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/netdra/netdra/services/dra/driver"
+	"github.com/netdra/netdra/services/dra/slicepool"
 )
 
 // Claims writes claim status and events.
@@ -116,9 +117,11 @@ func NodeClaims(ctx context.Context, log *slog.Logger, client kubernetes.Interfa
 	return out, nil
 }
 
-// ClaimDriver returns the driver of the claim's allocated device (pool,
-// device), or "" when the claim (of that UID) or the device is gone.
-func ClaimDriver(ctx context.Context, client kubernetes.Interface, namespace, name, uid, pool, device string) (string, error) {
+// ClaimDriver returns the driver of the claim's allocated device (device of
+// node's pool, by netdra's pool name: the result names its slice pool,
+// slicepool.SlicePool), or "" when the claim (of that UID) or the device
+// is gone.
+func ClaimDriver(ctx context.Context, client kubernetes.Interface, namespace, name, uid, node, pool, device string) (string, error) {
 	claim, err := client.ResourceV1().ResourceClaims(namespace).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return "", nil
@@ -129,8 +132,9 @@ func ClaimDriver(ctx context.Context, client kubernetes.Interface, namespace, na
 	if string(claim.UID) != uid || claim.Status.Allocation == nil {
 		return "", nil
 	}
+	sp := slicepool.SlicePool(node, pool)
 	for _, r := range claim.Status.Allocation.Devices.Results {
-		if r.Pool == pool && r.Device == device {
+		if r.Pool == sp && r.Device == device {
 			return r.Driver, nil
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 	"github.com/netdra/netdra/services/dra/publish"
+	"github.com/netdra/netdra/services/dra/slicepool"
 	"github.com/netdra/netdra/shared/claimconfig"
 	"github.com/netdra/netdra/shared/fielderr"
 )
@@ -113,7 +114,11 @@ func (d *Driver) makePreparation(ctx context.Context, claim *resourceapi.Resourc
 		if r.AdminAccess != nil && *r.AdminAccess {
 			return nil, fmt.Errorf("request %q, device %s: %w", r.Request, r.Device, ErrAdminAccess)
 		}
-		ref := deviceRef{request: r.Request, pool: r.Pool, device: r.Device}
+		pool, err := slicepool.Of(d.node, r.Pool)
+		if err != nil {
+			return nil, fmt.Errorf("request %q, device %s: %w", r.Request, r.Device, err)
+		}
+		ref := deviceRef{request: r.Request, pool: pool, device: r.Device}
 		if r.ShareID != nil {
 			s := string(*r.ShareID)
 			ref.shareID = &s

@@ -17,6 +17,7 @@ import (
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 	"github.com/netdra/netdra/services/dra/cdispec"
+	"github.com/netdra/netdra/services/dra/slicepool"
 	"github.com/netdra/netdra/shared/rpc"
 )
 
@@ -65,7 +66,7 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 func (d *Driver) result(p *preparation, pds []*devicev1.PreparedDevice, ids map[string]string) []kubeletplugin.Device {
 	out := make([]kubeletplugin.Device, 0, len(p.devices))
 	for i, dev := range p.devices {
-		kd := kubeletplugin.Device{Requests: []string{dev.request}, PoolName: dev.pool, DeviceName: dev.device}
+		kd := kubeletplugin.Device{Requests: []string{dev.request}, PoolName: slicepool.SlicePool(d.node, dev.pool), DeviceName: dev.device}
 		if dev.shareID != nil {
 			id := types.UID(*dev.shareID)
 			kd.ShareID = &id

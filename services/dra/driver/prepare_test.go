@@ -44,8 +44,8 @@ var twoVFs = claimSpec{
 }
 
 var twoVFsResult = []deviceResult{
-	{Requests: "[net]", Pool: testPool, Device: "vf1"},
-	{Requests: "[storage]", Pool: testPool, Device: "vf2"},
+	{Requests: "[net]", Pool: testSlicePool, Device: "vf1"},
+	{Requests: "[storage]", Pool: testSlicePool, Device: "vf2"},
 }
 
 // with returns a copy of spec changed by f.
@@ -94,7 +94,7 @@ func TestPrepare(t *testing.T) {
 			wantDevices: twoVFsResult,
 			wantCalls: calls(freshCalls, []string{
 				"prov.Setup vf1", "state.RecordPrepared pool-a/vf1", "prov.Setup vf2", "state.RecordPrepared pool-a/vf2",
-				"claims.UpdateDeviceStatus pool-a/vf1 pool-a/vf2",
+				"claims.UpdateDeviceStatus node-a/pool-a/vf1 node-a/pool-a/vf2",
 				"state.CommitPrepare pool-a/vf1 pool-a/vf2",
 			}),
 			wantRows: []string{
@@ -309,7 +309,7 @@ func TestPrepare(t *testing.T) {
 			wantMsg: `writing claim status: resourceclaims.resource.k8s.io "c1" is forbidden`,
 			wantCalls: calls(freshCalls, []string{
 				"prov.Setup vf1", "state.RecordPrepared pool-a/vf1", "prov.Setup vf2", "state.RecordPrepared pool-a/vf2",
-				"claims.UpdateDeviceStatus pool-a/vf1 pool-a/vf2",
+				"claims.UpdateDeviceStatus node-a/pool-a/vf1 node-a/pool-a/vf2",
 				"prov.Free vf2", "prov.Free vf1",
 				"state.AbortPrepare pool-a/vf1 pool-a/vf2",
 			}, event),
@@ -335,9 +335,9 @@ func TestPrepare(t *testing.T) {
 			},
 			wantCalls: calls(freshCalls, []string{
 				"prov.Setup vf1", "state.RecordPrepared pool-a/vf1", "prov.Setup vf2", "state.RecordPrepared pool-a/vf2",
-				"claims.UpdateDeviceStatus pool-a/vf1 pool-a/vf2",
+				"claims.UpdateDeviceStatus node-a/pool-a/vf1 node-a/pool-a/vf2",
 				"state.CommitPrepare pool-a/vf1 pool-a/vf2",
-				"claims.UpdateDeviceStatus pool-a/vf1 pool-a/vf2",
+				"claims.UpdateDeviceStatus node-a/pool-a/vf1 node-a/pool-a/vf2",
 				"prov.Free vf2", "prov.Free vf1",
 				"state.AbortPrepare pool-a/vf1 pool-a/vf2",
 			}, event),
@@ -406,7 +406,7 @@ func TestPrepare(t *testing.T) {
 				"prov.Free vf1", "state.DeleteAllocation pool-a/vf1",
 			}, freshCalls[1:], []string{
 				"prov.Setup vf1", "state.RecordPrepared pool-a/vf1", "prov.Setup vf2", "state.RecordPrepared pool-a/vf2",
-				"claims.UpdateDeviceStatus pool-a/vf1 pool-a/vf2",
+				"claims.UpdateDeviceStatus node-a/pool-a/vf1 node-a/pool-a/vf2",
 				"state.CommitPrepare pool-a/vf1 pool-a/vf2",
 			}),
 			wantRows: []string{
@@ -419,13 +419,13 @@ func TestPrepare(t *testing.T) {
 			rows: []*statev1.Allocation{row("c1", "web", "vf3", prepared, nil)},
 			claim: claimSpec{name: "c1", pods: []string{"web"},
 				results: []resourceapi.DeviceRequestAllocationResult{result("net", "vf1")}},
-			wantDevices: []deviceResult{{Requests: "[net]", Pool: testPool, Device: "vf1"}},
+			wantDevices: []deviceResult{{Requests: "[net]", Pool: testSlicePool, Device: "vf1"}},
 			wantCalls: []string{
 				"state.ListAllocations claim=uid-c1",
 				"prov.Free vf3", "state.DeleteAllocation pool-a/vf3",
 				"state.ListDevices", "state.ListAllocations pod=uid-web",
 				"state.BeginPrepare pool-a/vf1", "prov.Setup vf1", "state.RecordPrepared pool-a/vf1",
-				"claims.UpdateDeviceStatus pool-a/vf1", "state.CommitPrepare pool-a/vf1",
+				"claims.UpdateDeviceStatus node-a/pool-a/vf1", "state.CommitPrepare pool-a/vf1",
 			},
 			wantRows: []string{"pool-a/vf1 PHASE_PREPARED uid-c1 pod=uid-web if= pd"},
 		},
@@ -434,13 +434,13 @@ func TestPrepare(t *testing.T) {
 			rows: []*statev1.Allocation{row("c1", "web", "vf1", preparing, nil)},
 			claim: claimSpec{name: "c1", pods: []string{"web"},
 				results: []resourceapi.DeviceRequestAllocationResult{result("net", "vf1")}},
-			wantDevices: []deviceResult{{Requests: "[net]", Pool: testPool, Device: "vf1"}},
+			wantDevices: []deviceResult{{Requests: "[net]", Pool: testSlicePool, Device: "vf1"}},
 			wantCalls: []string{
 				"state.ListAllocations claim=uid-c1",
 				"state.ListDevices", "state.AbortPrepare pool-a/vf1",
 				"state.ListDevices", "state.ListAllocations pod=uid-web",
 				"state.BeginPrepare pool-a/vf1", "prov.Setup vf1", "state.RecordPrepared pool-a/vf1",
-				"claims.UpdateDeviceStatus pool-a/vf1", "state.CommitPrepare pool-a/vf1",
+				"claims.UpdateDeviceStatus node-a/pool-a/vf1", "state.CommitPrepare pool-a/vf1",
 			},
 			wantRows: []string{"pool-a/vf1 PHASE_PREPARED uid-c1 pod=uid-web if= pd"},
 		},
@@ -491,9 +491,9 @@ func TestPrepare_StatusEntries(t *testing.T) {
 	cond := []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "DevicePrepared",
 		ObservedGeneration: 1, LastTransitionTime: metav1.NewTime(testNow)}}
 	want := []resourceapi.AllocatedDeviceStatus{
-		{Driver: testDriver, Pool: testPool, Device: "vf1", Conditions: cond,
+		{Driver: testDriver, Pool: testSlicePool, Device: "vf1", Conditions: cond,
 			NetworkData: &resourceapi.NetworkDeviceData{InterfaceName: "net1", IPs: []string{"10.0.0.2/24"}, HardwareAddress: "02:00:00:00:00:01"}},
-		{Driver: testDriver, Pool: testPool, Device: "vf2", Conditions: cond,
+		{Driver: testDriver, Pool: testSlicePool, Device: "vf2", Conditions: cond,
 			NetworkData: &resourceapi.NetworkDeviceData{InterfaceName: "net2", HardwareAddress: "02:00:00:00:00:02"}},
 	}
 	got := r.claims.getWritten("uid-c1")
@@ -547,7 +547,7 @@ func TestPrepare_Idempotent(t *testing.T) {
 		{name: "prepared and recorded: nothing is done again", keepStatus: true,
 			wantCalls: []string{"state.ListAllocations claim=uid-c1"}},
 		{name: "status entries missing: rewritten from the state, no setup",
-			wantCalls: []string{"state.ListAllocations claim=uid-c1", "claims.UpdateDeviceStatus pool-a/vf1 pool-a/vf2"}},
+			wantCalls: []string{"state.ListAllocations claim=uid-c1", "claims.UpdateDeviceStatus node-a/pool-a/vf1 node-a/pool-a/vf2"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 	"github.com/netdra/netdra/services/dra/cdispec"
+	"github.com/netdra/netdra/services/dra/slicepool"
 )
 
 // Recover reconciles the state service with the cluster after a restart;
@@ -186,8 +187,16 @@ func (d *Driver) rebuildClaim(ctx context.Context, c *resourceapi.ResourceClaim)
 	var errs []error
 	var p *preparation
 	for _, r := range c.Status.Allocation.Devices.Results {
-		data := d.readyData(c, r.Pool, r.Device)
-		if r.Driver != d.name || data == nil {
+		if r.Driver != d.name {
+			continue
+		}
+		pool, err := slicepool.Of(d.node, r.Pool)
+		if err != nil { // not this node's device: nothing done to it
+			errs = append(errs, d.refuse(c, r.Device, fmt.Errorf("%w: %w", ErrBadStatusData, err)))
+			continue
+		}
+		data := d.readyData(c, pool, r.Device)
+		if data == nil {
 			continue
 		}
 		if p == nil {
@@ -197,14 +206,14 @@ func (d *Driver) rebuildClaim(ctx context.Context, c *resourceapi.ResourceClaim)
 		}
 		pd, cfg, err := d.restoreData(ctx, r.Device, data)
 		if err == nil {
-			err = d.checkPool(r.Pool, pd.GetDevice())
+			err = d.checkPool(pool, pd.GetDevice())
 		}
 		if err != nil {
 			errs = append(errs, d.refuse(c, r.Device, err))
 			continue
 		}
 		allocs = append(allocs, &statev1.Allocation{
-			Pool: r.Pool, DeviceName: r.Device, Manager: pd.GetDevice().GetManager(),
+			Pool: pool, DeviceName: r.Device, Manager: pd.GetDevice().GetManager(),
 			ClaimUid: string(c.UID), ClaimNamespace: c.Namespace, ClaimName: c.Name,
 			Request: r.Request, PodUid: p.podUID, Config: cfg, PreparedDevice: pd,
 			ShareId: pd.GetDevice().GetShare().GetId(),

@@ -69,10 +69,18 @@ func TestRecover_ForgedStatus(t *testing.T) {
 		{
 			name: "a pool the node does not have",
 			claim: forged(func(c *claimSpec, st []resourceapi.AllocatedDeviceStatus) {
-				c.results[0].Pool, st[0].Pool = "pool-z", "pool-z"
+				c.results[0].Pool, st[0].Pool = "node-a/pool-z", "node-a/pool-z"
 			}),
 			restored: []string{"pool-a/vf2"},
 			events:   []string{`device vf1 not restored after a restart, nothing done to its devices: claim status data is not a netdra prepared device: no pool "pool-z" is configured on this node`},
+		},
+		{
+			name: "another node's pool",
+			claim: forged(func(c *claimSpec, st []resourceapi.AllocatedDeviceStatus) {
+				c.results[0].Pool, st[0].Pool = "node-b/pool-a", "node-b/pool-a"
+			}),
+			restored: []string{"pool-a/vf2"},
+			events:   []string{`device vf1 not restored after a restart, nothing done to its devices: claim status data is not a netdra prepared device: pool "node-b/pool-a" is not a pool of node "node-a"`},
 		},
 		{
 			name:  "a pool that does not offer the device",

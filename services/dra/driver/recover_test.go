@@ -47,7 +47,7 @@ func TestRecover(t *testing.T) {
 	}
 	otherDriver := resourceapi.AllocatedDeviceStatus{Driver: "gpu.example.com", Pool: "gpus", Device: "gpu-0",
 		Data: &runtime.RawExtension{Raw: []byte(`{"gpu":true}`)}}
-	notReady := resourceapi.AllocatedDeviceStatus{Driver: testDriver, Pool: testPool, Device: "vf3",
+	notReady := resourceapi.AllocatedDeviceStatus{Driver: testDriver, Pool: testSlicePool, Device: "vf3",
 		Conditions: []metav1.Condition{{Type: ConditionReady, Status: metav1.ConditionFalse, Reason: "PrepareRolledBack"}}}
 	recorded := with(twoVFs, func(c *claimSpec) {
 		c.status = append([]resourceapi.AllocatedDeviceStatus{otherDriver}, entries...)

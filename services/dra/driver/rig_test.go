@@ -22,6 +22,9 @@ import (
 const (
 	testDriver = "netdra.io"
 	testPool   = "pool-a"
+	// testSlicePool is testPool's name at the API: in results, status entries, the kubelet's.
+	testSlicePool = testNode + "/" + testPool
+	testNode      = "node-a"
 )
 
 var testNow = time.Date(2026, 5, 4, 3, 2, 1, 0, time.UTC)
@@ -67,7 +70,7 @@ func newRig(t *testing.T, rows ...*statev1.Allocation) *rig {
 	r.prov = newFakeProvisioner(r.rec)
 	r.claims = newFakeClaims(r.rec)
 	d, err := New(Config{
-		DriverName: testDriver, NodeName: "node-a",
+		DriverName: testDriver, NodeName: testNode,
 		State: r.state, Provisioner: r.prov, Claims: r.claims,
 		PodLookup: func(_ context.Context, namespace, name string, uid types.UID) (*corev1.Pod, error) {
 			if p, ok := r.pods[name]; ok {
@@ -131,7 +134,7 @@ func (c claimSpec) build() *resourceapi.ResourceClaim {
 }
 
 func result(request, device string) resourceapi.DeviceRequestAllocationResult {
-	return resourceapi.DeviceRequestAllocationResult{Request: request, Driver: testDriver, Pool: testPool, Device: device}
+	return resourceapi.DeviceRequestAllocationResult{Request: request, Driver: testDriver, Pool: testSlicePool, Device: device}
 }
 
 func otherResult(request, device string) resourceapi.DeviceRequestAllocationResult {

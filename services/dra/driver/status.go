@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	"github.com/netdra/netdra/services/dra/slicepool"
 )
 
 // StatusData is the JSON this driver writes into
@@ -136,7 +137,7 @@ func (d *Driver) rolledBackEntry(claim *resourceapi.ResourceClaim, dev deviceRef
 func (d *Driver) entry(claim *resourceapi.ResourceClaim, dev deviceRef, st metav1.ConditionStatus, reason, msg string) resourceapi.AllocatedDeviceStatus {
 	return resourceapi.AllocatedDeviceStatus{
 		Driver:  d.name,
-		Pool:    dev.pool,
+		Pool:    slicepool.SlicePool(d.node, dev.pool),
 		Device:  dev.device,
 		ShareID: dev.shareID,
 		Conditions: []metav1.Condition{{
@@ -146,13 +147,15 @@ func (d *Driver) entry(claim *resourceapi.ResourceClaim, dev deviceRef, st metav
 	}
 }
 
-// readyData returns the data of the claim's Ready entry for dev, or nil.
+// readyData returns the data of the claim's Ready entry for the device of
+// (netdra's) pool, or nil. The entry names the slice pool.
 func (d *Driver) readyData(claim *resourceapi.ResourceClaim, pool, device string) []byte {
 	if claim == nil {
 		return nil
 	}
+	sp := slicepool.SlicePool(d.node, pool)
 	for _, e := range claim.Status.Devices {
-		if e.Driver != d.name || e.Pool != pool || e.Device != device || e.Data == nil || len(e.Data.Raw) == 0 {
+		if e.Driver != d.name || e.Pool != sp || e.Device != device || e.Data == nil || len(e.Data.Raw) == 0 {
 			continue
 		}
 		if c := findCondition(e.Conditions, ConditionReady); c != nil && c.Status == metav1.ConditionTrue {

@@ -19,6 +19,7 @@ import (
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 	"github.com/netdra/netdra/services/dra/publish"
+	"github.com/netdra/netdra/services/dra/slicepool"
 )
 
 // Source is the view health is judged from; *publish.Publisher is one.
@@ -49,17 +50,18 @@ const (
 // Watcher serves WatchHealthStatus from a Source.
 type Watcher struct {
 	src    Source
+	node   string
 	resend time.Duration
 	now    func() time.Time
 }
 
-// New returns a watcher of src that re-sends an unchanged report every
-// resend (DefaultResend when not positive).
-func New(src Source, resend time.Duration) *Watcher {
+// New returns a watcher of node's src that re-sends an unchanged report
+// every resend (DefaultResend when not positive).
+func New(src Source, node string, resend time.Duration) *Watcher {
 	if resend <= 0 {
 		resend = DefaultResend
 	}
-	return &Watcher{src: src, resend: resend, now: time.Now}
+	return &Watcher{src: src, node: node, resend: resend, now: time.Now}
 }
 
 // WatchHealthStatus implements the kubelet plugin's health stream: nothing
@@ -76,7 +78,7 @@ func (w *Watcher) WatchHealthStatus(ctx context.Context, reports chan<- kubeletp
 	for {
 		v, changed := w.src.View()
 		if v.Synced {
-			devs := Assess(v, seen)
+			devs := Assess(v, w.node, seen)
 			if resend || last == nil || !sameHealth(last, devs) {
 				now := w.now()
 				for i := range devs {
@@ -103,8 +105,10 @@ func (w *Watcher) WatchHealthStatus(ctx context.Context, reports chan<- kubeletp
 // Assess judges every device the kubelet may know of, sorted by pool and
 // name: those published, those allocated (in the allocation's pool), and
 // those in seen (device name -> pool, the devices reported before) that
-// vanished since. seen is updated to the devices assessed.
-func Assess(v publish.View, seen map[string]string) []kubeletplugin.DeviceHealth {
+// vanished since. seen is updated to the devices assessed. A report names
+// a device's slice pool (slicepool.SlicePool of node), as the claim's
+// result the kubelet matches it against does.
+func Assess(v publish.View, node string, seen map[string]string) []kubeletplugin.DeviceHealth {
 	pool := map[string]string{}
 	for name, p := range seen {
 		if _, present := v.Devices[name]; !present {
@@ -125,7 +129,7 @@ func Assess(v publish.View, seen map[string]string) []kubeletplugin.DeviceHealth
 	out := make([]kubeletplugin.DeviceHealth, 0, len(pool))
 	for name, p := range pool {
 		seen[name] = p
-		h := kubeletplugin.DeviceHealth{PoolName: p, DeviceName: name}
+		h := kubeletplugin.DeviceHealth{PoolName: slicepool.SlicePool(node, p), DeviceName: name}
 		dev, present := v.Devices[name]
 		switch {
 		case present:

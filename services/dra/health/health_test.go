@@ -53,35 +53,35 @@ func TestAssess(t *testing.T) {
 			view: view([]*devicev1.Device{dev("a", up), dev("b", down), dev("c", devicev1.LinkState_LINK_STATE_ADMIN_DOWN),
 				dev("d", devicev1.LinkState_LINK_STATE_UNSPECIFIED)}, map[string]string{"a": "p", "b": "p", "c": "q", "d": "q"}),
 			want: []h{
-				{PoolName: "p", DeviceName: "a", Health: healthy, Message: MsgUp},
-				{PoolName: "p", DeviceName: "b", Health: unhealthy, Message: MsgNoCarrier},
-				{PoolName: "q", DeviceName: "c", Health: healthy, Message: MsgAdminDown},
-				{PoolName: "q", DeviceName: "d", Health: healthy, Message: MsgNoLink},
+				{PoolName: "n1/p", DeviceName: "a", Health: healthy, Message: MsgUp},
+				{PoolName: "n1/p", DeviceName: "b", Health: unhealthy, Message: MsgNoCarrier},
+				{PoolName: "n1/q", DeviceName: "c", Health: healthy, Message: MsgAdminDown},
+				{PoolName: "n1/q", DeviceName: "d", Health: healthy, Message: MsgNoLink},
 			},
 			wantSeen: map[string]string{"a": "p", "b": "p", "c": "q", "d": "q"},
 		},
 		{
 			name:     "not published, not allocated: not reported",
 			view:     view([]*devicev1.Device{dev("a", up), dev("other", down)}, map[string]string{"a": "p"}),
-			want:     []h{{PoolName: "p", DeviceName: "a", Health: healthy, Message: MsgUp}},
+			want:     []h{{PoolName: "n1/p", DeviceName: "a", Health: healthy, Message: MsgUp}},
 			wantSeen: map[string]string{"a": "p"},
 		},
 		{
 			name:     "an allocated device vanished: unhealthy, in its allocation's pool",
 			view:     view(nil, map[string]string{}, alloc("p", "a", statev1.Phase_PHASE_PREPARED)),
-			want:     []h{{PoolName: "p", DeviceName: "a", Health: unhealthy, Message: MsgVanished}},
+			want:     []h{{PoolName: "n1/p", DeviceName: "a", Health: unhealthy, Message: MsgVanished}},
 			wantSeen: map[string]string{"a": "p"},
 		},
 		{
 			name:     "an attached device gone from the host: unknown",
 			view:     view(nil, map[string]string{}, alloc("p", "a", statev1.Phase_PHASE_ATTACHED)),
-			want:     []h{{PoolName: "p", DeviceName: "a", Health: unknown, Message: MsgInPod}},
+			want:     []h{{PoolName: "n1/p", DeviceName: "a", Health: unknown, Message: MsgInPod}},
 			wantSeen: map[string]string{"a": "p"},
 		},
 		{
 			name:     "an attached device the host still sees: by its link",
 			view:     view([]*devicev1.Device{dev("a", down)}, map[string]string{"a": "p"}, alloc("p", "a", statev1.Phase_PHASE_ATTACHED)),
-			want:     []h{{PoolName: "p", DeviceName: "a", Health: unhealthy, Message: MsgNoCarrier}},
+			want:     []h{{PoolName: "n1/p", DeviceName: "a", Health: unhealthy, Message: MsgNoCarrier}},
 			wantSeen: map[string]string{"a": "p"},
 		},
 		{
@@ -89,8 +89,8 @@ func TestAssess(t *testing.T) {
 			seen: map[string]string{"a": "p", "b": "p"},
 			view: view([]*devicev1.Device{dev("b", up)}, map[string]string{"b": "p"}),
 			want: []h{
-				{PoolName: "p", DeviceName: "a", Health: unhealthy, Message: MsgVanished},
-				{PoolName: "p", DeviceName: "b", Health: healthy, Message: MsgUp},
+				{PoolName: "n1/p", DeviceName: "a", Health: unhealthy, Message: MsgVanished},
+				{PoolName: "n1/p", DeviceName: "b", Health: healthy, Message: MsgUp},
 			},
 			wantSeen: map[string]string{"a": "p", "b": "p"},
 		},
@@ -104,7 +104,7 @@ func TestAssess(t *testing.T) {
 		{
 			name:     "the allocation's pool wins over the published one",
 			view:     view([]*devicev1.Device{dev("a", up)}, map[string]string{"a": "q"}, alloc("p", "a", statev1.Phase_PHASE_PREPARED)),
-			want:     []h{{PoolName: "p", DeviceName: "a", Health: healthy, Message: MsgUp}},
+			want:     []h{{PoolName: "n1/p", DeviceName: "a", Health: healthy, Message: MsgUp}},
 			wantSeen: map[string]string{"a": "p"},
 		},
 	}
@@ -114,7 +114,7 @@ func TestAssess(t *testing.T) {
 			if seen == nil {
 				seen = map[string]string{}
 			}
-			got := Assess(tt.view, seen)
+			got := Assess(tt.view, "n1", seen)
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("health (-want +got):\n%s", diff)
 			}
@@ -169,7 +169,7 @@ func TestWatchHealthStatus(t *testing.T) {
 	up, down := devicev1.LinkState_LINK_STATE_UP, devicev1.LinkState_LINK_STATE_DOWN
 	pools := map[string]string{"a": "p"}
 	src := newFakeSource(publish.View{})
-	w := New(src, time.Hour)
+	w := New(src, "n1", time.Hour)
 	ctx, cancel := context.WithCancel(context.Background())
 	reports := make(chan kubeletplugin.DeviceHealthReport)
 	done := make(chan error, 1)
@@ -177,7 +177,7 @@ func TestWatchHealthStatus(t *testing.T) {
 
 	src.set(view([]*devicev1.Device{dev("a", up)}, pools))
 	got := next(t, reports)
-	if diff := cmp.Diff([]h{{PoolName: "p", DeviceName: "a", Health: healthy, Message: MsgUp}}, got, ignoreTime); diff != "" {
+	if diff := cmp.Diff([]h{{PoolName: "n1/p", DeviceName: "a", Health: healthy, Message: MsgUp}}, got, ignoreTime); diff != "" {
 		t.Errorf("first report (-want +got):\n%s", diff)
 	}
 	if got[0].LastUpdated.IsZero() {
@@ -187,15 +187,15 @@ func TestWatchHealthStatus(t *testing.T) {
 	// the next report is the link going down.
 	src.set(view([]*devicev1.Device{dev("a", up), dev("other", down)}, pools))
 	src.set(view([]*devicev1.Device{dev("a", down)}, pools))
-	if diff := cmp.Diff([]h{{PoolName: "p", DeviceName: "a", Health: unhealthy, Message: MsgNoCarrier}}, next(t, reports), ignoreTime); diff != "" {
+	if diff := cmp.Diff([]h{{PoolName: "n1/p", DeviceName: "a", Health: unhealthy, Message: MsgNoCarrier}}, next(t, reports), ignoreTime); diff != "" {
 		t.Errorf("after the link went down (-want +got):\n%s", diff)
 	}
 	src.set(view(nil, pools))
-	if diff := cmp.Diff([]h{{PoolName: "p", DeviceName: "a", Health: unhealthy, Message: MsgVanished}}, next(t, reports), ignoreTime); diff != "" {
+	if diff := cmp.Diff([]h{{PoolName: "n1/p", DeviceName: "a", Health: unhealthy, Message: MsgVanished}}, next(t, reports), ignoreTime); diff != "" {
 		t.Errorf("after the device vanished (-want +got):\n%s", diff)
 	}
 	src.set(view([]*devicev1.Device{dev("a", up)}, pools))
-	if diff := cmp.Diff([]h{{PoolName: "p", DeviceName: "a", Health: healthy, Message: MsgUp}}, next(t, reports), ignoreTime); diff != "" {
+	if diff := cmp.Diff([]h{{PoolName: "n1/p", DeviceName: "a", Health: healthy, Message: MsgUp}}, next(t, reports), ignoreTime); diff != "" {
 		t.Errorf("after it came back (-want +got):\n%s", diff)
 	}
 	cancel()
@@ -208,7 +208,7 @@ func TestWatchHealthStatus(t *testing.T) {
 // kubelet does not let it go stale.
 func TestWatchHealthStatus_Resends(t *testing.T) {
 	src := newFakeSource(view([]*devicev1.Device{dev("a", devicev1.LinkState_LINK_STATE_UP)}, map[string]string{"a": "p"}))
-	w := New(src, time.Millisecond)
+	w := New(src, "n1", time.Millisecond)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	reports := make(chan kubeletplugin.DeviceHealthReport)

@@ -22,7 +22,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/netdra/netdra/services/dra/slicepool"
 	"github.com/netdra/netdra/shared/apis/v1alpha1"
+	"github.com/netdra/netdra/shared/fielderr"
 )
 
 // NodeConfigsResource is the NodeConfig resource.
@@ -139,6 +141,21 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}
 }
 
+// validate is v1alpha1.Validate, and then whether each pool's ResourceSlice
+// pool name on node (slicepool.SlicePool) is within the API's limit: the
+// apiserver would refuse it.
+func validate(node string, spec *v1alpha1.NodeConfigSpec) error {
+	if err := v1alpha1.Validate(spec); err != nil {
+		return err
+	}
+	for i, p := range spec.Pools {
+		if err := slicepool.Check(node, p.Name); err != nil {
+			return fielderr.New(fmt.Sprintf("pools[%d].name", i), "%s", err)
+		}
+	}
+	return nil
+}
+
 // handle validates and applies one generation of the NodeConfig. It
 // returns false when applying failed and should be tried again.
 func (w *Watcher) handle(ctx context.Context, nc *v1alpha1.NodeConfig) bool {
@@ -148,7 +165,7 @@ func (w *Watcher) handle(ctx context.Context, nc *v1alpha1.NodeConfig) bool {
 		Message: "the configuration is valid", ObservedGeneration: nc.Generation}
 	applied := metav1.Condition{Type: v1alpha1.ConditionApplied, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonApplied,
 		Message: "the node runs this configuration", ObservedGeneration: nc.Generation}
-	if err := v1alpha1.Validate(spec); err != nil {
+	if err := validate(w.node, spec); err != nil {
 		accepted.Status, accepted.Reason, accepted.Message = metav1.ConditionFalse, v1alpha1.ReasonInvalid, err.Error()
 		applied.Status, applied.Reason, applied.Message = metav1.ConditionFalse, v1alpha1.ReasonPending,
 			"the last valid configuration stays in force"

@@ -140,7 +140,7 @@ type NodeConfigSpec struct {
 
 // Pool is a named group of devices published together.
 type Pool struct {
-	// Name is the pool's name in ResourceSlices and in the pool attribute:
+	// Name is the pool's name in the pool attribute (ResourceSlices say <node>/<name>):
 	// a DNS subdomain of one segment (no '/').
 	//
 	// +required

@@ -133,7 +133,7 @@ func waitDevices(b *testing.B, c kubernetes.Interface, node, pool string, n int)
 		}
 		var names []string
 		for _, s := range list.Items {
-			if s.Spec.Driver == driver && s.Spec.Pool.Name == pool {
+			if s.Spec.Driver == driver && s.Spec.Pool.Name == node+"/"+pool {
 				for _, d := range s.Spec.Devices {
 					names = append(names, d.Name)
 				}

@@ -62,7 +62,7 @@ func TestE2E_DraHealth(t *testing.T) {
 			if err != nil {
 				t.Fatalf("waiting for %s (last: %s): %v", what, last, err)
 			}
-			h, msg, ok := healthOf(r, "net", "data0")
+			h, msg, ok := healthOf(r, nn.node.Name()+"/net", "data0")
 			last = fmt.Sprintf("%v %q %v", h, msg, ok)
 			if ok && h == want && msg == wantMsg {
 				return

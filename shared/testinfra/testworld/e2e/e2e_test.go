@@ -265,8 +265,11 @@ func TestE2E_BadClaimConfig(t *testing.T) {
 	}
 }
 
-// slicePools returns the pools this node's ResourceSlices publish, with the
-// number of devices in each.
+// slicePools returns the pools this node's ResourceSlices publish, by
+// netdra's pool name, with the number of devices in each. A slice pool is
+// named <node>/<pool>; one that is not is returned under its whole name
+// with a "not-node-prefixed:" mark, so that no assertion on a pool name
+// holds for it.
 func slicePools(ctx context.Context, c kubernetes.Interface, node string) (map[string]int, error) {
 	slices, err := c.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -275,7 +278,11 @@ func slicePools(ctx context.Context, c kubernetes.Interface, node string) (map[s
 	out := map[string]int{}
 	for _, s := range slices.Items {
 		if s.Spec.Driver == driver && s.Spec.NodeName != nil && *s.Spec.NodeName == node {
-			out[s.Spec.Pool.Name] += len(s.Spec.Devices)
+			name, ok := strings.CutPrefix(s.Spec.Pool.Name, node+"/")
+			if !ok {
+				name = "not-node-prefixed:" + s.Spec.Pool.Name
+			}
+			out[name] += len(s.Spec.Devices)
 		}
 	}
 	return out, nil

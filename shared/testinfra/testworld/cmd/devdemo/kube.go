@@ -228,7 +228,7 @@ func (d *demo) waitDriver(ctx context.Context) error {
 			}
 			devices = devices[:0]
 			for _, s := range slices.Items {
-				if s.Spec.Driver == driverName && s.Spec.Pool.Name == poolName && s.Spec.NodeName != nil && *s.Spec.NodeName == d.c.nodeName {
+				if s.Spec.Driver == driverName && s.Spec.Pool.Name == d.c.nodeName+"/"+poolName && s.Spec.NodeName != nil && *s.Spec.NodeName == d.c.nodeName {
 					for _, dev := range s.Spec.Devices {
 						devices = append(devices, dev.Name)
 					}
