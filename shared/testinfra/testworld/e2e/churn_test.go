@@ -501,7 +501,7 @@ func (ch *churn) checkOnce(ctx context.Context) bool {
 	for i := range pods.Items {
 		pod := &pods.Items[i]
 		netns, ok := ch.nn.node.Sandbox(pod.UID)
-		running := pod.Status.Phase == corev1.PodRunning && pod.DeletionTimestamp == nil
+		running := containerRuns(pod) && pod.DeletionTimestamp == nil
 		if !ok {
 			if running && !ch.runtimeRestarts {
 				ch.confirm(ctx, pod, "runs with no sandbox on the node")
@@ -542,6 +542,20 @@ func (ch *churn) checkOnce(ctx context.Context) bool {
 	return complete
 }
 
+// containerRuns reports whether a container of pod runs. The pod's phase
+// is no such sign: with restartPolicy Always a pod is Running as soon as a
+// container of it was created, even when every start since was refused
+// (by the netns hook, for one: runc created the container, its
+// createRuntime hook failed).
+func containerRuns(pod *corev1.Pod) bool {
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.State.Running != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // confirm records a violation for a pod seen running without its device,
 // if the pod is still running, not being deleted, and the same pod: a pod
 // that is being deleted gives its device back first.
@@ -555,7 +569,7 @@ func (ch *churn) confirm(ctx context.Context, seen *corev1.Pod, what string) {
 		pod = p
 		return err
 	})
-	if err != nil || pod == nil || pod.UID != seen.UID || pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning {
+	if err != nil || pod == nil || pod.UID != seen.UID || pod.DeletionTimestamp != nil || !containerRuns(pod) {
 		return
 	}
 	ch.violation("pod %s (%s) is running but %s", seen.Name, seen.UID, what)
@@ -763,7 +777,7 @@ func (ch *churn) runningWithDevice(ctx context.Context) map[types.UID]string {
 	}
 	for i := range pods.Items {
 		pod := &pods.Items[i]
-		if pod.Status.Phase != corev1.PodRunning || pod.DeletionTimestamp != nil {
+		if !containerRuns(pod) || pod.DeletionTimestamp != nil {
 			continue
 		}
 		dev, err := ch.verifyRunning(ctx, pod)

@@ -43,16 +43,18 @@ const mnDevices = 2
 
 var clusterConfGR = schema.GroupVersionResource{Group: "netdra.io", Version: "v1alpha1", Resource: "clusterconfigs"}
 
-// mnDevice is the name of node i's device j. The names differ from node to
-// node: the scheduler keys an allocated device by driver, ResourceSlice
-// pool and device name, and dra publishes a NodeConfig pool under its own
-// name on every node, so two nodes with a device of one name in one pool
-// (eth1 on every node, or the same VF PCI address) share one allocation:
-// a device taken on one node is taken on all (seen on this test's first
-// run, with mn0 and mn1 on every node: the third node's pods never
-// scheduled). That is a bug of dra's publication, not fixed yet: until it
-// is, this test names devices apart.
-func mnDevice(i, j int) string { return fmt.Sprintf("mn%d%d", i, j) }
+// mnDevice is the name of node i's device j: the same on every node, as
+// eth1 is on a fleet of identical nodes, and one NodeConfig pool of them.
+// The scheduler keys an allocated device by driver, ResourceSlice pool and
+// device name, so this holds only because dra publishes each node's pool
+// under <node>/<pool> (services/dra/slicepool): with the plain pool name,
+// a device taken on one node was taken on all, and the third node's pods
+// never scheduled. The veth peers, all in the bridge's netns, are named
+// apart (mnPeer).
+func mnDevice(_, j int) string { return fmt.Sprintf("mn%d", j) }
+
+// mnPeer is the name of the peer of node i's device j, on the bridge.
+func mnPeer(i, j int) string { return fmt.Sprintf("p-mn%d%d", i, j) }
 
 // multinode is the world of TestE2E_MultiNode.
 type multinode struct {
@@ -101,8 +103,7 @@ func (m *multinode) startNode(t *testing.T, i int) *netdraNode {
 	n := worldtest.Node(t, m.cp, worldtest.WithLabels(map[string]string{mnLabel: m.run}))
 	nn := newNetdraNode(t, m.cp, n)
 	for j := range mnDevices {
-		d := mnDevice(i, j)
-		peer := "p-" + d
+		d, peer := mnDevice(i, j), mnPeer(i, j)
 		// MACs unique on the segment: the node's number and the device's.
 		nodetest.IP(t, "-n", nn.hostNS, "link", "add", d, "address", fmt.Sprintf("02:00:00:%02x:0e:%02x", i+1, j),
 			"mtu", "1500", "type", "veth", "peer", "name", peer, "netns", m.phys)
@@ -167,10 +168,8 @@ func tailFile(path string, max int) string {
 func (m *multinode) createClusterConfig(t *testing.T) {
 	t.Helper()
 	var devs []any
-	for i := range mnNodes {
-		for j := range mnDevices {
-			devs = append(devs, mnDevice(i, j))
-		}
+	for j := range mnDevices {
+		devs = append(devs, mnDevice(0, j))
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "netdra.io/v1alpha1", "kind": "ClusterConfig",

@@ -53,15 +53,17 @@ func TestE2E_NetnsHookWithoutNri(t *testing.T) {
 		return false, nil
 	})
 	t.Logf("refused: %s", refused)
-	if p, err := c.CoreV1().Pods(ns).Get(context.Background(), pod.Name, metav1.GetOptions{}); err == nil && p.Status.Phase == corev1.PodRunning {
-		t.Fatal("the pod runs while nri is down")
+	// Its phase may say Running (restartPolicy Always, a container was
+	// created): no container of it may run.
+	if p, err := c.CoreV1().Pods(ns).Get(context.Background(), pod.Name, metav1.GetOptions{}); err == nil && containerRuns(p) {
+		t.Fatal("the pod's container runs while nri is down")
 	}
 
 	nn.nriP.Restart()
 	var running *corev1.Pod
 	waitFor(t, "the pod to run once nri is back", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		p, err := c.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
-		if err != nil || p.Status.Phase != corev1.PodRunning || len(p.Status.ContainerStatuses) != 1 {
+		if err != nil || !containerRuns(p) || len(p.Status.ContainerStatuses) != 1 {
 			return false, nil
 		}
 		running = p
