@@ -343,7 +343,7 @@ func (cs *chaos) lifecycle(ctx context.Context, name string) error {
 	return nil
 }
 
-// waitRunning polls the pod until it runs.
+// waitRunning polls the pod until a container of it runs.
 func (cs *chaos) waitRunning(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
 	var cur *corev1.Pod
 	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, chaosPodTimeout, true, func(ctx context.Context) (bool, error) {
@@ -352,7 +352,7 @@ func (cs *chaos) waitRunning(ctx context.Context, pod *corev1.Pod) (*corev1.Pod,
 			return false, nil // the apiserver may be busy
 		}
 		cur = p
-		return p.Status.Phase == corev1.PodRunning, nil
+		return containerRuns(p), nil // the phase says Running once a container was created
 	})
 	if err != nil {
 		phase := corev1.PodPhase("unknown")
@@ -394,10 +394,11 @@ func (cs *chaos) checkPod(ctx context.Context, pod *corev1.Pod) (string, error) 
 	// The netns now, and then what the container saw at its start (both
 	// checked: a device lost later is told from one never there).
 	inNetns := cs.stillHas(pod.UID, dev)
-	netns, _ := cs.nn.node.Sandbox(pod.UID)
-	cs.mu.Lock()
-	cs.netns[netns] = true
-	cs.mu.Unlock()
+	if netns, ok := cs.nn.node.Sandbox(pod.UID); ok {
+		cs.mu.Lock()
+		cs.netns[netns] = true
+		cs.mu.Unlock()
+	}
 	views, err := cs.views(ctx, pod)
 	if err != nil {
 		return "", err

@@ -268,7 +268,7 @@ func (ch *churn) lifecycle(ctx context.Context, name string) error {
 			return false, nil // the apiserver may be restarting
 		}
 		cur = p
-		return p.Status.Phase == corev1.PodRunning, nil
+		return containerRuns(p), nil
 	})
 	if err != nil {
 		phase := corev1.PodPhase("unknown")
