@@ -2,7 +2,6 @@ package benchworld
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -14,9 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -96,7 +93,7 @@ func startStartupWorld(b *testing.B) *startupWorld {
 	w.c = w.nn.cp.Client()
 	waitDevices(b, w.c, w.nn.node.Name(), "net", startupPods)
 	w.ns = worldtest.Namespace(b, w.c)
-	w.tmpl = claimTemplate(b, w.c, w.ns, deviceClass(b, w.c, "net"), map[string]any{"podIfName": "net1", "mtu": 1400})
+	w.tmpl = worldtest.ClaimTemplate(b, w.c, w.ns, worldtest.DeviceClass(b, w.c, "bench-podstart-net", "net"), map[string]any{"podIfName": "net1", "mtu": 1400})
 	w.ready = watchReady(b, w.c, w.ns)
 	// Registered after the node, run before its teardown: the pods go
 	// through the real StopPodSandbox and unprepare while netdra runs.
@@ -280,37 +277,6 @@ func podReady(p *corev1.Pod) bool {
 		}
 	}
 	return false
-}
-
-// deviceClass creates a DeviceClass selecting the pool, removed at the end.
-func deviceClass(b *testing.B, c kubernetes.Interface, pool string) string {
-	b.Helper()
-	name := "bench-podstart-" + pool
-	dc := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: resourceapi.DeviceClassSpec{
-		Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
-			Expression: fmt.Sprintf(`device.driver == %q && device.attributes[%q].pool == %q`, driver, driver, pool)}}}}}
-	if _, err := c.ResourceV1().DeviceClasses().Create(context.Background(), dc, metav1.CreateOptions{}); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = c.ResourceV1().DeviceClasses().Delete(context.Background(), name, metav1.DeleteOptions{}) })
-	return name
-}
-
-// claimTemplate creates a ResourceClaimTemplate for one device of class
-// with the given opaque parameters.
-func claimTemplate(b *testing.B, c kubernetes.Interface, ns, class string, params map[string]any) string {
-	b.Helper()
-	raw, _ := json.Marshal(params)
-	tmpl := &resourceapi.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: "net"}, Spec: resourceapi.ResourceClaimTemplateSpec{
-		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
-			Requests: []resourceapi.DeviceRequest{{Name: "net", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: class}}},
-			Config: []resourceapi.DeviceClaimConfiguration{{Requests: []string{"net"}, DeviceConfiguration: resourceapi.DeviceConfiguration{
-				Opaque: &resourceapi.OpaqueDeviceConfiguration{Driver: driver, Parameters: runtime.RawExtension{Raw: raw}}}}},
-		}}}}
-	if _, err := c.ResourceV1().ResourceClaimTemplates(ns).Create(context.Background(), tmpl, metav1.CreateOptions{}); err != nil {
-		b.Fatal(err)
-	}
-	return tmpl.Name
 }
 
 // freeAddr returns a loopback address with a port free now.

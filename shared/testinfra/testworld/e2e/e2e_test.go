@@ -10,10 +10,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -28,38 +26,22 @@ var nodeConfigs = schema.GroupVersionResource{Group: "netdra.io", Version: "v1al
 
 const driver = "netdra.io"
 
-// deviceClass creates a DeviceClass selecting the pool, removed at the end.
+// deviceClass creates a DeviceClass selecting the pool, named after the
+// test, removed at the end.
 func deviceClass(t *testing.T, c kubernetes.Interface, pool string) string {
 	t.Helper()
 	name := pool + "-" + strings.ToLower(strings.ReplaceAll(t.Name(), "_", "-"))
 	if len(name) > 60 {
 		name = name[:60]
 	}
-	dc := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: resourceapi.DeviceClassSpec{
-		Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
-			Expression: fmt.Sprintf(`device.driver == %q && device.attributes[%q].pool == %q`, driver, driver, pool)}}}}}
-	if _, err := c.ResourceV1().DeviceClasses().Create(context.Background(), dc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.ResourceV1().DeviceClasses().Delete(context.Background(), name, metav1.DeleteOptions{}) })
-	return name
+	return worldtest.DeviceClass(t, c, name, pool)
 }
 
 // claimTemplate creates a ResourceClaimTemplate for one device of class
 // with the given opaque parameters.
 func claimTemplate(t *testing.T, c kubernetes.Interface, ns, class string, params map[string]any) string {
 	t.Helper()
-	raw, _ := json.Marshal(params)
-	tmpl := &resourceapi.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: "net"}, Spec: resourceapi.ResourceClaimTemplateSpec{
-		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
-			Requests: []resourceapi.DeviceRequest{{Name: "net", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: class}}},
-			Config: []resourceapi.DeviceClaimConfiguration{{Requests: []string{"net"}, DeviceConfiguration: resourceapi.DeviceConfiguration{
-				Opaque: &resourceapi.OpaqueDeviceConfiguration{Driver: driver, Parameters: runtime.RawExtension{Raw: raw}}}}},
-		}}}}
-	if _, err := c.ResourceV1().ResourceClaimTemplates(ns).Create(context.Background(), tmpl, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return tmpl.Name
+	return worldtest.ClaimTemplate(t, c, ns, class, params)
 }
 
 func newPod(t *testing.T, c kubernetes.Interface, ns, name, node, template string) *corev1.Pod {
