@@ -177,7 +177,7 @@ func newAllocatedClaim(b *testing.B, c kubernetes.Interface, ns, node, name stri
 			Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "netdra-bench"}})
 		opaque := resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{Driver: driver, Parameters: runtime.RawExtension{Raw: raw}}}
 		claim.Spec.Devices.Config = append(claim.Spec.Devices.Config, resourceapi.DeviceClaimConfiguration{Requests: []string{req}, DeviceConfiguration: opaque})
-		results = append(results, resourceapi.DeviceRequestAllocationResult{Request: req, Driver: driver, Pool: "net", Device: d})
+		results = append(results, resourceapi.DeviceRequestAllocationResult{Request: req, Driver: driver, Pool: node + "/net", Device: d}) // the slice pool: <node>/<pool>
 		configs = append(configs, resourceapi.DeviceAllocationConfiguration{Source: resourceapi.AllocationConfigSourceClaim,
 			Requests: []string{req}, DeviceConfiguration: opaque})
 	}
