@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,7 +81,8 @@ func TestRun_UnknownOutcomeDetached(t *testing.T) {
 // TestSynchronize_AttachesPodThatRanWithout: a sandbox started while the
 // plugin was not connected runs without its prepared device; once the
 // plugin is back, Synchronize lists the sandbox and the device is attached.
-// A stopped sandbox gets nothing.
+// A sandbox stopped meanwhile ends without its device: the background
+// attach either skips it or gets there first, and then the stop detaches it.
 func TestSynchronize_AttachesPodThatRanWithout(t *testing.T) {
 	w := newWorld(alloc("a", "ran", prepared), alloc("b", "stopped", prepared))
 	p := newPlugin(t, w)
@@ -96,8 +98,26 @@ func TestSynchronize_AttachesPodThatRanWithout(t *testing.T) {
 	}
 	p.Reconcile(context.Background()) // waits for the background one
 	got = append(got, w.takeCalls()...)
+	var ofA, ofB []string
+	for _, c := range got {
+		if strings.Contains(c, " a ") {
+			ofA = append(ofA, c)
+		} else {
+			ofB = append(ofB, c)
+		}
+	}
 	want := []string{"provisioner.Attach a /var/run/netns/ran net-a", "state.MarkAttached a /var/run/netns/ran"}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("(-want +got):\n%s", diff)
+	if diff := cmp.Diff(want, ofA); diff != "" {
+		t.Errorf("device a (-want +got):\n%s", diff)
+	}
+	attachedThenStopped := []string{
+		"provisioner.Attach b /var/run/netns/stopped net-b", "state.MarkAttached b /var/run/netns/stopped",
+		"provisioner.Detach b /var/run/netns/stopped", "state.MarkDetached b",
+	}
+	if len(ofB) != 0 && !cmp.Equal(attachedThenStopped, ofB) {
+		t.Errorf("device b of the stopped sandbox: %q, want nothing or %q", ofB, attachedThenStopped)
+	}
+	if w.where["b"] != "" {
+		t.Errorf("device b of the stopped sandbox is in %s", w.where["b"])
 	}
 }
