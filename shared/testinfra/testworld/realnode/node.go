@@ -603,16 +603,24 @@ func (n *Node) Plugin(driver string) (endpoint string, ok bool) {
 	if err != nil {
 		return "", false
 	}
-	key := `"Connection changed" driverName="` + driver + `"`
-	for _, line := range strings.Split(string(b), "\n") {
-		i := strings.Index(line, key)
-		if i < 0 {
+	return pluginInLog(string(b), driver)
+}
+
+// pluginInLog finds the driver's last "Connection changed" line in a
+// kubelet log.
+func pluginInLog(log, driver string) (endpoint string, ok bool) {
+	// klog's structured line: "Connection changed" logger="DRA registration
+	// handler" driverName="netdra.io" endpoint="..." connected=true; the
+	// keys after the message are matched each on its own, in any order.
+	for _, line := range strings.Split(log, "\n") {
+		i := strings.Index(line, `"Connection changed"`)
+		if i < 0 || !strings.Contains(line[i:], ` driverName="`+driver+`"`) {
 			continue
 		}
-		rest := line[i+len(key):]
-		endpoint, ok = "", strings.Contains(rest, "connected=true")
-		if j := strings.Index(rest, `endpoint="`); j >= 0 {
-			endpoint = rest[j+len(`endpoint="`):]
+		rest := line[i:]
+		endpoint, ok = "", strings.Contains(rest, " connected=true")
+		if j := strings.Index(rest, ` endpoint="`); j >= 0 {
+			endpoint = rest[j+len(` endpoint="`):]
 			endpoint = endpoint[:max(0, strings.IndexByte(endpoint, '"'))]
 		}
 	}
