@@ -95,6 +95,10 @@ func NewMover(log *slog.Logger, opts ...Option) (*Mover, error) {
 	return m, nil
 }
 
+// HostNetns is a path to the host namespace (the open handle's, under
+// /proc/self/fd), valid until Close.
+func (m *Mover) HostNetns() string { return fmt.Sprintf("/proc/self/fd/%d", int(m.hostNs)) }
+
 // Close releases the host namespace. The Mover must not be used afterwards.
 func (m *Mover) Close() error {
 	if !m.hostNs.IsOpen() {

@@ -73,6 +73,50 @@ func (s *Server) policy(pd *devicev1.PreparedDevice, cfg *devicev1.DeviceConfig)
 	return pol, nil
 }
 
+// movesWhole reports whether pd's link is moved into the pod and back as
+// it is (a host interface, a veth, an SR-IOV VF's netdev), rather than
+// created for the pod (a dummy, a sub-interface) or not a link at all (a
+// vfio-bound VF).
+func movesWhole(pd *devicev1.PreparedDevice) bool {
+	dev := pd.GetDevice()
+	return dev.GetKernelIfName() != "" && dev.GetSubInterface() == nil && dev.GetShare() == nil && !createdInPod(pd)
+}
+
+// armPrograms puts the programs on a link that moves whole while it is
+// still in the host, right after its Setup: tcx keeps them through the
+// namespace moves, so that Attach only checks they are there and sets the
+// policy, and Detach leaves them on. Each tcx attachment and detachment
+// waits for an RCU grace period, which on some kernels is most of an
+// attach's cost (28 ms of 56 on 6.18, issue 21); here it is paid at
+// prepare instead of in the runtime's RunPodSandbox hook, which blocks
+// every pod of the node while it runs. It runs in the background, holding
+// the device's lock that Setup hands over (unlock), so an Attach or Free
+// of the device waits for it. A failure is logged and changes nothing:
+// Attach then puts the programs on in the pod, and fails closed if it
+// cannot.
+func (s *Server) armPrograms(pd *devicev1.PreparedDevice, cfg *devicev1.DeviceConfig, unlock func()) {
+	if s.programs == nil || !movesWhole(pd) {
+		unlock()
+		return
+	}
+	pol, err := s.policy(pd, cfg)
+	if err != nil {
+		unlock() // Attach refuses it
+		return
+	}
+	go func() {
+		defer unlock()
+		ifName := pd.GetDevice().GetKernelIfName()
+		err := s.programs.Attach(context.Background(), slot(pd), s.mover.HostNetns(), ifName, pol)
+		switch {
+		case errors.Is(err, ebpf.ErrNotSupported): // a kernel without tcx: Attach says what it means
+			s.log.Debug("eBPF programs not put on the device at prepare", "device", pd.GetDevice().GetName(), "error", err)
+		case err != nil:
+			s.log.Warn("eBPF programs not put on the device at prepare; Attach puts them on in the pod", "device", pd.GetDevice().GetName(), "interface", ifName, "error", err)
+		}
+	}()
+}
+
 // attachPrograms is Attach's last step: the programs go on the device in
 // the pod; when they cannot, the device is taken out again (fail closed:
 // moved back to the host, or deleted when it was created in the pod),

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -134,8 +135,17 @@ func TestEBPF_HostInterfaceEndToEnd(t *testing.T) {
 	if diff := cmp.Diff(want, pd.GetDetachedEbpfPrograms(), protocmp.Transform(), protocmp.IgnoreFields(&devicev1.EbpfProgram{}, "pin")); diff != "" {
 		t.Errorf("detached programs in the prepared device (-want +got):\n%s", diff)
 	}
-	if in, eg := w.hostPrograms(t); len(in)+len(eg) != 0 {
-		t.Errorf("the host's programs still on eth1 after Setup: %v %v", in, eg)
+	// Setup puts netdra's programs on in the background (armPrograms):
+	// whether they are on yet or not, the host's is off.
+	if in, _ := w.hostPrograms(t); slices.Contains(in, agentID) {
+		t.Errorf("the host's program still on eth1 after Setup: ingress %v", in)
+	}
+	armedIn, armedEg := w.hostPrograms(t)
+	for deadline := time.Now().Add(20 * time.Second); len(armedIn)+len(armedEg) < 2 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		armedIn, armedEg = w.hostPrograms(t)
+	}
+	if len(armedIn) != 1 || len(armedEg) != 1 {
+		t.Fatalf("netdra's programs on eth1 in the host after Setup: ingress %v egress %v, want one each", armedIn, armedEg)
 	}
 
 	podPath := "/var/run/netns/" + w.pod
@@ -145,8 +155,8 @@ func TestEBPF_HostInterfaceEndToEnd(t *testing.T) {
 	ebpftest.WaitOperational(t, w.pod, "net1")
 	ebpftest.WaitOperational(t, w.wire, "wire0")
 	in, eg := ebpftest.TCX(t, w.pod, "net1")
-	if len(in) != 1 || len(eg) != 1 {
-		t.Fatalf("programs on net1 in the pod: ingress %v egress %v, want netdra's one each", in, eg)
+	if len(in) != 1 || len(eg) != 1 || uint32(in[0]) != armedIn[0] || uint32(eg[0]) != armedEg[0] {
+		t.Fatalf("programs on net1 in the pod: ingress %v egress %v, want the ones Setup put on in the host (%v %v): tcx keeps them through the move", in, eg, armedIn, armedEg)
 	}
 
 	// Traffic both ways: tagged on the wire, untagged in the pod.
@@ -214,13 +224,14 @@ func TestEBPF_HostInterfaceEndToEnd(t *testing.T) {
 		t.Errorf("DeviceCounters (-want +got):\n%s", diff)
 	}
 
-	// Detach: eth1 back in the host with no program at all; Free: the
-	// host's program back, nothing of netdra's left.
+	// Detach: eth1 back in the host with netdra's programs still on (they
+	// stay until Free) and not the host's; Free: the host's program back,
+	// nothing of netdra's left.
 	if _, err := w.srv.Detach(ctx, &provisionerv1.DetachRequest{PreparedDevice: pd, NetnsPath: podPath, Config: cfg}); err != nil {
 		t.Fatal(err)
 	}
-	if in, eg := w.hostPrograms(t); len(in)+len(eg) != 0 {
-		t.Errorf("programs on eth1 after Detach: %v %v, want none", in, eg)
+	if inD, egD := w.hostPrograms(t); len(inD) != 1 || len(egD) != 1 || uint32(in[0]) != inD[0] || uint32(eg[0]) != egD[0] {
+		t.Errorf("programs on eth1 after Detach: ingress %v egress %v, want netdra's %v %v", inD, egD, in, eg)
 	}
 	for range 2 { // idempotent
 		if _, err := w.srv.Free(ctx, &provisionerv1.FreeRequest{PreparedDevice: pd, Config: cfg}); err != nil {

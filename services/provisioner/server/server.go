@@ -54,6 +54,8 @@ type Mover interface {
 	Create(ctx context.Context, orig *devicev1.LinkSnapshot, netnsPath string, cfg *devicev1.DeviceConfig) error
 	Remove(ctx context.Context, orig *devicev1.LinkSnapshot, netnsPath string, cfg *devicev1.DeviceConfig) error
 	CheckBack(ctx context.Context, orig *devicev1.LinkSnapshot, cfg *devicev1.DeviceConfig) error
+	// HostNetns is a path to the host's network namespace.
+	HostNetns() string
 }
 
 var _ Mover = (*link.Mover)(nil)
@@ -181,11 +183,12 @@ func (s *Server) Setup(ctx context.Context, req *provisionerv1.SetupRequest) (*p
 	if err != nil {
 		return nil, err
 	}
-	defer unlock()
 	pd, err := mgr.Setup(ctx, dev, req.GetConfig(), req.GetPool())
 	if err != nil {
+		unlock()
 		return nil, fmt.Errorf("setting up %s: %w", name, err)
 	}
+	s.armPrograms(pd, req.GetConfig(), unlock)
 	return &provisionerv1.SetupResponse{PreparedDevice: pd}, nil
 }
 
@@ -311,7 +314,8 @@ func (s *Server) Detach(ctx context.Context, req *provisionerv1.DetachRequest) (
 }
 
 // detach is Detach of a device with a kernel interface: the eBPF programs
-// off it, then the link out of the pod (at the held netns when there is a
+// off it (not off a link that moves whole: they go back to the host with
+// it and stay until Free, see armPrograms), then the link out of the pod (at the held netns when there is a
 // handle, else at netnsPath), then the handle closed. It reports a lost
 // device as done.
 func (s *Server) detach(ctx context.Context, pd *devicev1.PreparedDevice, netnsPath string, cfg *devicev1.DeviceConfig) (lost bool, err error) {
@@ -319,7 +323,7 @@ func (s *Server) detach(ctx context.Context, pd *devicev1.PreparedDevice, netnsP
 	if held, _, ok := s.handles.path(name); ok {
 		netnsPath = held
 	}
-	if s.programs != nil {
+	if s.programs != nil && !movesWhole(pd) { // a moved link keeps them until Free
 		if err := s.programs.Detach(slot(pd)); err != nil {
 			return false, status.Error(codes.Internal, err.Error())
 		}

@@ -105,6 +105,8 @@ func (f fakeMover) AttachRDMA(_ context.Context, dev, netns string) error {
 	return nil
 }
 
+func (fakeMover) HostNetns() string { return "/proc/self/ns/net" }
+
 func (f fakeMover) CheckBack(context.Context, *devicev1.LinkSnapshot, *devicev1.DeviceConfig) error {
 	return nil
 }
