@@ -32,6 +32,21 @@ type world struct {
 	// unavailable makes the next n calls to the provisioner fail with
 	// Unavailable, as when it dies during the call.
 	unavailable int
+	// together, when set, makes each provisioner Attach and Detach wait
+	// until as many as it counts are in flight.
+	together *sync.WaitGroup
+}
+
+// meet waits, when together is set, until its count of moves are in
+// flight.
+func (w *world) meet() {
+	w.mu.Lock()
+	b := w.together
+	w.mu.Unlock()
+	if b != nil {
+		b.Done()
+		b.Wait()
+	}
 }
 
 func newWorld(allocs ...*statev1.Allocation) *world {
@@ -104,6 +119,7 @@ type fakeProvisioner struct{ w *world }
 var _ ProvisionerClient = fakeProvisioner{}
 
 func (f fakeProvisioner) Attach(_ context.Context, r *provisionerv1.AttachRequest, _ ...grpc.CallOption) (*provisionerv1.AttachResponse, error) {
+	f.w.meet()
 	f.w.mu.Lock()
 	defer f.w.mu.Unlock()
 	dev := r.GetPreparedDevice().GetDevice().GetName()
@@ -123,6 +139,7 @@ func (f fakeProvisioner) Attach(_ context.Context, r *provisionerv1.AttachReques
 }
 
 func (f fakeProvisioner) Detach(_ context.Context, r *provisionerv1.DetachRequest, _ ...grpc.CallOption) (*provisionerv1.DetachResponse, error) {
+	f.w.meet()
 	f.w.mu.Lock()
 	defer f.w.mu.Unlock()
 	dev := r.GetPreparedDevice().GetDevice().GetName()
@@ -159,4 +176,18 @@ func sortedKeys(m map[string]*statev1.Allocation) []string {
 		}
 	}
 	return keys
+}
+
+// perDevice groups calls by the device they name (their second word), in
+// their order: a pod's devices are attached and detached at once, so only
+// each device's own calls have an order.
+func perDevice(calls []string) map[string][]string {
+	out := map[string][]string{}
+	for _, c := range calls {
+		f := strings.Fields(c)
+		if len(f) > 1 {
+			out[f[1]] = append(out[f[1]], c)
+		}
+	}
+	return out
 }

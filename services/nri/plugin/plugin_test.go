@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -47,7 +48,7 @@ func TestRunStop(t *testing.T) {
 		"provisioner.Attach a /var/run/netns/p1 net-a", "state.MarkAttached a /var/run/netns/p1",
 		"provisioner.Attach b /var/run/netns/p1 net-b", "state.MarkAttached b /var/run/netns/p1",
 	}
-	if diff := cmp.Diff(want, w.takeCalls()); diff != "" {
+	if diff := cmp.Diff(perDevice(want), perDevice(w.takeCalls())); diff != "" {
 		t.Errorf("run (-want +got):\n%s", diff)
 	}
 	// The stop event carries no netns: the cached one is used.
@@ -58,7 +59,7 @@ func TestRunStop(t *testing.T) {
 		"provisioner.Detach a /var/run/netns/p1", "state.MarkDetached a",
 		"provisioner.Detach b /var/run/netns/p1", "state.MarkDetached b",
 	}
-	if diff := cmp.Diff(want, w.takeCalls()); diff != "" {
+	if diff := cmp.Diff(perDevice(want), perDevice(w.takeCalls())); diff != "" {
 		t.Errorf("stop (-want +got):\n%s", diff)
 	}
 }
@@ -73,8 +74,9 @@ func TestRun_HostNetworkSkipped(t *testing.T) {
 	}
 }
 
-// TestRun_FailsClosed: the second device fails; the first is detached again
-// and the error names the device and the cause.
+// TestRun_FailsClosed: the second device fails; the first, attached at
+// the same time, is detached again and the error names the device and the
+// cause.
 func TestRun_FailsClosed(t *testing.T) {
 	w := newWorld(alloc("a", "pod1", prepared), alloc("b", "pod1", prepared))
 	w.failAttach["b"] = errors.New("name net-b already in use")
@@ -87,7 +89,7 @@ func TestRun_FailsClosed(t *testing.T) {
 		"provisioner.Attach b /var/run/netns/p1 net-b",
 		"provisioner.Detach a /var/run/netns/p1", "state.MarkDetached a",
 	}
-	if diff := cmp.Diff(want, w.takeCalls()); diff != "" {
+	if diff := cmp.Diff(perDevice(want), perDevice(w.takeCalls())); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 	if w.where["a"] != "" {
@@ -149,5 +151,38 @@ func TestReconcile(t *testing.T) {
 	want := []string{"provisioner.Detach b /var/run/netns/gone", "state.MarkDetached b"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// TestRun_DevicesAttachedAtOnce: the attaches of a pod's devices are in
+// flight together (the kernel serializes their moves, not the rest), and
+// so are their detaches: each move of the fake provisioner waits until the
+// three are in flight, which one after the other never are.
+func TestRun_DevicesAttachedAtOnce(t *testing.T) {
+	w := newWorld(alloc("a", "pod1", prepared), alloc("b", "pod1", prepared), alloc("c", "pod1", prepared))
+	p := newPlugin(t, w)
+	for _, hook := range []func(context.Context, *api.PodSandbox) error{p.RunPodSandbox, p.StopPodSandbox} {
+		w.mu.Lock()
+		w.together = &sync.WaitGroup{}
+		w.together.Add(3)
+		w.mu.Unlock()
+		done := make(chan error, 1)
+		go func() { done <- hook(context.Background(), pod("pod1", "/var/run/netns/p1")) }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the three moves were not in flight together")
+		}
+	}
+	w.mu.Lock()
+	w.together = nil
+	w.mu.Unlock()
+	for _, d := range []string{"a", "b", "c"} {
+		if got := w.where[d]; got != "" {
+			t.Errorf("device %s left in %q", d, got)
+		}
 	}
 }
