@@ -265,7 +265,8 @@ bench: ## Run the benchmarks (bench/, shared/testinfra/testworld/benchworld) and
 	  NETDRA_BENCH_OUT=$$out $(GO) test -run '^$$' -bench 'Attach' -benchtime 1x -count 1 -timeout 30m ./bench/ && \
 	  NETDRA_BENCH_OUT=$$out $(GO) test -run '^$$' -bench BenchmarkAttach_SubifVsMove -benchtime 200x -count 1 ./services/provisioner/link/ && \
 	  ( cd shared/testinfra/testworld && NETDRA_BENCH_OUT=$$out $(GO) test -p 1 -run '^$$' -bench . -benchtime 1x -count 1 -timeout 60m ./benchworld/ ) ; \
-	} 2>&1 | grep --line-buffered -v 'level=info' | tee $$out/bench.txt; rc=$$?; \
+	  echo $$? > $$out/rc; \
+	} 2>&1 | grep --line-buffered -v 'level=info' | tee $$out/bench.txt; rc=$$(cat $$out/rc); \
 	if [ $$rc = 0 ]; then $(GO) run ./bench/cmd/benchreport -in $$out -out bench/RESULTS.md -png bench/latency.png -elapsed $$(( $$(date +%s) - start ))s; rc=$$?; fi; \
 	rm -rf $$out; exit $$rc
 
