@@ -396,7 +396,8 @@ func newPipeline(b *testing.B) *pipeline {
 	dir := nodetest.Dir(b)
 	quiet := []string{"-log-level", "info"}
 	st := nodetest.Start(b, "state", dir, "", append(quiet, "-db", dir+"/state.db")...)
-	prov := nodetest.Start(b, "provisioner", dir, p.hostNS, quiet...)
+	// As the DaemonSet runs it: the pod netns pinned (pods/base).
+	prov := nodetest.Start(b, "provisioner", dir, p.hostNS, append(quiet, "-netns-pin-dir", filepath.Join(dir, "pins"))...)
 	rtDir := nodetest.Dir(b)
 	p.runtime = startRuntime(b, rtDir)
 	nri := nodetest.Start(b, "nri", dir, "", append(quiet, "-state-socket", st.Socket, "-provisioner-socket", prov.Socket,
