@@ -114,5 +114,7 @@ func (cfg *config) run(ctx context.Context, log *slog.Logger) error {
 	log.Info("Serving", "socket", cfg.Socket, "sysfs", cfg.SysfsRoot)
 	// Closing the service first ends the watch streams and stops the
 	// managers, so the graceful stop does not wait for them.
-	return process.RunServer(ctx, log, srv, process.OnStop(svc.Close))
+	err = process.RunServer(ctx, log, srv, process.OnStop(svc.Close))
+	svc.Wait() // the eBPF work Setup and Free left running, before the programs close
+	return err
 }

@@ -70,6 +70,7 @@ func benchAttachDetach(b *testing.B, devices int) {
 		},
 	}, mover)
 	srv.SetPrograms(programs, programs)
+	b.Cleanup(srv.Wait) // the eBPF work Setup and Free leave running
 	b.Cleanup(srv.Close)
 	ctx := b.Context()
 	if _, err := srv.Configure(ctx, &provisionerv1.ConfigureRequest{Managers: &provisionerv1.ManagerConfigs{

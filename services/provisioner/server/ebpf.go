@@ -104,7 +104,7 @@ func (s *Server) armPrograms(pd *devicev1.PreparedDevice, cfg *devicev1.DeviceCo
 		unlock() // Attach refuses it
 		return
 	}
-	go func() {
+	s.background.Go(func() {
 		defer unlock()
 		ifName := pd.GetDevice().GetKernelIfName()
 		err := s.programs.Attach(context.Background(), slot(pd), s.mover.HostNetns(), ifName, pol)
@@ -114,7 +114,24 @@ func (s *Server) armPrograms(pd *devicev1.PreparedDevice, cfg *devicev1.DeviceCo
 		case err != nil:
 			s.log.Warn("eBPF programs not put on the device at prepare; Attach puts them on in the pod", "device", pd.GetDevice().GetName(), "interface", ifName, "error", err)
 		}
-	}()
+	})
+}
+
+// removeInBackground is Free's last step for a link that moved whole:
+// netdra's programs and counters taken off it. It carries its programs
+// until here (armPrograms), and their two tcx detachments wait for RCU
+// grace periods under the kernel's RTNL, 20-25 ms a device here; so they
+// are taken off in the background, holding the device's lock that Free
+// hands over (unlock): the next Setup, Attach or Free of the device waits
+// for it, the kubelet's unprepare does not. A failure is logged; the next
+// Setup's armPrograms finds what is left and reuses or replaces it.
+func (s *Server) removeInBackground(pd *devicev1.PreparedDevice, unlock func()) {
+	s.background.Go(func() {
+		defer unlock()
+		if err := s.programs.Remove(slot(pd)); err != nil {
+			s.log.Error("eBPF programs of a freed device not removed: they stay on its link until it is set up again", "device", pd.GetDevice().GetName(), "error", err)
+		}
+	})
 }
 
 // attachPrograms is Attach's last step: the programs go on the device in

@@ -46,6 +46,7 @@ func TestKernel_DummyWithoutTCX(t *testing.T) {
 		Dummy: func(c *provisionerv1.DummyConfig) (manager.Manager, error) { return dummy.New(log, c) },
 	}, mover)
 	srv.SetPrograms(progs, progs)
+	t.Cleanup(srv.Wait) // the eBPF work Setup and Free leave running
 	defer srv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

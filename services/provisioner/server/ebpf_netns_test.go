@@ -84,6 +84,7 @@ func newEBPFWorld(t *testing.T, keepPools ...string) *ebpfWorld {
 		},
 	}, mover)
 	w.srv.SetPrograms(w.programs, w.programs)
+	t.Cleanup(w.srv.Wait) // the eBPF work Setup and Free leave running
 	t.Cleanup(w.srv.Close)
 	if _, err := w.srv.Configure(ctxFor(t), &provisionerv1.ConfigureRequest{Managers: &provisionerv1.ManagerConfigs{
 		Host: &provisionerv1.HostConfig{Enabled: true, IfNames: []string{"eth1"}, KeepEbpfProgramsPools: keepPools}}}); err != nil {
@@ -322,5 +323,40 @@ func TestEBPF_WithoutProgramsRefusesSoftwarePolicy(t *testing.T) {
 	}
 	if out := nodetest.IP(t, "-n", w.host, "-br", "link", "show", "eth1"); !strings.Contains(out, "eth1") {
 		t.Errorf("eth1 not in the host: %q", out)
+	}
+}
+
+// TestEBPF_FreeThenSetupAgain: Free takes netdra's programs off in the
+// background, holding the device; a Setup of it right after waits for
+// that, and the device ends with its own programs once, not twice or none.
+func TestEBPF_FreeThenSetupAgain(t *testing.T) {
+	w := newEBPFWorld(t)
+	ctx := ctxFor(t)
+	cfg := &devicev1.DeviceConfig{PodIfName: "net1"}
+	var pd *devicev1.PreparedDevice
+	for range 3 {
+		setup, err := w.srv.Setup(ctx, &provisionerv1.SetupRequest{Device: w.device(t), Config: cfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pd = setup.GetPreparedDevice()
+		if _, err := w.srv.Free(ctx, &provisionerv1.FreeRequest{PreparedDevice: pd, Config: cfg}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setup, err := w.srv.Setup(ctx, &provisionerv1.SetupRequest{Device: w.device(t), Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.srv.Wait()
+	if in, eg := w.hostPrograms(t); len(in) != 1 || len(eg) != 1 {
+		t.Errorf("programs on eth1 after Setup, Free three times and Setup: ingress %v egress %v, want netdra's one each", in, eg)
+	}
+	if _, err := w.srv.Free(ctx, &provisionerv1.FreeRequest{PreparedDevice: setup.GetPreparedDevice(), Config: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	w.srv.Wait()
+	if in, eg := w.hostPrograms(t); len(in)+len(eg) != 0 {
+		t.Errorf("programs on eth1 after the last Free: ingress %v egress %v, want none", in, eg)
 	}
 }

@@ -126,6 +126,7 @@ func (w *hostileWorld) start(t *testing.T, cfg *provisionerv1.ConfigureRequest) 
 	w.log = &callLog{}
 	w.srv = New(log, w.factories(log), fakeMover{w.log})
 	w.srv.SetPrograms(recordingPrograms{w.log}, recordingPrograms{w.log})
+	t.Cleanup(w.srv.Wait) // the eBPF work Setup and Free leave running
 	sock := filepath.Join(nodetest.Dir(t), "p.sock")
 	g := rpc.NewServer(rpc.ServerConfig{SocketPath: sock, Logger: log})
 	provisionerv1.RegisterProvisionerServiceServer(g.GRPC(), w.srv)

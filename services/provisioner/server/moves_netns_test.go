@@ -124,6 +124,7 @@ func newDummyWorld(t *testing.T) *dummyWorld {
 		},
 	}, mover)
 	w.srv.SetPrograms(w.programs, w.programs)
+	t.Cleanup(w.srv.Wait) // the eBPF work Setup and Free leave running
 	t.Cleanup(w.srv.Close)
 	if _, err := w.srv.Configure(ctxFor(t), &provisionerv1.ConfigureRequest{Managers: &provisionerv1.ManagerConfigs{
 		Dummy: &provisionerv1.DummyConfig{Enabled: true, Count: 2}}}); err != nil {

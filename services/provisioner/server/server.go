@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -77,6 +78,9 @@ type Server struct {
 	// handles holds the pod netns of each device moved into one, until
 	// it is out again (handles.go).
 	handles netnsHandles
+	// background counts the eBPF work Setup and Free leave running
+	// (armPrograms, removeInBackground).
+	background sync.WaitGroup
 }
 
 var _ provisionerv1.ProvisionerServiceServer = (*Server)(nil)
@@ -96,6 +100,10 @@ func New(log *slog.Logger, factories Factories, mover Mover) *Server {
 
 // errShutdown ends the watch streams when the provisioner stops.
 var errShutdown = status.Error(codes.Unavailable, "provisioner shutting down")
+
+// Wait waits for the eBPF work that Setup and Free left running in the
+// background; call it once the server stopped serving.
+func (s *Server) Wait() { s.background.Wait() }
 
 // Close ends the WatchDevices streams and stops every manager. Idempotent.
 func (s *Server) Close() {
@@ -213,20 +221,29 @@ func (s *Server) Free(ctx context.Context, req *provisionerv1.FreeRequest) (*pro
 	if err != nil {
 		return nil, err
 	}
-	defer unlock()
 	lost, err := s.takeBackAtFree(ctx, pd, req.GetConfig())
+	if err == nil {
+		err = mgr.Free(ctx, pd)
+		if err != nil {
+			err = fmt.Errorf("freeing %s: %w", name, err)
+		}
+	}
 	if err != nil {
+		unlock()
 		return nil, err
 	}
-	if err := mgr.Free(ctx, pd); err != nil {
-		return nil, fmt.Errorf("freeing %s: %w", name, err)
+	resp := &provisionerv1.FreeResponse{DeviceLost: lost}
+	if s.programs != nil && movesWhole(pd) {
+		s.removeInBackground(pd, unlock)
+		return resp, nil
 	}
+	defer unlock()
 	if s.programs != nil {
 		if err := s.programs.Remove(slot(pd)); err != nil {
 			return nil, status.Error(codes.Internal, err.Error())
 		}
 	}
-	return &provisionerv1.FreeResponse{DeviceLost: lost}, nil
+	return resp, nil
 }
 
 // Attach implements ProvisionerServiceServer. A dummy device's link is

@@ -75,6 +75,7 @@ func newSubifWorld(t *testing.T, parents ...*provisionerv1.SubifParent) *subifWo
 		return subif.New(log, c, subif.WithNetns(w.hostPath))
 	}}, mover)
 	w.srv.SetPrograms(programs, programs)
+	t.Cleanup(w.srv.Wait) // the eBPF work Setup and Free leave running
 	t.Cleanup(w.srv.Close)
 	if _, err := w.srv.Configure(ctxFor(t), subifConfig(parents...)); err != nil {
 		t.Fatal(err)
