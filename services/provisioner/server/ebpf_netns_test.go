@@ -264,11 +264,16 @@ func TestEBPF_KeepEbpfProgramsPool(t *testing.T) {
 	if n := len(setup.GetPreparedDevice().GetDetachedEbpfPrograms()); n != 0 {
 		t.Errorf("%d programs detached for a pool that keeps them", n)
 	}
-	if _, eg := w.hostPrograms(t); len(eg) != 1 || eg[0] != agentID {
-		t.Errorf("egress programs on eth1: %v, want the host's %d", eg, agentID)
+	w.srv.Wait() // netdra's programs go on after Setup, in the background
+	if _, eg := w.hostPrograms(t); len(eg) != 2 || eg[0] != agentID {
+		t.Errorf("egress programs on eth1: %v, want the host's %d, then netdra's", eg, agentID)
 	}
 	if _, err := w.srv.Free(ctxFor(t), &provisionerv1.FreeRequest{PreparedDevice: setup.GetPreparedDevice()}); err != nil {
 		t.Fatal(err)
+	}
+	w.srv.Wait()
+	if _, eg := w.hostPrograms(t); len(eg) != 1 || eg[0] != agentID {
+		t.Errorf("egress programs on eth1 after Free: %v, want the host's %d alone", eg, agentID)
 	}
 }
 
