@@ -285,28 +285,54 @@ func (s *Server) Attach(ctx context.Context, req *provisionerv1.AttachRequest) (
 }
 
 // attach is Attach of a device with a kernel interface: the link into the
-// pod, then the eBPF programs on it, then the handle on its netns.
+// pod, then the eBPF programs on it; beside them, the handle on its netns
+// (its pin's fsync and bind mount need nothing of the link's), dropped
+// again when the attach fails.
 func (s *Server) attach(ctx context.Context, req *provisionerv1.AttachRequest) error {
 	pd, cfg := req.GetPreparedDevice(), req.GetConfig()
 	pol, err := s.policy(pd, cfg)
 	if err != nil {
 		return err
 	}
-	if err := s.attachLink(ctx, pd, req.GetNetnsPath(), cfg); err != nil {
-		return linkStatus(fmt.Errorf("attaching %s: %w", pd.GetDevice().GetName(), err))
+	kept := s.keepHandle(pd, req.GetNetnsPath(), cfg)
+	err = s.attachLink(ctx, pd, req.GetNetnsPath(), cfg)
+	if err != nil {
+		err = linkStatus(fmt.Errorf("attaching %s: %w", pd.GetDevice().GetName(), err))
+	} else {
+		err = s.attachPrograms(ctx, req, pol)
 	}
-	if err := s.attachPrograms(ctx, req, pol); err != nil {
-		return err
+	kept(err == nil)
+	return err
+}
+
+// keepHandle starts keeping a handle on the pod netns at path for pd's
+// device, unless its link is created in the pod (it dies with its netns:
+// nothing to keep). The returned func waits for it, and drops it again
+// when the attach did not hold (ok false).
+func (s *Server) keepHandle(pd *devicev1.PreparedDevice, path string, cfg *devicev1.DeviceConfig) (kept func(ok bool)) {
+	if createdInPod(pd) {
+		return func(bool) {}
 	}
-	if !createdInPod(pd) { // a created link dies with its netns: nothing to keep
-		pinErr, err := s.handles.keep(pd, req.GetNetnsPath(), cfg)
+	name := pd.GetDevice().GetName()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		pinErr, err := s.handles.keep(pd, path, cfg)
 		if err != nil {
-			s.log.Warn("no handle on the pod's netns: a runtime that tears it down unannounced loses the device", "device", pd.GetDevice().GetName(), "error", err)
+			s.log.Warn("no handle on the pod's netns: a runtime that tears it down unannounced loses the device", "device", name, "error", err)
 		} else if pinErr != nil {
-			s.log.Warn("the pod's netns is not pinned: a runtime that tears it down unannounced while the provisioner restarts loses the device", "device", pd.GetDevice().GetName(), "error", pinErr)
+			s.log.Warn("the pod's netns is not pinned: a runtime that tears it down unannounced while the provisioner restarts loses the device", "device", name, "error", pinErr)
+		}
+	}()
+	return func(ok bool) {
+		<-done
+		if ok {
+			return
+		}
+		if err := s.handles.drop(name); err != nil {
+			s.log.Error("Netns pin left after a failed attach: it keeps the pod's netns until the next Detach, Free or start", "device", name, "error", err)
 		}
 	}
-	return nil
 }
 
 // Detach implements ProvisionerServiceServer: a created dummy link is
