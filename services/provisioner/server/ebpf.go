@@ -104,10 +104,10 @@ func (s *Server) armPrograms(pd *devicev1.PreparedDevice, cfg *devicev1.DeviceCo
 		unlock() // Attach refuses it
 		return
 	}
+	host, ifName := s.mover.HostNetns(), pd.GetDevice().GetKernelIfName()
 	s.background.Go(func() {
 		defer unlock()
-		ifName := pd.GetDevice().GetKernelIfName()
-		err := s.programs.Attach(context.Background(), slot(pd), s.mover.HostNetns(), ifName, pol)
+		err := s.programs.Attach(context.Background(), slot(pd), host, ifName, pol)
 		switch {
 		case errors.Is(err, ebpf.ErrNotSupported): // a kernel without tcx: Attach says what it means
 			s.log.Debug("eBPF programs not put on the device at prepare", "device", pd.GetDevice().GetName(), "error", err)
