@@ -358,9 +358,9 @@ func (s *Server) Detach(ctx context.Context, req *provisionerv1.DetachRequest) (
 
 // detach is Detach of a device with a kernel interface: the eBPF programs
 // off it (not off a link that moves whole: they go back to the host with
-// it and stay until Free, see armPrograms), then the link out of the pod (at the held netns when there is a
-// handle, else at netnsPath), then the handle closed. It reports a lost
-// device as done.
+// it and stay until Free, see armPrograms), then the link out of the pod
+// (at the held netns when there is a handle, else at netnsPath), then the
+// handle closed. It reports a lost device as done.
 func (s *Server) detach(ctx context.Context, pd *devicev1.PreparedDevice, netnsPath string, cfg *devicev1.DeviceConfig) (lost bool, err error) {
 	name := pd.GetDevice().GetName()
 	if held, _, ok := s.handles.path(name); ok {
