@@ -8,8 +8,10 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
+	"time"
 
 	nriv1 "github.com/netdra/netdra/protos/netdra/nri/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
@@ -26,11 +28,17 @@ type config struct {
 	Peers process.Peers
 	// Metrics is where Prometheus metrics are served; empty for none.
 	Metrics string
+	// Gate is the hook containers wait for their pod's attach in, and
+	// the socket it calls.
+	Gate plugin.Gate
 }
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == netnscheck.Subcommand {
 		os.Exit(checkNetns(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == plugin.WaitSubcommand {
+		os.Exit(waitAttached(os.Args[2:]))
 	}
 	if len(os.Args) == 3 && os.Args[1] == "install-hook" {
 		os.Exit(installHook(os.Args[2]))
@@ -43,6 +51,8 @@ func main() {
 	fs.StringVar(&cfg.NRI.Index, "plugin-index", "50", "NRI plugin index (two digits): the order among plugins")
 	cfg.Peers.Register(fs)
 	fs.StringVar(&cfg.Metrics, "metrics-address", "127.0.0.1:9652", "where to serve Prometheus metrics (empty: nowhere)")
+	fs.StringVar(&cfg.Gate.Hook, "gate-hook", "", "the nri binary's path on the host (installed there by the DaemonSet, as for dra's -netns-hook): a container created while its pod's devices are still being attached gets `nri wait-attached` as an OCI createRuntime hook, which waits for them outside the runtime's NRI lock; empty: CreateContainer waits, holding the runtime's lock (set it empty when the runtime's NRI validator rejects OCI hook adjustments). Needs -gate-socket")
+	fs.StringVar(&cfg.Gate.Socket, "gate-socket", "/run/netdra-gate/nri.sock", "the unix socket the gate hook calls (WaitAttached), at a path the host sees: a hostPath, not the emptyDir of -socket")
 	os.Exit(process.Main(fs, os.Args[1:], &cfg.Flags, cfg.run))
 }
 
@@ -81,6 +91,29 @@ func installHook(path string) int {
 	return 0
 }
 
+// waitAttached is `nri wait-attached -socket S -pod UID -netns PATH`, the
+// OCI createRuntime hook nri's CreateContainer puts on a container whose
+// pod's devices are still being attached (plugin.Gate): exit 0 once they
+// are all in the pod's netns, else 1 with the reason on stderr, which the
+// runtime reports as the creation's error.
+func waitAttached(args []string) int {
+	fs := flag.NewFlagSet("nri "+plugin.WaitSubcommand, flag.ContinueOnError)
+	socket := fs.String("socket", "", "nri's gate socket")
+	req := &nriv1.WaitAttachedRequest{}
+	fs.StringVar(&req.PodUid, "pod", "", "the pod's UID")
+	fs.StringVar(&req.NetnsPath, "netns", "", "the pod sandbox's netns path")
+	wait := fs.Duration("wait", time.Duration(plugin.GateHookTimeout-1)*time.Second, "how long to wait for the attach")
+	if code, ok := process.ParseArgs(fs, args, os.Stderr); !ok {
+		return code
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(os.Stdin, 1<<20)) // the OCI state: the runtime writes it
+	if err := plugin.CallWaitAttached(context.Background(), *socket, req, *wait); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
 func (cfg *config) run(ctx context.Context, log *slog.Logger) error {
 	state, prov, closeConns, err := cfg.Peers.Dial()
 	if err != nil {
@@ -89,6 +122,7 @@ func (cfg *config) run(ctx context.Context, log *slog.Logger) error {
 	defer closeConns()
 	reg := process.NewRegistry()
 	p := plugin.New(log, statev1.NewStateServiceClient(state), provisionerv1.NewProvisionerServiceClient(prov), reg)
+	defer p.Wait()
 	metrics, err := process.ServeMetrics(cfg.Metrics, reg)
 	if err != nil {
 		return err
@@ -104,6 +138,14 @@ func (cfg *config) run(ctx context.Context, log *slog.Logger) error {
 		Execute:   func() error { return p.Serve(ctx, cfg.NRI) },
 		Interrupt: func(error) { cancel() },
 	}
-	log.Info("Serving", "socket", cfg.Socket, "nri", cfg.NRI.Socket)
-	return process.RunServer(ctx, log, srv, nri, metrics)
+	actors := []process.Actor{nri, metrics}
+	if cfg.Gate.Hook != "" {
+		gate := rpc.NewServer(rpc.ServerConfig{SocketPath: cfg.Gate.Socket, AllowedUIDs: cfg.AllowedUIDs, Logger: log})
+		nriv1.RegisterNriServiceServer(gate.GRPC(), p.StatusServer())
+		gate.SetServing(nriv1.NriService_ServiceDesc.ServiceName, true)
+		actors = append(actors, process.Actor{Execute: gate.Serve, Interrupt: func(error) { gate.Stop() }})
+		p.WithGate(cfg.Gate)
+	}
+	log.Info("Serving", "socket", cfg.Socket, "nri", cfg.NRI.Socket, "gateHook", cfg.Gate.Hook, "gateSocket", cfg.Gate.Socket)
+	return process.RunServer(ctx, log, srv, actors...)
 }

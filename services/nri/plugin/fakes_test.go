@@ -35,17 +35,23 @@ type world struct {
 	// together, when set, makes each provisioner Attach and Detach wait
 	// until as many as it counts are in flight.
 	together *sync.WaitGroup
+	// hold, when set, makes each provisioner Attach and Detach wait
+	// until it is closed.
+	hold chan struct{}
 }
 
 // meet waits, when together is set, until its count of moves are in
 // flight.
 func (w *world) meet() {
 	w.mu.Lock()
-	b := w.together
+	b, hold := w.together, w.hold
 	w.mu.Unlock()
 	if b != nil {
 		b.Done()
 		b.Wait()
+	}
+	if hold != nil {
+		<-hold
 	}
 }
 

@@ -2,22 +2,69 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
+	nriv1 "github.com/netdra/netdra/protos/netdra/nri/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 )
 
-// CreateContainer is the second gate of fail-closed: no container of a pod
-// starts unless every prepared device of the pod is in the pod's network
-// namespace. RunPodSandbox attaches them; when it could not (this plugin
-// was not connected while the sandbox started, or the sandbox started
-// before the claim was prepared) the devices are attached here, within the
-// hook's time, and when that fails the container is refused with the
-// reason, which the kubelet retries. A pod without netdra devices costs one
-// local ListAllocations and is never refused.
+// Gate is where a container of a pod whose attach still runs waits for it
+// outside the runtime's NRI lock: the OCI createRuntime hook `<Hook>
+// wait-attached`, which runc runs as it creates the container (after
+// CreateContainer returned, holding no lock of the runtime's) and which
+// asks the plugin's WaitAttached on Socket.
+type Gate struct {
+	// Hook is the nri binary's path on the host (the DaemonSet installs
+	// it there, as for dra's netns check hook).
+	Hook string
+	// Socket is the plugin's gate socket, at the path the host sees.
+	Socket string
+}
+
+// WaitSubcommand is the nri binary's subcommand the gate's hook runs.
+const WaitSubcommand = "wait-attached"
+
+// GateHookTimeout is the gate hook's OCI timeout, in seconds: the runtime
+// kills the hook after it, and the container's creation fails. The hook's
+// own wait (-wait) ends a second before, with the reason.
+const GateHookTimeout = 10
+
+// WithGate makes the plugin hand a container's wait for its pod's attach
+// to g's hook (g.Hook and g.Socket set), instead of waiting in
+// CreateContainer under the runtime's NRI lock.
+func (p *Plugin) WithGate(g Gate) *Plugin {
+	p.gate = g
+	return p
+}
+
+// hook is the createRuntime hook that waits for the pod's attach.
+func (g Gate) hook(uid, netns string) *api.ContainerAdjustment {
+	adj := &api.ContainerAdjustment{}
+	adj.AddHooks(&api.Hooks{CreateRuntime: []*api.Hook{{
+		Path:    g.Hook,
+		Args:    []string{filepath.Base(g.Hook), WaitSubcommand, "-socket", g.Socket, "-pod", uid, "-netns", netns},
+		Timeout: &api.OptionalInt{Value: GateHookTimeout},
+	}}})
+	return adj
+}
+
+// CreateContainer is the gate of fail-closed: no container of a pod starts
+// unless every prepared device of the pod is in the pod's network
+// namespace. A pod whose devices are all in place (or that has none) costs
+// one local ListAllocations. Otherwise the pod's attach (RunPodSandbox's,
+// or one started here when it failed, or when there is none: the sandbox
+// started while this plugin was not connected, or before a claim was
+// prepared) is waited for: in the container's gate hook when the plugin
+// has one (WithGate), so that the wait holds no lock of the runtime's, or
+// here, within the hook's time. A failed attach refuses the container
+// with the reason, and the kubelet's next creation attaches again.
 func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (_ *api.ContainerAdjustment, _ []*api.ContainerUpdate, err error) {
 	defer func(start time.Time) { p.metrics.observe("CreateContainer", start, err) }(time.Now())
 	netns := netnsOf(pod)
@@ -26,47 +73,93 @@ func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 	}
 	ctx, cancel := context.WithTimeout(ctx, HookTimeout)
 	defer cancel()
+	refuse := func(err error) error {
+		return fmt.Errorf("netdra: container %s of pod %s refused: %w", ctr.GetName(), pod.GetUid(), err)
+	}
 	allocs, err := retry(ctx, func(ctx context.Context) (*statev1.ListAllocationsResponse, error) {
 		return p.state.ListAllocations(ctx, &statev1.ListAllocationsRequest{PodUid: pod.GetUid()})
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("netdra: listing the devices of pod %s before starting container %s: %w", pod.GetUid(), ctr.GetName(), err)
+		return nil, nil, refuse(fmt.Errorf("listing the devices of the pod: %w", err))
 	}
-	if inPlace(allocs.GetAllocations(), netns) {
+	if len(notInPlace(allocs.GetAllocations(), netns)) == 0 {
 		return nil, nil, nil
 	}
-	unlock := p.lockPod(pod.GetUid())
-	defer unlock()
-	p.mu.Lock()
-	p.netns[pod.GetUid()] = netns // the sandbox runs: reconciliation may attach too
-	p.mu.Unlock()
-	log := p.log.With("pod", pod.GetNamespace()+"/"+pod.GetName(), "uid", pod.GetUid(), "container", ctr.GetName())
-	// Read again under the pod's lock: a reconciliation may have attached.
-	allocs, err = retry(ctx, func(ctx context.Context) (*statev1.ListAllocationsResponse, error) {
-		return p.state.ListAllocations(ctx, &statev1.ListAllocationsRequest{PodUid: pod.GetUid()})
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("netdra: listing the devices of pod %s before starting container %s: %w", pod.GetUid(), ctr.GetName(), err)
+	log := p.podLog(pod)
+	w := p.attachWork(log, pod.GetUid(), netns)
+	if w.ended() {
+		p.forget(pod.GetUid(), w)
+		if w.err != nil {
+			return nil, nil, refuse(w.err) // told once: the next creation attaches again
+		}
+		// It ended before a claim of the pod was prepared: again.
+		w = p.attachWork(log, pod.GetUid(), netns)
 	}
-	for _, a := range allocs.GetAllocations() {
-		if a.GetPhase() == statev1.Phase_PHASE_ATTACHED && a.GetNetnsPath() == netns {
-			continue
-		}
-		if err := p.attach(ctx, a, pod.GetUid(), netns); err != nil {
-			return nil, nil, fmt.Errorf("netdra: container %s of pod %s refused: device %s (claim %s/%s) is not in the pod's network namespace: %w",
-				ctr.GetName(), pod.GetUid(), a.GetDeviceName(), a.GetClaimNamespace(), a.GetClaimName(), err)
-		}
-		log.Warn("Attached a device at CreateContainer: the sandbox started without it", "device", a.GetDeviceName(), "netns", netns)
+	if p.gate.Hook != "" {
+		log.Debug("The container waits for the pod's attach in its hook", "container", ctr.GetName())
+		return p.gate.hook(pod.GetUid(), netns), nil, nil
+	}
+	if err := p.await(ctx, pod.GetUid(), netns, w); err != nil {
+		return nil, nil, refuse(err)
 	}
 	return nil, nil, nil
 }
 
-// inPlace reports whether every allocation is attached to netns.
-func inPlace(allocs []*statev1.Allocation, netns string) bool {
-	for _, a := range allocs {
-		if a.GetPhase() != statev1.Phase_PHASE_ATTACHED || a.GetNetnsPath() != netns {
-			return false
+// await waits for the pod's attach w, then checks that every device of the
+// pod is in netns. An ended attach that did not put them there is
+// forgotten: the next container's creation starts another.
+func (p *Plugin) await(ctx context.Context, uid, netns string, w *podWork) error {
+	if err := w.wait(ctx); err != nil {
+		if w.ended() {
+			p.forget(uid, w)
 		}
+		return err
 	}
-	return true
+	allocs, err := retry(ctx, func(ctx context.Context) (*statev1.ListAllocationsResponse, error) {
+		return p.state.ListAllocations(ctx, &statev1.ListAllocationsRequest{PodUid: uid})
+	})
+	if err != nil {
+		return fmt.Errorf("listing the devices of the pod: %w", err)
+	}
+	if missing := notInPlace(allocs.GetAllocations(), netns); len(missing) > 0 {
+		p.forget(uid, w)
+		return fmt.Errorf("%s not in the pod's network namespace", deviceList(missing))
+	}
+	return nil
+}
+
+// liveAttach is the pod's attach into netns when that is the netns of its
+// running sandbox (an attach is started when there is none: this plugin
+// restarted since the container's creation); nil when the sandbox is not
+// running, or runs in another netns.
+func (p *Plugin) liveAttach(uid, netns string) *podWork {
+	if ns, live := p.netnsOfLive(uid); !live || ns != netns {
+		return nil
+	}
+	return p.attachWork(p.log.With("uid", uid), uid, netns)
+}
+
+// WaitAttached implements NriServiceServer: the gate hook's wait.
+func (s StatusServer) WaitAttached(ctx context.Context, req *nriv1.WaitAttachedRequest) (*nriv1.WaitAttachedResponse, error) {
+	p := s.p
+	switch {
+	case req.GetPodUid() == "":
+		return nil, status.Error(codes.InvalidArgument, "pod_uid: empty")
+	case req.GetNetnsPath() == "":
+		return nil, status.Error(codes.InvalidArgument, "netns_path: empty")
+	}
+	w := p.liveAttach(req.GetPodUid(), req.GetNetnsPath())
+	if w == nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "netdra: pod %s has no running sandbox in netns %s (or netdra's nri plugin is not connected to the runtime): its devices are not attached",
+			req.GetPodUid(), req.GetNetnsPath())
+	}
+	err := p.await(ctx, req.GetPodUid(), req.GetNetnsPath(), w)
+	switch {
+	case err == nil:
+		return &nriv1.WaitAttachedResponse{}, nil
+	case errors.Is(err, errNotFinished):
+		return nil, status.Errorf(codes.DeadlineExceeded, "netdra: pod %s: %v", req.GetPodUid(), err)
+	default:
+		return nil, status.Errorf(codes.FailedPrecondition, "netdra: pod %s: %v", req.GetPodUid(), err)
+	}
 }

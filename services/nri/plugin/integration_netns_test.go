@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	nriv1 "github.com/netdra/netdra/protos/netdra/nri/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 	"github.com/netdra/netdra/shared/rpc"
@@ -133,34 +135,50 @@ func hasAddr(l ipLink, cidr string) bool {
 }
 
 // pluginFor connects the real plugin to a real NRI runtime side and returns
-// the runtime, ready for events.
-func pluginFor(t *testing.T, n *node) *adaptation.Adaptation {
+// the runtime, ready for events, and the plugin. With gate, the plugin
+// hands the containers' wait to its gate hook, the real nri binary, as
+// the DaemonSet runs it.
+func pluginFor(t *testing.T, n *node, gate bool) (*adaptation.Adaptation, *Plugin) {
 	t.Helper()
 	dir := shortDir(t)
-	p := New(slog.New(slog.NewTextHandler(testWriter{t}, nil)), n.state, n.provisioner, prometheus.NewRegistry())
+	log := slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	p := New(log, n.state, n.provisioner, prometheus.NewRegistry())
+	t.Cleanup(p.Wait)
+	if gate {
+		sock := filepath.Join(dir, "gate.sock")
+		srv := rpc.NewServer(rpc.ServerConfig{SocketPath: sock, Logger: log})
+		nriv1.RegisterNriServiceServer(srv.GRPC(), p.StatusServer())
+		go func() { _ = srv.Serve() }()
+		t.Cleanup(srv.Stop)
+		p.WithGate(Gate{Hook: filepath.Join(nodetest.Binaries(t), "nri"), Socket: sock})
+	}
 	rt := startRuntime(t, dir)
 	t.Cleanup(rt.r.Stop)
 	serve(t, p, dir)
 	blk := rt.waitPlugin(t)
 	t.Cleanup(blk.Unblock)
-	return rt.r
+	return rt.r, p
 }
 
 // TestIntegration_AttachDetach: the real chain on host veths: run puts the
-// device into the pod netns under its pod name with MAC and addresses;
-// stop brings it back under its original name, MAC and MTU.
+// device into the pod netns under its pod name with MAC and addresses,
+// which the container's gate hook (the nri binary) waits for; stop brings
+// it back under its original name, MAC and MTU.
 func TestIntegration_AttachDetach(t *testing.T) {
 	n := startNode(t, "data0")
 	podNS := nodetest.Netns(t, "ndp")
 	cfg := &devicev1.DeviceConfig{PodIfName: "net1", MacAddress: "02:00:00:00:bb:01", Mtu: 1400, Addresses: []string{"10.30.0.2/24", "fd00:30::2/64"}}
 	n.prepare(t, "pod1", "data0", cfg)
 	before, _ := link(t, n.hostNS, "data0")
-	rt := pluginFor(t, n)
+	rt, p := pluginFor(t, n, true)
 	ctx := ctxT(t)
 
 	sb := pod("pod1", "/var/run/netns/"+podNS)
 	if err := rt.RunPodSandbox(ctx, &adaptation.RunPodSandboxRequest{Pod: sb}); err != nil {
 		t.Fatalf("RunPodSandbox: %v", err)
+	}
+	if err := createContainer(ctx, rt, sb); err != nil {
+		t.Fatalf("creating the container: %v", err)
 	}
 	in, ok := link(t, podNS, "net1")
 	if !ok {
@@ -180,6 +198,7 @@ func TestIntegration_AttachDetach(t *testing.T) {
 	if err := rt.StopPodSandbox(ctx, &adaptation.StopPodSandboxRequest{Pod: pod("pod1", "")}); err != nil {
 		t.Fatalf("StopPodSandbox: %v", err)
 	}
+	p.Wait()
 	after, ok := link(t, n.hostNS, "data0")
 	if !ok {
 		t.Fatal("data0 is not back in the host netns")
@@ -193,20 +212,24 @@ func TestIntegration_AttachDetach(t *testing.T) {
 }
 
 // TestIntegration_SecondDeviceFails: the second device's name clashes in
-// the pod; the sandbox fails, naming it, and the first device is back in
-// the host.
+// the pod; the container's gate hook refuses it, naming the device, and
+// the first device is back in the host.
 func TestIntegration_SecondDeviceFails(t *testing.T) {
 	n := startNode(t, "data0", "data1")
 	podNS := nodetest.Netns(t, "ndp")
 	nodetest.IP(t, "-n", podNS, "link", "add", "net2", "type", "veth", "peer", "name", "other")
 	n.prepare(t, "pod1", "data0", &devicev1.DeviceConfig{PodIfName: "net1"})
 	n.prepare(t, "pod1", "data1", &devicev1.DeviceConfig{PodIfName: "net2"})
-	rt := pluginFor(t, n)
-
-	err := rt.RunPodSandbox(ctxT(t), &adaptation.RunPodSandboxRequest{Pod: pod("pod1", "/var/run/netns/"+podNS)})
-	if err == nil || !strings.Contains(err.Error(), "data1") || !strings.Contains(err.Error(), "net2") {
-		t.Fatalf("RunPodSandbox = %v, want a failure naming data1 and net2", err)
+	rt, p := pluginFor(t, n, true)
+	sb := pod("pod1", "/var/run/netns/"+podNS)
+	if err := rt.RunPodSandbox(ctxT(t), &adaptation.RunPodSandboxRequest{Pod: sb}); err != nil {
+		t.Fatalf("RunPodSandbox: %v", err)
 	}
+	err := createContainer(ctxT(t), rt, sb)
+	if err == nil || !strings.Contains(err.Error(), "data1") || !strings.Contains(err.Error(), "net2") {
+		t.Fatalf("creating the container = %v, want a refusal naming data1 and net2", err)
+	}
+	p.Wait()
 	for _, d := range []string{"data0", "data1"} {
 		if _, ok := link(t, n.hostNS, d); !ok {
 			t.Errorf("%s is not in the host netns", d)
@@ -220,24 +243,39 @@ func TestIntegration_SecondDeviceFails(t *testing.T) {
 	}
 }
 
-// TestIntegration_ProvisionerDown: with the provisioner gone, the sandbox
-// fails with a clear error within the runtime's timeout and nothing moves.
+// TestIntegration_ProvisionerDown: with the provisioner gone, the
+// container is refused (CreateContainer waits, without a gate hook) with a
+// clear error within the runtime's timeout, and nothing moves; the
+// provisioner back, the next creation starts.
 func TestIntegration_ProvisionerDown(t *testing.T) {
 	n := startNode(t, "data0")
 	podNS := nodetest.Netns(t, "ndp")
 	n.prepare(t, "pod1", "data0", &devicev1.DeviceConfig{PodIfName: "net1"})
-	rt := pluginFor(t, n)
+	rt, p := pluginFor(t, n, false)
 	n.prov.Kill()
 
-	err := rt.RunPodSandbox(ctxT(t), &adaptation.RunPodSandboxRequest{Pod: pod("pod1", "/var/run/netns/"+podNS)})
-	if err == nil || !strings.Contains(err.Error(), "data0") {
-		t.Fatalf("RunPodSandbox with the provisioner down = %v, want a failure naming the device", err)
+	sb := pod("pod1", "/var/run/netns/"+podNS)
+	if err := rt.RunPodSandbox(ctxT(t), &adaptation.RunPodSandboxRequest{Pod: sb}); err != nil {
+		t.Fatalf("RunPodSandbox: %v", err)
 	}
-	t.Logf("the runtime got: %v", err)
+	start := time.Now()
+	err := createContainer(ctxT(t), rt, sb)
+	if err == nil || !strings.Contains(err.Error(), "data0") {
+		t.Fatalf("creating the container with the provisioner down = %v, want a refusal naming the device", err)
+	}
+	t.Logf("the runtime got, after %v: %v", time.Since(start), err)
 	if _, ok := link(t, n.hostNS, "data0"); !ok {
 		t.Error("data0 left the host netns")
 	}
 	if got := n.phase(t, "data0"); got != statev1.Phase_PHASE_PREPARED {
 		t.Errorf("phase %v, want PREPARED", got)
+	}
+	n.prov.Restart()
+	p.Wait()
+	if err := createContainer(ctxT(t), rt, sb); err != nil {
+		t.Fatalf("creating the container with the provisioner back: %v", err)
+	}
+	if _, ok := link(t, podNS, "net1"); !ok {
+		t.Error("net1 is not in the pod netns")
 	}
 }

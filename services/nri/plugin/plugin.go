@@ -1,10 +1,12 @@
 // Package plugin is netdra's NRI plugin: it puts a pod's prepared devices
 // into the pod's network namespace when the runtime starts the sandbox, and
-// takes them out when it stops. It fails closed: when a device cannot be
-// attached, RunPodSandbox returns the reason, the devices attached earlier
-// in the same call are detached again, and the sandbox fails, so a pod
-// never runs without its devices. The hooks call only the state service
-// and the provisioner, over local sockets: no API server, no slow work.
+// takes them out when it stops. The sandbox hooks start that work and
+// return, since the runtime holds one lock across every hook of every pod
+// (work.go). It fails closed: when a device cannot be attached, the
+// devices attached with it are detached again and the pod's containers are
+// refused with the reason (gate.go), so a pod never runs without its
+// devices. It calls only the state service and the provisioner, over
+// local sockets: no API server.
 package plugin
 
 import (
@@ -25,7 +27,6 @@ import (
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 	"github.com/netdra/netdra/shared/keylock"
-	"github.com/netdra/netdra/shared/rpc"
 )
 
 // StateClient is what the plugin asks of the state service: the
@@ -71,6 +72,13 @@ type Plugin struct {
 
 	mu    sync.Mutex
 	netns map[string]string // pod UID -> netns path of a running sandbox
+	// attaching and detaching are the pods' background work (work.go),
+	// by pod UID: the last attach started, and the detach running.
+	attaching, detaching map[string]*podWork
+	bg                   sync.WaitGroup
+	// gate is the hook a container of a pod whose attach runs waits in
+	// (gate.go); zero: CreateContainer waits itself.
+	gate Gate
 	// pods serializes the work on one pod: its hooks and what a
 	// reconciliation does to its devices.
 	pods keylock.Set
@@ -82,18 +90,18 @@ type Plugin struct {
 }
 
 // HookTimeout bounds the work of one hook, below the runtime's 2 s request
-// timeout, so an unreachable state service or provisioner fails the sandbox
-// with a clear error rather than a runtime timeout.
+// timeout, so an unreachable state service or provisioner refuses the
+// container with a clear error rather than a runtime timeout.
 const HookTimeout = 1500 * time.Millisecond
 
-// rollbackTimeout is the part of HookTimeout kept for detaching what a
-// failed RunPodSandbox attached.
-const rollbackTimeout = 300 * time.Millisecond
+// rollbackTimeout bounds the detach of what a failed attach attached.
+const rollbackTimeout = 2 * time.Second
 
 // New returns the plugin. Its metrics are registered with reg when it is
 // not nil.
 func New(log *slog.Logger, state StateClient, provisioner ProvisionerClient, reg prometheus.Registerer) *Plugin {
-	return &Plugin{log: log, state: state, provisioner: provisioner, netns: map[string]string{}, metrics: newMetrics(reg)}
+	return &Plugin{log: log, state: state, provisioner: provisioner, netns: map[string]string{},
+		attaching: map[string]*podWork{}, detaching: map[string]*podWork{}, metrics: newMetrics(reg)}
 }
 
 // lockPod takes the pod's lock and returns its unlock. It waits as long as
@@ -129,68 +137,30 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, _ []*a
 	}
 	p.mu.Lock()
 	p.netns = live
+	p.forgetGone()
 	p.mu.Unlock()
 	p.log.Info("Synchronized", "pods", len(pods))
 	go p.Reconcile(context.WithoutCancel(ctx))
 	return nil, nil
 }
 
-// RunPodSandbox attaches the pod's prepared devices into its netns. A
-// host-network pod is skipped. A device whose link is missing (the node
-// rebooted since prepare) is set up again first. Any failure detaches what
-// this call attached and fails the sandbox.
-func (p *Plugin) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) (err error) {
-	defer func(start time.Time) { p.metrics.observe("RunPodSandbox", start, err) }(time.Now())
-	ctx, cancel := context.WithTimeout(ctx, HookTimeout)
-	defer cancel()
-	log := p.log.With("pod", pod.GetNamespace()+"/"+pod.GetName(), "uid", pod.GetUid())
+// RunPodSandbox starts the attach of the pod's prepared devices into its
+// netns and returns (work.go): the runtime holds its NRI lock across the
+// hook. A host-network pod is skipped. The pod's containers wait for the
+// attach, and are refused when it fails (gate.go).
+func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
+	defer p.metrics.observe("RunPodSandbox", time.Now(), nil)
 	netns := netnsOf(pod)
 	if netns == "" {
-		log.Debug("Host-network pod: no devices attached")
+		p.log.Debug("Host-network pod: no devices attached", "uid", pod.GetUid())
 		return nil
 	}
-	unlock := p.lockPod(pod.GetUid())
-	defer unlock()
-	p.mu.Lock()
-	p.netns[pod.GetUid()] = netns
-	p.mu.Unlock()
-	allocs, err := retry(ctx, func(ctx context.Context) (*statev1.ListAllocationsResponse, error) {
-		return p.state.ListAllocations(ctx, &statev1.ListAllocationsRequest{PodUid: pod.GetUid()})
-	})
-	if err != nil {
-		return fmt.Errorf("netdra: listing the devices of pod %s: %w", pod.GetUid(), err)
-	}
-	// The attaches leave time for a rollback within the hook's time.
-	attachCtx, cancelAttach := context.WithTimeout(ctx, HookTimeout-rollbackTimeout)
-	defer cancelAttach()
-	todo := allocs.GetAllocations()
-	errs := atOnce(len(todo), func(i int) error { return p.attach(attachCtx, todo[i], pod.GetUid(), netns) })
-	var done []*statev1.Allocation
-	for i, err := range errs {
-		// The provisioner may have moved a device whose call broke
-		// before its reply: detach it too (Detach is idempotent).
-		if err == nil || rpc.OutcomeUnknown(err) {
-			done = append(done, todo[i])
-		}
-	}
-	for i, err := range errs {
-		if err == nil {
-			continue
-		}
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
-		p.rollback(rctx, log, done, netns)
-		cancel()
-		p.mu.Lock()
-		delete(p.netns, pod.GetUid()) // the sandbox fails
-		p.mu.Unlock()
-		a := todo[i]
-		return fmt.Errorf("netdra: device %s (claim %s/%s) for pod %s: %w",
-			a.GetDeviceName(), a.GetClaimNamespace(), a.GetClaimName(), pod.GetUid(), err)
-	}
-	for _, a := range todo {
-		log.Info("Attached", "device", a.GetDeviceName(), "podIfName", a.GetConfig().GetPodIfName(), "netns", netns)
-	}
+	p.attachWork(p.podLog(pod), pod.GetUid(), netns)
 	return nil
+}
+
+func (p *Plugin) podLog(pod *api.PodSandbox) *slog.Logger {
+	return p.log.With("pod", pod.GetNamespace()+"/"+pod.GetName(), "uid", pod.GetUid())
 }
 
 // atOnce runs f(0) to f(n-1) at once and returns their errors. A pod's
@@ -260,7 +230,7 @@ func (p *Plugin) setupAgain(ctx context.Context, a *statev1.Allocation) (*device
 	return resp.GetPreparedDevice(), nil
 }
 
-// rollback detaches the devices a failed RunPodSandbox had attached.
+// rollback detaches the devices a failed attach of a pod had attached.
 func (p *Plugin) rollback(ctx context.Context, log *slog.Logger, done []*statev1.Allocation, netns string) {
 	for i := len(done) - 1; i >= 0; i-- {
 		if err := p.detach(ctx, done[i], netns); err != nil {
@@ -296,15 +266,13 @@ func (p *Plugin) detach(ctx context.Context, a *statev1.Allocation, netns string
 	return err
 }
 
-// StopPodSandbox detaches the pod's devices back into the host netns. When
-// the event carries no netns, the one cached at RunPodSandbox or
-// Synchronize is used; a vanished netns is success.
-func (p *Plugin) StopPodSandbox(ctx context.Context, pod *api.PodSandbox) (err error) {
-	defer func(start time.Time) { p.metrics.observe("StopPodSandbox", start, err) }(time.Now())
-	ctx, cancel := context.WithTimeout(ctx, HookTimeout)
-	defer cancel()
-	unlock := p.lockPod(pod.GetUid())
-	defer unlock()
+// StopPodSandbox starts the detach of the pod's devices back into the
+// host netns and returns (work.go): the provisioner holds a handle on the
+// pod's netns from Attach to Detach, so the devices can be taken back
+// after the runtime removed the netns. When the event carries no netns,
+// the one cached at RunPodSandbox or Synchronize is used.
+func (p *Plugin) StopPodSandbox(_ context.Context, pod *api.PodSandbox) error {
+	defer p.metrics.observe("StopPodSandbox", time.Now(), nil)
 	netns := netnsOf(pod)
 	p.mu.Lock()
 	if netns == "" {
@@ -313,28 +281,8 @@ func (p *Plugin) StopPodSandbox(ctx context.Context, pod *api.PodSandbox) (err e
 	// A stopped sandbox is no longer one to attach devices to.
 	delete(p.netns, pod.GetUid())
 	p.mu.Unlock()
-	allocs, err := retry(ctx, func(ctx context.Context) (*statev1.ListAllocationsResponse, error) {
-		return p.state.ListAllocations(ctx, &statev1.ListAllocationsRequest{PodUid: pod.GetUid(), Phase: statev1.Phase_PHASE_ATTACHED})
-	})
-	if err != nil {
-		return fmt.Errorf("netdra: listing the devices of pod %s: %w", pod.GetUid(), err)
-	}
-	todo := allocs.GetAllocations()
-	errs := atOnce(len(todo), func(i int) error {
-		ns := netns
-		if ns == "" {
-			ns = todo[i].GetNetnsPath()
-		}
-		return p.detach(ctx, todo[i], ns)
-	})
-	for i, err := range errs {
-		if err != nil {
-			errs[i] = fmt.Errorf("netdra: detaching %s from pod %s: %w", todo[i].GetDeviceName(), pod.GetUid(), err)
-			continue
-		}
-		p.log.Info("Detached", "device", todo[i].GetDeviceName(), "uid", pod.GetUid())
-	}
-	return errors.Join(errs...)
+	p.detachWork(p.podLog(pod), pod.GetUid(), netns)
+	return nil
 }
 
 // RemovePodSandbox forgets the pod and reconciles in the background.
@@ -377,7 +325,7 @@ func (p *Plugin) netnsOfLive(podUID string) (string, bool) {
 }
 
 func (p *Plugin) reconcileDetach(ctx context.Context, a *statev1.Allocation) {
-	if _, live := p.netnsOfLive(a.GetPodUid()); live {
+	if _, live := p.netnsOfLive(a.GetPodUid()); live || p.hasWork(a.GetPodUid()) {
 		return
 	}
 	if err := p.detach(ctx, a, a.GetNetnsPath()); err != nil {
@@ -392,7 +340,7 @@ func (p *Plugin) reconcileDetach(ctx context.Context, a *statev1.Allocation) {
 // pod's lock, so no hook of the pod runs meanwhile, and after checking the
 // row again: a hook may have attached or detached it.
 func (p *Plugin) reconcileAttach(ctx context.Context, a *statev1.Allocation) {
-	if _, live := p.netnsOfLive(a.GetPodUid()); !live || a.GetPodUid() == "" {
+	if _, live := p.netnsOfLive(a.GetPodUid()); !live || a.GetPodUid() == "" || p.hasWork(a.GetPodUid()) {
 		return
 	}
 	unlock := p.lockPod(a.GetPodUid())

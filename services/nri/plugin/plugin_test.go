@@ -25,7 +25,28 @@ func pod(uid, netns string) *api.PodSandbox {
 }
 
 func newPlugin(t *testing.T, w *world) *Plugin {
-	return New(slog.New(slog.NewTextHandler(testWriter{t}, nil)), fakeState{w: w}, fakeProvisioner{w: w}, prometheus.NewRegistry())
+	p := New(slog.New(slog.NewTextHandler(testWriter{t}, nil)), fakeState{w: w}, fakeProvisioner{w: w}, prometheus.NewRegistry())
+	t.Cleanup(p.Wait)
+	return p
+}
+
+// start is the runtime starting a pod with one container: RunPodSandbox
+// starts the attach, CreateContainer (no gate hook) waits for it and says
+// whether the container may start.
+func start(p *Plugin, sb *api.PodSandbox) error {
+	if err := p.RunPodSandbox(context.Background(), sb); err != nil {
+		return err
+	}
+	_, _, err := p.CreateContainer(context.Background(), sb, &api.Container{Name: "app"})
+	return err
+}
+
+// stop is the runtime stopping a pod: StopPodSandbox starts the detach,
+// which has ended when stop returns.
+func stop(p *Plugin, sb *api.PodSandbox) error {
+	err := p.StopPodSandbox(context.Background(), sb)
+	p.Wait()
+	return err
 }
 
 type testWriter struct{ t *testing.T }
@@ -40,8 +61,7 @@ const prepared, attached = statev1.Phase_PHASE_PREPARED, statev1.Phase_PHASE_ATT
 func TestRunStop(t *testing.T) {
 	w := newWorld(alloc("a", "pod1", prepared), alloc("b", "pod1", prepared), alloc("c", "pod2", prepared))
 	p := newPlugin(t, w)
-	ctx := context.Background()
-	if err := p.RunPodSandbox(ctx, pod("pod1", "/var/run/netns/p1")); err != nil {
+	if err := start(p, pod("pod1", "/var/run/netns/p1")); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
@@ -52,7 +72,7 @@ func TestRunStop(t *testing.T) {
 		t.Errorf("run (-want +got):\n%s", diff)
 	}
 	// The stop event carries no netns: the cached one is used.
-	if err := p.StopPodSandbox(ctx, pod("pod1", "")); err != nil {
+	if err := stop(p, pod("pod1", "")); err != nil {
 		t.Fatal(err)
 	}
 	want = []string{
@@ -75,14 +95,14 @@ func TestRun_HostNetworkSkipped(t *testing.T) {
 }
 
 // TestRun_FailsClosed: the second device fails; the first, attached at
-// the same time, is detached again and the error names the device and the
-// cause.
+// the same time, is detached again and the container is refused with the
+// device and the cause.
 func TestRun_FailsClosed(t *testing.T) {
 	w := newWorld(alloc("a", "pod1", prepared), alloc("b", "pod1", prepared))
 	w.failAttach["b"] = errors.New("name net-b already in use")
-	err := newPlugin(t, w).RunPodSandbox(context.Background(), pod("pod1", "/var/run/netns/p1"))
+	err := start(newPlugin(t, w), pod("pod1", "/var/run/netns/p1"))
 	if err == nil || !strings.Contains(err.Error(), "device b") || !strings.Contains(err.Error(), "already in use") {
-		t.Fatalf("RunPodSandbox = %v, want the device and the cause", err)
+		t.Fatalf("CreateContainer = %v, want the device and the cause", err)
 	}
 	want := []string{
 		"provisioner.Attach a /var/run/netns/p1 net-a", "state.MarkAttached a /var/run/netns/p1",
@@ -102,7 +122,7 @@ func TestRun_FailsClosed(t *testing.T) {
 func TestRun_MissingLinkSetUpAgain(t *testing.T) {
 	w := newWorld(alloc("dummy0", "pod1", prepared))
 	w.missing["dummy0"] = true
-	if err := newPlugin(t, w).RunPodSandbox(context.Background(), pod("pod1", "/var/run/netns/p1")); err != nil {
+	if err := start(newPlugin(t, w), pod("pod1", "/var/run/netns/p1")); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
@@ -124,7 +144,7 @@ func Test_Regression_18_SetupAgainCarriesPool(t *testing.T) {
 	w := newWorld(alloc("eth1", "pod1", prepared))
 	w.allocs["eth1"].Pool = "uplinks"
 	w.missing["eth1"] = true
-	if err := newPlugin(t, w).RunPodSandbox(context.Background(), pod("pod1", "/var/run/netns/p1")); err != nil {
+	if err := start(newPlugin(t, w), pod("pod1", "/var/run/netns/p1")); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(map[string]string{"eth1": "uplinks"}, w.setupPools); diff != "" {
@@ -161,13 +181,13 @@ func TestReconcile(t *testing.T) {
 func TestRun_DevicesAttachedAtOnce(t *testing.T) {
 	w := newWorld(alloc("a", "pod1", prepared), alloc("b", "pod1", prepared), alloc("c", "pod1", prepared))
 	p := newPlugin(t, w)
-	for _, hook := range []func(context.Context, *api.PodSandbox) error{p.RunPodSandbox, p.StopPodSandbox} {
+	for _, hook := range []func(*Plugin, *api.PodSandbox) error{start, stop} {
 		w.mu.Lock()
 		w.together = &sync.WaitGroup{}
 		w.together.Add(3)
 		w.mu.Unlock()
 		done := make(chan error, 1)
-		go func() { done <- hook(context.Background(), pod("pod1", "/var/run/netns/p1")) }()
+		go func() { done <- hook(p, pod("pod1", "/var/run/netns/p1")) }()
 		select {
 		case err := <-done:
 			if err != nil {

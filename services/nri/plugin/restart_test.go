@@ -18,7 +18,7 @@ import (
 func TestRun_ProvisionerRestartsDuringAttach(t *testing.T) {
 	w := newWorld(alloc("a", "pod1", prepared))
 	w.unavailable = 2
-	if err := newPlugin(t, w).RunPodSandbox(context.Background(), pod("pod1", "/var/run/netns/p1")); err != nil {
+	if err := start(newPlugin(t, w), pod("pod1", "/var/run/netns/p1")); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
@@ -36,12 +36,12 @@ func TestRun_ProvisionerRestartsDuringAttach(t *testing.T) {
 func TestStop_ProvisionerRestartsDuringDetach(t *testing.T) {
 	w := newWorld(alloc("a", "pod1", prepared))
 	p := newPlugin(t, w)
-	if err := p.RunPodSandbox(context.Background(), pod("pod1", "/var/run/netns/p1")); err != nil {
+	if err := start(p, pod("pod1", "/var/run/netns/p1")); err != nil {
 		t.Fatal(err)
 	}
 	w.takeCalls()
 	w.unavailable = 1
-	if err := p.StopPodSandbox(context.Background(), pod("pod1", "/var/run/netns/p1")); err != nil {
+	if err := stop(p, pod("pod1", "/var/run/netns/p1")); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"provisioner.Detach a /var/run/netns/p1", "provisioner.Detach a /var/run/netns/p1", "state.MarkDetached a"}
@@ -54,16 +54,20 @@ func TestStop_ProvisionerRestartsDuringDetach(t *testing.T) {
 }
 
 // TestRun_UnknownOutcomeDetached: an Attach whose reply is lost may have
-// moved the device: the failed sandbox gets it detached too, not only the
+// moved the device: the failed attach detaches it too, not only the
 // devices attached before it.
 func TestRun_UnknownOutcomeDetached(t *testing.T) {
 	w := newWorld(alloc("a", "pod1", prepared))
 	w.failAttach["a"] = status.Error(codes.DeadlineExceeded, "context deadline exceeded")
 	w.where["a"] = "/var/run/netns/p1" // it got there before the reply was lost
 	p := newPlugin(t, w)
-	if err := p.RunPodSandbox(context.Background(), pod("pod1", "/var/run/netns/p1")); err == nil {
-		t.Fatal("RunPodSandbox succeeded")
+	if err := start(p, pod("pod1", "/var/run/netns/p1")); err == nil {
+		t.Fatal("the container was let start")
 	}
+	if err := p.StopPodSandbox(context.Background(), pod("pod1", "/var/run/netns/p1")); err != nil { // the sandbox fails
+		t.Fatal(err)
+	}
+	p.Wait()
 	want := []string{"provisioner.Attach a /var/run/netns/p1 net-a", "provisioner.Detach a /var/run/netns/p1", "state.MarkDetached a"}
 	if diff := cmp.Diff(want, w.takeCalls()); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
@@ -89,7 +93,7 @@ func TestSynchronize_AttachesPodThatRanWithout(t *testing.T) {
 	if _, err := p.Synchronize(context.Background(), []*api.PodSandbox{pod("ran", "/var/run/netns/ran"), pod("stopped", "/var/run/netns/stopped")}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.StopPodSandbox(context.Background(), pod("stopped", "/var/run/netns/stopped")); err != nil {
+	if err := stop(p, pod("stopped", "/var/run/netns/stopped")); err != nil {
 		t.Fatal(err)
 	}
 	var got []string

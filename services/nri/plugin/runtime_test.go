@@ -91,9 +91,31 @@ func serve(t testing.TB, p *Plugin, dir string) {
 	t.Cleanup(func() { cancel(); <-done })
 }
 
+// createContainer is the runtime creating a container of sb: its
+// CreateContainer, then the createRuntime hooks of the adjustment, run as
+// runc runs them (the OCI state on stdin); the error is the first failure
+// and what the hook said.
+func createContainer(ctx context.Context, rt *adaptation.Adaptation, sb *api.PodSandbox) error {
+	resp, err := rt.CreateContainer(ctx, &adaptation.CreateContainerRequest{Pod: sb,
+		Container: &api.Container{Id: "ctr-" + sb.GetUid(), PodSandboxId: sb.GetId(), Name: "app"}})
+	if err != nil {
+		return err
+	}
+	for _, h := range resp.GetAdjust().GetHooks().GetCreateRuntime() {
+		cmd := exec.CommandContext(ctx, h.GetPath())
+		cmd.Args = h.GetArgs()
+		cmd.Stdin = strings.NewReader(`{"ociVersion":"1.2.0","id":"ctr","status":"creating","pid":1}`)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("hook %q: %w: %s", h.GetArgs(), err, out)
+		}
+	}
+	return nil
+}
+
 // TestRuntime_FailClosed drives the plugin through the real NRI runtime
-// side: RunPodSandbox attaches; a failing attach fails the runtime's
-// RunPodSandbox, so the sandbox would not start; StopPodSandbox detaches.
+// side: RunPodSandbox starts the attach, and the container waits for it in
+// CreateContainer; a failing attach refuses the runtime's container, so
+// the pod would not run; StopPodSandbox starts the detach.
 func TestRuntime_FailClosed(t *testing.T) {
 	dir := shortDir(t)
 	w := newWorld(alloc("a", "pod1", prepared), alloc("b", "pod2", prepared))
@@ -106,19 +128,25 @@ func TestRuntime_FailClosed(t *testing.T) {
 	defer blk.Unblock()
 	ctx := context.Background()
 
-	if err := rt.r.RunPodSandbox(ctx, &adaptation.RunPodSandboxRequest{Pod: pod("pod1", "/var/run/netns/p1")}); err != nil {
-		t.Fatalf("RunPodSandbox: %v", err)
+	for _, sb := range []*api.PodSandbox{pod("pod1", "/var/run/netns/p1"), pod("pod2", "/var/run/netns/p2")} {
+		if err := rt.r.RunPodSandbox(ctx, &adaptation.RunPodSandboxRequest{Pod: sb}); err != nil {
+			t.Fatalf("RunPodSandbox: %v", err)
+		}
+	}
+	if err := createContainer(ctx, rt.r, pod("pod1", "/var/run/netns/p1")); err != nil {
+		t.Fatalf("the container of pod1: %v", err)
 	}
 	if w.where["a"] != "/var/run/netns/p1" {
 		t.Errorf("device a is in %q", w.where["a"])
 	}
-	err := rt.r.RunPodSandbox(ctx, &adaptation.RunPodSandboxRequest{Pod: pod("pod2", "/var/run/netns/p2")})
+	err := createContainer(ctx, rt.r, pod("pod2", "/var/run/netns/p2"))
 	if err == nil || !strings.Contains(err.Error(), "no such device") {
-		t.Fatalf("RunPodSandbox of a pod whose device fails = %v, want the failure", err)
+		t.Fatalf("the container of a pod whose device fails = %v, want the failure", err)
 	}
 	if err := rt.r.StopPodSandbox(ctx, &adaptation.StopPodSandboxRequest{Pod: pod("pod1", "/var/run/netns/p1")}); err != nil {
 		t.Fatal(err)
 	}
+	p.Wait()
 	if w.where["a"] != "" {
 		t.Errorf("device a is still in %q after stop", w.where["a"])
 	}
@@ -225,6 +253,7 @@ func TestRuntime_Reconnect(t *testing.T) {
 		if got := rp.line(t); got != "ok" {
 			t.Fatalf("runtime %d: RunPodSandbox said %q", i, got)
 		}
+		p.Wait()
 		if w.where["a"] != netns {
 			t.Errorf("runtime %d: device a is in %q, want %s", i, w.where["a"], netns)
 		}
@@ -233,9 +262,11 @@ func TestRuntime_Reconnect(t *testing.T) {
 	}
 }
 
-// BenchmarkNRI_RunPodSandbox measures the RunPodSandbox hook through the
-// real NRI runtime side, with the state service and the provisioner faked:
-// what netdra's hook adds to a sandbox start, for 1 and 8 devices.
+// BenchmarkNRI_RunPodSandbox measures a pod's hooks through the real NRI
+// runtime side, with the state service and the provisioner faked: the
+// sandbox started, its container created (CreateContainer waits for the
+// attach: no gate hook), the sandbox stopped and its detach ended; what
+// netdra adds to a pod's life, for 1 and 8 devices.
 func BenchmarkNRI_RunPodSandbox(b *testing.B) {
 	for _, n := range []int{1, 8} {
 		b.Run(fmt.Sprintf("devices=%d", n), func(b *testing.B) {
@@ -257,6 +288,13 @@ func BenchmarkNRI_RunPodSandbox(b *testing.B) {
 				if err := rt.r.RunPodSandbox(ctx, &adaptation.RunPodSandboxRequest{Pod: sb}); err != nil {
 					b.Fatal(err)
 				}
+				if err := createContainer(ctx, rt.r, sb); err != nil {
+					b.Fatal(err)
+				}
+				if err := rt.r.StopPodSandbox(ctx, &adaptation.StopPodSandboxRequest{Pod: sb}); err != nil {
+					b.Fatal(err)
+				}
+				p.Wait()
 				w.takeCalls()
 			}
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "hook-us")

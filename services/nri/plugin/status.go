@@ -17,6 +17,7 @@ type metrics struct {
 	hooks   *prometheus.CounterVec
 	latency *prometheus.HistogramVec
 	lost    prometheus.Counter
+	work    *prometheus.HistogramVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -30,13 +31,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "NRI hook latency by hook.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2},
 		}, []string{"hook"}),
+		work: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "netdra", Subsystem: "nri", Name: "background_duration_seconds",
+			Help:    "Background attach and detach of a pod's devices, started by RunPodSandbox and StopPodSandbox, by work and result (ok, error).",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"work", "result"}),
 		lost: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "netdra", Subsystem: "nri", Name: "devices_lost_total",
 			Help: "Devices found lost at Detach: the pod's netns was gone and the device's link with it (a veth destroyed with its namespace).",
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.hooks, m.latency, m.lost)
+		reg.MustRegister(m.hooks, m.latency, m.lost, m.work)
 	}
 	return m
 }
@@ -49,6 +55,16 @@ func (m *metrics) observe(hook string, start time.Time, err error) {
 	}
 	m.hooks.WithLabelValues(hook, result).Inc()
 	m.latency.WithLabelValues(hook).Observe(time.Since(start).Seconds())
+}
+
+// background records one background attach or detach that started at
+// start.
+func (m *metrics) background(work string, start time.Time, err error) {
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	m.work.WithLabelValues(work, result).Observe(time.Since(start).Seconds())
 }
 
 // conn tracks the connection to the runtime.

@@ -1,0 +1,143 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	nriv1 "github.com/netdra/netdra/protos/netdra/nri/v1"
+)
+
+// returns fails the test when f does not return: f must not wait for
+// the moves, which the test holds.
+func returns(t *testing.T, what string, f func() error) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s waited for the moves", what)
+	}
+}
+
+// TestHooks_ReturnWhileMovesHeld: with the provisioner's moves held,
+// RunPodSandbox and StopPodSandbox return, and CreateContainer returns too,
+// handing the container its gate hook; the hook's WaitAttached returns
+// once the attach ended, with the device in the pod.
+func TestHooks_ReturnWhileMovesHeld(t *testing.T) {
+	w := newWorld(alloc("a", "pod1", prepared))
+	w.hold = make(chan struct{})
+	p := newPlugin(t, w).WithGate(Gate{Hook: "/opt/netdra/bin/nri", Socket: "/run/netdra-gate/nri.sock"})
+	ctx, sb := context.Background(), pod("pod1", "/var/run/netns/p1")
+	returns(t, "RunPodSandbox", func() error { return p.RunPodSandbox(ctx, sb) })
+	var adj *api.ContainerAdjustment
+	returns(t, "CreateContainer", func() (err error) {
+		adj, _, err = p.CreateContainer(ctx, sb, &api.Container{Name: "app"})
+		return err
+	})
+	want := []*api.Hook{{Path: "/opt/netdra/bin/nri", Args: []string{"nri", "wait-attached", "-socket", "/run/netdra-gate/nri.sock",
+		"-pod", "pod1", "-netns", "/var/run/netns/p1"}, Timeout: &api.OptionalInt{Value: GateHookTimeout}}}
+	if diff := cmp.Diff(want, adj.GetHooks().GetCreateRuntime(), cmp.Comparer(func(a, b *api.Hook) bool { return a.String() == b.String() })); diff != "" {
+		t.Errorf("the container's createRuntime hooks (-want +got):\n%s", diff)
+	}
+	waited := make(chan error, 1)
+	go func() {
+		_, err := p.StatusServer().WaitAttached(ctx, &nriv1.WaitAttachedRequest{PodUid: "pod1", NetnsPath: "/var/run/netns/p1"})
+		waited <- err
+	}()
+	close(w.hold)
+	if err := <-waited; err != nil {
+		t.Fatalf("WaitAttached: %v", err)
+	}
+	if got := w.where["a"]; got != "/var/run/netns/p1" {
+		t.Fatalf("after WaitAttached device a is in %q", got)
+	}
+	w.mu.Lock()
+	w.hold = make(chan struct{})
+	w.mu.Unlock()
+	returns(t, "StopPodSandbox", func() error { return p.StopPodSandbox(ctx, sb) })
+	close(w.hold)
+	p.Wait()
+	if got := w.where["a"]; got != "" {
+		t.Errorf("after the detach device a is in %q", got)
+	}
+}
+
+// TestWaitAttached_Refusals: the gate's call names what is wrong: a
+// request without its fields, a pod with no running sandbox there, a
+// device that cannot be attached (and the next container's creation
+// attaches again).
+func TestWaitAttached_Refusals(t *testing.T) {
+	w := newWorld(alloc("a", "pod1", prepared))
+	w.failAttach["a"] = errors.New("link busy")
+	p := newPlugin(t, w).WithGate(Gate{Hook: "/opt/netdra/bin/nri", Socket: "/run/netdra-gate/nri.sock"})
+	ctx, srv := context.Background(), p.StatusServer()
+	for _, tc := range []struct {
+		req  *nriv1.WaitAttachedRequest
+		code codes.Code
+		msg  string
+	}{
+		{&nriv1.WaitAttachedRequest{NetnsPath: "/var/run/netns/p1"}, codes.InvalidArgument, "pod_uid"},
+		{&nriv1.WaitAttachedRequest{PodUid: "pod1"}, codes.InvalidArgument, "netns_path"},
+		{&nriv1.WaitAttachedRequest{PodUid: "pod1", NetnsPath: "/var/run/netns/p1"}, codes.FailedPrecondition, "no running sandbox"},
+	} {
+		_, err := srv.WaitAttached(ctx, tc.req)
+		if status.Code(err) != tc.code || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("WaitAttached(%v) = %v, want %v naming %q", tc.req, err, tc.code, tc.msg)
+		}
+	}
+	sb := pod("pod1", "/var/run/netns/p1")
+	if err := p.RunPodSandbox(ctx, sb); err != nil {
+		t.Fatal(err)
+	}
+	_, err := srv.WaitAttached(ctx, &nriv1.WaitAttachedRequest{PodUid: "pod1", NetnsPath: "/var/run/netns/p1"})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "device a (claim /): link busy") {
+		t.Errorf("WaitAttached of a failed attach = %v, want FailedPrecondition naming the device and the cause", err)
+	}
+	w.takeCalls()
+	delete(w.failAttach, "a")
+	if _, _, err := p.CreateContainer(ctx, sb, &api.Container{Name: "app"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.WaitAttached(ctx, &nriv1.WaitAttachedRequest{PodUid: "pod1", NetnsPath: "/var/run/netns/p1"}); err != nil {
+		t.Errorf("WaitAttached after the kubelet's next creation: %v", err)
+	}
+	if got := w.where["a"]; got != "/var/run/netns/p1" {
+		t.Errorf("device a is in %q", got)
+	}
+}
+
+// TestStop_NewSandboxWaitsForDetach: a pod's new sandbox (the kubelet made
+// it again) gets its device only after the old sandbox's detach ended.
+func TestStop_NewSandboxWaitsForDetach(t *testing.T) {
+	w := newWorld(alloc("a", "pod1", prepared))
+	p := newPlugin(t, w)
+	ctx := context.Background()
+	if err := start(p, pod("pod1", "/var/run/netns/old")); err != nil {
+		t.Fatal(err)
+	}
+	w.takeCalls()
+	w.mu.Lock()
+	w.hold = make(chan struct{})
+	w.mu.Unlock()
+	returns(t, "StopPodSandbox", func() error { return p.StopPodSandbox(ctx, pod("pod1", "/var/run/netns/old")) })
+	returns(t, "RunPodSandbox", func() error { return p.RunPodSandbox(ctx, pod("pod1", "/var/run/netns/new")) })
+	close(w.hold)
+	p.Wait()
+	want := []string{"provisioner.Detach a /var/run/netns/old", "state.MarkDetached a",
+		"provisioner.Attach a /var/run/netns/new net-a", "state.MarkAttached a /var/run/netns/new"}
+	if diff := cmp.Diff(want, w.takeCalls()); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
