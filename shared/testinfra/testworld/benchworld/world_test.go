@@ -91,7 +91,8 @@ func startNetdraOpts(b testing.TB, opts netdraOpts) *netdraNode {
 	nn.state = nodetest.Start(b, "state", nn.dir, "", append(quiet, "-db", nn.dir+"/state.db")...)
 	nn.prov = nodetest.Start(b, "provisioner", nn.dir, nn.hostNS, append(quiet, opts.provArgs...)...)
 	socks := slices.Clip(append(quiet, "-state-socket", nn.state.Socket, "-provisioner-socket", nn.prov.Socket))
-	nn.nriP = nodetest.Start(b, "nri", nn.dir, "", append(socks, "-nri-socket", n.NRISocket(), "-metrics-address", opts.nriMetrics)...)
+	nn.nriP = nodetest.Start(b, "nri", nn.dir, "", append(socks, "-nri-socket", n.NRISocket(), "-metrics-address", opts.nriMetrics,
+		"-gate-hook", filepath.Join(nodetest.Binaries(b), "nri"), "-gate-socket", filepath.Join(nn.dir, "nri-gate.sock"))...)
 	draArgs := append(socks, "-node-name", n.Name(), "-kubeconfig", cp.Kubeconfig(), "-metrics-address", opts.draMetrics,
 		"-plugin-dir", nn.dir+"/plugins", "-registrar-dir", n.RegistryDir(), "-cdi-dir", n.CDIDir())
 	if opts.netnsHook {

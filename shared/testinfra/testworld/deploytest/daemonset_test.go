@@ -32,6 +32,8 @@ var hostPathOwners = []struct {
 	{"/var/lib/netdra", []string{"state", "state-dir"}},
 	// The netns check hook, installed on the host for runc to run.
 	{"/opt/netdra/bin", []string{"netns-hook"}},
+	// nri's gate socket, which the hooks runc runs on the host call.
+	{"/run/netdra-gate", []string{"nri"}},
 }
 
 // podRules lists what is wrong with the node pod's spec.

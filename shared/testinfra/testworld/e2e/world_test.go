@@ -95,7 +95,11 @@ func (nn *netdraNode) startProcs(t *testing.T, provArgs []string) {
 	provArgs = append([]string{"-netns-pin-dir", filepath.Join(nn.dir, "pins")}, provArgs...)
 	nn.prov = nodetest.Start(t, "provisioner", nn.dir, nn.hostNS, provArgs...)
 	socks := []string{"-state-socket", nn.state.Socket, "-provisioner-socket", nn.prov.Socket, "-metrics-address", ""}
-	nn.nriP = nodetest.Start(t, "nri", nn.dir, "", append(socks, "-nri-socket", n.NRISocket())...)
+	// The gate hook as in the DaemonSet: a container created while its
+	// pod's attach runs waits in `nri wait-attached` (runc runs the nri
+	// binary from the host), outside containerd's NRI lock.
+	nn.nriP = nodetest.Start(t, "nri", nn.dir, "", append(socks, "-nri-socket", n.NRISocket(),
+		"-gate-hook", filepath.Join(nodetest.Binaries(t), "nri"), "-gate-socket", filepath.Join(nn.dir, "nri-gate.sock"))...)
 	nn.dra = nodetest.Start(t, "dra", nn.dir, "", append(socks, "-node-name", n.Name(), "-kubeconfig", cp.Kubeconfig(),
 		"-plugin-dir", nn.dir+"/plugins", "-registrar-dir", n.RegistryDir(), "-cdi-dir", n.CDIDir(), "-publish-debounce", "50ms",
 		// The second gate, on every e2e pod: runc runs `nri check-netns` at

@@ -312,7 +312,8 @@ func (d *demo) nodeArgs(name string) []string {
 	case "state":
 		return []string{"-db", filepath.Join(d.c.dir, "state.db")}
 	case "nri":
-		return append(peers, "-nri-socket", d.env["TESTWORLD_NRI_SOCKET"], "-metrics-address", d.c.nriMetrics)
+		return append(peers, "-nri-socket", d.env["TESTWORLD_NRI_SOCKET"], "-metrics-address", d.c.nriMetrics,
+			"-gate-hook", filepath.Join(d.c.binDir, "nri"), "-gate-socket", d.socket("nri-gate"))
 	case "dra":
 		return append(peers, "-node-name", d.env["TESTWORLD_NODE"], "-kubeconfig", d.env["KUBECONFIG"],
 			"-plugin-dir", d.env["TESTWORLD_PLUGINS"], "-registrar-dir", d.env["TESTWORLD_PLUGINS_REGISTRY"],
