@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -400,8 +401,10 @@ func newPipeline(b *testing.B) *pipeline {
 	prov := nodetest.Start(b, "provisioner", dir, p.hostNS, append(quiet, "-netns-pin-dir", filepath.Join(dir, "pins"))...)
 	rtDir := nodetest.Dir(b)
 	p.runtime = startRuntime(b, rtDir)
+	// As the DaemonSet runs it: with its gate hook, which runc would run.
 	nri := nodetest.Start(b, "nri", dir, "", append(quiet, "-state-socket", st.Socket, "-provisioner-socket", prov.Socket,
-		"-metrics-address", "", "-nri-socket", filepath.Join(rtDir, "nri.sock"))...)
+		"-metrics-address", "", "-nri-socket", filepath.Join(rtDir, "nri.sock"),
+		"-gate-hook", filepath.Join(nodetest.Binaries(b), "nri"), "-gate-socket", filepath.Join(dir, "nri-gate.sock"))...)
 	for _, proc := range []*nodetest.Proc{st, prov, nri} {
 		pid, err := figures.FindPID("-socket", proc.Socket)
 		must(b, err)
@@ -494,11 +497,13 @@ func (p *pipeline) sandbox(w int) *api.PodSandbox {
 }
 
 // attach is RunPodSandbox, then CreateContainer until the runtime lets the
-// container be created, as the kubelet does: netdra's hook returns at
-// once and its gate waits for the part of the attach that has not ended,
-// so the attach is timed until the devices are in the pod, configured (a
-// container sees them), whatever hook returns first. check looks at them
-// there after, untimed.
+// container be created, as the kubelet does, then the createRuntime hooks
+// of its adjustment, run as runc runs them: netdra's RunPodSandbox returns
+// at once, and the gate (CreateContainer, or the hook it puts on the
+// container while the attach runs) waits for the part of the attach that
+// has not ended, so the attach is timed until the devices are in the pod,
+// configured (a container sees them), whatever hook returns first. check
+// looks at them there after, untimed.
 func (p *pipeline) attach(ctx context.Context, w, devices int) error {
 	sb := p.sandbox(w)
 	t0 := time.Now()
@@ -508,16 +513,29 @@ func (p *pipeline) attach(ctx context.Context, w, devices int) error {
 	p.hooks.add(&p.hooks.run, time.Since(t0))
 	for {
 		t := time.Now()
-		_, err := p.runtime.CreateContainer(ctx, &adaptation.CreateContainerRequest{Pod: sb,
+		resp, err := p.runtime.CreateContainer(ctx, &adaptation.CreateContainerRequest{Pod: sb,
 			Container: &api.Container{Id: "ctr-" + sb.GetUid(), PodSandboxId: sb.GetId(), Name: "app"}})
 		p.hooks.add(&p.hooks.create, time.Since(t))
 		if err == nil {
-			break
+			return runHooks(ctx, resp.GetAdjust().GetHooks().GetCreateRuntime())
 		}
 		if !strings.Contains(err.Error(), "has not finished yet") {
 			return err
 		}
 		p.hooks.refused()
+	}
+}
+
+// runHooks runs OCI hooks as runc does: each with its arguments, the OCI
+// state on stdin, one after the other; the first failure is the error.
+func runHooks(ctx context.Context, hooks []*api.Hook) error {
+	for _, h := range hooks {
+		cmd := exec.CommandContext(ctx, h.GetPath())
+		cmd.Args = h.GetArgs()
+		cmd.Stdin = strings.NewReader(`{"ociVersion":"1.2.0","id":"ctr","status":"creating","pid":1}`)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("hook %q: %w: %s", h.GetArgs(), err, out)
+		}
 	}
 	return nil
 }
