@@ -517,7 +517,12 @@ func (p *pipeline) attach(ctx context.Context, w, devices int) error {
 			Container: &api.Container{Id: "ctr-" + sb.GetUid(), PodSandboxId: sb.GetId(), Name: "app"}})
 		p.hooks.add(&p.hooks.create, time.Since(t))
 		if err == nil {
-			return runHooks(ctx, resp.GetAdjust().GetHooks().GetCreateRuntime())
+			// As the kubelet, the creation is tried again when the
+			// hook said the attach has not finished (a burst).
+			err = runHooks(ctx, resp.GetAdjust().GetHooks().GetCreateRuntime())
+			if err == nil {
+				return nil
+			}
 		}
 		if !strings.Contains(err.Error(), "has not finished yet") {
 			return err

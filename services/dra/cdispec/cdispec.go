@@ -84,8 +84,9 @@ func Build(claimUID string, devs []Device) (*cdi.Spec, map[string]string, error)
 }
 
 // HookTimeout bounds the netns check hook, in seconds (the runtime kills
-// it then and fails the creation).
-const HookTimeout = 10
+// it then and fails the creation): long enough for the attach of a burst
+// of pods, which nri does beside the runtime (see nri's GateHookTimeout).
+const HookTimeout = 30
 
 // netnsHook is the createRuntime hook that fails a container's creation
 // unless ifName is in its network namespace: hook is the path of the nri

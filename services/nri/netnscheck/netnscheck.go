@@ -32,12 +32,12 @@ import (
 const Subcommand = "check-netns"
 
 // DefaultWait is how long the hook waits for an interface by default,
-// just under the hook's CDI timeout (dra's cdispec.HookTimeout, 10 s): nri
+// just under the hook's CDI timeout (dra's cdispec.HookTimeout, 30 s): nri
 // attaches a pod's devices beside the runtime, after RunPodSandbox
 // returned, so a container may be created before they are in (in a burst
 // of pods, seconds before); an nri that is away does not attach them
 // within it, and the kubelet retries the creation.
-const DefaultWait = 9 * time.Second
+const DefaultWait = 29 * time.Second
 
 // Check is one run of the hook.
 type Check struct {

@@ -33,8 +33,11 @@ const WaitSubcommand = "wait-attached"
 
 // GateHookTimeout is the gate hook's OCI timeout, in seconds: the runtime
 // kills the hook after it, and the container's creation fails. The hook's
-// own wait (-wait) ends a second before, with the reason.
-const GateHookTimeout = 10
+// own wait (-wait) ends a second before, with the reason. It is long
+// enough for a burst: the kernel moves about 50 links a second (RTNL), so
+// 64 pods of 8 devices started at once take 10-15 s to have theirs; the
+// wait holds only the container's own creation.
+const GateHookTimeout = 30
 
 // WithGate makes the plugin hand a container's wait for its pod's attach
 // to g's hook (g.Hook and g.Socket set), instead of waiting in
@@ -57,8 +60,9 @@ func (g Gate) hook(uid, netns string) *api.ContainerAdjustment {
 
 // CreateContainer is the gate of fail-closed: no container of a pod starts
 // unless every prepared device of the pod is in the pod's network
-// namespace. A pod whose devices are all in place (or that has none) costs
-// one local ListAllocations. Otherwise the pod's attach (RunPodSandbox's,
+// namespace. A pod whose attach ended with its devices all in place (or
+// that has none) costs one local ListAllocations. Otherwise the pod's
+// attach (RunPodSandbox's,
 // or one started here when it failed, or when there is none: the sandbox
 // started while this plugin was not connected, or before a claim was
 // prepared) is waited for: in the container's gate hook when the plugin
@@ -76,14 +80,18 @@ func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 	refuse := func(err error) error {
 		return fmt.Errorf("netdra: container %s of pod %s refused: %w", ctr.GetName(), pod.GetUid(), err)
 	}
-	allocs, err := retry(ctx, func(ctx context.Context) (*statev1.ListAllocationsResponse, error) {
-		return p.state.ListAllocations(ctx, &statev1.ListAllocationsRequest{PodUid: pod.GetUid()})
-	})
-	if err != nil {
-		return nil, nil, refuse(fmt.Errorf("listing the devices of the pod: %w", err))
-	}
-	if len(notInPlace(allocs.GetAllocations(), netns)) == 0 {
-		return nil, nil, nil
+	// While the pod's attach or detach runs, the rows say what was, not
+	// what will be: wait for it.
+	if !p.hasWork(pod.GetUid()) {
+		allocs, err := retry(ctx, func(ctx context.Context) (*statev1.ListAllocationsResponse, error) {
+			return p.state.ListAllocations(ctx, &statev1.ListAllocationsRequest{PodUid: pod.GetUid()})
+		})
+		if err != nil {
+			return nil, nil, refuse(fmt.Errorf("listing the devices of the pod: %w", err))
+		}
+		if len(notInPlace(allocs.GetAllocations(), netns)) == 0 {
+			return nil, nil, nil
+		}
 	}
 	log := p.podLog(pod)
 	w := p.attachWork(log, pod.GetUid(), netns)
@@ -139,6 +147,20 @@ func (p *Plugin) liveAttach(uid, netns string) *podWork {
 	return p.attachWork(p.log.With("uid", uid), uid, netns)
 }
 
+// awaitSynchronized waits, within ctx, until the plugin is connected to
+// the runtime and has learnt its sandboxes (Synchronize): a hook's call
+// that reaches a plugin just restarted waits for that instead of finding
+// no sandbox.
+func (p *Plugin) awaitSynchronized(ctx context.Context) {
+	for !p.conn.connected.Load() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
 // WaitAttached implements NriServiceServer: the gate hook's wait.
 func (s StatusServer) WaitAttached(ctx context.Context, req *nriv1.WaitAttachedRequest) (*nriv1.WaitAttachedResponse, error) {
 	p := s.p
@@ -148,6 +170,7 @@ func (s StatusServer) WaitAttached(ctx context.Context, req *nriv1.WaitAttachedR
 	case req.GetNetnsPath() == "":
 		return nil, status.Error(codes.InvalidArgument, "netns_path: empty")
 	}
+	p.awaitSynchronized(ctx)
 	w := p.liveAttach(req.GetPodUid(), req.GetNetnsPath())
 	if w == nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "netdra: pod %s has no running sandbox in netns %s (or netdra's nri plugin is not connected to the runtime): its devices are not attached",

@@ -39,6 +39,7 @@ func TestHooks_ReturnWhileMovesHeld(t *testing.T) {
 	w := newWorld(alloc("a", "pod1", prepared))
 	w.hold = make(chan struct{})
 	p := newPlugin(t, w).WithGate(Gate{Hook: "/opt/netdra/bin/nri", Socket: "/run/netdra-gate/nri.sock"})
+	p.conn.connected.Store(true) // as after Synchronize
 	ctx, sb := context.Background(), pod("pod1", "/var/run/netns/p1")
 	returns(t, "RunPodSandbox", func() error { return p.RunPodSandbox(ctx, sb) })
 	var adj *api.ContainerAdjustment
@@ -82,6 +83,7 @@ func TestWaitAttached_Refusals(t *testing.T) {
 	w := newWorld(alloc("a", "pod1", prepared))
 	w.failAttach["a"] = errors.New("link busy")
 	p := newPlugin(t, w).WithGate(Gate{Hook: "/opt/netdra/bin/nri", Socket: "/run/netdra-gate/nri.sock"})
+	p.conn.connected.Store(true) // as after Synchronize
 	ctx, srv := context.Background(), p.StatusServer()
 	for _, tc := range []struct {
 		req  *nriv1.WaitAttachedRequest
