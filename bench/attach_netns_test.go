@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -26,6 +25,7 @@ import (
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 	"github.com/netdra/netdra/shared/rpc"
 	"github.com/netdra/netdra/shared/testinfra/nodetest"
+	"github.com/netdra/netdra/shared/testinfra/ocihooks"
 	"github.com/netdra/netdra/shared/testinfra/testenv"
 )
 
@@ -519,7 +519,7 @@ func (p *pipeline) attach(ctx context.Context, w, devices int) error {
 		if err == nil {
 			// As the kubelet, the creation is tried again when the
 			// hook said the attach has not finished (a burst).
-			err = runHooks(ctx, resp.GetAdjust().GetHooks().GetCreateRuntime())
+			err = ocihooks.Run(ctx, resp.GetAdjust().GetHooks().GetCreateRuntime())
 			if err == nil {
 				return nil
 			}
@@ -529,20 +529,6 @@ func (p *pipeline) attach(ctx context.Context, w, devices int) error {
 		}
 		p.hooks.refused()
 	}
-}
-
-// runHooks runs OCI hooks as runc does: each with its arguments, the OCI
-// state on stdin, one after the other; the first failure is the error.
-func runHooks(ctx context.Context, hooks []*api.Hook) error {
-	for _, h := range hooks {
-		cmd := exec.CommandContext(ctx, h.GetPath())
-		cmd.Args = h.GetArgs()
-		cmd.Stdin = strings.NewReader(`{"ociVersion":"1.2.0","id":"ctr","status":"creating","pid":1}`)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("hook %q: %w: %s", h.GetArgs(), err, out)
-		}
-	}
-	return nil
 }
 
 // check checks, after an attach, that the devices of worker w's pod are in

@@ -17,6 +17,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+	"github.com/netdra/netdra/shared/testinfra/ocihooks"
 )
 
 // runtime is the real NRI runtime side (what containerd embeds), in
@@ -101,15 +102,7 @@ func createContainer(ctx context.Context, rt *adaptation.Adaptation, sb *api.Pod
 	if err != nil {
 		return err
 	}
-	for _, h := range resp.GetAdjust().GetHooks().GetCreateRuntime() {
-		cmd := exec.CommandContext(ctx, h.GetPath())
-		cmd.Args = h.GetArgs()
-		cmd.Stdin = strings.NewReader(`{"ociVersion":"1.2.0","id":"ctr","status":"creating","pid":1}`)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("hook %q: %w: %s", h.GetArgs(), err, out)
-		}
-	}
-	return nil
+	return ocihooks.Run(ctx, resp.GetAdjust().GetHooks().GetCreateRuntime())
 }
 
 // TestRuntime_FailClosed drives the plugin through the real NRI runtime
