@@ -60,9 +60,10 @@ func (g Gate) hook(uid, netns string) *api.ContainerAdjustment {
 
 // CreateContainer is the gate of fail-closed: no container of a pod starts
 // unless every prepared device of the pod is in the pod's network
-// namespace. A pod whose attach ended with its devices all in place (or
-// that has none) costs one local ListAllocations. Otherwise the pod's
-// attach (RunPodSandbox's,
+// namespace. The first container after the pod's attach ended with its
+// devices all in place (or found none) costs no call; the others, and a
+// pod without devices whose attach still runs, one local
+// ListAllocations. Otherwise the pod's attach (RunPodSandbox's,
 // or one started here when it failed, or when there is none: the sandbox
 // started while this plugin was not connected, or before a claim was
 // prepared) is waited for: in the container's gate hook when the plugin
@@ -80,18 +81,19 @@ func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 	refuse := func(err error) error {
 		return fmt.Errorf("netdra: container %s of pod %s refused: %w", ctr.GetName(), pod.GetUid(), err)
 	}
+	if p.freshAttach(pod.GetUid(), netns) {
+		return nil, nil, nil // its attach has just put every device there
+	}
+	allocs, err := retry(ctx, func(ctx context.Context) (*statev1.ListAllocationsResponse, error) {
+		return p.state.ListAllocations(ctx, &statev1.ListAllocationsRequest{PodUid: pod.GetUid()})
+	})
+	if err != nil {
+		return nil, nil, refuse(fmt.Errorf("listing the devices of the pod: %w", err))
+	}
 	// While the pod's attach or detach runs, the rows say what was, not
-	// what will be: wait for it.
-	if !p.hasWork(pod.GetUid()) {
-		allocs, err := retry(ctx, func(ctx context.Context) (*statev1.ListAllocationsResponse, error) {
-			return p.state.ListAllocations(ctx, &statev1.ListAllocationsRequest{PodUid: pod.GetUid()})
-		})
-		if err != nil {
-			return nil, nil, refuse(fmt.Errorf("listing the devices of the pod: %w", err))
-		}
-		if len(notInPlace(allocs.GetAllocations(), netns)) == 0 {
-			return nil, nil, nil
-		}
+	// what will be: wait for it, unless the pod has no device at all.
+	if len(allocs.GetAllocations()) == 0 || !p.hasWork(pod.GetUid()) && len(notInPlace(allocs.GetAllocations(), netns)) == 0 {
+		return nil, nil, nil
 	}
 	log := p.podLog(pod)
 	w := p.attachWork(log, pod.GetUid(), netns)

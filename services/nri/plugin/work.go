@@ -32,6 +32,8 @@ type podWork struct {
 
 	mu    sync.Mutex
 	doing string // what it does now, for a refusal while it runs
+
+	vouched bool // see freshAttach; under the Plugin's mu
 }
 
 func newPodWork(netns string) *podWork {
@@ -116,6 +118,22 @@ func (p *Plugin) attachWork(log *slog.Logger, uid, netns string) *podWork {
 		}
 	})
 	return w
+}
+
+// freshAttach reports whether the pod's attach into netns ended with
+// every device of the pod there (or none to attach) and no detach has
+// started since, for the first CreateContainer after it: that one needs
+// no look at the rows. Later ones look (the kubelet retrying a container
+// whose creation failed, for a reason this plugin cannot see).
+func (p *Plugin) freshAttach(uid, netns string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w := p.attaching[uid]
+	if w == nil || w.netns != netns || !w.ended() || w.err != nil || w.vouched || p.detaching[uid] != nil {
+		return false
+	}
+	w.vouched = true
+	return true
 }
 
 // forget drops the pod's attach w, so that the next attachWork starts

@@ -143,3 +143,34 @@ func TestStop_NewSandboxWaitsForDetach(t *testing.T) {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 }
+
+// TestCreateContainer_PodWithoutDevicesNeverHooked: a pod without netdra
+// devices gets no gate hook, whether its (empty) attach has ended or not,
+// nor does a second container of a pod whose devices are in.
+func TestCreateContainer_PodWithoutDevicesNeverHooked(t *testing.T) {
+	w := newWorld(alloc("a", "pod1", prepared))
+	p := newPlugin(t, w).WithGate(Gate{Hook: "/opt/netdra/bin/nri", Socket: "/run/netdra-gate/nri.sock"})
+	ctx := context.Background()
+	for range 20 {
+		sb := pod("plain", "/var/run/netns/plain")
+		if err := p.RunPodSandbox(ctx, sb); err != nil {
+			t.Fatal(err)
+		}
+		if adj, _, err := p.CreateContainer(ctx, sb, &api.Container{Name: "app"}); err != nil || adj != nil {
+			t.Fatalf("CreateContainer of a pod without devices = %v, %v; want nothing", adj, err)
+		}
+		if err := stop(p, sb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sb := pod("pod1", "/var/run/netns/p1")
+	if err := p.RunPodSandbox(ctx, sb); err != nil {
+		t.Fatal(err)
+	}
+	p.Wait()
+	for _, ctr := range []string{"first", "second"} {
+		if adj, _, err := p.CreateContainer(ctx, sb, &api.Container{Name: ctr}); err != nil || adj != nil {
+			t.Errorf("CreateContainer %s after the attach = %v, %v; want nothing", ctr, adj, err)
+		}
+	}
+}
