@@ -65,6 +65,7 @@ func BenchmarkWorld_PodBesideDevicePods(b *testing.B) {
 	// the CNI's first run, the first 8-device attach.
 	w.phase(b, "warm", false, false, 1)
 	w.phase(b, "warm", true, false, 1)
+	w.settle(b, nil, 0, besideExtra*besideDevices)
 	phases := []besidePhase{{name: "alone"}, {name: "beside-plain", extra: besideExtra},
 		{name: "beside-devices", extra: besideExtra, devices: true}}
 	runs := make([]besideRun, len(phases))
