@@ -44,8 +44,10 @@ const (
 // "beside-devices" with Extra pods each with a claim of Devices netdra
 // devices created at the same moment. The phases run in turn Rounds times
 // and the samples of a phase are pooled. Ready is the plain pods' time
-// from the create request to Ready; ExtraReady and ExtraScheduled the
-// extra pods' to Ready and to their binding to the node. Hooks is the mean
+// from the create request to Ready, RoundP50 their P50 in each round (in
+// the order run: how far a phase's rounds spread); ExtraReady and
+// ExtraScheduled the extra pods' to Ready and to their binding to the
+// node. Hooks is the mean
 // time (ms) of nri's hooks and dra's calls ("nri RunPodSandbox", "dra
 // prepare", ...) over the phase's starts and teardowns, from their
 // metrics; HooksOver the share (0 to 1) of each nri hook's calls that took
@@ -59,6 +61,7 @@ type Beside struct {
 	Rounds         int                `json:"rounds"`
 	Failures       int                `json:"failures"`
 	Ready          Summary            `json:"ready"`
+	RoundP50       []float64          `json:"round_p50_ms"`
 	ExtraReady     Summary            `json:"extra_ready"`
 	ExtraScheduled Summary            `json:"extra_scheduled"`
 	WallSeconds    float64            `json:"wall_s"` // the phase's rounds, creation to the last pod Ready

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -77,13 +79,23 @@ func BenchmarkWorld_PodBesideDevicePods(b *testing.B) {
 	}
 	for i, ph := range phases {
 		rec := runs[i].record(ph)
-		b.Logf("%s: %d pods without a claim beside %d (%d devices each), %d rounds: ready p50 %.0f ms p99 %.0f ms; beside pods ready p50 %.0f ms (bound p50 %.0f ms); %d failed; netdra (mean ms): %v; hook calls over 2.5 ms: %v",
-			ph.name, rec.Plain, rec.Extra, rec.Devices, rec.Rounds, rec.Ready.P50, rec.Ready.P99, rec.ExtraReady.P50, rec.ExtraScheduled.P50,
-			rec.Failures, rec.Hooks, rec.HooksOver)
+		// One line a phase: a benchmark's log is cut after 10 lines.
+		b.Logf("%s: %d pods without a claim beside %d (%d devices each), %d rounds: ready p50 %.0f ms p99 %.0f ms (round p50s %.0f); beside pods ready p50 %.0f ms (bound p50 %.0f ms); %d failed; netdra (mean ms): %s; hook calls over 2.5 ms: %s",
+			ph.name, rec.Plain, rec.Extra, rec.Devices, rec.Rounds, rec.Ready.P50, rec.Ready.P99, rec.RoundP50, rec.ExtraReady.P50,
+			rec.ExtraScheduled.P50, rec.Failures, rounded(rec.Hooks, 1), rounded(rec.HooksOver, 2))
 		if err := figures.Record(figures.BesideFile, rec); err != nil {
 			b.Fatal(err)
 		}
 	}
+}
+
+// rounded lists m's values with digits decimals, sorted by key.
+func rounded(m map[string]float64, digits int) string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, fmt.Sprintf("%s %.*f", k, digits, m[k]))
+	}
+	return strings.Join(out, ", ")
 }
 
 // besidePhase is what starts beside the pods without a claim: extra pods,
@@ -100,6 +112,7 @@ type besidePhase struct {
 // hooksWithin: calls within 2.5 ms and all calls by nri hook).
 type besideRun struct {
 	ready, extraReady, extraBound []time.Duration
+	roundP50                      []float64
 	failures, rounds              int
 	wall                          time.Duration
 	calls, within                 map[string][2]float64
@@ -108,6 +121,7 @@ type besideRun struct {
 func (a *besideRun) add(r besideRun) {
 	a.ready, a.extraReady, a.extraBound = append(a.ready, r.ready...), append(a.extraReady, r.extraReady...), append(a.extraBound, r.extraBound...)
 	a.failures, a.rounds, a.wall = a.failures+r.failures, a.rounds+1, a.wall+r.wall
+	a.roundP50 = append(a.roundP50, figures.Summarize(r.ready).P50)
 	if a.calls == nil {
 		a.calls, a.within = map[string][2]float64{}, map[string][2]float64{}
 	}
@@ -117,7 +131,7 @@ func (a *besideRun) add(r besideRun) {
 
 func (a *besideRun) record(ph besidePhase) figures.Beside {
 	rec := figures.Beside{Phase: ph.name, Plain: besidePlain, Extra: ph.extra, Rounds: a.rounds, Failures: a.failures,
-		Ready: figures.Summarize(a.ready), ExtraReady: figures.Summarize(a.extraReady), ExtraScheduled: figures.Summarize(a.extraBound),
+		Ready: figures.Summarize(a.ready), RoundP50: a.roundP50, ExtraReady: figures.Summarize(a.extraReady), ExtraScheduled: figures.Summarize(a.extraBound),
 		WallSeconds: a.wall.Seconds(), Hooks: meanDelta(nil, a.calls), HooksOver: map[string]float64{}, Context: besideContext(ph)}
 	if ph.devices {
 		rec.Devices = besideDevices
@@ -159,8 +173,6 @@ func (w *startupWorld) besideRound(b *testing.B, ph besidePhase, round int) besi
 	run.calls, run.within = map[string][2]float64{}, map[string][2]float64{}
 	addDelta(run.calls, before, w.hookTimes(b))
 	addDelta(run.within, within, w.hooksWithin(b))
-	b.Logf("%s round %d: ready p50 %.0f ms (%d pods), beside p50 %.0f ms (%d pods), %d failed", ph.name, round,
-		figures.Summarize(run.ready).P50, len(run.ready), figures.Summarize(run.extraReady).P50, len(run.extraReady), run.failures)
 	return run
 }
 
