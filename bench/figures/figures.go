@@ -34,7 +34,41 @@ const (
 	HooksFile     = "hooks.jsonl"     // Hooks records (issue 21: the time the NRI hooks hold the runtime's lock)
 	PodStartFile  = "podstart.jsonl"  // PodStart records (issue 21 point 4, the real node)
 	RestartFile   = "restart.jsonl"   // KubeletRestart records (issue 21 point 4)
+	BesideFile    = "beside.jsonl"    // Beside records (issue 21 point 3, a pod without devices beside 8-device pods)
 )
+
+// Beside is one phase of benchworld's BenchmarkWorld_PodBesideDevicePods on
+// the real node: Plain pods without a netdra claim created at once, in
+// Phase "alone" by themselves, "beside-plain" with Extra pods without a
+// claim created at the same moment (as many pods, no devices), and
+// "beside-devices" with Extra pods each with a claim of Devices netdra
+// devices created at the same moment. The phases run in turn Rounds times
+// and the samples of a phase are pooled. Ready is the plain pods' time
+// from the create request to Ready, RoundP50 their P50 in each round (in
+// the order run: how far a phase's rounds spread); ExtraReady and
+// ExtraScheduled the extra pods' to Ready and to their binding to the
+// node. Hooks is the mean
+// time (ms) of nri's hooks and dra's calls ("nri RunPodSandbox", "dra
+// prepare", ...) over the phase's starts and teardowns, from their
+// metrics; HooksOver the share (0 to 1) of each nri hook's calls that took
+// more than 2.5 ms (the histogram's bucket nearest the 2 ms target).
+// Context says what the difference between the phases includes.
+type Beside struct {
+	Phase          string             `json:"phase"`
+	Plain          int                `json:"plain"`
+	Extra          int                `json:"extra"`
+	Devices        int                `json:"devices"`
+	Rounds         int                `json:"rounds"`
+	Failures       int                `json:"failures"`
+	Ready          Summary            `json:"ready"`
+	RoundP50       []float64          `json:"round_p50_ms"`
+	ExtraReady     Summary            `json:"extra_ready"`
+	ExtraScheduled Summary            `json:"extra_scheduled"`
+	WallSeconds    float64            `json:"wall_s"` // the phase's rounds, creation to the last pod Ready
+	Hooks          map[string]float64 `json:"hooks_mean_ms,omitempty"`
+	HooksOver      map[string]float64 `json:"hooks_over_2_5ms,omitempty"`
+	Context        string             `json:"context,omitempty"`
+}
 
 // PodStart is one way of starting pods on the real node (benchworld's
 // BenchmarkWorld_PodStartup): Way "serial" (each pod created when the one

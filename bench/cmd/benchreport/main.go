@@ -39,6 +39,7 @@ type data struct {
 	subif     []figures.Subif
 	podstart  []figures.PodStart
 	restart   []figures.KubeletRestart
+	beside    []figures.Beside
 	raw       []string
 }
 
@@ -72,6 +73,9 @@ func run(in, out, png string, elapsed time.Duration) error {
 	if d.restart, err = figures.Read[figures.KubeletRestart](in, figures.RestartFile); err != nil {
 		return err
 	}
+	if d.beside, err = figures.Read[figures.Beside](in, figures.BesideFile); err != nil {
+		return err
+	}
 	d.raw = benchLines(filepath.Join(in, "bench.txt"))
 	if err := writePlot(png, d.attach, d.podstart); err != nil {
 		return fmt.Errorf("plot: %w", err)
@@ -102,7 +106,7 @@ func writeReport(w io.Writer, d data, png string, elapsed time.Duration) {
 	p("go test -run '^$' -bench 'State|Sriov' -benchtime 2s -count 1 ./bench/         # point 4 (discovery alone)")
 	p("go test -run '^$' -bench Attach -benchtime 1x -count 1 -timeout 30m ./bench/    # points 1, 3 (host), 5")
 	p("go test -run '^$' -bench BenchmarkAttach_SubifVsMove -benchtime 200x -count 1 ./services/provisioner/link/   # point 3 (sub-interface)")
-	p("cd shared/testinfra/testworld && go test -p 1 -run '^$' -bench . -benchtime 1x -count 1 -timeout 60m ./benchworld/   # issue 10 points 2, 4, 5 (dra); issue 21 point 4 (the real node)")
+	p("cd shared/testinfra/testworld && go test -p 1 -run '^$' -bench . -benchtime 1x -count 1 -timeout 60m ./benchworld/   # issue 10 points 2, 4, 5 (dra); issue 21 points 3 and 4 (the real node)")
 	p("go run ./bench/cmd/benchreport -in $NETDRA_BENCH_OUT -out bench/RESULTS.md -png bench/latency.png")
 	p("```")
 	p("")
@@ -112,6 +116,7 @@ func writeReport(w io.Writer, d data, png string, elapsed time.Duration) {
 	writeTargets(p, d)
 	writeAttach(p, d.attach, png)
 	writePodStart(p, d.podstart, d.restart)
+	writeBeside(p, d.beside)
 	writePrepare(p, d.prepare)
 	writeMoves(p, d.attach)
 	writeSubif(p, d.subif)

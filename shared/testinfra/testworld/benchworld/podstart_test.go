@@ -61,9 +61,9 @@ func BenchmarkWorld_PodStartup(b *testing.B) {
 	w.kubeletRestart(b)
 }
 
-// startupWorld is the node of BenchmarkWorld_PodStartup: netdra with
-// startupPods host veths in one pool, a claim template for one of them,
-// an informer on the pods of the namespace.
+// startupWorld is the node of the pod benchmarks (BenchmarkWorld_PodStartup,
+// BenchmarkWorld_PodBesideDevicePods): netdra with host veths in one pool,
+// a claim template, an informer on the pods of the namespace.
 type startupWorld struct {
 	nn             *netdraNode
 	c              kubernetes.Interface
@@ -72,11 +72,23 @@ type startupWorld struct {
 	ready          *readyClock
 }
 
+// startStartupWorld is BenchmarkWorld_PodStartup's node: startupPods host
+// veths, a claim template for one of them.
 func startStartupWorld(b *testing.B) *startupWorld {
+	return startPodWorld(b, startupPods, "bench-podstart-net", func(c kubernetes.Interface, ns, class string) string {
+		return worldtest.ClaimTemplate(b, c, ns, class, map[string]any{"podIfName": "net1", "mtu": 1400})
+	})
+}
+
+// startPodWorld starts the node of a pod benchmark: netdra with that many
+// host veths (ps0, ps1, ...) in the pool "net", the DeviceClass class
+// selecting it, the claim template that template makes in the namespace,
+// and an informer on the namespace's pods; the node is drained at the end.
+func startPodWorld(b *testing.B, veths int, class string, template func(c kubernetes.Interface, ns, class string) string) *startupWorld {
 	w := &startupWorld{nriMet: freeAddr(b), draMet: freeAddr(b)}
 	w.nn = startNetdraOpts(b, netdraOpts{nriMetrics: w.nriMet, draMetrics: w.draMet, netnsHook: true})
 	var batch strings.Builder
-	for i := range startupPods {
+	for i := range veths {
 		name := fmt.Sprintf("ps%d", i)
 		fmt.Fprintf(&batch, "link add %s address 02:00:00:0c:%02x:%02x mtu 1500 type veth peer name p-%s\n", name, i/256, i%256, name)
 	}
@@ -91,9 +103,9 @@ func startStartupWorld(b *testing.B) *startupWorld {
 		"pools":                []any{map[string]any{"name": "net", "filter": map[string]any{"deviceManagers": []any{"host"}}}},
 	})
 	w.c = w.nn.cp.Client()
-	waitDevices(b, w.c, w.nn.node.Name(), "net", startupPods)
+	waitDevices(b, w.c, w.nn.node.Name(), "net", veths)
 	w.ns = worldtest.Namespace(b, w.c)
-	w.tmpl = worldtest.ClaimTemplate(b, w.c, w.ns, worldtest.DeviceClass(b, w.c, "bench-podstart-net", "net"), map[string]any{"podIfName": "net1", "mtu": 1400})
+	w.tmpl = template(w.c, w.ns, worldtest.DeviceClass(b, w.c, class, "net"))
 	w.ready = watchReady(b, w.c, w.ns)
 	// Registered after the node, run before its teardown: the pods go
 	// through the real StopPodSandbox and unprepare while netdra runs.

@@ -117,16 +117,10 @@ func (w *startupWorld) hookTimes(b *testing.B) map[string][2]float64 {
 		{w.nriMet, "netdra_nri_hook_duration_seconds", "hook", "nri "},
 		{w.draMet, "netdra_dra_call_duration_seconds", "op", "dra "},
 	} {
-		resp, err := http.Get("http://" + m.addr + "/metrics")
-		if err != nil {
-			b.Fatal(err)
-		}
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			name, label, v, ok := sample(sc.Text(), m.label)
+		scrape(b, m.addr, func(line string) {
+			name, label, v, ok := sample(line, m.label)
 			if !ok {
-				continue
+				return
 			}
 			x := out[m.prefix+label]
 			switch name {
@@ -136,10 +130,24 @@ func (w *startupWorld) hookTimes(b *testing.B) map[string][2]float64 {
 				x[1] = v
 			}
 			out[m.prefix+label] = x
-		}
-		resp.Body.Close()
+		})
 	}
 	return out
+}
+
+// scrape reads the Prometheus metrics served at addr, each line to each.
+func scrape(b *testing.B, addr string, each func(line string)) {
+	b.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		each(sc.Text())
+	}
 }
 
 // sample parses a Prometheus text line `name{...,label="x",...} value`.
