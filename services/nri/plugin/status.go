@@ -91,10 +91,20 @@ func (s StatusServer) Status(context.Context, *nriv1.StatusRequest) (*nriv1.Stat
 	out := &nriv1.StatusResponse{Connected: p.conn.connected.Load(), Connections: p.conn.connections.Load()}
 	out.RuntimeSocket, _ = p.conn.socket.Load().(string)
 	p.mu.Lock()
+	pods := map[string]*nriv1.Pod{}
 	for uid, ns := range p.netns {
-		out.Pods = append(out.Pods, &nriv1.Pod{Uid: uid, NetnsPath: ns})
+		pods[uid] = &nriv1.Pod{Uid: uid, NetnsPath: ns, Attach: p.attaching[uid].state()}
+	}
+	for uid, w := range p.detaching {
+		if pods[uid] == nil {
+			pods[uid] = &nriv1.Pod{Uid: uid, NetnsPath: w.netns}
+		}
+		pods[uid].Detach = w.state()
 	}
 	p.mu.Unlock()
+	for _, pod := range pods {
+		out.Pods = append(out.Pods, pod)
+	}
 	slices.SortFunc(out.Pods, func(a, b *nriv1.Pod) int { return strings.Compare(a.GetUid(), b.GetUid()) })
 	return out, nil
 }

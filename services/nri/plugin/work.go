@@ -65,6 +65,22 @@ func (w *podWork) at(format string, args ...any) {
 	w.doing = fmt.Sprintf(format, args...)
 }
 
+// state says what w is at, for Status: empty for no work.
+func (w *podWork) state() string {
+	switch {
+	case w == nil:
+		return ""
+	case !w.ended():
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return "running: " + w.doing
+	case w.err != nil:
+		return "failed: " + w.err.Error()
+	default:
+		return "done"
+	}
+}
+
 // ended reports whether w ended (with or without an error).
 func (w *podWork) ended() bool {
 	select {

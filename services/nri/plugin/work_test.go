@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/testing/protocmp"
 
 	nriv1 "github.com/netdra/netdra/protos/netdra/nri/v1"
 )
@@ -172,5 +173,46 @@ func TestCreateContainer_PodWithoutDevicesNeverHooked(t *testing.T) {
 		if adj, _, err := p.CreateContainer(ctx, sb, &api.Container{Name: ctr}); err != nil || adj != nil {
 			t.Errorf("CreateContainer %s after the attach = %v, %v; want nothing", ctr, adj, err)
 		}
+	}
+}
+
+// TestStatus_ShowsWork: Status says what a pod's background attach and
+// detach are at, for an operator asking why a container waits.
+func TestStatus_ShowsWork(t *testing.T) {
+	w := newWorld(alloc("a", "pod1", prepared))
+	w.hold = make(chan struct{})
+	p := newPlugin(t, w)
+	ctx, sb := context.Background(), pod("pod1", "/var/run/netns/p1")
+	pods := func() []*nriv1.Pod {
+		out, err := p.StatusServer().Status(ctx, &nriv1.StatusRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.GetPods()
+	}
+	returns(t, "RunPodSandbox", func() error { return p.RunPodSandbox(ctx, sb) })
+	want := []*nriv1.Pod{{Uid: "pod1", NetnsPath: "/var/run/netns/p1", Attach: "running: attaching device a (claim /)"}}
+	for deadline := time.Now().Add(10 * time.Second); !cmp.Equal(want, pods(), protocmp.Transform()) && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond) // until the attach reaches the provisioner
+	}
+	if diff := cmp.Diff(want, pods(), protocmp.Transform()); diff != "" {
+		t.Errorf("while attaching (-want +got):\n%s", diff)
+	}
+	close(w.hold)
+	p.Wait()
+	if got := pods(); len(got) != 1 || got[0].GetAttach() != "done" {
+		t.Errorf("after the attach: %v", got)
+	}
+	w.mu.Lock()
+	w.hold = make(chan struct{})
+	w.mu.Unlock()
+	returns(t, "StopPodSandbox", func() error { return p.StopPodSandbox(ctx, sb) })
+	if got := pods(); len(got) != 1 || !strings.HasPrefix(got[0].GetDetach(), "running: ") {
+		t.Errorf("while detaching: %v", got)
+	}
+	close(w.hold)
+	p.Wait()
+	if got := pods(); len(got) != 0 {
+		t.Errorf("after the detach: %v", got)
 	}
 }

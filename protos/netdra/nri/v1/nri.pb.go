@@ -151,9 +151,15 @@ func (*StatusRequest) Descriptor() ([]byte, []int) {
 
 // Pod is a pod sandbox the plugin knows.
 type Pod struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Uid           string                 `protobuf:"bytes,1,opt,name=uid,proto3" json:"uid,omitempty"`
-	NetnsPath     string                 `protobuf:"bytes,2,opt,name=netns_path,json=netnsPath,proto3" json:"netns_path,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Uid       string                 `protobuf:"bytes,1,opt,name=uid,proto3" json:"uid,omitempty"`
+	NetnsPath string                 `protobuf:"bytes,2,opt,name=netns_path,json=netnsPath,proto3" json:"netns_path,omitempty"`
+	// The pod's last background attach: "running: <what it does now>",
+	// "done", or "failed: <reason>"; empty when there is none.
+	Attach string `protobuf:"bytes,3,opt,name=attach,proto3" json:"attach,omitempty"`
+	// The pod's background detach while it runs: "running: ..."; empty
+	// when there is none.
+	Detach        string `protobuf:"bytes,4,opt,name=detach,proto3" json:"detach,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -202,6 +208,20 @@ func (x *Pod) GetNetnsPath() string {
 	return ""
 }
 
+func (x *Pod) GetAttach() string {
+	if x != nil {
+		return x.Attach
+	}
+	return ""
+}
+
+func (x *Pod) GetDetach() string {
+	if x != nil {
+		return x.Detach
+	}
+	return ""
+}
+
 type StatusResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Whether the plugin is registered with the runtime now.
@@ -209,7 +229,8 @@ type StatusResponse struct {
 	// The runtime's NRI socket.
 	RuntimeSocket string `protobuf:"bytes,2,opt,name=runtime_socket,json=runtimeSocket,proto3" json:"runtime_socket,omitempty"`
 	// Times the plugin (re)connected.
-	Connections   uint32 `protobuf:"varint,3,opt,name=connections,proto3" json:"connections,omitempty"`
+	Connections uint32 `protobuf:"varint,3,opt,name=connections,proto3" json:"connections,omitempty"`
+	// The running sandboxes, and the pods whose devices are being detached.
 	Pods          []*Pod `protobuf:"bytes,4,rep,name=pods,proto3" json:"pods,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -283,11 +304,13 @@ const file_netdra_nri_v1_nri_proto_rawDesc = "" +
 	"\n" +
 	"netns_path\x18\x02 \x01(\tR\tnetnsPath\"\x16\n" +
 	"\x14WaitAttachedResponse\"\x0f\n" +
-	"\rStatusRequest\"6\n" +
+	"\rStatusRequest\"f\n" +
 	"\x03Pod\x12\x10\n" +
 	"\x03uid\x18\x01 \x01(\tR\x03uid\x12\x1d\n" +
 	"\n" +
-	"netns_path\x18\x02 \x01(\tR\tnetnsPath\"\x9f\x01\n" +
+	"netns_path\x18\x02 \x01(\tR\tnetnsPath\x12\x16\n" +
+	"\x06attach\x18\x03 \x01(\tR\x06attach\x12\x16\n" +
+	"\x06detach\x18\x04 \x01(\tR\x06detach\"\x9f\x01\n" +
 	"\x0eStatusResponse\x12\x1c\n" +
 	"\tconnected\x18\x01 \x01(\bR\tconnected\x12%\n" +
 	"\x0eruntime_socket\x18\x02 \x01(\tR\rruntimeSocket\x12 \n" +
