@@ -66,3 +66,55 @@ func TestPrepareRidesOutARestart(t *testing.T) {
 		h.check(t, "vf1", "vf2")
 	}
 }
+
+// TestPrepareRideOut_EverySetupMustPass: of a claim's Setups, failed at
+// once, the prepare is tried again when each failed with Unavailable (a
+// provisioner restarting), and not when one of them was refused for good:
+// that failure is the kubelet's at once.
+func TestPrepareRideOut_EverySetupMustPass(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		vf2      codes.Code
+		wantVF1  int // Setups of vf1
+		wantFail bool
+	}{
+		{name: "both unavailable: ridden out", vf2: codes.Unavailable, wantVF1: 2},
+		{name: "one refused: not ridden out", vf2: codes.Unknown, wantVF1: 1, wantFail: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t)
+			r.d.rideOut = 5 * time.Second
+			h := r.hold()
+			setup := r.prov.SetupFunc
+			var mu sync.Mutex
+			setups := map[string]int{}
+			r.prov.SetupFunc = func(in *provisionerv1.SetupRequest) (*provisionerv1.SetupResponse, error) {
+				name := in.GetDevice().GetName()
+				mu.Lock()
+				setups[name]++
+				n := setups[name]
+				mu.Unlock()
+				switch {
+				case n > 1:
+				case name == "vf1":
+					return nil, status.Error(codes.Unavailable, "the provisioner has not been configured since it started")
+				case name == "vf2":
+					return nil, status.Error(tt.vf2, "setting up vf2")
+				}
+				return setup(in)
+			}
+			_, err := r.prepare(t, twoVFs.build())
+			if (err != nil) != tt.wantFail {
+				t.Errorf("prepare: %v, want failure %v", err, tt.wantFail)
+			}
+			if setups["vf1"] != tt.wantVF1 {
+				t.Errorf("%d Setups of vf1, want %d", setups["vf1"], tt.wantVF1)
+			}
+			if tt.wantFail {
+				h.check(t)
+			} else {
+				h.check(t, "vf1", "vf2")
+			}
+		})
+	}
+}
