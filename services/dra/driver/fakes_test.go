@@ -446,3 +446,66 @@ func (w *testWriter) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// holder is the fake provisioner's memory of the devices it holds set up,
+// as the node would have them: a Setup that did its work takes the
+// device, a Free gives it back. Setting up a device it holds, or freeing
+// one it does not, is a fault (a device double-assigned or double-freed).
+type holder struct {
+	mu     sync.Mutex
+	held   map[string]bool
+	faults []string
+}
+
+// hold makes r's provisioner take each device its Setup sets up and give
+// it back at Free.
+func (r *rig) hold() *holder {
+	h := &holder{held: map[string]bool{}}
+	setup, free := r.prov.SetupFunc, r.prov.FreeFunc
+	r.prov.SetupFunc = func(in *provisionerv1.SetupRequest) (*provisionerv1.SetupResponse, error) {
+		resp, err := setup(in)
+		if err == nil {
+			h.take(in.GetDevice().GetName())
+		}
+		return resp, err
+	}
+	r.prov.FreeFunc = func(in *provisionerv1.FreeRequest) (*provisionerv1.FreeResponse, error) {
+		resp, err := free(in)
+		if err == nil {
+			h.give(in.GetPreparedDevice().GetDevice().GetName())
+		}
+		return resp, err
+	}
+	return h
+}
+
+func (h *holder) take(name string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.held[name] {
+		h.faults = append(h.faults, "set up twice: "+name)
+	}
+	h.held[name] = true
+}
+
+func (h *holder) give(name string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.held[name] {
+		h.faults = append(h.faults, "freed, not held: "+name)
+	}
+	delete(h.held, name)
+}
+
+// check fails t on a fault, or unless the devices held are want.
+func (h *holder) check(t *testing.T, want ...string) {
+	t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, f := range h.faults {
+		t.Error(f)
+	}
+	if got := slices.Sorted(mapKeys(h.held)); !slices.Equal(got, slices.Sorted(slices.Values(want))) {
+		t.Errorf("the provisioner holds %q, want %q", got, want)
+	}
+}

@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"sync"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -25,19 +26,22 @@ func TestPrepare_UsesTheStateServicesConfig(t *testing.T) {
 		}
 		return begin(in)
 	}
-	var setups []*provisionerv1.SetupRequest
+	var mu sync.Mutex
+	setups := map[string]*provisionerv1.SetupRequest{} // by device; they run at once
 	setup := r.prov.SetupFunc
 	r.prov.SetupFunc = func(in *provisionerv1.SetupRequest) (*provisionerv1.SetupResponse, error) {
-		setups = append(setups, in)
+		mu.Lock()
+		setups[in.GetDevice().GetName()] = in
+		mu.Unlock()
 		return setup(in)
 	}
 	if _, err := r.prepare(t, twoVFs.build()); err != nil {
 		t.Fatal(err)
 	}
-	if len(setups) != 2 || setups[0].GetPool() != testPool {
-		t.Fatalf("setups %v, want two, with the pool %q", setups, testPool)
+	if len(setups) != 2 || setups["vf1"].GetPool() != testPool || setups["vf2"].GetPool() != testPool {
+		t.Fatalf("setups %v, want one of vf1 and one of vf2, with the pool %q", setups, testPool)
 	}
-	if got := setups[0].GetConfig().GetAddresses(); len(got) != 2 || got[1] != "10.60.0.10/24" {
+	if got := setups["vf1"].GetConfig().GetAddresses(); len(got) != 2 || got[1] != "10.60.0.10/24" {
 		t.Errorf("Setup of vf1 got addresses %v, want the pool's address added", got)
 	}
 	st := r.claims.getWritten("uid-c1")

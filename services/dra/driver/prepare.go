@@ -3,8 +3,10 @@ package driver
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -346,25 +348,15 @@ func rowDevice(row *statev1.Allocation, inv map[string]*devicev1.Device) *device
 	return inv[row.GetDeviceName()]
 }
 
-// setUp runs Setup for each device, then writes the CDI spec and the claim
-// status and commits the intents. Any failure rolls everything back. The
-// spec is written before the status: a claim whose status says Ready
-// always has its spec, and one a crash left without a status has its spec
-// swept at recovery (syncSpecs).
+// setUp sets every device up at once (setUpAll), then writes the CDI spec
+// and the claim status and commits the intents. Any failure rolls
+// everything back. The spec is written before the status: a claim whose
+// status says Ready always has its spec, and one a crash left without a
+// status has its spec swept at recovery (syncSpecs).
 func (d *Driver) setUp(ctx context.Context, log *slog.Logger, p *preparation, devs []*devicev1.Device) ([]*devicev1.PreparedDevice, map[string]string, error) {
-	rb := &rollback{p: p, devs: devs, uncertain: -1}
-	for i, dev := range p.devices {
-		pd, err := d.setUpOne(ctx, p, devs[i], dev)
-		if err != nil {
-			if rpc.OutcomeUnknown(err) && pd == nil {
-				rb.uncertain = i
-			}
-			if pd != nil {
-				rb.prepared = append(rb.prepared, pd)
-			}
-			return nil, nil, d.rollBack(ctx, log, rb, err)
-		}
-		rb.prepared = append(rb.prepared, pd)
+	rb, err := d.setUpAll(ctx, p, devs)
+	if err != nil {
+		return nil, nil, d.rollBack(ctx, log, rb, err)
 	}
 	rb.specWritten = d.cdi != nil
 	ids, err := d.writeSpec(p, rb.prepared)
@@ -390,6 +382,47 @@ func (d *Driver) setUp(ctx context.Context, log *slog.Logger, p *preparation, de
 		return nil, nil, d.rollBack(ctx, log, rb, callErr("committing the allocations", err))
 	}
 	return rb.prepared, ids, nil
+}
+
+// setUpAll runs setUpOne for every device of the claim at once and
+// returns when all of them have. One after the other, each Setup waited
+// in the kernel (RTNL) behind the provisioner's background eBPF attach of
+// the device set up before it, and a claim's prepare summed those waits.
+// The error joins the failed devices' errors in the claim's order; rb
+// says which devices are set up and whose outcome is unknown, whatever
+// the subset. A failed Setup does not cancel the others: a Setup
+// cancelled in flight has an unknown outcome, and only a dummy's can be
+// undone without the prepared device its reply carries (guessPrepared).
+// Each device's intent is recorded before (begin) and its prepared device
+// right after its own Setup (setUpOne), so a crash leaves, device by
+// device, what Recover settles: the order between devices never mattered
+// to it.
+func (d *Driver) setUpAll(ctx context.Context, p *preparation, devs []*devicev1.Device) (*rollback, error) {
+	rb := &rollback{p: p, devs: devs, prepared: make([]*devicev1.PreparedDevice, len(p.devices)), uncertain: make([]bool, len(p.devices))}
+	errs := atOnce(len(p.devices), func(i int) error {
+		pd, err := d.setUpOne(ctx, p, devs[i], p.devices[i])
+		// Each call writes its own index only.
+		rb.prepared[i] = pd
+		rb.uncertain[i] = pd == nil && rpc.OutcomeUnknown(err)
+		return err
+	})
+	return rb, errors.Join(errs...)
+}
+
+// atOnce runs f(0) to f(n-1) at once and returns their errors, by index,
+// when all have returned.
+func atOnce(n int, f func(i int) error) []error {
+	errs := make([]error, n)
+	if n == 1 {
+		errs[0] = f(0)
+		return errs
+	}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { errs[i] = f(i) })
+	}
+	wg.Wait()
+	return errs
 }
 
 // setUpOne sets one device up and records its prepared device on its

@@ -28,8 +28,20 @@ const (
 // from the inventory, which a restart of the state service leaves behind
 // for a moment (the device, just freed, back in the host and allocated
 // again, is copied into the state service's inventory once it is back);
-// not at all for any other error.
+// not at all for any other error. A prepare whose Setups failed at once
+// (their errors joined) is tried again only as long as every one of them
+// would be: a device the provisioner refused for good fails the claim at
+// once.
 func (d *Driver) rideOutFor(err error) time.Duration {
+	fs := failures(err)
+	out := d.rideOutForOne(fs[0])
+	for _, f := range fs[1:] {
+		out = min(out, d.rideOutForOne(f))
+	}
+	return out
+}
+
+func (d *Driver) rideOutForOne(err error) time.Duration {
 	switch {
 	case status.Code(err) == codes.Unavailable:
 		return d.rideOut
@@ -37,6 +49,17 @@ func (d *Driver) rideOutFor(err error) time.Duration {
 		return d.rideOut / 4
 	}
 	return 0
+}
+
+// failures is the errors err joins (errors.Join, under any wrapping), or
+// err alone.
+func failures(err error) []error {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if j, ok := e.(interface{ Unwrap() []error }); ok && len(j.Unwrap()) > 0 {
+			return j.Unwrap()
+		}
+	}
+	return []error{err}
 }
 
 // prepareRidingOut is prepareClaim, run again (see rideOutFor) while it fails because the

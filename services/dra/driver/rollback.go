@@ -18,29 +18,42 @@ import (
 // A failed prepare is undone here: what it set up is freed, its intents
 // aborted, and a device whose Free fails is kept for Run to retry.
 
-// rollback is how far a prepare got.
+// rollback is how far a prepare got. Its claim's Setups ran at once, so
+// any subset of its devices may be set up, and any subset uncertain.
 type rollback struct {
 	p    *preparation
 	devs []*devicev1.Device
-	// prepared[i] is device i as Setup left it.
+	// prepared[i] is device i as its Setup left it, nil when its Setup
+	// failed.
 	prepared []*devicev1.PreparedDevice
-	// uncertain is the device whose Setup reply was lost, or -1.
-	uncertain     int
+	// uncertain[i] says that device i's Setup reply was lost: it may be
+	// set up, and no prepared device says how.
+	uncertain     []bool
 	specWritten   bool
 	statusWritten bool
 }
 
+// setUpCount is how many devices Setup is known to have set up.
+func (rb *rollback) setUpCount() int {
+	n := 0
+	for _, pd := range rb.prepared {
+		if pd != nil {
+			n++
+		}
+	}
+	return n
+}
+
 // rollBack undoes a failed prepare and returns cause, with what could not
 // be undone appended. In order: a claim status that was written is marked
-// not Ready (so recovery never restores it); the devices are freed in
-// reverse (the CDI spec removed first; the uncertain one with a prepared device guessed from the
-// inventory, see guessPrepared); the intents are aborted. A device whose
-// Free fails keeps its row, committed with its prepared device and marked
-// FREEING_FAILED, for Run to retry.
+// not Ready (so recovery never restores it); the CDI spec is removed; the
+// devices that may be set up are freed (freeAll); the intents are
+// aborted. A device whose Free fails keeps its row, committed with its
+// prepared device and marked FREEING_FAILED, for Run to retry.
 func (d *Driver) rollBack(ctx context.Context, log *slog.Logger, rb *rollback, cause error) error {
 	ctx, cancel := d.cleanupContext(ctx)
 	defer cancel()
-	log.Warn("prepare failed; rolling back", "error", cause, "setUp", len(rb.prepared))
+	log.Warn("prepare failed; rolling back", "error", cause, "setUp", rb.setUpCount())
 	p := rb.p
 	var problems []string
 	if rb.statusWritten {
@@ -57,7 +70,7 @@ func (d *Driver) rollBack(ctx context.Context, log *slog.Logger, rb *rollback, c
 			problems = append(problems, err.Error())
 		}
 	}
-	failed := d.freeAll(ctx, rb)
+	failed := d.freeAll(ctx, log, rb)
 	abort := &statev1.AbortPrepareRequest{ClaimUid: string(p.claim.UID)}
 	for i, dev := range p.devices {
 		if _, ok := failed[i]; !ok {
@@ -67,8 +80,11 @@ func (d *Driver) rollBack(ctx context.Context, log *slog.Logger, rb *rollback, c
 	if err := d.abort(ctx, abort); err != nil {
 		problems = append(problems, err.Error())
 	}
-	for i, f := range failed {
-		dev := p.devices[i]
+	for i, dev := range p.devices {
+		f, ok := failed[i]
+		if !ok {
+			continue
+		}
 		problems = append(problems, fmt.Sprintf("device %s stays set up, retried in the background: %v", dev.device, f.err))
 		if err := d.keepForRetry(ctx, string(p.claim.UID), dev.deviceRef, f.pd, f.err); err != nil {
 			problems = append(problems, err.Error())
@@ -87,20 +103,34 @@ type failedFree struct {
 	err error
 }
 
-// freeAll frees the devices of a failed prepare in reverse order of setup
-// and returns the ones whose Free failed, by index.
-func (d *Driver) freeAll(ctx context.Context, rb *rollback) map[int]failedFree {
+// freeAll frees, once each and in reverse order of the claim, every
+// device of a failed prepare that may be set up: one Setup set up, with
+// the prepared device it returned; one whose Setup reply was lost, with a
+// prepared device guessed from the inventory (guessPrepared; one that
+// cannot be guessed is left as it is, with a warning, as at recovery).
+// A device whose Setup failed is not freed: a provisioner call that fails
+// part-way restores what it changed. It returns the devices whose Free
+// failed, by index.
+func (d *Driver) freeAll(ctx context.Context, log *slog.Logger, rb *rollback) map[int]failedFree {
 	failed := map[int]failedFree{}
-	if i := rb.uncertain; i >= 0 {
-		if pd, ok := guessPrepared(rb.devs[i]); ok {
-			if _, err := d.free(ctx, pd, rb.p.devices[i].config); err != nil {
-				failed[i] = failedFree{err: err}
+	for i := len(rb.p.devices) - 1; i >= 0; i-- {
+		pd, known := rb.prepared[i], rb.prepared[i] != nil
+		if !known && rb.uncertain[i] {
+			var ok bool
+			if pd, ok = guessPrepared(rb.devs[i]); !ok {
+				log.Warn("the device's Setup has an unknown outcome (its reply was lost): what it may have changed cannot be restored",
+					"device", rb.p.devices[i].device, "manager", rb.devs[i].GetManager())
 			}
 		}
-	}
-	for i := len(rb.prepared) - 1; i >= 0; i-- {
-		if _, err := d.free(ctx, rb.prepared[i], rb.p.devices[i].config); err != nil {
-			failed[i] = failedFree{pd: rb.prepared[i], err: err}
+		if pd == nil {
+			continue
+		}
+		if _, err := d.free(ctx, pd, rb.p.devices[i].config); err != nil {
+			f := failedFree{err: err}
+			if known {
+				f.pd = pd
+			}
+			failed[i] = f
 		}
 	}
 	return failed
