@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -20,6 +19,7 @@ import (
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 	"github.com/netdra/netdra/services/dra/cdispec"
 	"github.com/netdra/netdra/services/dra/slicepool"
+	"github.com/netdra/netdra/shared/fanout"
 	"github.com/netdra/netdra/shared/rpc"
 )
 
@@ -399,7 +399,7 @@ func (d *Driver) setUp(ctx context.Context, log *slog.Logger, p *preparation, de
 // to it.
 func (d *Driver) setUpAll(ctx context.Context, p *preparation, devs []*devicev1.Device) (*rollback, error) {
 	rb := &rollback{p: p, devs: devs, prepared: make([]*devicev1.PreparedDevice, len(p.devices)), uncertain: make([]bool, len(p.devices))}
-	errs := atOnce(len(p.devices), func(i int) error {
+	errs := fanout.Each(len(p.devices), func(i int) error {
 		pd, err := d.setUpOne(ctx, p, devs[i], p.devices[i])
 		// Each call writes its own index only.
 		rb.prepared[i] = pd
@@ -407,22 +407,6 @@ func (d *Driver) setUpAll(ctx context.Context, p *preparation, devs []*devicev1.
 		return err
 	})
 	return rb, errors.Join(errs...)
-}
-
-// atOnce runs f(0) to f(n-1) at once and returns their errors, by index,
-// when all have returned.
-func atOnce(n int, f func(i int) error) []error {
-	errs := make([]error, n)
-	if n == 1 {
-		errs[0] = f(0)
-		return errs
-	}
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() { errs[i] = f(i) })
-	}
-	wg.Wait()
-	return errs
 }
 
 // setUpOne sets one device up and records its prepared device on its

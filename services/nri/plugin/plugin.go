@@ -163,26 +163,6 @@ func (p *Plugin) podLog(pod *api.PodSandbox) *slog.Logger {
 	return p.log.With("pod", pod.GetNamespace()+"/"+pod.GetName(), "uid", pod.GetUid())
 }
 
-// atOnce runs f(0) to f(n-1) at once and returns their errors. A pod's
-// devices are attached and detached at once: the kernel serializes their
-// namespace moves (RTNL), not the work around them (the netlink round
-// trips in the pod's netns, the state's fsyncs, the gRPC hops), which one
-// after the other summed to several times the kernel's own cost for 8
-// devices.
-func atOnce(n int, f func(i int) error) []error {
-	errs := make([]error, n)
-	if n == 1 {
-		errs[0] = f(0)
-		return errs
-	}
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() { errs[i] = f(i) })
-	}
-	wg.Wait()
-	return errs
-}
-
 func (p *Plugin) attach(ctx context.Context, a *statev1.Allocation, podUID, netns string) error {
 	switch a.GetPhase() {
 	case statev1.Phase_PHASE_PREPARED, statev1.Phase_PHASE_ATTACHED:

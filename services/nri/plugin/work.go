@@ -10,6 +10,7 @@ import (
 	"time"
 
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+	"github.com/netdra/netdra/shared/fanout"
 	"github.com/netdra/netdra/shared/rpc"
 )
 
@@ -239,7 +240,7 @@ func (p *Plugin) Wait() { p.bg.Wait() }
 var errSandboxStopped = errors.New("the pod's sandbox stopped")
 
 // attachPod attaches the pod's prepared devices into w's netns, under the
-// pod's lock, all at once (atOnce). A device attached to the netns already
+// pod's lock, all at once (fanout.Each). A device attached to the netns already
 // is left alone; one whose link is missing (the node rebooted since
 // prepare) is set up again first. Any failure detaches what this call
 // attached and is returned.
@@ -263,7 +264,7 @@ func (p *Plugin) attachPod(ctx context.Context, log *slog.Logger, w *podWork, ui
 		return nil
 	}
 	w.at("attaching %s", deviceList(todo))
-	errs := atOnce(len(todo), func(i int) error { return p.attach(ctx, todo[i], uid, netns) })
+	errs := fanout.Each(len(todo), func(i int) error { return p.attach(ctx, todo[i], uid, netns) })
 	var undo []*statev1.Allocation
 	for i, err := range errs {
 		// The provisioner may have moved a device whose call broke
@@ -312,7 +313,7 @@ func (p *Plugin) detachPod(ctx context.Context, log *slog.Logger, uid, netns str
 		}
 		todo, nss = append(todo, a), append(nss, ns)
 	}
-	errs := atOnce(len(todo), func(i int) error { return p.detach(ctx, todo[i], nss[i]) })
+	errs := fanout.Each(len(todo), func(i int) error { return p.detach(ctx, todo[i], nss[i]) })
 	for i, err := range errs {
 		if err != nil {
 			errs[i] = fmt.Errorf("detaching %s from pod %s: %w", todo[i].GetDeviceName(), uid, err)
