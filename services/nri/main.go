@@ -17,6 +17,7 @@ import (
 	"github.com/netdra/netdra/services/nri/netnscheck"
 	"github.com/netdra/netdra/services/nri/plugin"
 	"github.com/netdra/netdra/shared/process"
+	"github.com/netdra/netdra/shared/process/metrics"
 	"github.com/netdra/netdra/shared/rpc"
 )
 
@@ -87,9 +88,9 @@ func (cfg *config) run(ctx context.Context, log *slog.Logger) error {
 		return err
 	}
 	defer closeConns()
-	reg := process.NewRegistry()
+	reg := metrics.NewRegistry()
 	p := plugin.New(log, statev1.NewStateServiceClient(state), provisionerv1.NewProvisionerServiceClient(prov), reg)
-	metrics, err := process.ServeMetrics(cfg.Metrics, reg)
+	serveMetrics, err := metrics.Serve(cfg.Metrics, reg)
 	if err != nil {
 		return err
 	}
@@ -105,5 +106,5 @@ func (cfg *config) run(ctx context.Context, log *slog.Logger) error {
 		Interrupt: func(error) { cancel() },
 	}
 	log.Info("Serving", "socket", cfg.Socket, "nri", cfg.NRI.Socket)
-	return process.RunServer(ctx, log, srv, nri, metrics)
+	return process.RunServer(ctx, log, srv, nri, serveMetrics)
 }
