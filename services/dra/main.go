@@ -25,6 +25,7 @@ import (
 	"github.com/netdra/netdra/services/dra/cdispec"
 	"github.com/netdra/netdra/services/dra/counters"
 	"github.com/netdra/netdra/shared/process"
+	"github.com/netdra/netdra/shared/process/metrics"
 	"github.com/netdra/netdra/shared/rpc"
 )
 
@@ -87,10 +88,10 @@ func run(ctx context.Context, log *slog.Logger, cfg *config) error {
 		return err
 	}
 	defer closeConns()
-	reg := process.NewRegistry()
+	reg := metrics.NewRegistry()
 	reg.MustRegister(counters.New(log.With("component", "counters"), provisionerv1.NewProvisionerServiceClient(prov),
 		statev1.NewStateServiceClient(state), &counters.KubePods{Kube: kc, NodeName: cfg.NodeName}))
-	metrics, err := process.ServeMetrics(cfg.Metrics, reg)
+	serveMetrics, err := metrics.Serve(cfg.Metrics, reg)
 	if err != nil {
 		return err
 	}
@@ -106,5 +107,5 @@ func run(ctx context.Context, log *slog.Logger, cfg *config) error {
 	defer cancel()
 	agentActor := process.Actor{Execute: func() error { return a.Run(ctx) }, Interrupt: func(error) { cancel() }}
 	log.Info("Serving", "socket", cfg.Socket, "node", cfg.NodeName)
-	return process.RunServer(ctx, log, srv, agentActor, metrics)
+	return process.RunServer(ctx, log, srv, agentActor, serveMetrics)
 }

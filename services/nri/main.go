@@ -19,6 +19,7 @@ import (
 	"github.com/netdra/netdra/services/nri/netnscheck"
 	"github.com/netdra/netdra/services/nri/plugin"
 	"github.com/netdra/netdra/shared/process"
+	"github.com/netdra/netdra/shared/process/metrics"
 	"github.com/netdra/netdra/shared/rpc"
 )
 
@@ -120,10 +121,10 @@ func (cfg *config) run(ctx context.Context, log *slog.Logger) error {
 		return err
 	}
 	defer closeConns()
-	reg := process.NewRegistry()
+	reg := metrics.NewRegistry()
 	p := plugin.New(log, statev1.NewStateServiceClient(state), provisionerv1.NewProvisionerServiceClient(prov), reg)
 	defer p.Wait()
-	metrics, err := process.ServeMetrics(cfg.Metrics, reg)
+	serveMetrics, err := metrics.Serve(cfg.Metrics, reg)
 	if err != nil {
 		return err
 	}
@@ -138,7 +139,7 @@ func (cfg *config) run(ctx context.Context, log *slog.Logger) error {
 		Execute:   func() error { return p.Serve(ctx, cfg.NRI) },
 		Interrupt: func(error) { cancel() },
 	}
-	actors := []process.Actor{nri, metrics}
+	actors := []process.Actor{nri, serveMetrics}
 	if cfg.Gate.Hook != "" {
 		gate := rpc.NewServer(rpc.ServerConfig{SocketPath: cfg.Gate.Socket, AllowedUIDs: cfg.AllowedUIDs, Logger: log})
 		nriv1.RegisterNriServiceServer(gate.GRPC(), p.StatusServer())

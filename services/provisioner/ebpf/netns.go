@@ -6,6 +6,7 @@ import (
 	"runtime"
 
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // inNetns runs fn on a locked OS thread that joined the network namespace
@@ -40,4 +41,26 @@ func inNetns(ns netns.NsHandle, fn func() error) error {
 		errc <- ferr
 	}()
 	return <-errc
+}
+
+// ifIndex returns the index of the interface ifName in the calling
+// thread's network namespace. It asks the kernel for that one name
+// (SIOCGIFINDEX) where net.InterfaceByName dumps every link of the
+// namespace and parses them all: in a host netns of 1,024 links that was
+// about 7 MB of garbage an attach (issue 21 point 5).
+func ifIndex(ifName string) (int, error) {
+	ifr, err := unix.NewIfreq(ifName)
+	if err != nil {
+		return 0, err
+	}
+	// A socket belongs to the namespace of the thread that made it.
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0, fmt.Errorf("socket: %w", err)
+	}
+	defer unix.Close(fd)
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFINDEX, ifr); err != nil {
+		return 0, err
+	}
+	return int(ifr.Uint32()), nil
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -116,7 +115,7 @@ func (p *Programs) Attach(ctx context.Context, device, netnsPath, ifName string,
 		return err
 	}
 	err = inNetns(ns, func() error {
-		ifc, err := net.InterfaceByName(ifName)
+		idx, err := ifIndex(ifName)
 		if err != nil {
 			return fmt.Errorf("interface %s in %s: %w", ifName, netnsPath, err)
 		}
@@ -124,11 +123,11 @@ func (p *Programs) Attach(ctx context.Context, device, netnsPath, ifName string,
 		// here): the two wait together.
 		return bothAtOnce(
 			func() error {
-				return attachTCX(dir, pinIngress, ifc.Index, objs.NetdraIngress, ebpf.AttachTCXIngress)
+				return attachTCX(dir, pinIngress, idx, objs.NetdraIngress, ebpf.AttachTCXIngress)
 			},
 			func() error {
 				return inNetns(ns, func() error {
-					return attachTCX(dir, pinEgress, ifc.Index, objs.NetdraEgress, ebpf.AttachTCXEgress)
+					return attachTCX(dir, pinEgress, idx, objs.NetdraEgress, ebpf.AttachTCXEgress)
 				})
 			})
 	})

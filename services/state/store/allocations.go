@@ -167,7 +167,7 @@ func (s *Store) storePrepared(claimUID string, allocs []*statev1.PreparedAllocat
 			if row.GetPhase() == phase && proto.Equal(row.GetPreparedDevice(), p.GetPreparedDevice()) {
 				continue
 			}
-			row = proto.CloneOf(row)
+			row = shallowCopy(row)
 			row.Phase, row.PreparedDevice = phase, p.GetPreparedDevice()
 			if err := w.putAlloc(row); err != nil {
 				return err

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"google.golang.org/protobuf/proto"
-
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 )
 
@@ -24,8 +22,9 @@ func (w *writer) claimRow(k Key, claimUID string) (*statev1.Allocation, error) {
 
 func errorsIsNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
 
-// update applies change to a copy of the row at k and writes it. change
-// returns an error to refuse the update.
+// update applies change to a copy of the row at k (shallowCopy: change
+// sets whole fields, never changes a message or list of the row) and
+// writes it. change returns an error to refuse the update.
 func (s *Store) update(k Key, change func(row *statev1.Allocation) error) (*statev1.Allocation, uint64, error) {
 	var out *statev1.Allocation
 	rev, err := s.write(func(w *writer) error {
@@ -33,7 +32,7 @@ func (s *Store) update(k Key, change func(row *statev1.Allocation) error) (*stat
 		if err != nil {
 			return err
 		}
-		row = proto.CloneOf(row)
+		row = shallowCopy(row)
 		if err := change(row); err != nil {
 			return err
 		}
