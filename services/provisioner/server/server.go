@@ -81,7 +81,18 @@ type Server struct {
 	// background counts the eBPF work Setup and Free leave running
 	// (armPrograms, removeInBackground).
 	background sync.WaitGroup
+	// moving bounds the links moved at once (Attach, Detach): the kernel
+	// moves one at a time (RTNL), and each move in flight holds its own
+	// netlink buffers and link dumps.
+	moving slots
 }
+
+// MaxMoves is how many Attach and Detach calls move links at once; the
+// others wait, in the order they came, as for the kernel's RTNL. nri
+// starts every pod's attach as soon as its sandbox starts, so a burst of
+// 64 pods of 8 devices asks for 512 at once: unbounded, the provisioner's
+// RSS peaked at 96.8 MiB (make bench, against 17 idle).
+const MaxMoves = 8
 
 var _ provisionerv1.ProvisionerServiceServer = (*Server)(nil)
 
@@ -89,9 +100,10 @@ var _ provisionerv1.ProvisionerServiceServer = (*Server)(nil)
 func New(log *slog.Logger, factories Factories, mover Mover) *Server {
 	inv := newInventory()
 	return &Server{
-		log:   log,
-		inv:   inv,
-		mover: mover,
+		log:    log,
+		inv:    inv,
+		mover:  mover,
+		moving: make(slots, MaxMoves),
 		managers: &managers{log: log, inv: inv, new: factories,
 			running: map[devicev1.DeviceManager]*running{}, last: map[devicev1.DeviceManager]manager.Manager{},
 			configured: make(chan struct{})},
@@ -651,7 +663,25 @@ func (s *Server) move(ctx context.Context, pd *devicev1.PreparedDevice, netnsPat
 	if pd.GetDevice().GetKernelIfName() == "" {
 		return nil
 	}
+	release, err := s.moving.take(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
 	return f()
+}
+
+// slots is a counting semaphore: its capacity is how many may hold one.
+type slots chan struct{}
+
+// take waits for a slot, within ctx, and returns its release.
+func (sl slots) take(ctx context.Context) (release func(), err error) {
+	select {
+	case sl <- struct{}{}:
+		return func() { <-sl }, nil
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
 }
 
 // validateMove is Attach's and Detach's trust boundary: the prepared
