@@ -45,26 +45,39 @@ func ptrEq[T comparable](a, b *T) bool {
 }
 
 // UpdateDeviceStatus implements driver.ClaimWriter: it replaces these
-// devices' entries and keeps every other, retrying on conflicts with a
-// fresh copy of the claim.
+// devices' entries and keeps every other. The first try starts from the
+// claim in hand, which the kubelet plugin read moments before the
+// prepare: one API round trip, on every pod's path. A conflict (the claim
+// changed since) retries from a fresh copy.
 func (c *Claims) UpdateDeviceStatus(ctx context.Context, claim *resourceapi.ResourceClaim, devices []resourceapi.AllocatedDeviceStatus) error {
 	claims := c.client.ResourceV1().ResourceClaims(claim.Namespace)
+	cur := claim
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := claims.Get(ctx, claim.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
+		if cur == nil {
+			fresh, err := claims.Get(ctx, claim.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			cur = fresh
 		}
 		if cur.UID != claim.UID {
 			return fmt.Errorf("claim %s/%s was replaced", claim.Namespace, claim.Name)
 		}
-		next := cur.DeepCopy()
-		next.Status.Devices = slices.DeleteFunc(next.Status.Devices, func(e resourceapi.AllocatedDeviceStatus) bool {
-			return slices.ContainsFunc(devices, func(d resourceapi.AllocatedDeviceStatus) bool { return sameEntry(e, d) })
-		})
-		next.Status.Devices = append(next.Status.Devices, devices...)
-		_, err = claims.UpdateStatus(ctx, next, metav1.UpdateOptions{})
+		_, err := claims.UpdateStatus(ctx, withDeviceStatus(cur, devices), metav1.UpdateOptions{})
+		cur = nil // a retry reads the claim afresh
 		return err
 	})
+}
+
+// withDeviceStatus is a copy of claim whose status has devices' entries
+// in place of the ones it had for the same devices.
+func withDeviceStatus(claim *resourceapi.ResourceClaim, devices []resourceapi.AllocatedDeviceStatus) *resourceapi.ResourceClaim {
+	next := claim.DeepCopy()
+	next.Status.Devices = slices.DeleteFunc(next.Status.Devices, func(e resourceapi.AllocatedDeviceStatus) bool {
+		return slices.ContainsFunc(devices, func(d resourceapi.AllocatedDeviceStatus) bool { return sameEntry(e, d) })
+	})
+	next.Status.Devices = append(next.Status.Devices, devices...)
+	return next
 }
 
 // Event implements driver.ClaimWriter.
