@@ -439,6 +439,14 @@ func (a *Agent) register(ctx context.Context, name string, spec *v1alpha1.NodeCo
 			kubeletplugin.NodeName(a.cfg.NodeName),
 			kubeletplugin.PluginDataDirectoryPath(dataDir),
 			kubeletplugin.RegistrarDirectoryPath(a.cfg.RegistrarDir),
+			// The driver takes its own locks (one call per claim, one
+			// interface-name check per pod; the state service's intents
+			// across processes), so the kubelet's calls for different
+			// pods run at once: serialized, a burst of pods queued
+			// behind every prepare before theirs. One dra runs per
+			// node (the DaemonSet surges none), so no lock file is
+			// needed across instances.
+			kubeletplugin.Serialize(false),
 			kubeletplugin.GRPCVerbosity(100)}, a.metadataOptions()...)...)
 		if err == nil {
 			if waitRegistered(ctx, h, timeout) {
