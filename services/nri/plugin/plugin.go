@@ -219,13 +219,21 @@ func (p *Plugin) rollback(ctx context.Context, log *slog.Logger, done []*statev1
 	}
 }
 
+// detach detaches a's device from netns, with its row read again first: a
+// may be older than an Attach that replaced the prepared device (a
+// rollback's row from before the attach, a reconciliation's list).
 func (p *Plugin) detach(ctx context.Context, a *statev1.Allocation, netns string) error {
-	// Re-read the row: Attach may have replaced the prepared device.
-	pd := a.GetPreparedDevice()
 	rows, err := p.state.ListAllocations(ctx, &statev1.ListAllocationsRequest{DeviceName: a.GetDeviceName(), ClaimUid: a.GetClaimUid()})
 	if err == nil && len(rows.GetAllocations()) == 1 {
-		pd = rows.GetAllocations()[0].GetPreparedDevice()
+		a = rows.GetAllocations()[0]
 	}
+	return p.detachRow(ctx, a, netns)
+}
+
+// detachRow detaches a's device from netns, a being its current row (read
+// under the pod's lock, which every attach and detach of the pod holds).
+func (p *Plugin) detachRow(ctx context.Context, a *statev1.Allocation, netns string) error {
+	pd := a.GetPreparedDevice()
 	resp, err := retry(ctx, func(ctx context.Context) (*provisionerv1.DetachResponse, error) {
 		return p.provisioner.Detach(ctx, &provisionerv1.DetachRequest{PreparedDevice: pd, NetnsPath: netns, Config: a.GetConfig()})
 	})

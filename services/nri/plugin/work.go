@@ -313,7 +313,9 @@ func (p *Plugin) detachPod(ctx context.Context, log *slog.Logger, uid, netns str
 		}
 		todo, nss = append(todo, a), append(nss, ns)
 	}
-	errs := fanout.Each(len(todo), func(i int) error { return p.detach(ctx, todo[i], nss[i]) })
+	// The rows are the current ones: listed just now, under the
+	// pod's lock.
+	errs := fanout.Each(len(todo), func(i int) error { return p.detachRow(ctx, todo[i], nss[i]) })
 	for i, err := range errs {
 		if err != nil {
 			errs[i] = fmt.Errorf("detaching %s from pod %s: %w", todo[i].GetDeviceName(), uid, err)
