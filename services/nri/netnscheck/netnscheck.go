@@ -68,6 +68,7 @@ func (c Check) Run(stdin io.Reader) error {
 		return fmt.Errorf("the OCI state names no container process (pid %d)", st.Pid)
 	}
 	deadline := time.Now().Add(c.Wait)
+	pause := firstPause
 	for {
 		missing, err := c.missing(st.Pid)
 		if err != nil {
@@ -80,9 +81,21 @@ func (c Check) Run(stdin io.Reader) error {
 			return fmt.Errorf("netdra: %s not in the network namespace of container %s: its pod's devices are not attached (is netdra's nri plugin running?); the container is not started without them",
 				strings.Join(missing, ", "), st.ID)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(pause)
+		pause = min(2*pause, maxPause)
 	}
 }
+
+// The check looks again after firstPause, then after pauses that double up
+// to maxPause. The container waits until the look after its devices are
+// in: with a fixed 50 ms, a container whose pod's attach ended right after
+// the first look waited 50 ms more, on the start of nearly every pod whose
+// containers are created while its attach runs. A look reads one small
+// /proc file (tens of microseconds).
+const (
+	firstPause = time.Millisecond
+	maxPause   = 10 * time.Millisecond
+)
 
 // missing lists the interfaces of c.IfNames not in pid's netns.
 func (c Check) missing(pid int) ([]string, error) {
