@@ -259,7 +259,7 @@ image-dev: $(DEV_GRPCURL)
 	$(CONTAINER_ENGINE) build -f pods/Dockerfile --target dev --build-arg SERVICE=$(SERVICE) -t $(IMAGE) $(OUT)
 
 .PHONY: bench
-bench: ## Run the benchmarks (bench/, shared/testinfra/testworld/benchworld) and regenerate bench/RESULTS.md and bench/latency.png (root; ~20 min).
+bench: node-deps ## Run the benchmarks (bench/, shared/testinfra/testworld/benchworld) and regenerate bench/RESULTS.md and bench/latency.png (root; ~20 min).
 	@out=$$(mktemp -d /tmp/netdra-bench.XXXXXX); start=$$(date +%s); \
 	{ NETDRA_BENCH_OUT=$$out $(GO) test -run '^$$' -bench 'State|Sriov' -benchtime 2s -count 1 ./bench/ && \
 	  NETDRA_BENCH_OUT=$$out $(GO) test -run '^$$' -bench 'Attach' -benchtime 1x -count 1 -timeout 30m ./bench/ && \
