@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/utils/ptr"
@@ -96,7 +97,33 @@ type preparation struct {
 	podUID  string
 	podName string
 	devices []plannedDevice
+
+	// steps times the prepare's steps, for its log line: where a slow
+	// prepare's time went.
+	steps steps
 }
+
+// steps records how long each step of a prepare took.
+type steps struct {
+	last time.Time
+	b    strings.Builder
+}
+
+// start starts the clock of the first step.
+func (s *steps) start() { s.last = time.Now() }
+
+// done ends the step named name and starts the next.
+func (s *steps) done(name string) {
+	now := time.Now()
+	if s.b.Len() > 0 {
+		s.b.WriteByte(' ')
+	}
+	fmt.Fprintf(&s.b, "%s=%.1fms", name, float64(now.Sub(s.last).Microseconds())/1000)
+	s.last = now
+}
+
+// String is the steps and their times: "pod=1.2ms list=0.3ms ...".
+func (s *steps) String() string { return s.b.String() }
 
 // makePreparation checks the claim and parses its config without touching the
 // node or the state: the results of this driver, one pod that is not on
@@ -107,6 +134,7 @@ func (d *Driver) makePreparation(ctx context.Context, claim *resourceapi.Resourc
 		return nil, ErrNotAllocated
 	}
 	p := &preparation{claim: claim}
+	p.steps.start()
 	for _, r := range alloc.Devices.Results {
 		if r.Driver != d.name {
 			continue
@@ -140,6 +168,7 @@ func (d *Driver) makePreparation(ctx context.Context, claim *resourceapi.Resourc
 	if err := d.checkPod(ctx, p); err != nil {
 		return nil, err
 	}
+	p.steps.done("pod")
 	return p, nil
 }
 

@@ -44,6 +44,7 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 	if err != nil {
 		return nil, err
 	}
+	p.steps.done("rows")
 	var pds []*devicev1.PreparedDevice
 	var ids map[string]string
 	if kept != nil {
@@ -57,7 +58,7 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 		if pds, ids, err = d.prepareFresh(ctx, log, p); err != nil {
 			return nil, err
 		}
-		log.Info("claim prepared", "devices", len(p.devices))
+		log.Info("claim prepared", "devices", len(p.devices), "steps", p.steps.String())
 	}
 	return d.result(p, pds, ids), nil
 }
@@ -244,6 +245,7 @@ func (d *Driver) prepareFresh(ctx context.Context, log *slog.Logger, p *preparat
 	if err != nil {
 		return nil, nil, err
 	}
+	p.steps.done("inventory")
 	devs := make([]*devicev1.Device, len(p.devices))
 	for i, dev := range p.devices {
 		if devs[i] = inv[dev.device]; devs[i] == nil {
@@ -256,6 +258,7 @@ func (d *Driver) prepareFresh(ctx context.Context, log *slog.Logger, p *preparat
 	if err := d.begin(ctx, p, devs, inv); err != nil {
 		return nil, nil, err
 	}
+	p.steps.done("intents")
 	return d.setUp(ctx, log, p, devs)
 }
 
@@ -358,11 +361,13 @@ func (d *Driver) setUp(ctx context.Context, log *slog.Logger, p *preparation, de
 	if err != nil {
 		return nil, nil, d.rollBack(ctx, log, rb, err)
 	}
+	p.steps.done("setup")
 	rb.specWritten = d.cdi != nil
 	ids, err := d.writeSpec(p, rb.prepared)
 	if err != nil {
 		return nil, nil, d.rollBack(ctx, log, rb, err)
 	}
+	p.steps.done("cdi")
 	entries := make([]resourceapi.AllocatedDeviceStatus, len(p.devices))
 	commit := &statev1.CommitPrepareRequest{ClaimUid: string(p.claim.UID)}
 	for i, dev := range p.devices {
@@ -378,9 +383,11 @@ func (d *Driver) setUp(ctx context.Context, log *slog.Logger, p *preparation, de
 		return nil, nil, d.rollBack(ctx, log, rb, fmt.Errorf("writing claim status: %w", err))
 	}
 	rb.statusWritten = true
+	p.steps.done("status")
 	if _, err := d.intents.CommitPrepare(ctx, commit); err != nil {
 		return nil, nil, d.rollBack(ctx, log, rb, callErr("committing the allocations", err))
 	}
+	p.steps.done("commit")
 	return rb.prepared, ids, nil
 }
 

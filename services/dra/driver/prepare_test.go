@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"errors"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -770,5 +771,16 @@ func TestConfigFor(t *testing.T) {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestSteps: a prepare's log line names its steps in order, each with its time.
+func TestSteps(t *testing.T) {
+	var s steps
+	s.start()
+	s.done("pod")
+	s.done("rows")
+	if !regexp.MustCompile(`^pod=\d+\.\dms rows=\d+\.\dms$`).MatchString(s.String()) {
+		t.Fatalf("steps %q", s.String())
 	}
 }
