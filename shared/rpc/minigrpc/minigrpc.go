@@ -91,10 +91,11 @@ func attempt(ctx context.Context, socket, method string, req []byte) ([]byte, er
 	switch {
 	case !errors.Is(err, os.ErrDeadlineExceeded):
 		return resp, err
-	case ctx.Err() != nil:
+	default:
+		// The socket's deadline is ctx's, which its timer marks a moment
+		// later: wait for it, so that the caller sees ctx ended too.
+		<-ctx.Done()
 		return nil, contextStatus(ctx.Err())
-	default: // the socket's deadline, a moment before ctx's timer
-		return nil, contextStatus(context.DeadlineExceeded)
 	}
 }
 
