@@ -30,7 +30,8 @@ var hostPathOwners = []struct {
 	{"/var/run/netns", []string{"provisioner"}},
 	{"/run/netns", []string{"provisioner"}},
 	{"/var/lib/netdra", []string{"state", "state-dir"}},
-	// The netns check hook, installed on the host for runc to run.
+	// netdra-hook (the netns check and gate hooks), installed on the host
+	// for runc to run.
 	{"/opt/netdra/bin", []string{"netns-hook"}},
 	// nri's gate socket, which the hooks runc runs on the host call.
 	{"/run/netdra-gate", []string{"nri"}},
