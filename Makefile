@@ -8,6 +8,8 @@ TOOLS     := $(CURDIR)/.tools
 TOOLS_BIN := $(TOOLS)/bin
 OUT       := $(CURDIR)/_output
 SERVICES  := $(patsubst services/%/main.go,%,$(wildcard services/*/main.go))
+# nri's OCI hook binary (not a service: no image of its own; nri's holds it).
+HOOK      := services/nri/cmd/netdra-hook
 
 # Pinned tools, installed from the module proxy by `make tools`.
 BUF_VERSION                 := v1.75.0
@@ -54,9 +56,9 @@ tools: ## Install the pinned tools into .tools/bin.
 	@$(MAKE) --no-print-directory -s -j3 $(TOOL_STAMPS)
 
 .PHONY: build
-build: ## Build every service binary into _output/.
+build: ## Build every service binary and netdra-hook into _output/.
 	@mkdir -p $(OUT)
-	$(GO) build -o $(OUT)/ $(addprefix ./services/,$(SERVICES))
+	$(GO) build -o $(OUT)/ $(addprefix ./services/,$(SERVICES)) ./$(HOOK)
 
 # Generated code, checked by checkgenerate.
 GENERATED := protos shared/apis pods/crds pods/chart/netdra/crds services/provisioner/ebpf
@@ -255,7 +257,7 @@ $(DEV_GRPCURL):
 .PHONY: image-dev
 image-dev: $(DEV_GRPCURL)
 	@test -n "$(SERVICE)" && test -n "$(IMAGE)" || { echo "usage: make image-dev SERVICE=<service> IMAGE=<image ref>" >&2; exit 2; }
-	@test -x $(OUT)/$(SERVICE) || { echo "make image-dev: $(OUT)/$(SERVICE) is missing: run CGO_ENABLED=0 make build" >&2; exit 1; }
+	@test -x $(OUT)/$(SERVICE) -a -x $(OUT)/netdra-hook || { echo "make image-dev: $(OUT)/$(SERVICE) or $(OUT)/netdra-hook is missing: run CGO_ENABLED=0 make build" >&2; exit 1; }
 	$(CONTAINER_ENGINE) build -f pods/Dockerfile --target dev --build-arg SERVICE=$(SERVICE) -t $(IMAGE) $(OUT)
 
 .PHONY: bench

@@ -404,7 +404,7 @@ func newPipeline(b *testing.B) *pipeline {
 	// As the DaemonSet runs it: with its gate hook, which runc would run.
 	nri := nodetest.Start(b, "nri", dir, "", append(quiet, "-state-socket", st.Socket, "-provisioner-socket", prov.Socket,
 		"-metrics-address", "", "-nri-socket", filepath.Join(rtDir, "nri.sock"),
-		"-gate-hook", filepath.Join(nodetest.Binaries(b), "nri"), "-gate-socket", filepath.Join(dir, "nri-gate.sock"))...)
+		"-gate-hook", nodetest.Hook(b), "-gate-socket", filepath.Join(dir, "nri-gate.sock"))...)
 	for _, proc := range []*nodetest.Proc{st, prov, nri} {
 		pid, err := figures.FindPID("-socket", proc.Socket)
 		must(b, err)

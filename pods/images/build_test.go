@@ -41,7 +41,7 @@ func TestBuild_ReadBack(t *testing.T) {
 		source: "https://example.com/netdra", version: "v9.9.9", revision: "0123456789abcdef", licenses: "Apache-2.0",
 		created: time.Unix(1700000000, 0).UTC(),
 	}}
-	res := packTo(t, img, filepath.Join(dir, img.service), c)
+	res := packTo(t, img, dir, c)
 
 	checkArchiveEntries(t, res.path, c.prov.created)
 	oci := readLayout(t, res.path, map[string]string{
@@ -56,18 +56,18 @@ func TestBuild_ReadBack(t *testing.T) {
 
 	again := c
 	again.out = filepath.Join(dir, "b")
-	res2 := packTo(t, img, filepath.Join(dir, img.service), again)
+	res2 := packTo(t, img, dir, again)
 	if a, b := fileSum(t, res.path), fileSum(t, res2.path); a != b {
 		t.Errorf("the same binary packed twice gives two archives (%x, %x)", a, b)
 	}
 }
 
-func packTo(t *testing.T, img image, bin string, c config) packed {
+func packTo(t *testing.T, img image, dir string, c config) packed {
 	t.Helper()
 	if err := os.MkdirAll(c.out, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	res, err := pack(img, bin, c)
+	res, err := pack(img, dir, c)
 	if err != nil {
 		t.Fatal(err)
 	}

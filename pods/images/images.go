@@ -17,6 +17,13 @@ type image struct {
 	service     string // services/<service>/main.go; the image is <prefix>/<service>:<tag>
 	uid, gid    int    // the user the process runs as (the Dockerfile's USER)
 	description string // org.opencontainers.image.description
+	extras      []program
+}
+
+// program is a binary an image holds beside its service's.
+type program struct {
+	name string // its file name in binDir
+	pkg  string // its main package, relative to the repository
 }
 
 // images are netdra's five images. Which uid each runs as follows the
@@ -24,15 +31,22 @@ type image struct {
 // nonroot (65532), the provisioner as root with two capabilities, dra and
 // nri as root without any.
 var images = []image{
-	{"provisioner", 0, 0, "netdra provisioner: device discovery, VF provisioning and moving links between network namespaces"},
-	{"state", 65532, 65532, "netdra state: the node's device inventory and allocations, durable on local disk"},
-	{"dra", 0, 0, "netdra dra: the DRA kubelet plugin (ResourceSlices, prepare and unprepare)"},
-	{"nri", 0, 0, "netdra nri: the NRI plugin that plugs the prepared devices into a pod's network namespace"},
-	{"operator", 65532, 65532, "netdra operator: ClusterConfig to a NodeConfig per node"},
+	{"provisioner", 0, 0, "netdra provisioner: device discovery, VF provisioning and moving links between network namespaces", nil},
+	{"state", 65532, 65532, "netdra state: the node's device inventory and allocations, durable on local disk", nil},
+	{"dra", 0, 0, "netdra dra: the DRA kubelet plugin (ResourceSlices, prepare and unprepare)", nil},
+	{"nri", 0, 0, "netdra nri: the NRI plugin that plugs the prepared devices into a pod's network namespace",
+		// The OCI hooks' binary, which nri's install-hook copies onto the host.
+		[]program{{"netdra-hook", "./services/nri/cmd/netdra-hook"}}},
+	{"operator", 65532, 65532, "netdra operator: ClusterConfig to a NodeConfig per node", nil},
 }
 
 // binary is the path of the service's binary in its image.
 func (i image) binary() string { return path.Join(binDir, i.service) }
+
+// programs are the image's binaries: the service's, then its extras.
+func (i image) programs() []program {
+	return append([]program{{i.service, "./services/" + i.service}}, i.extras...)
+}
 
 // entrypoint is the image's entrypoint: the binary, without arguments (the
 // manifests give them).

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -35,11 +37,12 @@ type entry struct {
 }
 
 // rootfs is everything an image holds: the distroless skeleton the
-// processes may look at (the users, a home for each, /tmp) and the binary,
-// owned by root and executable by every user. No mount points: the
-// runtime creates those before it makes the root read-only.
-func rootfs(img image, bin []byte) []entry {
-	return []entry{
+// processes may look at (the users, a home for each, /tmp) and the
+// binaries (bins, by program name), owned by root and executable by every
+// user. No mount points: the runtime creates those before it makes the
+// root read-only.
+func rootfs(img image, bins map[string][]byte) []entry {
+	entries := []entry{
 		{name: "etc/", mode: 0o755},
 		{name: "etc/group", mode: 0o644, data: []byte(group)},
 		{name: "etc/passwd", mode: 0o644, data: []byte(passwd)},
@@ -50,21 +53,28 @@ func rootfs(img image, bin []byte) []entry {
 		{name: "usr/", mode: 0o755},
 		{name: "usr/local/", mode: 0o755},
 		{name: "usr/local/bin/", mode: 0o755},
-		{name: strings.TrimPrefix(img.binary(), "/"), mode: 0o755, data: bin},
 	}
+	for _, p := range img.programs() {
+		entries = append(entries, entry{name: strings.TrimPrefix(path.Join(binDir, p.name), "/"), mode: 0o755, data: bins[p.name]})
+	}
+	return entries
 }
 
 // newLayer packs the image's root into a gzip-compressed OCI layer whose
-// every entry has the time mtime, so that the same binary always gives the
-// same layer digest.
-func newLayer(img image, binPath string, mtime time.Time) (v1.Layer, error) {
-	bin, err := os.ReadFile(binPath)
-	if err != nil {
-		return nil, err
+// every entry has the time mtime, so that the same binaries (in dir) always
+// give the same layer digest.
+func newLayer(img image, dir string, mtime time.Time) (v1.Layer, error) {
+	bins := map[string][]byte{}
+	for _, p := range img.programs() {
+		b, err := os.ReadFile(filepath.Join(dir, p.name))
+		if err != nil {
+			return nil, err
+		}
+		bins[p.name] = b
 	}
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	for _, e := range rootfs(img, bin) {
+	for _, e := range rootfs(img, bins) {
 		h := &tar.Header{Name: e.name, Mode: e.mode, Uid: e.uid, Gid: e.gid, ModTime: mtime}
 		if strings.HasSuffix(e.name, "/") {
 			h.Typeflag = tar.TypeDir

@@ -147,7 +147,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	for _, s := range c.services {
 		img, _ := lookup(s)
-		res, err := pack(img, filepath.Join(bins, s), c)
+		res, err := pack(img, bins, c)
 		if err != nil {
 			return fmt.Errorf("image %s: %w", s, err)
 		}
@@ -157,13 +157,20 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-// buildBinaries builds the services' binaries into dir with one go build:
+// buildBinaries builds the services' binaries (with their images' extra
+// programs) into dir with one go build:
 // static (CGO_ENABLED=0), without this machine's paths (-trimpath) and
 // without symbol tables (-s -w).
 func buildBinaries(ctx context.Context, goCmd, root, dir, arch string, services []string) error {
 	args := []string{"build", "-trimpath", "-ldflags=-s -w", "-o", dir + string(filepath.Separator)}
 	for _, s := range services {
-		args = append(args, "./services/"+s)
+		img, ok := lookup(s)
+		if !ok {
+			return fmt.Errorf("no image for service %q", s)
+		}
+		for _, p := range img.programs() {
+			args = append(args, p.pkg)
+		}
 	}
 	cmd := exec.CommandContext(ctx, goCmd, args...)
 	cmd.Dir = root
@@ -181,13 +188,14 @@ type packed struct {
 	size               int64
 }
 
-// pack writes the image of img, whose binary is bin, to <c.out>/<service>.tar.
-func pack(img image, bin string, c config) (packed, error) {
+// pack writes the image of img, whose binaries are in dir, to
+// <c.out>/<service>.tar.
+func pack(img image, dir string, c config) (packed, error) {
 	name, err := imageName(c.prefix, img.service, c.tag)
 	if err != nil {
 		return packed{}, err
 	}
-	layer, err := newLayer(img, bin, c.prov.created)
+	layer, err := newLayer(img, dir, c.prov.created)
 	if err != nil {
 		return packed{}, err
 	}

@@ -21,8 +21,9 @@ const repoRoot = "../.."
 
 // described is what an image is, as both pods/Dockerfile and images say it.
 type described struct {
-	Program    string // the service whose binary the image runs
-	Binary     string // its path in the image
+	Program    string   // the service whose binary the image runs
+	Binary     string   // its path in the image
+	Extras     []string // the paths of the other binaries it holds
 	User       string
 	Entrypoint []string
 }
@@ -53,7 +54,9 @@ func dockerfileImages(t *testing.T) map[string]described {
 			stage, other = f[2], nil
 		case "COPY":
 			f := strings.Fields(rest)
-			if len(f) == 3 && f[0] == "--from=build" {
+			if len(f) == 3 && f[0] == "--from=build" && stages[stage] != nil {
+				stages[stage].Extras = append(stages[stage].Extras, f[2])
+			} else if len(f) == 3 && f[0] == "--from=build" {
 				stages[stage] = &described{Program: path.Base(f[1]), Binary: f[2]}
 				for _, o := range other {
 					t.Errorf("stage %s: %s before its binary: this test does not know what it does to the image", stage, o)
@@ -113,7 +116,11 @@ func logicalLines(t *testing.T, f *os.File) []string {
 func builderImages() map[string]described {
 	out := map[string]described{}
 	for _, i := range images {
-		out[i.service] = described{Program: i.service, Binary: i.binary(), User: i.user(), Entrypoint: i.entrypoint()}
+		d := described{Program: i.service, Binary: i.binary(), User: i.user(), Entrypoint: i.entrypoint()}
+		for _, p := range i.extras {
+			d.Extras = append(d.Extras, path.Join(binDir, p.name))
+		}
+		out[i.service] = d
 	}
 	return out
 }

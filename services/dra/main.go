@@ -54,7 +54,7 @@ func main() {
 	fs.StringVar(&cfg.PluginDir, "plugin-dir", "/var/lib/kubelet/plugins", "parent of the kubelet plugin's data directory (<dir>/<driver>)")
 	fs.StringVar(&cfg.RegistrarDir, "registrar-dir", "/var/lib/kubelet/plugins_registry", "the kubelet's plugin registration directory")
 	fs.StringVar(&cfg.CDIDir, "cdi-dir", cdispec.DefaultDir, "the CDI spec directory the container runtime reads: netdra's per-claim specs (vfio device nodes, PCI address variables) and the device metadata specs go there; empty: no CDI and no device metadata")
-	fs.StringVar(&cfg.NetnsHook, "netns-hook", "", "the nri binary's path on the host (installed there by the DaemonSet): each device with an interface gets `nri check-netns` as a CDI createRuntime hook, so that no container of its claim starts without it, even while nri is away; empty: no hook (nri's CreateContainer gate and the runtime's required-plugin validator only). Needs -cdi-dir")
+	fs.StringVar(&cfg.NetnsHook, "netns-hook", "", "the netdra-hook binary's path on the host (installed there by the DaemonSet with `nri install-hook`): each device with an interface gets `netdra-hook check-netns` as a CDI createRuntime hook, so that no container of its claim starts without it, even while nri is away; empty: no hook (nri's CreateContainer gate and the runtime's required-plugin validator only). Needs -cdi-dir")
 	fs.StringVar(&cfg.Metrics, "metrics-address", "127.0.0.1:9651", "where to serve Prometheus metrics (empty: nowhere)")
 	fs.Float64Var(&cfg.KubeQPS, "kube-api-qps", 50, "queries per second to the apiserver (client-side rate limit; the kubelet's default)")
 	fs.IntVar(&cfg.KubeBurst, "kube-api-burst", 100, "burst of queries to the apiserver above -kube-api-qps")

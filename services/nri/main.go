@@ -8,15 +8,13 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
-	"time"
 
 	nriv1 "github.com/netdra/netdra/protos/netdra/nri/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
-	"github.com/netdra/netdra/services/nri/netnscheck"
+	"github.com/netdra/netdra/services/nri/hookbin"
 	"github.com/netdra/netdra/services/nri/plugin"
 	"github.com/netdra/netdra/shared/process"
 	"github.com/netdra/netdra/shared/process/metrics"
@@ -35,12 +33,6 @@ type config struct {
 }
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == netnscheck.Subcommand {
-		os.Exit(checkNetns(os.Args[2:]))
-	}
-	if len(os.Args) > 1 && os.Args[1] == plugin.WaitSubcommand {
-		os.Exit(waitAttached(os.Args[2:]))
-	}
 	if len(os.Args) == 3 && os.Args[1] == "install-hook" {
 		os.Exit(installHook(os.Args[2]))
 	}
@@ -52,63 +44,17 @@ func main() {
 	fs.StringVar(&cfg.NRI.Index, "plugin-index", "50", "NRI plugin index (two digits): the order among plugins")
 	cfg.Peers.Register(fs)
 	fs.StringVar(&cfg.Metrics, "metrics-address", "127.0.0.1:9652", "where to serve Prometheus metrics (empty: nowhere)")
-	fs.StringVar(&cfg.Gate.Hook, "gate-hook", "", "the nri binary's path on the host (installed there by the DaemonSet, as for dra's -netns-hook): a container created while its pod's devices are still being attached gets `nri wait-attached` as an OCI createRuntime hook, which waits for them outside the runtime's NRI lock; empty: CreateContainer waits, holding the runtime's lock (set it empty when the runtime's NRI validator rejects OCI hook adjustments). Needs -gate-socket")
+	fs.StringVar(&cfg.Gate.Hook, "gate-hook", "", "the netdra-hook binary's path on the host (installed there by the DaemonSet with `nri install-hook`, as for dra's -netns-hook): a container created while its pod's devices are still being attached gets `netdra-hook wait-attached` as an OCI createRuntime hook, which waits for them outside the runtime's NRI lock; empty: CreateContainer waits, holding the runtime's lock (set it empty when the runtime's NRI validator rejects OCI hook adjustments). Needs -gate-socket")
 	fs.StringVar(&cfg.Gate.Socket, "gate-socket", "/run/netdra-gate/nri.sock", "the unix socket the gate hook calls (WaitAttached), at a path the host sees: a hostPath, not the emptyDir of -socket")
 	os.Exit(process.Main(fs, os.Args[1:], &cfg.Flags, cfg.run))
 }
 
-// checkNetns is `nri check-netns -ifname net1 [-ifname net2 ...]`, the OCI
-// createRuntime hook dra puts on netdra's CDI devices (package netnscheck):
-// exit 0 when every interface is in the container's netns, else 1 with the
-// reason on stderr, which the runtime reports as the creation's error.
-func checkNetns(args []string) int {
-	fs := flag.NewFlagSet("nri "+netnscheck.Subcommand, flag.ContinueOnError)
-	var c netnscheck.Check
-	fs.Func("ifname", "an interface that must be in the container's netns (repeatable)", func(s string) error {
-		c.IfNames = append(c.IfNames, s)
-		return nil
-	})
-	fs.StringVar(&c.ProcRoot, "proc", "/proc", "the proc filesystem")
-	fs.DurationVar(&c.Wait, "wait", netnscheck.DefaultWait, "how long an interface may take to appear")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if err := c.Run(os.Stdin); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return 0
-}
-
-// installHook is `nri install-hook <path>`: it copies this binary to path
-// on the host (the DaemonSet's init container, from an image with no
-// shell), atomically, mode 0755, for the runtime to run as the netns
-// check hook.
+// installHook is `nri install-hook <path>`: it copies the netdra-hook
+// binary beside this one to path on the host (the DaemonSet's init
+// container, from an image with no shell), atomically, mode 0755, for the
+// runtime to run as the netns check and gate hook.
 func installHook(path string) int {
-	if err := netnscheck.Install(path); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return 0
-}
-
-// waitAttached is `nri wait-attached -socket S -pod UID -netns PATH`, the
-// OCI createRuntime hook nri's CreateContainer puts on a container whose
-// pod's devices are still being attached (plugin.Gate): exit 0 once they
-// are all in the pod's netns, else 1 with the reason on stderr, which the
-// runtime reports as the creation's error.
-func waitAttached(args []string) int {
-	fs := flag.NewFlagSet("nri "+plugin.WaitSubcommand, flag.ContinueOnError)
-	socket := fs.String("socket", "", "nri's gate socket")
-	req := &nriv1.WaitAttachedRequest{}
-	fs.StringVar(&req.PodUid, "pod", "", "the pod's UID")
-	fs.StringVar(&req.NetnsPath, "netns", "", "the pod sandbox's netns path")
-	wait := fs.Duration("wait", time.Duration(plugin.GateHookTimeout-1)*time.Second, "how long to wait for the attach")
-	if code, ok := process.ParseArgs(fs, args, os.Stderr); !ok {
-		return code
-	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(os.Stdin, 1<<20)) // the OCI state: the runtime writes it
-	if err := plugin.CallWaitAttached(context.Background(), *socket, req, *wait); err != nil {
+	if err := hookbin.Install(path); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -63,7 +63,7 @@ type Config struct {
 	// claims' CDI specs (package cdispec) and the kubelet plugin helper's
 	// device metadata specs (KEP-5304) go there. Empty: neither.
 	CDIDir string
-	// NetnsHook is the nri binary on the host, put on each device with an
+	// NetnsHook is the netdra-hook binary on the host, put on each device with an
 	// interface as a CDI createRuntime hook that keeps a container from
 	// starting without its devices even when nri is away; "" for none.
 	NetnsHook string

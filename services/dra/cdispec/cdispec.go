@@ -85,12 +85,13 @@ func Build(claimUID string, devs []Device) (*cdi.Spec, map[string]string, error)
 
 // HookTimeout bounds the netns check hook, in seconds (the runtime kills
 // it then and fails the creation): long enough for the attach of a burst
-// of pods, which nri does beside the runtime (see nri's GateHookTimeout).
+// of pods, which nri does beside the runtime (see nri's gatehook.HookTimeout).
 const HookTimeout = 30
 
 // netnsHook is the createRuntime hook that fails a container's creation
-// unless ifName is in its network namespace: hook is the path of the nri
-// binary on the host, run as `nri check-netns -ifname <name>`.
+// unless ifName is in its network namespace: hook is the path of the
+// netdra-hook binary on the host, run as `netdra-hook check-netns -ifname
+// <name>`.
 func netnsHook(hook, ifName string) *cdi.Hook {
 	timeout := HookTimeout
 	return &cdi.Hook{HookName: "createRuntime", Path: hook,
@@ -234,8 +235,8 @@ type Dir struct {
 	hook string
 }
 
-// WithNetnsHook puts the netns check hook (the nri binary at path on the
-// host, package services/nri/netnscheck) on every device with an
+// WithNetnsHook puts the netns check hook (the netdra-hook binary at path
+// on the host, package services/nri/netnscheck) on every device with an
 // interface: a container of the claim is then not created until its
 // devices are in its network namespace, whether nri is running or not.
 func (d *Dir) WithNetnsHook(path string) *Dir {

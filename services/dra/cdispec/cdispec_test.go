@@ -183,7 +183,7 @@ func dirNames(t *testing.T, dir string) []string {
 // a CDI device whose createRuntime hook checks its pod interface name; a
 // vfio VF (no interface) gets none; a bad name is refused.
 func TestBuild_NetnsHook(t *testing.T) {
-	dir := New(t.TempDir()).WithNetnsHook("/opt/netdra/bin/nri")
+	dir := New(t.TempDir()).WithNetnsHook("/opt/netdra/bin/netdra-hook")
 	ids, err := dir.Write(uid, []Device{
 		{Request: "net", Name: "dummy0", Prepared: dummy("dummy0"), IfName: "net1"},
 		{Request: "dpdk", Name: "vf0", Prepared: vfioVF("vf0", "0000:03:00.1", "42")},
@@ -206,8 +206,8 @@ func TestBuild_NetnsHook(t *testing.T) {
 		hooks := d.ContainerEdits.Hooks
 		switch d.Name {
 		case uid + "-dummy0":
-			want := []string{"nri", "check-netns", "-ifname", "net1"}
-			if len(hooks) != 1 || hooks[0].HookName != "createRuntime" || hooks[0].Path != "/opt/netdra/bin/nri" || !slices.Equal(hooks[0].Args, want) {
+			want := []string{"netdra-hook", "check-netns", "-ifname", "net1"}
+			if len(hooks) != 1 || hooks[0].HookName != "createRuntime" || hooks[0].Path != "/opt/netdra/bin/netdra-hook" || !slices.Equal(hooks[0].Args, want) {
 				t.Errorf("dummy0's hooks: %+v, want one createRuntime hook with %v", hooks, want)
 			}
 		case uid + "-vf0":

@@ -27,8 +27,9 @@ import (
 	"time"
 )
 
-// Subcommand is the nri binary's subcommand that runs the check: the hook
-// is `nri check-netns -ifname <name>...`, the OCI state on its stdin.
+// Subcommand is netdra-hook's subcommand that runs the check: the hook
+// is `netdra-hook check-netns -ifname <name>...`, the OCI state on its
+// stdin.
 const Subcommand = "check-netns"
 
 // DefaultWait is how long the hook waits for an interface by default,

@@ -80,31 +80,3 @@ func TestCheck_RealProcess(t *testing.T) {
 		t.Fatalf("Run on this process: %v", err)
 	}
 }
-
-// TestInstall copies the running executable (this test binary) into
-// place, 0755, replacing an old one, and refuses a relative path.
-func TestInstall(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "nri")
-	if err := os.WriteFile(path, []byte("old"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := Install(path); err != nil {
-		t.Fatalf("Install: %v", err)
-	}
-	self, _ := os.Executable()
-	want, _ := os.ReadFile(self)
-	got, err := os.ReadFile(path)
-	if err != nil || string(got) != string(want) {
-		t.Fatalf("installed file differs from the executable (%v)", err)
-	}
-	if st, _ := os.Stat(path); st.Mode().Perm() != 0o755 {
-		t.Errorf("mode %v, want 0755", st.Mode().Perm())
-	}
-	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
-		t.Errorf("%d files in the directory, want only the hook", len(entries))
-	}
-	if err := Install("rel/nri"); err == nil {
-		t.Error("Install of a relative path succeeded")
-	}
-}

@@ -13,31 +13,22 @@ import (
 
 	nriv1 "github.com/netdra/netdra/protos/netdra/nri/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+	"github.com/netdra/netdra/services/nri/gatehook"
 )
 
 // Gate is where a container of a pod whose attach still runs waits for it
 // outside the runtime's NRI lock: the OCI createRuntime hook `<Hook>
-// wait-attached`, which runc runs as it creates the container (after
-// CreateContainer returned, holding no lock of the runtime's) and which
-// asks the plugin's WaitAttached on Socket.
+// wait-attached` (netdra-hook, package gatehook), which runc runs as it
+// creates the container (after CreateContainer returned, holding no lock
+// of the runtime's) and which asks the plugin's WaitAttached on Socket.
 type Gate struct {
-	// Hook is the nri binary's path on the host (the DaemonSet installs
-	// it there, as for dra's netns check hook).
+	// Hook is the netdra-hook binary's path on the host (the DaemonSet
+	// installs it there with `nri install-hook`, for dra's netns check
+	// hook too).
 	Hook string
 	// Socket is the plugin's gate socket, at the path the host sees.
 	Socket string
 }
-
-// WaitSubcommand is the nri binary's subcommand the gate's hook runs.
-const WaitSubcommand = "wait-attached"
-
-// GateHookTimeout is the gate hook's OCI timeout, in seconds: the runtime
-// kills the hook after it, and the container's creation fails. The hook's
-// own wait (-wait) ends a second before, with the reason. It is long
-// enough for a burst: the kernel moves about 50 links a second (RTNL), so
-// 64 pods of 8 devices started at once take 10-15 s to have theirs; the
-// wait holds only the container's own creation.
-const GateHookTimeout = 30
 
 // WithGate makes the plugin hand a container's wait for its pod's attach
 // to g's hook (g.Hook and g.Socket set), instead of waiting in
@@ -52,8 +43,8 @@ func (g Gate) hook(uid, netns string) *api.ContainerAdjustment {
 	adj := &api.ContainerAdjustment{}
 	adj.AddHooks(&api.Hooks{CreateRuntime: []*api.Hook{{
 		Path:    g.Hook,
-		Args:    []string{filepath.Base(g.Hook), WaitSubcommand, "-socket", g.Socket, "-pod", uid, "-netns", netns},
-		Timeout: &api.OptionalInt{Value: GateHookTimeout},
+		Args:    []string{filepath.Base(g.Hook), gatehook.Subcommand, "-socket", g.Socket, "-pod", uid, "-netns", netns},
+		Timeout: &api.OptionalInt{Value: gatehook.HookTimeout},
 	}}})
 	return adj
 }

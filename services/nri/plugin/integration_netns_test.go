@@ -136,8 +136,8 @@ func hasAddr(l ipLink, cidr string) bool {
 
 // pluginFor connects the real plugin to a real NRI runtime side and returns
 // the runtime, ready for events, and the plugin. With gate, the plugin
-// hands the containers' wait to its gate hook, the real nri binary, as
-// the DaemonSet runs it.
+// hands the containers' wait to its gate hook, the real netdra-hook
+// binary, as the DaemonSet runs it.
 func pluginFor(t *testing.T, n *node, gate bool) (*adaptation.Adaptation, *Plugin) {
 	t.Helper()
 	dir := shortDir(t)
@@ -150,7 +150,7 @@ func pluginFor(t *testing.T, n *node, gate bool) (*adaptation.Adaptation, *Plugi
 		nriv1.RegisterNriServiceServer(srv.GRPC(), p.StatusServer())
 		go func() { _ = srv.Serve() }()
 		t.Cleanup(srv.Stop)
-		p.WithGate(Gate{Hook: filepath.Join(nodetest.Binaries(t), "nri"), Socket: sock})
+		p.WithGate(Gate{Hook: nodetest.Hook(t), Socket: sock})
 	}
 	rt := startRuntime(t, dir)
 	t.Cleanup(rt.r.Stop)
@@ -162,7 +162,7 @@ func pluginFor(t *testing.T, n *node, gate bool) (*adaptation.Adaptation, *Plugi
 
 // TestIntegration_AttachDetach: the real chain on host veths: run puts the
 // device into the pod netns under its pod name with MAC and addresses,
-// which the container's gate hook (the nri binary) waits for; stop brings
+// which the container's gate hook (netdra-hook) waits for; stop brings
 // it back under its original name, MAC and MTU.
 func TestIntegration_AttachDetach(t *testing.T) {
 	n := startNode(t, "data0")

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 
 	nriv1 "github.com/netdra/netdra/protos/netdra/nri/v1"
+	"github.com/netdra/netdra/services/nri/gatehook"
 )
 
 // returns fails the test when f does not return: f must not wait for
@@ -39,7 +40,7 @@ func returns(t *testing.T, what string, f func() error) {
 func TestHooks_ReturnWhileMovesHeld(t *testing.T) {
 	w := newWorld(alloc("a", "pod1", prepared))
 	w.hold = make(chan struct{})
-	p := newPlugin(t, w).WithGate(Gate{Hook: "/opt/netdra/bin/nri", Socket: "/run/netdra-gate/nri.sock"})
+	p := newPlugin(t, w).WithGate(Gate{Hook: "/opt/netdra/bin/netdra-hook", Socket: "/run/netdra-gate/nri.sock"})
 	p.conn.connected.Store(true) // as after Synchronize
 	ctx, sb := context.Background(), pod("pod1", "/var/run/netns/p1")
 	returns(t, "RunPodSandbox", func() error { return p.RunPodSandbox(ctx, sb) })
@@ -48,8 +49,8 @@ func TestHooks_ReturnWhileMovesHeld(t *testing.T) {
 		adj, _, err = p.CreateContainer(ctx, sb, &api.Container{Name: "app"})
 		return err
 	})
-	want := []*api.Hook{{Path: "/opt/netdra/bin/nri", Args: []string{"nri", "wait-attached", "-socket", "/run/netdra-gate/nri.sock",
-		"-pod", "pod1", "-netns", "/var/run/netns/p1"}, Timeout: &api.OptionalInt{Value: GateHookTimeout}}}
+	want := []*api.Hook{{Path: "/opt/netdra/bin/netdra-hook", Args: []string{"netdra-hook", "wait-attached", "-socket", "/run/netdra-gate/nri.sock",
+		"-pod", "pod1", "-netns", "/var/run/netns/p1"}, Timeout: &api.OptionalInt{Value: gatehook.HookTimeout}}}
 	if diff := cmp.Diff(want, adj.GetHooks().GetCreateRuntime(), cmp.Comparer(func(a, b *api.Hook) bool { return a.String() == b.String() })); diff != "" {
 		t.Errorf("the container's createRuntime hooks (-want +got):\n%s", diff)
 	}
@@ -83,7 +84,7 @@ func TestHooks_ReturnWhileMovesHeld(t *testing.T) {
 func TestWaitAttached_Refusals(t *testing.T) {
 	w := newWorld(alloc("a", "pod1", prepared))
 	w.failAttach["a"] = errors.New("link busy")
-	p := newPlugin(t, w).WithGate(Gate{Hook: "/opt/netdra/bin/nri", Socket: "/run/netdra-gate/nri.sock"})
+	p := newPlugin(t, w).WithGate(Gate{Hook: "/opt/netdra/bin/netdra-hook", Socket: "/run/netdra-gate/nri.sock"})
 	p.conn.connected.Store(true) // as after Synchronize
 	ctx, srv := context.Background(), p.StatusServer()
 	for _, tc := range []struct {
@@ -150,7 +151,7 @@ func TestStop_NewSandboxWaitsForDetach(t *testing.T) {
 // nor does a second container of a pod whose devices are in.
 func TestCreateContainer_PodWithoutDevicesNeverHooked(t *testing.T) {
 	w := newWorld(alloc("a", "pod1", prepared))
-	p := newPlugin(t, w).WithGate(Gate{Hook: "/opt/netdra/bin/nri", Socket: "/run/netdra-gate/nri.sock"})
+	p := newPlugin(t, w).WithGate(Gate{Hook: "/opt/netdra/bin/netdra-hook", Socket: "/run/netdra-gate/nri.sock"})
 	ctx := context.Background()
 	for range 20 {
 		sb := pod("plain", "/var/run/netns/plain")

@@ -115,12 +115,7 @@ func TestImportRules(t *testing.T) {
 // infrastructure.
 func TestBinariesLinkNoTestInfrastructure(t *testing.T) {
 	root := moduleRoot(t)
-	mains, err := filepath.Glob(filepath.Join(root, "services", "*", "main.go"))
-	if err != nil || len(mains) == 0 {
-		t.Fatalf("no service main packages: %v", err)
-	}
-	for _, m := range mains {
-		name := filepath.Base(filepath.Dir(m))
+	for _, name := range binaries(t, root) {
 		for _, dep := range binaryDeps(t, root, name) {
 			if isTestInfrastructure(dep) {
 				t.Errorf("the %s binary links test infrastructure: %s", name, dep)
@@ -129,19 +124,51 @@ func TestBinariesLinkNoTestInfrastructure(t *testing.T) {
 	}
 }
 
+// TestHookBinaryStartsFast: netdra-hook, which runc runs on containers'
+// creation, links none of the packages whose init makes a Go program slow
+// to start (gRPC, net/http, Prometheus, NRI, the protobuf runtime).
+func TestHookBinaryStartsFast(t *testing.T) {
+	slow := []string{"google.golang.org/grpc", "google.golang.org/protobuf", "net/http", "github.com/prometheus",
+		"github.com/containerd/nri", "k8s.io", "log/slog"}
+	for _, dep := range binaryDeps(t, moduleRoot(t), "services/nri/cmd/netdra-hook") {
+		for _, s := range slow {
+			if dep == s || strings.HasPrefix(dep, s+"/") {
+				t.Errorf("netdra-hook links %s", dep)
+			}
+		}
+	}
+}
+
+// binaries are the main packages of the product's binaries, relative to
+// root: each service's and the commands beside them (services/*/cmd/*).
+func binaries(t *testing.T, root string) []string {
+	t.Helper()
+	var out []string
+	for _, pattern := range []string{"services/*/main.go", "services/*/cmd/*/main.go"} {
+		mains, err := filepath.Glob(filepath.Join(root, pattern))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range mains {
+			rel, _ := filepath.Rel(root, filepath.Dir(m))
+			out = append(out, rel)
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("no main packages under services/")
+	}
+	return out
+}
+
 // TestSharedIsProduct checks the other half of the layout: every package in
 // shared/ outside shared/testinfra (and the test-only apis/agreement) is
-// linked by some service binary, so test infrastructure cannot settle
+// linked by some product binary, so test infrastructure cannot settle
 // among the product's libraries unnoticed.
 func TestSharedIsProduct(t *testing.T) {
 	root := moduleRoot(t)
 	linked := map[string]bool{}
-	mains, err := filepath.Glob(filepath.Join(root, "services", "*", "main.go"))
-	if err != nil || len(mains) == 0 {
-		t.Fatalf("no service main packages: %v", err)
-	}
-	for _, m := range mains {
-		for _, dep := range binaryDeps(t, root, filepath.Base(filepath.Dir(m))) {
+	for _, name := range binaries(t, root) {
+		for _, dep := range binaryDeps(t, root, name) {
 			linked[dep] = true
 		}
 	}
@@ -193,14 +220,15 @@ func goListDeps(t *testing.T, root, pattern string) []string {
 	return strings.Fields(string(out))
 }
 
-// binaryDeps lists what the service's binary links: no -test.
-func binaryDeps(t *testing.T, root, service string) []string {
+// binaryDeps lists what the binary of the main package at pkg (relative
+// to root) links: no -test.
+func binaryDeps(t *testing.T, root, pkg string) []string {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", "./services/"+service)
+	cmd := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", "./"+pkg)
 	cmd.Dir = root
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("go list ./services/%s: %v", service, err)
+		t.Fatalf("go list ./%s: %v", pkg, err)
 	}
 	return strings.Fields(string(out))
 }

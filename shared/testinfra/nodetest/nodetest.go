@@ -31,7 +31,8 @@ var (
 )
 
 // Binaries builds the node processes (state, provisioner, nri, dra when
-// present) into a folder shared by the test binary and returns it.
+// present) and nri's OCI hook binary, netdra-hook (Hook), into a folder
+// shared by the test binary and returns it.
 func Binaries(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -53,6 +54,9 @@ func Binaries(t testing.TB) string {
 				pkgs = append(pkgs, "./services/"+s)
 			}
 		}
+		if _, err := os.Stat(filepath.Join(root, hookPkg, "main.go")); err == nil {
+			pkgs = append(pkgs, "./"+hookPkg)
+		}
 		cmd := exec.Command("go", append([]string{"build", "-o", binDir + "/"}, pkgs...)...)
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -63,6 +67,17 @@ func Binaries(t testing.TB) string {
 		t.Fatal(buildErr)
 	}
 	return binDir
+}
+
+// hookPkg is netdra-hook's main package, in the product module.
+const hookPkg = "services/nri/cmd/netdra-hook"
+
+// Hook builds the binaries (Binaries) and returns the path of the OCI hook
+// binary netdra-hook, which the DaemonSet installs on the host for dra's
+// -netns-hook and nri's -gate-hook.
+func Hook(t testing.TB) string {
+	t.Helper()
+	return filepath.Join(Binaries(t), "netdra-hook")
 }
 
 // Dir returns a short folder for sockets (unix socket paths are limited to

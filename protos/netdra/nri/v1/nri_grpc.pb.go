@@ -37,7 +37,7 @@ type NriServiceClient interface {
 	// WaitAttached returns once every prepared device of the pod is in the
 	// pod's network namespace: it waits for the attach RunPodSandbox
 	// started, and attaches what is not in place. It is the fail-closed
-	// gate the plugin hands to the OCI createRuntime hook (`nri
+	// gate the plugin hands to the OCI createRuntime hook (`netdra-hook
 	// wait-attached`) of a container created while its pod's attach runs,
 	// so that the wait holds neither the runtime's NRI lock nor any other
 	// pod. FailedPrecondition, with the device and the reason, when a
@@ -86,7 +86,7 @@ type NriServiceServer interface {
 	// WaitAttached returns once every prepared device of the pod is in the
 	// pod's network namespace: it waits for the attach RunPodSandbox
 	// started, and attaches what is not in place. It is the fail-closed
-	// gate the plugin hands to the OCI createRuntime hook (`nri
+	// gate the plugin hands to the OCI createRuntime hook (`netdra-hook
 	// wait-attached`) of a container created while its pod's attach runs,
 	// so that the wait holds neither the runtime's NRI lock nor any other
 	// pod. FailedPrecondition, with the device and the reason, when a

@@ -68,7 +68,7 @@ func startNetdra(b testing.TB, provArgs ...string) *netdraNode {
 
 // netdraOpts are what a benchmark changes in netdra's processes: the
 // provisioner's extra flags, where nri and dra serve their metrics (empty:
-// nowhere), and dra's netns hook (the nri binary, as the DaemonSet installs
+// nowhere), and dra's netns hook (netdra-hook, as the DaemonSet installs
 // it).
 type netdraOpts struct {
 	provArgs               []string
@@ -92,11 +92,11 @@ func startNetdraOpts(b testing.TB, opts netdraOpts) *netdraNode {
 	nn.prov = nodetest.Start(b, "provisioner", nn.dir, nn.hostNS, append(quiet, opts.provArgs...)...)
 	socks := slices.Clip(append(quiet, "-state-socket", nn.state.Socket, "-provisioner-socket", nn.prov.Socket))
 	nn.nriP = nodetest.Start(b, "nri", nn.dir, "", append(socks, "-nri-socket", n.NRISocket(), "-metrics-address", opts.nriMetrics,
-		"-gate-hook", filepath.Join(nodetest.Binaries(b), "nri"), "-gate-socket", filepath.Join(nn.dir, "nri-gate.sock"))...)
+		"-gate-hook", nodetest.Hook(b), "-gate-socket", filepath.Join(nn.dir, "nri-gate.sock"))...)
 	draArgs := append(socks, "-node-name", n.Name(), "-kubeconfig", cp.Kubeconfig(), "-metrics-address", opts.draMetrics,
 		"-plugin-dir", nn.dir+"/plugins", "-registrar-dir", n.RegistryDir(), "-cdi-dir", n.CDIDir())
 	if opts.netnsHook {
-		draArgs = append(draArgs, "-netns-hook", filepath.Join(nodetest.Binaries(b), "nri"))
+		draArgs = append(draArgs, "-netns-hook", nodetest.Hook(b))
 	}
 	nn.dra = nodetest.Start(b, "dra", nn.dir, "", draArgs...)
 	var err error

@@ -2,6 +2,7 @@ package deploytest
 
 import (
 	"fmt"
+	"path"
 	"slices"
 	"strings"
 	"testing"
@@ -30,7 +31,8 @@ var hostPathOwners = []struct {
 	{"/var/run/netns", []string{"provisioner"}},
 	{"/run/netns", []string{"provisioner"}},
 	{"/var/lib/netdra", []string{"state", "state-dir"}},
-	// The netns check hook, installed on the host for runc to run.
+	// netdra-hook (the netns check and gate hooks), installed on the host
+	// for runc to run.
 	{"/opt/netdra/bin", []string{"netns-hook"}},
 	// nri's gate socket, which the hooks runc runs on the host call.
 	{"/run/netdra-gate", []string{"nri"}},
@@ -68,11 +70,35 @@ func podRules(ds *appsv1.DaemonSet) []string {
 			bad = append(bad, c.Name+": does not mount the shared socket directory /run/netdra")
 		}
 	}
+	bad = append(bad, hookRules(spec)...)
 	all := append(slices.Clone(spec.InitContainers), spec.Containers...)
 	for _, c := range all {
 		bad = append(bad, imageRules(c)...)
 		bad = append(bad, privilegeRules(c)...)
 		bad = append(bad, mountRules(c, spec.Volumes)...)
+	}
+	return bad
+}
+
+// hookRules: the netns-hook init container installs netdra-hook (nri
+// install-hook, from nri's image) into its hostPath, and dra's
+// -netns-hook and nri's -gate-hook name the file it installs: a hook path
+// that names nothing fails every container of a claim.
+func hookRules(spec corev1.PodSpec) []string {
+	i := slices.IndexFunc(spec.InitContainers, func(c corev1.Container) bool { return c.Name == "netns-hook" })
+	if i < 0 {
+		return []string{"no netns-hook init container"}
+	}
+	cmd := spec.InitContainers[i].Command
+	if len(cmd) != 3 || cmd[0] != "/usr/local/bin/nri" || cmd[1] != "install-hook" || path.Base(cmd[2]) != "netdra-hook" {
+		return []string{fmt.Sprintf("netns-hook: command %q, want /usr/local/bin/nri install-hook <dir>/netdra-hook", cmd)}
+	}
+	var bad []string
+	for _, want := range [][2]string{{"dra", "-netns-hook="}, {"nri", "-gate-hook="}} {
+		c := spec.Containers[slices.IndexFunc(spec.Containers, func(c corev1.Container) bool { return c.Name == want[0] })]
+		if !slices.Contains(c.Args, want[1]+cmd[2]) {
+			bad = append(bad, fmt.Sprintf("%s: no %s%s, the hook netns-hook installs (args %q)", want[0], want[1], cmd[2], c.Args))
+		}
 	}
 	return bad
 }
@@ -323,6 +349,14 @@ func TestDaemonSet_PrivilegesDetected(t *testing.T) {
 				}
 			}
 		}, "provisioner: mounts host path /sys/fs/bpf with propagation HostToContainer"},
+		{"the gate hook at the old nri binary", func(ds *appsv1.DaemonSet) {
+			c := byName(ds, "nri")
+			for i, a := range c.Args {
+				if strings.HasPrefix(a, "-gate-hook=") {
+					c.Args[i] = "-gate-hook=/opt/netdra/bin/nri"
+				}
+			}
+		}, "nri: no -gate-hook=/opt/netdra/bin/netdra-hook"},
 		{"state as root", func(ds *appsv1.DaemonSet) {
 			var root int64
 			byName(ds, "state").SecurityContext.RunAsUser = &root

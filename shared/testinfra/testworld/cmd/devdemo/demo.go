@@ -147,7 +147,7 @@ func (d *demo) preflight(context.Context) error {
 		return fmt.Errorf("the ip command (iproute2) is needed: %w", err)
 	}
 	bins := []string{d.c.testworld, d.c.grpcurl}
-	for _, n := range nodeProcesses {
+	for _, n := range append(nodeProcesses, "netdra-hook") { // nri's gate hook
 		bins = append(bins, filepath.Join(d.c.binDir, n))
 	}
 	for _, b := range bins {
@@ -313,7 +313,7 @@ func (d *demo) nodeArgs(name string) []string {
 		return []string{"-db", filepath.Join(d.c.dir, "state.db")}
 	case "nri":
 		return append(peers, "-nri-socket", d.env["TESTWORLD_NRI_SOCKET"], "-metrics-address", d.c.nriMetrics,
-			"-gate-hook", filepath.Join(d.c.binDir, "nri"), "-gate-socket", d.socket("nri-gate"))
+			"-gate-hook", filepath.Join(d.c.binDir, "netdra-hook"), "-gate-socket", d.socket("nri-gate"))
 	case "dra":
 		return append(peers, "-node-name", d.env["TESTWORLD_NODE"], "-kubeconfig", d.env["KUBECONFIG"],
 			"-plugin-dir", d.env["TESTWORLD_PLUGINS"], "-registrar-dir", d.env["TESTWORLD_PLUGINS_REGISTRY"],

@@ -51,7 +51,7 @@ func main() {
 // config is devdemo's flags.
 type config struct {
 	dir        string // sockets, logs, state.db, the world's folder
-	binDir     string // state, provisioner, nri, dra
+	binDir     string // state, provisioner, nri, dra, netdra-hook
 	testworld  string // the testworld binary
 	grpcurl    string
 	crds       string // pods/crds
@@ -83,7 +83,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("devdemo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.dir, "dir", "/tmp/netdra-dev", "folder for the sockets, logs and state (created; must be absent or empty; removed at exit)")
-	fs.StringVar(&c.binDir, "bin", "", "folder holding the state, provisioner, nri and dra binaries (required)")
+	fs.StringVar(&c.binDir, "bin", "", "folder holding the state, provisioner, nri, dra and netdra-hook binaries (required)")
 	fs.StringVar(&c.testworld, "testworld", "", "the testworld binary (required; make world-bin)")
 	fs.StringVar(&c.grpcurl, "grpcurl", "", "the grpcurl binary (required)")
 	fs.StringVar(&c.crds, "crds", "", "folder of netdra's CRDs, pods/crds (required)")

@@ -1,0 +1,98 @@
+// Command netdra-hook is netdra's OCI createRuntime hook, which runc runs
+// as it creates a container, before the container's program starts:
+//
+//	netdra-hook check-netns -ifname net1 [-ifname net2 ...]
+//	netdra-hook wait-attached -socket S -pod UID -netns PATH
+//
+// check-netns is on every netdra CDI device (dra's -netns-hook, package
+// netnscheck); wait-attached on a container created while its pod's
+// attach runs (nri's -gate-hook, package gatehook). Each reads the OCI
+// state on stdin and exits 0, or 1 with the reason on stderr, which the
+// runtime reports as the container's creation error; 2 for bad arguments.
+// It is a binary of its own, not an nri subcommand, so that it starts in
+// about the time of an empty Go program: it links the standard library,
+// hpack and the two packages only (no gRPC runtime, no net/http, no
+// Prometheus, no NRI). nri's `install-hook` copies it onto the host.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/netdra/netdra/services/nri/gatehook"
+	"github.com/netdra/netdra/services/nri/netnscheck"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stderr))
+}
+
+func run(args []string, stdin io.Reader, stderr io.Writer) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case netnscheck.Subcommand:
+			return checkNetns(args[1:], stdin, stderr)
+		case gatehook.Subcommand:
+			return waitAttached(args[1:], stdin, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "usage: netdra-hook %s|%s [flags] (an OCI createRuntime hook: the OCI state on stdin)\n", netnscheck.Subcommand, gatehook.Subcommand)
+	return 2
+}
+
+// checkNetns is `netdra-hook check-netns -ifname net1 [-ifname net2
+// ...]`, the hook dra puts on netdra's CDI devices: exit 0 when every
+// interface is in the container's netns.
+func checkNetns(args []string, stdin io.Reader, stderr io.Writer) int {
+	fs := flag.NewFlagSet("netdra-hook "+netnscheck.Subcommand, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var c netnscheck.Check
+	fs.Func("ifname", "an interface that must be in the container's netns (repeatable)", func(s string) error {
+		c.IfNames = append(c.IfNames, s)
+		return nil
+	})
+	fs.StringVar(&c.ProcRoot, "proc", "/proc", "the proc filesystem")
+	fs.DurationVar(&c.Wait, "wait", netnscheck.DefaultWait, "how long an interface may take to appear")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if err := c.Run(stdin); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// waitAttached is `netdra-hook wait-attached -socket S -pod UID -netns
+// PATH`, the hook nri's CreateContainer puts on a container whose pod's
+// devices are still being attached: exit 0 once they are all in the pod's
+// netns.
+func waitAttached(args []string, stdin io.Reader, stderr io.Writer) int {
+	fs := flag.NewFlagSet("netdra-hook "+gatehook.Subcommand, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	socket := fs.String("socket", "", "nri's gate socket")
+	pod := fs.String("pod", "", "the pod's UID")
+	netns := fs.String("netns", "", "the pod sandbox's netns path")
+	wait := fs.Duration("wait", time.Duration(gatehook.HookTimeout-1)*time.Second, "how long to wait for the attach")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "unexpected arguments: %q\n", fs.Args())
+		return 2
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(stdin, 1<<20)) // the OCI state: the runtime writes it
+	if err := gatehook.WaitAttached(context.Background(), *socket, *pod, *netns, *wait); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	return 0
+}
