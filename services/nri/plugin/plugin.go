@@ -26,6 +26,7 @@ import (
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+	"github.com/netdra/netdra/shared/fanout"
 	"github.com/netdra/netdra/shared/keylock"
 )
 
@@ -85,9 +86,22 @@ type Plugin struct {
 	// reconciling serializes background reconciliations.
 	reconciling sync.Mutex
 
+	// calls bounds the devices attached and detached at once across
+	// the pods (MaxCalls).
+	calls *fanout.Limit
+
 	metrics *metrics
 	conn    conn
 }
+
+// MaxCalls is how many devices the pods' background attaches and detaches
+// attach or detach at once, across the node; the others wait, pod by pod in
+// the order the pods came (fanout.Limit). The provisioner moves 8 links at
+// once (the kernel serializes them anyway), so 16 keep it busy while the
+// state records the last ones. Unbounded, a burst of 64 pods of 8 devices
+// had 512 calls in flight, each a goroutine and a gRPC stream in nri and
+// in the provisioner.
+const MaxCalls = 16
 
 // HookTimeout bounds the work of one hook, below the runtime's 2 s request
 // timeout, so an unreachable state service or provisioner refuses the
@@ -101,7 +115,7 @@ const rollbackTimeout = 2 * time.Second
 // not nil.
 func New(log *slog.Logger, state StateClient, provisioner ProvisionerClient, reg prometheus.Registerer) *Plugin {
 	return &Plugin{log: log, state: state, provisioner: provisioner, netns: map[string]string{},
-		attaching: map[string]*podWork{}, detaching: map[string]*podWork{}, metrics: newMetrics(reg)}
+		attaching: map[string]*podWork{}, detaching: map[string]*podWork{}, calls: fanout.NewLimit(MaxCalls), metrics: newMetrics(reg)}
 }
 
 // lockPod takes the pod's lock and returns its unlock. It waits as long as
