@@ -97,11 +97,13 @@ type Plugin struct {
 // MaxCalls is how many devices the pods' background attaches and detaches
 // attach or detach at once, across the node; the others wait, pod by pod in
 // the order the pods came (fanout.Limit). The provisioner moves 8 links at
-// once (the kernel serializes them anyway), so 16 keep it busy while the
-// state records the last ones. Unbounded, a burst of 64 pods of 8 devices
-// had 512 calls in flight, each a goroutine and a gRPC stream in nri and
-// in the provisioner.
-const MaxCalls = 16
+// once (the kernel serializes them anyway), and a device's attach is more
+// than its move (the state's MarkAttached, a detach's ListAllocations and
+// MarkDetached): with 16, the 64-pod burst of 8 devices moved 0.76x the
+// kernel's links a second (make bench's attach, one run); 32 keep the
+// provisioner's 8 busy. Unbounded, that burst had 512 calls in flight,
+// each a goroutine and a gRPC stream in nri and in the provisioner.
+const MaxCalls = 32
 
 // HookTimeout bounds the work of one hook, below the runtime's 2 s request
 // timeout, so an unreachable state service or provisioner refuses the
