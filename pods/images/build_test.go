@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"debug/buildinfo"
 	"debug/elf"
 	"errors"
 	"io"
@@ -215,6 +216,7 @@ func checkLayer(t *testing.T, oci v1.Image, img image, created time.Time) {
 		}
 		b, _ := io.ReadAll(tr)
 		checkStatic(t, b)
+		checkTags(t, b)
 	}
 	var want []string
 	for _, e := range rootfs(img, nil) {
@@ -240,6 +242,24 @@ func checkStatic(t *testing.T, b []byte) {
 			t.Error("binary has an ELF interpreter: not static")
 		}
 	}
+}
+
+// checkTags: the binary was built with buildTags (grpcnotrace).
+func checkTags(t *testing.T, b []byte) {
+	t.Helper()
+	info, err := buildinfo.Read(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("binary's build info: %v", err)
+	}
+	for _, s := range info.Settings {
+		if s.Key == "-tags" {
+			if s.Value != buildTags {
+				t.Errorf("binary built with -tags %q, want %q", s.Value, buildTags)
+			}
+			return
+		}
+	}
+	t.Errorf("binary built without -tags, want %q", buildTags)
 }
 
 func forEachEntry(t *testing.T, archive string, fn func(*tar.Header, io.Reader)) {

@@ -3,7 +3,8 @@
 // kernel serializes their namespace moves and link changes (RTNL), but
 // not the work around them (netlink round trips, gRPC hops, the state's
 // fsyncs, eBPF attachments), which one after the other summed to several
-// times the kernel's own cost for 8 devices.
+// times the kernel's own cost for 8 devices. A Limit bounds the calls that
+// the batches sharing it run at once.
 package fanout
 
 import "sync"

@@ -83,3 +83,21 @@ func applyMemoryLimit(limit ByteSize, flagGiven bool) {
 	}
 	debug.SetMemoryLimit(int64(limit))
 }
+
+// DefaultGCPercent is the node processes' GC target percentage unless
+// -gc-percent or $GOGC says otherwise: half the runtime's 100, so that a
+// process under churn grows its heap by half of what it holds, not all of
+// it, before collecting. Unlike a memory limit near what a process holds,
+// it scales with the live heap, so a process that holds more collects as
+// often, not all the time.
+const DefaultGCPercent = 50
+
+// applyGCPercent sets the runtime's GC percentage to percent, unless $GOGC
+// sets one and the flag was not given (explicit beats the environment, the
+// environment beats the default).
+func applyGCPercent(percent int, flagGiven bool) {
+	if !flagGiven && os.Getenv("GOGC") != "" {
+		return
+	}
+	debug.SetGCPercent(percent)
+}

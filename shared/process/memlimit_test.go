@@ -68,3 +68,37 @@ func TestMain_MemoryLimit(t *testing.T) {
 		})
 	}
 }
+
+// TestMain_GCPercent: the default GC percentage is set before run, a flag
+// overrides it, and $GOGC beats the default but not the flag.
+func TestMain_GCPercent(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	for _, tc := range []struct {
+		name, env string
+		args      []string
+		want      int
+	}{
+		{name: "default", want: DefaultGCPercent},
+		{name: "flag", args: []string{"-gc-percent", "25"}, want: 25},
+		{name: "off", args: []string{"-gc-percent", "-1"}, want: -1},
+		{name: "environment over the default", env: "80", want: 80},
+		{name: "flag over the environment", env: "80", args: []string{"-gc-percent", "25"}, want: 25},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("GOGC", tc.env)
+			// What the runtime read from $GOGC at its start.
+			debug.SetGCPercent(map[bool]int{false: 100, true: 80}[tc.env != ""])
+			var f Flags
+			fs := flag.NewFlagSet("gctest", flag.ContinueOnError)
+			f.Register(fs, "gctest")
+			var got int
+			code := mainWith(fs, tc.args, &f, &bytes.Buffer{}, func(context.Context, *slog.Logger) error {
+				got = debug.SetGCPercent(100)
+				return nil
+			})
+			if code != 0 || got != tc.want {
+				t.Errorf("exit %d, GC percent %d; want 0, %d", code, got, tc.want)
+			}
+		})
+	}
+}

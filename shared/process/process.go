@@ -36,6 +36,11 @@ type Flags struct {
 	// MemoryLimit is the Go runtime's soft memory limit (0: none); the
 	// default is the process's in MemoryLimits.
 	MemoryLimit ByteSize
+	// GCPercent is the Go runtime's GC target percentage (GOGC): the
+	// heap grows by this percentage of what it holds before the next
+	// collection; negative turns the collector off (then only a memory
+	// limit starts one).
+	GCPercent int
 }
 
 // Register adds the common flags to fs, the socket defaulting to
@@ -46,6 +51,7 @@ func (f *Flags) Register(fs *flag.FlagSet, name string) {
 	fs.TextVar(&f.LogLevel, "log-level", slog.LevelInfo, "minimum log level: debug, info, warn, error")
 	f.MemoryLimit = MemoryLimits[name]
 	fs.Var(&f.MemoryLimit, "memory-limit", "the Go runtime's soft memory limit (GOMEMLIMIT), e.g. 12MiB; 0: none. Unset, $GOMEMLIMIT wins over the default")
+	fs.IntVar(&f.GCPercent, "gc-percent", DefaultGCPercent, "the Go runtime's GC target percentage (GOGC): how much the heap grows over what it holds before a collection; negative: off. Unset, $GOGC wins over the default")
 }
 
 // ServerConfig returns the rpc server configuration the flags describe.
@@ -97,9 +103,10 @@ func mainWith(fs *flag.FlagSet, args []string, f *Flags, stderr io.Writer, run f
 		}
 		return 0
 	}
-	given := false
-	fs.Visit(func(fl *flag.Flag) { given = given || fl.Name == "memory-limit" })
-	applyMemoryLimit(f.MemoryLimit, given)
+	given := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
+	applyMemoryLimit(f.MemoryLimit, given["memory-limit"])
+	applyGCPercent(f.GCPercent, given["gc-percent"])
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: f.LogLevel}))
 	if err := run(context.Background(), log); err != nil {
 		log.Error("Exiting", "error", err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -38,6 +39,25 @@ type world struct {
 	// hold, when set, makes each provisioner Attach and Detach wait
 	// until it is closed.
 	hold chan struct{}
+	// moving counts the provisioner's Attach and Detach calls in
+	// flight, peak the most at once; pause makes each last that long.
+	moving, peak int
+	pause        time.Duration
+}
+
+// moveStarts counts a move in and returns its end, after w.pause.
+func (w *world) moveStarts() (ends func()) {
+	w.mu.Lock()
+	w.moving++
+	w.peak = max(w.peak, w.moving)
+	pause := w.pause
+	w.mu.Unlock()
+	return func() {
+		time.Sleep(pause)
+		w.mu.Lock()
+		w.moving--
+		w.mu.Unlock()
+	}
 }
 
 // meet waits, when together is set, until its count of moves are in
@@ -126,6 +146,7 @@ var _ ProvisionerClient = fakeProvisioner{}
 
 func (f fakeProvisioner) Attach(_ context.Context, r *provisionerv1.AttachRequest, _ ...grpc.CallOption) (*provisionerv1.AttachResponse, error) {
 	f.w.meet()
+	f.w.moveStarts()()
 	f.w.mu.Lock()
 	defer f.w.mu.Unlock()
 	dev := r.GetPreparedDevice().GetDevice().GetName()
@@ -146,6 +167,7 @@ func (f fakeProvisioner) Attach(_ context.Context, r *provisionerv1.AttachReques
 
 func (f fakeProvisioner) Detach(_ context.Context, r *provisionerv1.DetachRequest, _ ...grpc.CallOption) (*provisionerv1.DetachResponse, error) {
 	f.w.meet()
+	f.w.moveStarts()()
 	f.w.mu.Lock()
 	defer f.w.mu.Unlock()
 	dev := r.GetPreparedDevice().GetDevice().GetName()

@@ -240,7 +240,7 @@ func (p *Plugin) Wait() { p.bg.Wait() }
 var errSandboxStopped = errors.New("the pod's sandbox stopped")
 
 // attachPod attaches the pod's prepared devices into w's netns, under the
-// pod's lock, all at once (fanout.Each). A device attached to the netns already
+// pod's lock, all at once within the node's bound (MaxCalls). A device attached to the netns already
 // is left alone; one whose link is missing (the node rebooted since
 // prepare) is set up again first. Any failure detaches what this call
 // attached and is returned.
@@ -264,12 +264,13 @@ func (p *Plugin) attachPod(ctx context.Context, log *slog.Logger, w *podWork, ui
 		return nil
 	}
 	w.at("attaching %s", deviceList(todo))
-	errs := fanout.Each(len(todo), func(i int) error { return p.attach(ctx, todo[i], uid, netns) })
+	errs := p.calls.Each(ctx, len(todo), func(i int) error { return p.attach(ctx, todo[i], uid, netns) })
 	var undo []*statev1.Allocation
 	for i, err := range errs {
 		// The provisioner may have moved a device whose call broke
-		// before its reply: detach it too (Detach is idempotent).
-		if err == nil || rpc.OutcomeUnknown(err) {
+		// before its reply: detach it too (Detach is idempotent). A
+		// device whose attach never started is left alone.
+		if err == nil || rpc.OutcomeUnknown(err) && !errors.Is(err, fanout.ErrNotStarted) {
 			undo = append(undo, todo[i])
 		}
 	}
@@ -289,7 +290,8 @@ func (p *Plugin) attachPod(ctx context.Context, log *slog.Logger, w *podWork, ui
 }
 
 // detachPod detaches the pod's devices attached to netns (to any netns
-// when it is empty), under the pod's lock, all at once. Devices attached
+// when it is empty), under the pod's lock, all at once within the node's
+// bound (MaxCalls). Devices attached
 // to another netns belong to a newer sandbox of the pod and are left
 // alone.
 func (p *Plugin) detachPod(ctx context.Context, log *slog.Logger, uid, netns string) error {
@@ -315,7 +317,7 @@ func (p *Plugin) detachPod(ctx context.Context, log *slog.Logger, uid, netns str
 	}
 	// The rows are the current ones: listed just now, under the
 	// pod's lock.
-	errs := fanout.Each(len(todo), func(i int) error { return p.detachRow(ctx, todo[i], nss[i]) })
+	errs := p.calls.Each(ctx, len(todo), func(i int) error { return p.detachRow(ctx, todo[i], nss[i]) })
 	for i, err := range errs {
 		if err != nil {
 			errs[i] = fmt.Errorf("detaching %s from pod %s: %w", todo[i].GetDeviceName(), uid, err)

@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 
 	nriv1 "github.com/netdra/netdra/protos/netdra/nri/v1"
+	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 	"github.com/netdra/netdra/services/nri/gatehook"
 )
 
@@ -216,4 +218,59 @@ func TestStatus_ShowsWork(t *testing.T) {
 	if got := pods(); len(got) != 0 {
 		t.Errorf("after the detach: %v", got)
 	}
+}
+
+// TestWork_BoundsCalls: a burst of 12 pods of 8 devices, started at once,
+// never has more than MaxCalls attaches (then detaches) with the
+// provisioner at once, and has that many; every device ends in its pod,
+// then back in the host, and each pod's containers pass the gate.
+func TestWork_BoundsCalls(t *testing.T) {
+	const pods, devices = 12, 8
+	var allocs []*statev1.Allocation
+	for i := range pods {
+		for d := range devices {
+			allocs = append(allocs, alloc(fmt.Sprintf("d%d-%d", i, d), fmt.Sprintf("pod%d", i), prepared))
+		}
+	}
+	w := newWorld(allocs...)
+	w.pause = 2 * time.Millisecond
+	p := newPlugin(t, w)
+	p.conn.connected.Store(true) // as after Synchronize
+	ctx := context.Background()
+	sandbox := func(i int) *api.PodSandbox { return pod(fmt.Sprintf("pod%d", i), fmt.Sprintf("/var/run/netns/p%d", i)) }
+	for i := range pods {
+		if err := p.RunPodSandbox(ctx, sandbox(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range pods {
+		_, err := p.StatusServer().WaitAttached(ctx, &nriv1.WaitAttachedRequest{PodUid: fmt.Sprintf("pod%d", i), NetnsPath: fmt.Sprintf("/var/run/netns/p%d", i)})
+		if err != nil {
+			t.Fatalf("WaitAttached(pod%d): %v", i, err)
+		}
+	}
+	check := func(what string, where func(pod int) string) {
+		t.Helper()
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.peak > MaxCalls || w.peak < MaxCalls {
+			t.Errorf("%s: %d moves at once, want %d", what, w.peak, MaxCalls)
+		}
+		for i := range pods {
+			for d := range devices {
+				if got, want := w.where[fmt.Sprintf("d%d-%d", i, d)], where(i); got != want {
+					t.Errorf("%s: device d%d-%d is in %q, want %q", what, i, d, got, want)
+				}
+			}
+		}
+		w.peak = 0
+	}
+	check("attach", func(i int) string { return fmt.Sprintf("/var/run/netns/p%d", i) })
+	for i := range pods {
+		if err := p.StopPodSandbox(ctx, sandbox(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.Wait()
+	check("detach", func(int) string { return "" })
 }

@@ -51,6 +51,9 @@ type Manager struct {
 	// devRoot is where the host's device nodes are (an RDMA device's
 	// /dev/infiniband nodes are under it).
 	devRoot string
+	// links is the host's links while Run follows their events, for
+	// Run's rescans and for Setup's uplink check.
+	links *linkCache
 }
 
 var _ manager.Manager = (*Manager)(nil)
@@ -117,7 +120,8 @@ func New(log *slog.Logger, sysfsRoot string, cfg *provisionerv1.HostConfig, opts
 	if err != nil {
 		return nil, err
 	}
-	m := &Manager{log: log, sysfsRoot: sysfsRoot, sel: sel, resync: DefaultResync, keep: map[string]bool{}, devRoot: DefaultDevRoot}
+	m := &Manager{log: log, sysfsRoot: sysfsRoot, sel: sel, resync: DefaultResync, keep: map[string]bool{}, devRoot: DefaultDevRoot,
+		links: &linkCache{}}
 	for _, p := range cfg.GetKeepEbpfProgramsPools() {
 		m.keep[p] = true
 	}
@@ -142,7 +146,9 @@ func New(log *slog.Logger, sysfsRoot string, cfg *provisionerv1.HostConfig, opts
 func (m *Manager) Run(ctx context.Context, publish func([]*devicev1.Device)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	changed := make(chan struct{}, 1)
-	cache := &linkCache{}
+	cache := m.links
+	// Once Run returns no event keeps the links: the next Setup dumps.
+	defer cache.invalidate()
 	w, err := m.watch(ctx, changed, cache)
 	if err != nil {
 		cancel()

@@ -59,10 +59,7 @@ func (c *linkCache) list(dump func() ([]netlink.Link, error), fresh bool) ([]net
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.valid && !fresh {
-		out := make([]netlink.Link, 0, len(c.links))
-		for _, l := range c.links {
-			out = append(out, l)
-		}
+		out := c.copyLocked()
 		slices.SortFunc(out, func(a, b netlink.Link) int { return a.Attrs().Index - b.Attrs().Index })
 		return out, nil
 	}
@@ -77,4 +74,25 @@ func (c *linkCache) list(dump func() ([]netlink.Link, error), fresh bool) ([]net
 	}
 	c.valid = true
 	return links, nil
+}
+
+// cached returns the cached links, in no order, and true; or false when
+// the cache awaits a dump (no Run follows the host's events, or its
+// subscription was lost), which it leaves to list. The links returned must
+// not be changed.
+func (c *linkCache) cached() ([]netlink.Link, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.valid {
+		return nil, false
+	}
+	return c.copyLocked(), true
+}
+
+func (c *linkCache) copyLocked() []netlink.Link {
+	out := make([]netlink.Link, 0, len(c.links))
+	for _, l := range c.links {
+		out = append(out, l)
+	}
+	return out
 }

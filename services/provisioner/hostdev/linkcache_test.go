@@ -2,6 +2,7 @@ package hostdev
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -84,4 +85,28 @@ func TestLinkCache(t *testing.T) {
 	}
 	dumpErr = nil
 	check("after a failed dump", list(false), []string{"lo", "eth1", "eth0"}, 5)
+}
+
+// TestLinkCache_Cached: cached gives the links only while the cache holds
+// a dump and the events since, and never dumps itself.
+func TestLinkCache_Cached(t *testing.T) {
+	c := &linkCache{}
+	if _, ok := c.cached(); ok {
+		t.Fatal("cached() before any dump = ok")
+	}
+	if _, err := c.list(func() ([]netlink.Link, error) { return []netlink.Link{fakeLink(2, "eth0"), fakeLink(1, "lo")}, nil }, true); err != nil {
+		t.Fatal(err)
+	}
+	c.apply(linkEvent(unix.RTM_NEWLINK, unix.AF_UNSPEC, fakeLink(3, "eth1")))
+	c.apply(linkEvent(unix.RTM_DELLINK, unix.AF_UNSPEC, fakeLink(2, "eth0")))
+	got, ok := c.cached()
+	names := linkNames(got)
+	slices.Sort(names)
+	if diff := cmp.Diff([]string{"eth1", "lo"}, names); !ok || diff != "" {
+		t.Errorf("cached() = ok %v, links (-want +got):\n%s", ok, diff)
+	}
+	c.invalidate()
+	if _, ok := c.cached(); ok {
+		t.Error("cached() after invalidate = ok")
+	}
 }

@@ -3,7 +3,9 @@ package hostdev
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -333,5 +335,75 @@ func TestSetup(t *testing.T) {
 	}
 	if got := ns.link(t, "tst0a").Attrs(); got.MTU != 1400 || got.HardwareAddr.String() != mac || got.Flags&1 != 0 {
 		t.Errorf("Setup or Free changed tst0a: mtu %d, mac %s, flags %v", got.MTU, got.HardwareAddr, got.Flags)
+	}
+}
+
+// TestSetup_WhileRunning: while Run follows the host's link events, Setup
+// reads the links from Run's cache instead of dumping them all (with 200
+// veth pairs, what one Setup allocates falls below a quarter of a dumping
+// Setup's), and still refuses an interface that became a port of a bridge
+// holding a default route after Run started; once Run returns, Setup dumps
+// again.
+func TestSetup_WhileRunning(t *testing.T) {
+	ns := newTestNs(t)
+	ns.addVeth(t, "tst0a", "tst0b")
+	ns.addVeth(t, "data3", "dpeer3")
+	for i := range 200 {
+		ns.addVeth(t, fmt.Sprintf("pad%d", i), fmt.Sprintf("pap%d", i))
+	}
+	cfg := &provisionerv1.HostConfig{IfNames: []string{"tst0a", "data3"}}
+	dumping, err := New(testLogger(t), t.TempDir(), cfg, WithNetns(ns.path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(testLogger(t), t.TempDir(), cfg, WithNetns(ns.path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	r := &recorder{}
+	go func() {
+		done <- m.Run(ctx, func(devs []*devicev1.Device) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.latest, r.count = devs, r.count+1
+		})
+	}()
+	r.waitNames(t, "data3", "tst0a")
+
+	setupBytes := func(m *Manager) uint64 {
+		t.Helper()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		pd, err := m.Setup(t.Context(), hostDev("tst0a"), nil, "")
+		runtime.ReadMemStats(&after)
+		if err != nil || pd.GetOriginalLink().GetName() != "tst0a" {
+			t.Fatalf("Setup(tst0a) = %v, %v", pd, err)
+		}
+		return after.TotalAlloc - before.TotalAlloc
+	}
+	cached, dumped := setupBytes(m), setupBytes(dumping)
+	t.Logf("one Setup allocated %d bytes from the cache, %d with a dump of %d links", cached, dumped, 2*202+1)
+	if cached > dumped/4 {
+		t.Errorf("Setup while Run runs allocated %d bytes, a dumping one %d: want under a quarter", cached, dumped)
+	}
+
+	ns.addBridge(t, "br0", "data3")
+	ns.addDefaultRoute(t, "br0", false)
+	r.waitNames(t, "tst0a") // the cache saw data3 join br0
+	if _, err := m.Setup(t.Context(), hostDev("data3"), nil, ""); !errors.Is(err, ErrDefaultRoute) {
+		t.Errorf("Setup(data3), a port of the default route's bridge = %v, want %v", err, ErrDefaultRoute)
+	}
+
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("Run() = %v after cancel, want nil", err)
+	}
+	if _, ok := m.links.cached(); ok {
+		t.Error("the link cache is still valid after Run returned, with no events to keep it")
+	}
+	if _, err := m.Setup(t.Context(), hostDev("data3"), nil, ""); !errors.Is(err, ErrDefaultRoute) {
+		t.Errorf("Setup(data3) after Run = %v, want %v", err, ErrDefaultRoute)
 	}
 }

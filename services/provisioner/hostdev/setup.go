@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 
+	"github.com/vishvananda/netlink"
 	"google.golang.org/protobuf/proto"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
@@ -48,9 +49,9 @@ func (m *Manager) Setup(ctx context.Context, dev *devicev1.Device, cfg *devicev1
 	if m.describe(l) == nil {
 		return nil, fmt.Errorf("interface %s: %w", name, ErrNotSelected)
 	}
-	links, err := hostns.RetryDump(h.LinkList)
+	links, err := m.hostLinks(h)
 	if err != nil {
-		return nil, fmt.Errorf("listing links: %w", err)
+		return nil, err
 	}
 	up, err := uplinks(h, links)
 	if err != nil {
@@ -81,6 +82,24 @@ func (m *Manager) Setup(ctx context.Context, dev *devicev1.Device, cfg *devicev1
 	}
 	m.log.Debug("recorded host interface", "device", dev.GetName(), "interface", name, "ebpfProgramsTaken", len(pd.GetDetachedEbpfPrograms()))
 	return pd, nil
+}
+
+// hostLinks returns the host's links for Setup's uplink check: those Run's
+// link cache holds (the last dump and the link events since: what
+// discovery offered the device by), or, when Run does not follow the
+// events, a dump. A dump of every link of a host with 1,024 of them made
+// 7.5 MB of garbage a Setup, most of the provisioner's heap in a burst of
+// prepares. The device's own link is read afresh by the caller, and the
+// default routes by uplinks.
+func (m *Manager) hostLinks(h *netlink.Handle) ([]netlink.Link, error) {
+	if links, ok := m.links.cached(); ok {
+		return links, nil
+	}
+	links, err := hostns.RetryDump(h.LinkList)
+	if err != nil {
+		return nil, fmt.Errorf("listing links: %w", err)
+	}
+	return links, nil
 }
 
 // rdmaNodes returns the character devices of dev's RDMA device, if it has

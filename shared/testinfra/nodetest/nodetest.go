@@ -30,9 +30,17 @@ var (
 	buildErr  error
 )
 
+// BuildTags are the build tags of the binaries, as make build and the
+// images build them (the Makefile's GO_TAGS, pods/images): grpcnotrace
+// leaves grpc's x/net/trace and html/template out of the code each process
+// loads.
+const BuildTags = "grpcnotrace"
+
 // Binaries builds the node processes (state, provisioner, nri, dra when
 // present) and nri's OCI hook binary, netdra-hook (Hook), into a folder
-// shared by the test binary and returns it.
+// shared by the test binary and returns it, as the images build them:
+// static (CGO_ENABLED=0), with BuildTags, without this machine's paths and
+// symbol tables, so that the tests measure (RSS, start times) what ships.
 func Binaries(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -57,8 +65,9 @@ func Binaries(t testing.TB) string {
 		if _, err := os.Stat(filepath.Join(root, hookPkg, "main.go")); err == nil {
 			pkgs = append(pkgs, "./"+hookPkg)
 		}
-		cmd := exec.Command("go", append([]string{"build", "-o", binDir + "/"}, pkgs...)...)
+		cmd := exec.Command("go", append([]string{"build", "-tags", BuildTags, "-trimpath", "-ldflags=-s -w", "-o", binDir + "/"}, pkgs...)...)
 		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
 		}

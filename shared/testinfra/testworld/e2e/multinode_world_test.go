@@ -124,7 +124,7 @@ func startOperator(t *testing.T, cp *controlplane.ControlPlane) {
 	}
 	dir := nodetest.Dir(t)
 	bin := filepath.Join(dir, "operator")
-	build := exec.Command("go", "build", "-o", bin, "./services/operator")
+	build := exec.Command("go", "build", "-tags", nodetest.BuildTags, "-o", bin, "./services/operator")
 	build.Dir = strings.TrimSpace(string(out))
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./services/operator: %v\n%s", err, out)

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/netdra/netdra/services/operator/controller"
+	"github.com/netdra/netdra/shared/testinfra/nodetest"
 	"github.com/netdra/netdra/shared/testinfra/testworld/worldtest"
 )
 
@@ -121,7 +122,7 @@ func TestOperator_Binary(t *testing.T) {
 	cp := worldtest.ControlPlane(t)
 	ns := worldtest.Namespace(t, cp.Client())
 	bin := filepath.Join(t.TempDir(), "operator")
-	build := exec.Command("go", "build", "-o", bin, "./services/operator")
+	build := exec.Command("go", "build", "-tags", nodetest.BuildTags, "-o", bin, "./services/operator")
 	// In the product's module: its go.sum has the binary's dependencies,
 	// the test world's (tidy) only those its own packages import.
 	build.Dir = "../../../.."

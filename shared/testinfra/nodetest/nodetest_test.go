@@ -1,0 +1,38 @@
+package nodetest
+
+import (
+	"debug/buildinfo"
+	"debug/elf"
+	"path/filepath"
+	"testing"
+)
+
+// TestBinaries_AsShipped: the binaries tests start are built as the images'
+// are: static (no ELF interpreter, CGO_ENABLED=0) and with BuildTags.
+func TestBinaries_AsShipped(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the node processes (-short)")
+	}
+	bin := filepath.Join(Binaries(t), "state")
+	info, err := buildinfo.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settings := map[string]string{}
+	for _, s := range info.Settings {
+		settings[s.Key] = s.Value
+	}
+	if settings["-tags"] != BuildTags || settings["CGO_ENABLED"] != "0" {
+		t.Errorf("state built with -tags %q and CGO_ENABLED=%q, want %q and 0", settings["-tags"], settings["CGO_ENABLED"], BuildTags)
+	}
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			t.Error("state has an ELF interpreter: not static")
+		}
+	}
+}
