@@ -101,11 +101,13 @@ type Plugin struct {
 // than its move (the state's MarkAttached, a detach's ListAllocations and
 // MarkDetached): with 16, the 64-pod burst of 8 devices moved 0.76x the
 // kernel's links a second (make bench's attach, one run), with 32 0.88x
-// and 0.92x (two runs; the unbounded code 0.94x in the same conditions).
-// Unbounded, that burst had 512 calls in flight, each a goroutine and a
-// gRPC stream in nri and in the provisioner: nri's peak RSS 41-43 MiB,
-// with 32 26-27.
-const MaxCalls = 32
+// and 0.92x (two runs; the unbounded code 0.94x in the same conditions),
+// so 64: a slot is held across the state's calls too, which wait on the
+// disk, while the provisioner's 8 moves need enough devices queued behind
+// them. Unbounded, that burst had 512 calls in flight, each a goroutine
+// and a gRPC stream in nri and in the provisioner: nri's peak RSS 41-43
+// MiB, with 32 26-27 (bench/RESULTS.md has the figures with 64).
+const MaxCalls = 64
 
 // HookTimeout bounds the work of one hook, below the runtime's 2 s request
 // timeout, so an unreachable state service or provisioner refuses the
