@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -84,9 +83,6 @@ func BenchmarkWorld_Inventory_1024VFs(b *testing.B) {
 		w.Stop()
 		cancel()
 		took := time.Since(start)
-		if os.Getenv("NETDRA_BENCH_LOGS") != "" {
-			b.Logf("provisioner log:\n%s\ndra log:\n%s\nstate log:\n%s", nn.prov.Log(), nn.dra.Log(), nn.state.Log())
-		}
 		time.Sleep(time.Second) // writes still in flight (the debounce) are counted too
 		after, err := sliceWrites(c)
 		if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"testing"
@@ -115,9 +114,6 @@ func BenchmarkWorld_Prepare(b *testing.B) {
 				}
 			}
 		})
-	}
-	if os.Getenv("NETDRA_BENCH_LOGS") != "" {
-		b.Logf("dra log:\n%s", nn.dra.Log())
 	}
 	nn.recordRSS(b, "after prepare", fmt.Sprintf("the prepare world (point 2) after %d prepares and unprepares", 2*claimsPerSize+2*pacedClaims))
 }

@@ -99,6 +99,14 @@ func startNetdraOpts(b testing.TB, opts netdraOpts) *netdraNode {
 		draArgs = append(draArgs, "-netns-hook", nodetest.Hook(b))
 	}
 	nn.dra = nodetest.Start(b, "dra", nn.dir, "", draArgs...)
+	if os.Getenv("NETDRA_BENCH_LOGS") != "" {
+		// Before the processes are stopped (cleanups run last first).
+		b.Cleanup(func() {
+			for _, p := range []*nodetest.Proc{nn.state, nn.prov, nn.nriP, nn.dra} {
+				b.Logf("%s log:\n%s", p.Name, p.Log())
+			}
+		})
+	}
 	var err error
 	if nn.dyn, err = dynamic.NewForConfig(cp.RESTConfig()); err != nil {
 		b.Fatal(err)
