@@ -88,7 +88,14 @@ func attempt(ctx context.Context, socket, method string, req []byte) ([]byte, er
 	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	resp, err := newConn(nc).roundTrip(method, deadline, req)
+	var st *Status
 	switch {
+	case errors.As(err, &st) && st.Code == Canceled && !deadline.IsZero() && time.Until(deadline) < serverTimerSlack:
+		// The server's timer for the grpc-timeout sent, which reset the
+		// stream (CANCEL), fired before ctx's: the deadline, as grpc-go's
+		// client sees it.
+		<-ctx.Done()
+		return nil, contextStatus(ctx.Err())
 	case !errors.Is(err, os.ErrDeadlineExceeded):
 		return resp, err
 	default:
@@ -98,6 +105,11 @@ func attempt(ctx context.Context, socket, method string, req []byte) ([]byte, er
 		return nil, contextStatus(ctx.Err())
 	}
 }
+
+// serverTimerSlack is how early before ctx's deadline a server's reset
+// of the stream counts as its timer for the grpc-timeout: the timeout is
+// sent rounded, and timers fire late on a loaded machine.
+const serverTimerSlack = 100 * time.Millisecond
 
 // contextStatus is the status of a call whose ctx ended, as grpc-go gives it.
 func contextStatus(err error) *Status {

@@ -103,6 +103,10 @@ func TestCall_AsGRPCGo(t *testing.T) {
 		handler func(context.Context, *nriv1.WaitAttachedRequest) (*nriv1.WaitAttachedResponse, error)
 		timeout time.Duration // 2s when zero
 		want    *minigrpc.Status
+		// codeOnly compares the codes alone: which of the client's and the
+		// server's timers fires first (a reset stream, or the context)
+		// decides the message, in grpc-go's client as in minigrpc.
+		codeOnly bool
 	}{{
 		name: "ok",
 		req:  &nriv1.WaitAttachedRequest{PodUid: "u1", NetnsPath: "/var/run/netns/p1"},
@@ -132,8 +136,9 @@ func TestCall_AsGRPCGo(t *testing.T) {
 			time.Sleep(100 * time.Millisecond) // the client gives up first
 			return &nriv1.WaitAttachedResponse{}, nil
 		},
-		timeout: 300 * time.Millisecond,
-		want:    &minigrpc.Status{Code: minigrpc.DeadlineExceeded, Message: "context deadline exceeded"},
+		timeout:  300 * time.Millisecond,
+		want:     &minigrpc.Status{Code: minigrpc.DeadlineExceeded, Message: "context deadline exceeded"},
+		codeOnly: true,
 	}, {
 		name: "a big message",
 		handler: func(context.Context, *nriv1.WaitAttachedRequest) (*nriv1.WaitAttachedResponse, error) {
@@ -160,6 +165,12 @@ func TestCall_AsGRPCGo(t *testing.T) {
 				timeout = 2 * time.Second
 			}
 			mini, ref := callBoth(t, socket, req, timeout)
+			if tc.codeOnly {
+				if ref == nil || mini == nil || ref.Code != tc.want.Code || mini.Code != tc.want.Code {
+					t.Errorf("grpc-go's client: %v, minigrpc: %v, want code %v", short(ref), short(mini), tc.want.Code)
+				}
+				return
+			}
 			if fmt.Sprint(ref) != fmt.Sprint(tc.want) {
 				t.Errorf("grpc-go's client: %v, want %v", short(ref), short(tc.want))
 			}
