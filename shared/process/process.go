@@ -10,7 +10,6 @@ package process
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -18,6 +17,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/netdra/netdra/shared/process/args"
 	"github.com/netdra/netdra/shared/rpc"
 )
 
@@ -60,22 +60,11 @@ func (f *Flags) ServerConfig(log *slog.Logger) rpc.ServerConfig {
 }
 
 // ParseArgs parses args into fs, which writes its errors and usage to
-// stderr, and refuses arguments left over. ok says the process goes on;
-// otherwise code is its exit code: 0 after -help, 2 for bad flags or
-// arguments.
-func ParseArgs(fs *flag.FlagSet, args []string, stderr io.Writer) (code int, ok bool) {
-	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0, false
-		}
-		return 2, false
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "unexpected arguments: %q\n", fs.Args())
-		return 2, false
-	}
-	return 0, true
+// stderr, and refuses arguments left over (args.Parse). ok says the
+// process goes on; otherwise code is its exit code: 0 after -help, 2 for
+// bad flags or arguments.
+func ParseArgs(fs *flag.FlagSet, argv []string, stderr io.Writer) (code int, ok bool) {
+	return args.Parse(fs, argv, stderr)
 }
 
 // Main parses args into fs and runs run with a logger writing JSON to

@@ -17,7 +17,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/netdra/netdra/services/nri/gatehook"
 	"github.com/netdra/netdra/services/nri/netnscheck"
+	"github.com/netdra/netdra/shared/process/args"
 )
 
 func main() {
@@ -72,22 +72,14 @@ func checkNetns(args []string, stdin io.Reader, stderr io.Writer) int {
 // PATH`, the hook nri's CreateContainer puts on a container whose pod's
 // devices are still being attached: exit 0 once they are all in the pod's
 // netns.
-func waitAttached(args []string, stdin io.Reader, stderr io.Writer) int {
+func waitAttached(argv []string, stdin io.Reader, stderr io.Writer) int {
 	fs := flag.NewFlagSet("netdra-hook "+gatehook.Subcommand, flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	socket := fs.String("socket", "", "nri's gate socket")
 	pod := fs.String("pod", "", "the pod's UID")
 	netns := fs.String("netns", "", "the pod sandbox's netns path")
 	wait := fs.Duration("wait", time.Duration(gatehook.HookTimeout-1)*time.Second, "how long to wait for the attach")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "unexpected arguments: %q\n", fs.Args())
-		return 2
+	if code, ok := args.Parse(fs, argv, stderr); !ok {
+		return code
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(stdin, 1<<20)) // the OCI state: the runtime writes it
 	if err := gatehook.WaitAttached(context.Background(), *socket, *pod, *netns, *wait); err != nil {
