@@ -23,6 +23,9 @@ var (
 // one bbolt transaction, fsynced before the in-memory table commits.
 type file struct {
 	db *bolt.DB
+	// commits counts the allocation transactions apply ran (under
+	// Store.mu): the writes' groups.
+	commits int
 }
 
 // ErrCorrupt: the state file cannot be read back as netdra wrote it. The
@@ -188,6 +191,7 @@ func (f *file) apply(puts []*statev1.Allocation, dels []Key) error {
 	if len(puts) == 0 && len(dels) == 0 {
 		return nil
 	}
+	f.commits++
 	return f.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(allocBucket)
 		for _, k := range dels {

@@ -34,6 +34,9 @@ type Store struct {
 	mu      sync.Mutex
 	closed  bool
 	changes changeLog
+	// queue is the writes waiting for mu, guarded by qmu (see write).
+	qmu   sync.Mutex
+	queue []*queuedWrite
 }
 
 // Open loads the allocations from the bbolt file at path (created 0600
@@ -140,22 +143,101 @@ type writer struct {
 // write runs fn in one transaction. When fn fails, nothing is written. When
 // it succeeds, the allocation changes are made durable, then the tables
 // commit and watchers are woken. It returns the revision after the write.
+//
+// Writes are committed in groups: whoever holds mu next commits every
+// write queued meanwhile in one file transaction, one fsync pair for all,
+// where each used to wait for its own (about 4 ms on the test world's
+// disk: eight devices' MarkAttached were eight in a row). The group runs
+// the writes in the order they queued, each as if alone: one that fails
+// is dropped and the others run again without it (a write's fn depends
+// only on the tables and its request), so a group changes nothing a write
+// sees or returns, but when it returns.
 func (s *Store) write(fn func(w *writer) error) (uint64, error) {
+	c := &queuedWrite{fn: fn, done: make(chan struct{})}
+	s.qmu.Lock()
+	s.queue = append(s.queue, c)
+	s.qmu.Unlock()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return 0, ErrClosed
+	s.qmu.Lock()
+	group := s.queue
+	s.queue = nil
+	s.qmu.Unlock()
+	// An earlier holder of mu may have committed c already (group is
+	// empty or has later writes).
+	if len(group) > 0 {
+		s.commitLocked(group)
 	}
-	w := &writer{s: s, txn: s.db.WriteTxn(s.devices, s.allocs), file: map[Key]*statev1.Allocation{}}
-	defer w.txn.Abort()
-	if err := fn(w); err != nil {
-		return 0, err
+	s.mu.Unlock()
+	<-c.done
+	return c.rev, c.err
+}
+
+// queuedWrite is one write waiting for its group's commit.
+type queuedWrite struct {
+	fn   func(w *writer) error
+	rev  uint64
+	err  error
+	done chan struct{}
+}
+
+func (c *queuedWrite) end(rev uint64, err error) {
+	c.rev, c.err = rev, err
+	close(c.done)
+}
+
+// commitLocked commits group, under mu. See write.
+func (s *Store) commitLocked(group []*queuedWrite) {
+	for len(group) > 0 {
+		if s.closed {
+			for _, c := range group {
+				c.end(0, ErrClosed)
+			}
+			return
+		}
+		w := &writer{s: s, txn: s.db.WriteTxn(s.devices, s.allocs), file: map[Key]*statev1.Allocation{}}
+		ends := make([]int, len(group)) // each write's events end at w.events[ends[i]]
+		failed := -1
+		for i, c := range group {
+			if err := c.fn(w); err != nil {
+				c.end(0, err)
+				failed = i
+				break
+			}
+			ends[i] = len(w.events)
+		}
+		if failed >= 0 {
+			w.txn.Abort()
+			group = append(group[:failed:failed], group[failed+1:]...)
+			continue
+		}
+		if err := s.file.apply(w.fileChanges()); err != nil {
+			w.txn.Abort()
+			for _, c := range group {
+				c.end(0, fmt.Errorf("writing allocations: %w", err))
+			}
+			return
+		}
+		if len(w.events) == 0 {
+			w.txn.Abort() // nothing changed
+		} else {
+			w.txn.Commit()
+		}
+		start := 0
+		for i, c := range group {
+			rev := s.changes.rev
+			if ends[i] > start {
+				rev = s.changes.append(w.events[start:ends[i]])
+			}
+			start = ends[i]
+			c.end(rev, nil)
+		}
+		return
 	}
-	if len(w.events) == 0 {
-		return s.changes.rev, nil
-	}
-	var puts []*statev1.Allocation
-	var dels []Key
+}
+
+// fileChanges are the allocations to put in the file and the keys to
+// delete from it, in the order they were first written.
+func (w *writer) fileChanges() (puts []*statev1.Allocation, dels []Key) {
 	for _, k := range w.order {
 		if a := w.file[k]; a != nil {
 			puts = append(puts, a)
@@ -163,11 +245,7 @@ func (s *Store) write(fn func(w *writer) error) (uint64, error) {
 			dels = append(dels, k)
 		}
 	}
-	if err := s.file.apply(puts, dels); err != nil {
-		return 0, fmt.Errorf("writing allocations: %w", err)
-	}
-	w.txn.Commit()
-	return s.changes.append(w.events), nil
+	return puts, dels
 }
 
 func (w *writer) putDevice(d *devicev1.Device) error {
