@@ -21,6 +21,7 @@ import (
 
 	"github.com/netdra/netdra/bench/figures"
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	nriv1 "github.com/netdra/netdra/protos/netdra/nri/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 	"github.com/netdra/netdra/shared/rpc"
@@ -81,6 +82,8 @@ func BenchmarkAttach_PipelineVsBaseline(b *testing.B) {
 				if c.pods == 1 {
 					// The provisioner's share: its Attach and Detach RPCs alone.
 					must(b, figures.Record(figures.AttachFile, runLifecycles(b, "provisioner", provisionerOnly{pipe}, c.devices, c.pods, c.rounds)))
+					// The gate hook's process's share.
+					must(b, figures.Record(figures.AttachFile, runLifecycles(b, "no-hook-exec", gateInProcess{pipe}, c.devices, c.pods, c.rounds)))
 				}
 				pipe.unprepare(b)
 				report(b, bl, pl)
@@ -376,7 +379,9 @@ type pipeline struct {
 	state       statev1.StateServiceClient
 	provisioner provisionerv1.ProvisionerServiceClient
 	runtime     *adaptation.Adaptation
-	pids        map[string]int
+	// gate is nri's gate socket, which netdra-hook calls.
+	gate nriv1.NriServiceClient
+	pids map[string]int
 	// set by prepare, for unprepare and the sandboxes
 	tag      string
 	prepared []*statev1.PreparedAllocation
@@ -414,8 +419,11 @@ func newPipeline(b *testing.B) *pipeline {
 	must(b, err)
 	pc, err := rpc.Dial(prov.Socket)
 	must(b, err)
-	b.Cleanup(func() { sc.Close(); pc.Close() })
+	gc, err := rpc.Dial(filepath.Join(dir, "nri-gate.sock"))
+	must(b, err)
+	b.Cleanup(func() { sc.Close(); pc.Close(); gc.Close() })
 	p.state, p.provisioner = statev1.NewStateServiceClient(sc), provisionerv1.NewProvisionerServiceClient(pc)
+	p.gate = nriv1.NewNriServiceClient(gc)
 	_, err = p.provisioner.Configure(context.Background(), &provisionerv1.ConfigureRequest{Managers: &provisionerv1.ManagerConfigs{
 		Host: &provisionerv1.HostConfig{Enabled: true, IfNames: []string{"nb*"}}}})
 	must(b, err)
@@ -505,6 +513,14 @@ func (p *pipeline) sandbox(w int) *api.PodSandbox {
 // configured (a container sees them), whatever hook returns first. check
 // looks at them there after, untimed.
 func (p *pipeline) attach(ctx context.Context, w, devices int) error {
+	return p.attachThen(ctx, w, func(ctx context.Context, _ *api.PodSandbox, hooks []*api.Hook) error {
+		return ocihooks.Run(ctx, hooks)
+	})
+}
+
+// attachThen is attach, with the container's createRuntime hooks run by
+// hooks.
+func (p *pipeline) attachThen(ctx context.Context, w int, hooks func(context.Context, *api.PodSandbox, []*api.Hook) error) error {
 	sb := p.sandbox(w)
 	t0 := time.Now()
 	if err := p.runtime.RunPodSandbox(ctx, &adaptation.RunPodSandboxRequest{Pod: sb}); err != nil {
@@ -519,7 +535,7 @@ func (p *pipeline) attach(ctx context.Context, w, devices int) error {
 		if err == nil {
 			// As the kubelet, the creation is tried again when the
 			// hook said the attach has not finished (a burst).
-			err = ocihooks.Run(ctx, resp.GetAdjust().GetHooks().GetCreateRuntime())
+			err = hooks(ctx, sb, resp.GetAdjust().GetHooks().GetCreateRuntime())
 			if err == nil {
 				return nil
 			}
@@ -612,6 +628,36 @@ func (h *hookTimes) take(devices, pods int) figures.Hooks {
 // provisionerOnly calls the provisioner's Attach and Detach directly, one
 // device after the other as the nri plugin does: the pipeline without the
 // NRI hop and the state service.
+// gateInProcess is the pipeline with the gate's wait called from this
+// process (WaitAttached on nri's gate socket, as netdra-hook calls it)
+// where runc would exec netdra-hook: against the pipeline, the share of
+// the hook's process.
+type gateInProcess struct{ p *pipeline }
+
+func (g gateInProcess) attach(ctx context.Context, w, devices int) error {
+	return g.p.attachThen(ctx, w, func(ctx context.Context, sb *api.PodSandbox, hooks []*api.Hook) error {
+		if len(hooks) == 0 {
+			return nil
+		}
+		_, err := g.p.gate.WaitAttached(ctx, &nriv1.WaitAttachedRequest{PodUid: sb.GetUid(), NetnsPath: netnsOf(sb)})
+		return err
+	})
+}
+
+func (g gateInProcess) check(w, devices int) error { return g.p.check(w, devices) }
+
+func (g gateInProcess) detach(ctx context.Context, w, devices int) error { return g.p.detach(ctx, w, devices) }
+
+// netnsOf is the network namespace of sb, as the sandbox names it.
+func netnsOf(sb *api.PodSandbox) string {
+	for _, ns := range sb.GetLinux().GetNamespaces() {
+		if ns.GetType() == "network" {
+			return ns.GetPath()
+		}
+	}
+	return ""
+}
+
 type provisionerOnly struct{ p *pipeline }
 
 func (o provisionerOnly) attach(ctx context.Context, w, devices int) error {

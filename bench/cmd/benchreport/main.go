@@ -275,11 +275,15 @@ func writeAttach(p func(string, ...any), as []figures.Attach, png string) {
 	p("Per pod: each device set down, given a MAC and an MTU, renamed, moved into the pod's netns (one move), given an")
 	p("IPv4 and an IPv6 address, set up, given a route; and back (down, MAC, MTU, name, one move). **baseline**: those")
 	p("netlink calls from one process (vishvananda/netlink) on veths in a throwaway host netns. **pipeline**: the real")
-	p("NRI runtime side (containerd's `pkg/adaptation`) sends RunPodSandbox (timed as attach) and StopPodSandbox (timed")
-	p("as detach; RemovePodSandbox follows, untimed) to the real `nri` process, which calls the real `state` and")
-	p("`provisioner` processes (the provisioner in its own throwaway host netns, its host manager offering 512 veths),")
-	p("with the allocations recorded beforehand as dra does at prepare. **provisioner** (1 pod only): the provisioner's")
-	p("Attach and Detach RPCs called directly, one device after the other, to split the pipeline's cost.")
+	p("NRI runtime side (containerd's `pkg/adaptation`) sends RunPodSandbox and CreateContainer, and the container's")
+	p("createRuntime hook (nri's gate, netdra-hook) is exec'd as runc would: attach is timed until the hook lets the")
+	p("container be created, the devices configured in the pod. StopPodSandbox and RemovePodSandbox follow, detach timed")
+	p("until the devices are back in the host netns. `nri` calls the real `state` and `provisioner` processes (the")
+	p("provisioner in its own throwaway host netns, its host manager offering 512 veths), with the allocations recorded")
+	p("beforehand as dra does at prepare. **provisioner** (1 pod only): the provisioner's Attach and Detach RPCs called")
+	p("directly, one device after the other, to split the pipeline's cost. **no-hook-exec** (1 pod only): the pipeline")
+	p("with the gate's wait called from the benchmark's process (WaitAttached on the gate socket, as netdra-hook calls")
+	p("it) instead of exec'ing netdra-hook: the pipeline minus it is the share of the hook's process.")
 	p("Closed loop: each of the concurrent pods attaches, detaches and starts over; moves/s is all moves over the wall time.")
 	p("p99 is the nearest rank: with fewer than 100 lifecycles it is the slowest one. A failed attach or detach is counted")
 	p("under failures and left out of the latencies (the pod's next lifecycle starts over).")
@@ -287,7 +291,7 @@ func writeAttach(p func(string, ...any), as []figures.Attach, png string) {
 	p("| devices | pods | mode | lifecycles | attach p50 ms | attach p99 ms | detach p50 ms | detach p99 ms | moves/s | failures |")
 	p("|---|---|---|---|---|---|---|---|---|---|")
 	for _, c := range configs(as) {
-		for _, mode := range []string{"baseline", "provisioner", "pipeline"} {
+		for _, mode := range []string{"baseline", "provisioner", "no-hook-exec", "pipeline"} {
 			a, ok := find(as, mode, c[0], c[1])
 			if !ok {
 				continue

@@ -31,6 +31,7 @@ var (
 	}{
 		{"baseline", color.RGBA{30, 90, 200, 255}},
 		{"provisioner", color.RGBA{20, 150, 60, 255}},
+		{"no-hook-exec", color.RGBA{230, 150, 20, 255}},
 		{"pipeline", color.RGBA{210, 40, 40, 255}},
 	}
 	plainColor = color.RGBA{30, 90, 200, 255}

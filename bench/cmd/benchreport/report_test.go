@@ -39,7 +39,7 @@ func writeRecords(t *testing.T, dir string) {
 	}
 	for _, d := range []int{1, 8} {
 		for _, c := range []int{1, 16, 64} {
-			for mode, f := range map[string]float64{"baseline": 1, "provisioner": 2, "pipeline": 3} {
+			for mode, f := range map[string]float64{"baseline": 1, "provisioner": 2, "no-hook-exec": 2.5, "pipeline": 3} {
 				a := figures.Attach{Mode: mode, Devices: d, Concurrency: c, Pods: 40, Attach: samples(r, 40, f*17*float64(d*c)),
 					Detach: samples(r, 40, f*20*float64(d*c)), MovesPerSec: 50 / f}
 				must(figures.Record(figures.AttachFile, a))
