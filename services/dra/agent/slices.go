@@ -22,8 +22,11 @@ import (
 // restarted kubelet left new pods unschedulable for 30 s (found on the real
 // node: the first pod with a claim took 24.9 s instead of 0.7 s). The
 // informer event that schedules the sync has already updated the cache, so
-// a short delay only coalesces a burst of deletions.
-const SliceSyncDelay = 200 * time.Millisecond
+// a short delay only coalesces a burst of deletions: the kubelet's is one
+// DeleteCollection, whose events come within milliseconds of each other.
+// Every millisecond of it is on the path of the first pods with claims
+// after a kubelet restart (issue 21 point 4).
+const SliceSyncDelay = 50 * time.Millisecond
 
 // slicePublisher publishes one driver's ResourceSlices for the node through
 // a resourceslice controller of its own, started at the first Publish.
