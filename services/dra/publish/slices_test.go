@@ -1,10 +1,12 @@
 package publish
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/dynamic-resource-allocation/deviceattribute"
 	"k8s.io/utils/ptr"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
@@ -96,4 +98,33 @@ func TestDevice_Attributes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pciBusIDAttribute is deviceattribute.GetPCIBusIDAttribute, without its
+// regular expression compiled at every call.
+func TestPCIBusIDAttribute_IsTheLibrarys(t *testing.T) {
+	for _, id := range []string{"0000:03:00.1", "abcd:ef:1f.7", "", "0000:03:00.10", "0000:03:00", "0000:3:00.1",
+		"0000:03:00.g", "ABCD:EF:1F.7", " 0000:03:00.1", "0000:03:00.1\n", "00000:03:00.1", "0000-03-00-1"} {
+		want, werr := deviceattribute.GetPCIBusIDAttribute(id)
+		got, ok := pciBusIDAttribute(id)
+		if ok != (werr == nil) {
+			t.Fatalf("%q: accepted %v, the library's error %v", id, ok, werr)
+		}
+		if ok && !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q: %+v, the library's %+v", id, got, want)
+		}
+	}
+}
+
+func BenchmarkPCIBusIDAttribute(b *testing.B) {
+	b.Run("netdra", func(b *testing.B) {
+		for b.Loop() {
+			pciBusIDAttribute("0000:03:00.1")
+		}
+	})
+	b.Run("deviceattribute", func(b *testing.B) {
+		for b.Loop() {
+			_, _ = deviceattribute.GetPCIBusIDAttribute("0000:03:00.1")
+		}
+	})
 }
