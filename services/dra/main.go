@@ -60,7 +60,7 @@ func main() {
 	fs.StringVar(&cfg.Metrics, "metrics-address", "127.0.0.1:9651", "where to serve Prometheus metrics (empty: nowhere)")
 	fs.Float64Var(&cfg.KubeQPS, "kube-api-qps", 50, "queries per second to the apiserver (client-side rate limit; the kubelet's default)")
 	fs.IntVar(&cfg.KubeBurst, "kube-api-burst", 100, "burst of queries to the apiserver above -kube-api-qps")
-	fs.DurationVar(&cfg.Debounce, "publish-debounce", 200*time.Millisecond, "how long a burst of changes is gathered into one publication")
+	fs.DurationVar(&cfg.Debounce, "publish-debounce", 200*time.Millisecond, "the longest a burst of changes is gathered into one publication (it is published once it pauses for 20 ms), and the shortest time between two")
 	os.Exit(process.Main(fs, os.Args[1:], &cfg.Flags, func(ctx context.Context, log *slog.Logger) error {
 		return run(ctx, log, &cfg)
 	}))

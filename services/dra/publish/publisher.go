@@ -31,6 +31,8 @@ type Publisher struct {
 	publish  func(context.Context, *resourceslice.DriverResources) error
 	debounce time.Duration
 	kick     chan struct{}
+	// lastStart is when the last publication began (Run's).
+	lastStart time.Time
 
 	mu      sync.Mutex
 	specs   []pools.Spec
@@ -70,7 +72,8 @@ type Publication struct {
 }
 
 // NewPublisher returns a publisher that calls publish (the kubelet plugin's
-// PublishResources) at most once per debounce interval.
+// PublishResources) once a burst of changes pauses, at most debounce after
+// its first change, and at most once per debounce interval (publishAt).
 func NewPublisher(log *slog.Logger, state statewatch.Watcher, debounce time.Duration,
 	publish func(context.Context, *resourceslice.DriverResources) error) *Publisher {
 	return &Publisher{log: log, state: state, publish: publish, debounce: debounce, kick: make(chan struct{}, 1),
@@ -132,12 +135,10 @@ func (p *Publisher) Run(ctx context.Context) error {
 			return ctx.Err()
 		case <-p.kick:
 		}
-		// Coalesce a burst of changes into one publication.
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(p.debounce):
+		if err := p.coalesce(ctx, time.Now()); err != nil {
+			return err
 		}
+		p.lastStart = time.Now()
 		if err := p.publishOnce(ctx); err != nil {
 			lvl := slog.LevelWarn
 			if errors.Is(err, ErrNotReady) {
@@ -147,6 +148,48 @@ func (p *Publisher) Run(ctx context.Context) error {
 			time.AfterFunc(time.Second, p.poke)
 		}
 	}
+}
+
+// quietPeriod is how long the changes must pause before they are
+// published (at most debounce after the first): the 1,024 device events of
+// an inventory, or a claim's allocation rows, come within a few
+// milliseconds of each other.
+const quietPeriod = 20 * time.Millisecond
+
+// coalesce waits, from the first change at first, until the changes are
+// due for publication (publishAt), taking in those that come meanwhile.
+func (p *Publisher) coalesce(ctx context.Context, first time.Time) error {
+	last := first
+	for {
+		t := time.NewTimer(time.Until(publishAt(first, last, p.lastStart, min(quietPeriod, p.debounce), p.debounce)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-p.kick:
+			t.Stop()
+			last = time.Now()
+		case <-t.C:
+			return nil
+		}
+	}
+}
+
+// publishAt is when changes that began at first, the latest at last, are
+// published: once they have paused for quiet, or debounce after the first,
+// whichever is sooner; and never sooner than debounce after the previous
+// publication began at prev, so that changes spaced just over quiet apart
+// (a burst of pods) are published at most once per debounce, as a
+// publication builds every device again.
+func publishAt(first, last, prev time.Time, quiet, debounce time.Duration) time.Time {
+	at := last.Add(quiet)
+	if ceiling := first.Add(debounce); ceiling.Before(at) {
+		at = ceiling
+	}
+	if floor := prev.Add(debounce); at.Before(floor) {
+		at = floor
+	}
+	return at
 }
 
 func (p *Publisher) publishOnce(ctx context.Context) error {
