@@ -1,6 +1,7 @@
 package claimconfig
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"testing"
@@ -79,4 +80,57 @@ func paramsOf(cfg *devicev1.DeviceConfig) *Params {
 		p.Routes = append(p.Routes, Route{Destination: r.GetDestination(), Gateway: r.GetGateway()})
 	}
 	return p
+}
+
+// FuzzMergeParams merges a class's and a claim's opaque parameters (any
+// bytes): a rejection is a *fielderr.Error, which dra's configFor names under
+// the request; a merge is a JSON object with every key of both, each with
+// the claim's value when it has one, else the class's.
+func FuzzMergeParams(f *testing.F) {
+	f.Add([]byte(`{"vlan":5,"mtu":1400}`), []byte(`{"vlan":null,"podIfName":"net1"}`))
+	f.Add([]byte(``), []byte(`null`))
+	f.Add([]byte(`{"a":1,"a":2}`), []byte(`{}`))
+	f.Add([]byte(`[1]`), []byte(`{}`))
+	f.Add([]byte(`{} {}`), []byte(`{}`))
+	f.Fuzz(func(t *testing.T, class, claim []byte) {
+		merged, err := MergeParams([][]byte{class, claim})
+		if err != nil {
+			var fe *fielderr.Error
+			if !errors.As(err, &fe) || fe.Field == "" {
+				t.Fatalf("MergeParams(%q, %q) = %v, want a *fielderr.Error", class, claim, err)
+			}
+			return
+		}
+		var got map[string]json.RawMessage
+		if err := json.Unmarshal(merged, &got); err != nil || got == nil {
+			t.Fatalf("MergeParams(%q, %q) = %q, not a JSON object: %v", class, claim, merged, err)
+		}
+		want := map[string]json.RawMessage{}
+		for _, raw := range [][]byte{class, claim} {
+			var m map[string]json.RawMessage
+			if len(bytes.TrimSpace(raw)) > 0 {
+				_ = json.Unmarshal(raw, &m)
+			}
+			for k, v := range m {
+				want[k] = v
+			}
+		}
+		if len(got) != len(want) {
+			t.Fatalf("MergeParams(%q, %q) = %s, want the keys of %v", class, claim, merged, want)
+		}
+		for k, v := range want {
+			if !jsonEqual(t, got[k], v) {
+				t.Fatalf("MergeParams(%q, %q): %q is %s, want %s", class, claim, k, got[k], v)
+			}
+		}
+	})
+}
+
+func jsonEqual(t *testing.T, a, b []byte) bool {
+	t.Helper()
+	var x, y bytes.Buffer
+	if json.Compact(&x, a) != nil || json.Compact(&y, b) != nil {
+		return false
+	}
+	return bytes.Equal(x.Bytes(), y.Bytes())
 }

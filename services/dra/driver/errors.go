@@ -5,6 +5,8 @@ import (
 	"slices"
 
 	"google.golang.org/grpc/status"
+
+	"github.com/netdra/netdra/services/dra/statusdata"
 )
 
 // Sentinel errors of a failed prepare; the claim's error wraps one of them
@@ -33,7 +35,7 @@ var (
 	// ErrBadStatusData: a claim status entry's data is not in the
 	// StatusData format, or describes a device this node would not have
 	// prepared for the claim (see Driver.Recover).
-	ErrBadStatusData = errors.New("claim status data is not a netdra prepared device")
+	ErrBadStatusData = statusdata.ErrBad
 	// errWrongPod: the pod the claim is reserved for is another now.
 	errWrongPod = errors.New("the claim's pod was replaced")
 )

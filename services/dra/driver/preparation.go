@@ -1,12 +1,9 @@
 package driver
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -228,7 +225,7 @@ func (d *Driver) configFor(configs []resourceapi.DeviceAllocationConfiguration, 
 		}
 		raws = append(raws, raw)
 	}
-	merged, err := mergeParams(raws)
+	merged, err := claimconfig.MergeParams(raws)
 	if err == nil {
 		var cfg *devicev1.DeviceConfig
 		if cfg, err = claimconfig.Parse(merged); err == nil {
@@ -272,58 +269,4 @@ func appliesTo(requests []string, request string) bool {
 		}
 	}
 	return false
-}
-
-// mergeParams merges JSON objects key by key, later ones winning. One
-// object is returned as it is, so claimconfig sees it whole.
-func mergeParams(raws [][]byte) ([]byte, error) {
-	switch len(raws) {
-	case 0:
-		return nil, nil
-	case 1:
-		return raws[0], nil
-	}
-	merged := map[string]json.RawMessage{}
-	for _, raw := range raws {
-		if err := objectFields(raw, merged); err != nil {
-			return nil, err
-		}
-	}
-	return json.Marshal(merged)
-}
-
-// objectFields adds the top-level fields of the JSON object raw to into;
-// null or empty raw adds none. A key given twice is an error.
-func objectFields(raw []byte, into map[string]json.RawMessage) error {
-	if t := bytes.TrimSpace(raw); len(t) == 0 || bytes.Equal(t, []byte("null")) {
-		return nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return fielderr.New("parameters", "not a JSON object")
-	}
-	seen := map[string]bool{}
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return fielderr.New("parameters", "not JSON: %v", err)
-		}
-		key := t.(string)
-		if seen[key] {
-			return fielderr.New(key, "given twice")
-		}
-		seen[key] = true
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return fielderr.New("parameters", "not JSON: %v", err)
-		}
-		into[key] = v
-	}
-	if _, err := dec.Token(); err != nil {
-		return fielderr.New("parameters", "not JSON: %v", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return fielderr.New("parameters", "trailing data after the JSON object")
-	}
-	return nil
 }

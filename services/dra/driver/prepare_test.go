@@ -21,6 +21,7 @@ import (
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+	"github.com/netdra/netdra/services/dra/statusdata"
 )
 
 const (
@@ -551,7 +552,7 @@ func TestPrepare_StatusEntries(t *testing.T) {
 		{preparedOf(deviceByName("vf2")), &devicev1.DeviceConfig{PodIfName: "net2"}},
 	}
 	for i, raw := range data {
-		pdRaw, cfg, err := decodeStatusData(raw)
+		pdRaw, cfg, err := statusdata.Decode(raw)
 		if err != nil {
 			t.Fatalf("entry %d: %v", i, err)
 		}
@@ -782,5 +783,13 @@ func TestSteps(t *testing.T) {
 	s.done("rows")
 	if !regexp.MustCompile(`^pod=\d+\.\dms rows=\d+\.\dms$`).MatchString(s.String()) {
 		t.Fatalf("steps %q", s.String())
+	}
+}
+
+// statusdata, which links no Kubernetes package, holds the API's limit on a
+// claim status entry's data.
+func TestStatusDataMaxLength_IsTheAPIs(t *testing.T) {
+	if statusdata.MaxLength != resourceapi.AllocatedDeviceStatusDataMaxLength {
+		t.Fatalf("statusdata.MaxLength is %d, the API's limit %d", statusdata.MaxLength, resourceapi.AllocatedDeviceStatusDataMaxLength)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 	"github.com/netdra/netdra/services/dra/cdispec"
 	"github.com/netdra/netdra/services/dra/slicepool"
+	"github.com/netdra/netdra/services/dra/statusdata"
 )
 
 // Recover reconciles the state service with the cluster after a restart;
@@ -138,7 +139,7 @@ func (d *Driver) settleIntent(ctx context.Context, log *slog.Logger, row *statev
 // inventory's copy of the device), and it must be the device the entry is
 // for. Data that will never do is ErrBadStatusData; other errors may pass.
 func (d *Driver) restoreData(ctx context.Context, device string, data []byte) (*devicev1.PreparedDevice, *devicev1.DeviceConfig, error) {
-	raw, cfg, err := decodeStatusData(data)
+	raw, cfg, err := statusdata.Decode(data)
 	if err != nil {
 		return nil, nil, err
 	}
