@@ -90,8 +90,7 @@ lint: tools ## buf lint, gofmt, go vet.
 	$(BUF) lint
 	@out=$$(gofmt -l $$(git ls-files '*.go')); test -z "$$out" || { echo "gofmt would change:"; echo "$$out"; exit 1; }
 	$(GO) vet ./...
-	$(GO) vet -tags kernelrig ./...
-	$(GO) vet -tags $(GO_TAGS) ./...
+	$(GO) vet -tags kernelrig,$(GO_TAGS) ./...
 	@out=$$($(GO) mod tidy -diff 2>&1) || { echo "go.mod is not tidy (run go mod tidy):"; echo "$$out"; exit 1; }
 	@cd shared/testinfra/testworld && out=$$($(GO) mod tidy -diff 2>&1) || { echo "shared/testinfra/testworld/go.mod is not tidy (run go mod tidy there):"; echo "$$out"; exit 1; }
 	@cd pods/images && out=$$($(GO) mod tidy -diff 2>&1) || { echo "pods/images/go.mod is not tidy (run go mod tidy there):"; echo "$$out"; exit 1; }
@@ -126,12 +125,15 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 4s), one after another.
 	done
 
 # Packages with kernel-rig tests (//go:build kernelrig); see shared/testinfra/kernelrig/README.md.
+# They build as the shipped binaries do (static, -trimpath, GO_TAGS), which
+# nodetest and the images build too: a cold run compiles the standard
+# library and the dependencies once for all three, not twice.
 KERNEL_PKGS = $(shell grep -rlE --include='*_test.go' --exclude-dir=.git --exclude-dir=.tools --exclude-dir=_output --exclude-dir=testdata '^//go:build.*\bkernelrig\b' . | xargs -r -n1 dirname | sort -u)
 
 .PHONY: test-kernel
 test-kernel: ## Run the kernel-rig tests in QEMU (dummy, VLAN, SR-IOV VFs); builds the rig once.
 	bash shared/testinfra/kernelrig/setup.sh
-	CGO_ENABLED=0 $(GO) test -tags kernelrig -exec "$(CURDIR)/shared/testinfra/kernelrig/vmrun.sh" -p 1 -count=1 -timeout 30m $(KERNEL_PKGS)
+	CGO_ENABLED=0 $(GO) test -trimpath -tags kernelrig,$(GO_TAGS) -exec "$(CURDIR)/shared/testinfra/kernelrig/vmrun.sh" -p 1 -count=1 -timeout 30m $(KERNEL_PKGS)
 
 # `make dev`: netdra's whole job on this machine, as root (see the README):
 # the test world, the four node processes, demo veths, a NodeConfig, a
