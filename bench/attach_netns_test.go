@@ -646,7 +646,9 @@ func (g gateInProcess) attach(ctx context.Context, w, devices int) error {
 
 func (g gateInProcess) check(w, devices int) error { return g.p.check(w, devices) }
 
-func (g gateInProcess) detach(ctx context.Context, w, devices int) error { return g.p.detach(ctx, w, devices) }
+func (g gateInProcess) detach(ctx context.Context, w, devices int) error {
+	return g.p.detach(ctx, w, devices)
+}
 
 // netnsOf is the network namespace of sb, as the sandbox names it.
 func netnsOf(sb *api.PodSandbox) string {
