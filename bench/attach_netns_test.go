@@ -513,14 +513,12 @@ func (p *pipeline) sandbox(w int) *api.PodSandbox {
 // configured (a container sees them), whatever hook returns first. check
 // looks at them there after, untimed.
 func (p *pipeline) attach(ctx context.Context, w, devices int) error {
-	return p.attachThen(ctx, w, func(ctx context.Context, _ *api.PodSandbox, hooks []*api.Hook) error {
-		return ocihooks.Run(ctx, hooks)
-	})
+	return p.attachThen(ctx, w, ocihooks.Run)
 }
 
 // attachThen is attach, with the container's createRuntime hooks run by
 // hooks.
-func (p *pipeline) attachThen(ctx context.Context, w int, hooks func(context.Context, *api.PodSandbox, []*api.Hook) error) error {
+func (p *pipeline) attachThen(ctx context.Context, w int, hooks func(context.Context, []*api.Hook) error) error {
 	sb := p.sandbox(w)
 	t0 := time.Now()
 	if err := p.runtime.RunPodSandbox(ctx, &adaptation.RunPodSandboxRequest{Pod: sb}); err != nil {
@@ -535,7 +533,7 @@ func (p *pipeline) attachThen(ctx context.Context, w int, hooks func(context.Con
 		if err == nil {
 			// As the kubelet, the creation is tried again when the
 			// hook said the attach has not finished (a burst).
-			err = hooks(ctx, sb, resp.GetAdjust().GetHooks().GetCreateRuntime())
+			err = hooks(ctx, resp.GetAdjust().GetHooks().GetCreateRuntime())
 			if err == nil {
 				return nil
 			}
@@ -635,11 +633,11 @@ func (h *hookTimes) take(devices, pods int) figures.Hooks {
 type gateInProcess struct{ p *pipeline }
 
 func (g gateInProcess) attach(ctx context.Context, w, devices int) error {
-	return g.p.attachThen(ctx, w, func(ctx context.Context, sb *api.PodSandbox, hooks []*api.Hook) error {
+	return g.p.attachThen(ctx, w, func(ctx context.Context, hooks []*api.Hook) error {
 		if len(hooks) == 0 {
 			return nil
 		}
-		_, err := g.p.gate.WaitAttached(ctx, &nriv1.WaitAttachedRequest{PodUid: sb.GetUid(), NetnsPath: netnsOf(sb)})
+		_, err := g.p.gate.WaitAttached(ctx, &nriv1.WaitAttachedRequest{PodUid: g.p.podUID(w), NetnsPath: "/var/run/netns/" + g.p.pods[w]})
 		return err
 	})
 }
@@ -648,16 +646,6 @@ func (g gateInProcess) check(w, devices int) error { return g.p.check(w, devices
 
 func (g gateInProcess) detach(ctx context.Context, w, devices int) error {
 	return g.p.detach(ctx, w, devices)
-}
-
-// netnsOf is the network namespace of sb, as the sandbox names it.
-func netnsOf(sb *api.PodSandbox) string {
-	for _, ns := range sb.GetLinux().GetNamespaces() {
-		if ns.GetType() == "network" {
-			return ns.GetPath()
-		}
-	}
-	return ""
 }
 
 type provisionerOnly struct{ p *pipeline }
