@@ -35,6 +35,18 @@ GOTEST_FLAGS ?= -count=1 -p 2 -timeout 20m
 # MB less code in dra, a third of its idle RSS.
 GO_TAGS := grpcnotrace
 
+# One build configuration for every go command make runs, the shipped
+# binaries' one: static (CGO_ENABLED=0), -trimpath, GO_TAGS. -trimpath is
+# in every package's cache key, CGO_ENABLED in that of package net and all
+# above it, a tag in that of the packages it selects files of and all above
+# them: in one configuration the unit tests, go vet, the images, the
+# kernel-rig tests, the node processes the tests build, the test world's
+# Kubernetes and the tools share one build cache, and a cold run compiles
+# the standard library and each dependency once, not once per
+# configuration. A command's own -tags (test-kernel's) replaces GOFLAGS'.
+export CGO_ENABLED := 0
+export GOFLAGS := -trimpath -tags=$(GO_TAGS) -buildvcs=false
+
 .PHONY: help
 help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -54,6 +66,17 @@ $(eval $(call tool,protoc-gen-go-grpc,google.golang.org/grpc/cmd/protoc-gen-go-g
 $(eval $(call tool,grpcurl,github.com/fullstorydev/grpcurl/cmd/grpcurl,$(GRPCURL_VERSION)))
 $(eval $(call tool,controller-gen,sigs.k8s.io/controller-tools/cmd/controller-gen,$(CONTROLLER_TOOLS_VERSION)))
 $(eval $(call tool,helm,helm.sh/helm/v3/cmd/helm,$(HELM_VERSION)))
+
+# Every Go module the tests build with (this module's, the images', the
+# test world's and its real node's), downloaded in the background while the
+# tools compile: a cold run's downloads then overlap its compiles. A go
+# command fetches what is still missing itself, so this cannot fail a run;
+# its output is in _output/prefetch.log.
+GO_MODULES := . pods/images shared/testinfra/testworld shared/testinfra/testworld/realnode/tools/containerd shared/testinfra/testworld/realnode/tools/cni
+
+.PHONY: prefetch
+prefetch:
+	@mkdir -p $(OUT); for d in $(GO_MODULES); do echo "== $$d"; (cd $$d && $(GO) mod download -x); done </dev/null >$(OUT)/prefetch.log 2>&1 &
 
 # The tools are built three at a time: a cold build is mostly fetching
 # modules and linking, which overlap well on 2 cores.
@@ -95,8 +118,13 @@ lint: tools ## buf lint, gofmt, go vet.
 	@cd shared/testinfra/testworld && out=$$($(GO) mod tidy -diff 2>&1) || { echo "shared/testinfra/testworld/go.mod is not tidy (run go mod tidy there):"; echo "$$out"; exit 1; }
 	@cd pods/images && out=$$($(GO) mod tidy -diff 2>&1) || { echo "pods/images/go.mod is not tidy (run go mod tidy there):"; echo "$$out"; exit 1; }
 
+# make test: the set-up (the tools, checkgenerate, runc) and lint, then two
+# lanes side by side (shared/testinfra/maketest.sh): the unit tests, then
+# the images', the chart's, the fuzz and the kernel-rig checks; beside them,
+# the test world's binaries, then its tests once the unit tests are done.
 .PHONY: test
-test: tools checkgenerate lint test-unit test-images chart fuzz test-kernel test-world ## Run every test, all set-up included (as root).
+test: prefetch tools checkgenerate node-deps lint ## Run every test, all set-up included (as root).
+	@MAKE='$(MAKE)' bash shared/testinfra/maketest.sh
 
 .PHONY: test-unit
 test-unit: ## Run the tests on this machine's kernel (root tests use throwaway netns).
@@ -125,15 +153,14 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 4s), one after another.
 	done
 
 # Packages with kernel-rig tests (//go:build kernelrig); see shared/testinfra/kernelrig/README.md.
-# They build as the shipped binaries do (static, -trimpath, GO_TAGS), which
-# nodetest and the images build too: a cold run compiles the standard
-# library and the dependencies once for all three, not twice.
+# They build as everything make runs does (static, -trimpath, GO_TAGS and
+# kernelrig): the test binaries run in the VM, which has no C library.
 KERNEL_PKGS = $(shell grep -rlE --include='*_test.go' --exclude-dir=.git --exclude-dir=.tools --exclude-dir=_output --exclude-dir=testdata '^//go:build.*\bkernelrig\b' . | xargs -r -n1 dirname | sort -u)
 
 .PHONY: test-kernel
 test-kernel: ## Run the kernel-rig tests in QEMU (dummy, VLAN, SR-IOV VFs); builds the rig once.
 	bash shared/testinfra/kernelrig/setup.sh
-	CGO_ENABLED=0 $(GO) test -trimpath -tags kernelrig,$(GO_TAGS) -exec "$(CURDIR)/shared/testinfra/kernelrig/vmrun.sh" -p 1 -count=1 -timeout 30m $(KERNEL_PKGS)
+	$(GO) test -tags kernelrig,$(GO_TAGS) -exec "$(CURDIR)/shared/testinfra/kernelrig/vmrun.sh" -p 1 -count=1 -timeout 30m $(KERNEL_PKGS)
 
 # `make dev`: netdra's whole job on this machine, as root (see the README):
 # the test world, the four node processes, demo veths, a NodeConfig, a

@@ -41,7 +41,7 @@ func Binary(ctx context.Context, logger *slog.Logger) (string, error) {
 		}
 		return bin, nil
 	}
-	src, err := moduleDir()
+	src, err := ModuleDir()
 	if err != nil {
 		return "", err
 	}
@@ -73,19 +73,47 @@ func Binary(ctx context.Context, logger *slog.Logger) (string, error) {
 	return filepath.Join(gobin, "testworld"), nil
 }
 
-// moduleDir finds this module's source from the path compiled into this
-// file; a -trimpath build has none and needs $TESTWORLD_BIN.
-func moduleDir() (string, error) {
-	_, file, _, ok := runtime.Caller(0)
-	if !ok || !filepath.IsAbs(file) {
-		return "", fmt.Errorf("no source path in this build: set %s to a testworld binary (make world)", BinaryEnv)
+// SourceEnv names the environment variable that points at the test
+// world module's source folder, for a -trimpath build run from outside it.
+const SourceEnv = "TESTWORLD_SRC"
+
+// ModuleDir finds the test world module's source folder: $TESTWORLD_SRC
+// when set; else the path compiled into this file (a build without
+// -trimpath); else the first folder up from the working directory that is
+// the module or a checkout holding it at shared/testinfra/testworld (make
+// builds everything with -trimpath, from the repository or the module).
+func ModuleDir() (string, error) {
+	if dir := os.Getenv(SourceEnv); dir != "" {
+		if !isModule(dir) {
+			return "", fmt.Errorf("%s=%s: no go.mod of %s there", SourceEnv, dir, modulePath)
+		}
+		return dir, nil
 	}
-	dir := filepath.Dir(filepath.Dir(file))
+	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+		if dir := filepath.Dir(filepath.Dir(file)); isModule(dir) {
+			return dir, nil
+		}
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		for _, d := range []string{dir, filepath.Join(dir, "shared", "testinfra", "testworld")} {
+			if isModule(d) {
+				return d, nil
+			}
+		}
+		if filepath.Dir(dir) == dir {
+			return "", fmt.Errorf("source of %s not found from %s up: set %s to its folder, or %s to a testworld binary (make world)", modulePath, wd, SourceEnv, BinaryEnv)
+		}
+	}
+}
+
+// isModule reports whether dir holds the test world module's go.mod.
+func isModule(dir string) bool {
 	mod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-	if err != nil || !strings.HasPrefix(string(mod), "module "+modulePath+"\n") {
-		return "", fmt.Errorf("source of %s not found at %s: set %s to a testworld binary (make world)", modulePath, dir, BinaryEnv)
-	}
-	return dir, nil
+	return err == nil && strings.HasPrefix(string(mod), "module "+modulePath+"\n")
 }
 
 // LockFile takes an exclusive flock on path (created if missing) and

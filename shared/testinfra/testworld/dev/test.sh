@@ -17,7 +17,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 go=${GO:-go}
 timeout=${TESTWORLD_TIMEOUT:-40m}
-logs=$(mktemp -d /tmp/netdra-testworld.XXXXXX)
+# shellcheck source=../../lanes.sh
+source ../lanes.sh
 
 "$go" vet ./...
 # One build of the e2e test binary, listed; both halves reuse the cache.
@@ -36,24 +37,11 @@ done
 regex() { local IFS='|'; echo "^($*)\$"; }
 others=$("$go" list ./... | grep -v '/e2e$')
 
-run() { # run NAME CMD...: the command's output, prefixed with NAME; its status in $logs/NAME.rc
-  local name=$1
-  shift
-  { rc=0; "$@" 2>&1 || rc=$?; echo "rc=$rc" >"$logs/$name.rc"; } | sed -u "s/^/[$name] /" || true
-}
-echo ">> test world: ${#first[@]} + ${#second[@]} end-to-end tests in two processes; logs in $logs"
-(
-  run packages "$go" test -count=1 -p 1 -timeout "$timeout" $others
-  run e2e-1 "$go" test -count=1 -p 1 -timeout "$timeout" -run "$(regex "${first[@]}")" ./e2e/
-) &
-a=$!
-run e2e-2 "$go" test -count=1 -p 1 -timeout "$timeout" -run "$(regex "${second[@]}")" ./e2e/ &
-b=$!
-wait $a $b || true
-rc=0
-for name in packages e2e-1 e2e-2; do
-  got=$(cat "$logs/$name.rc" 2>/dev/null || echo rc=missing)
-  echo ">> $name: $got"
-  [[ $got == rc=0 ]] || rc=1
-done
-exit $rc
+echo ">> test world: ${#first[@]} + ${#second[@]} end-to-end tests in two processes"
+{
+  lane packages "$go" test -count=1 -p 1 -timeout "$timeout" $others
+  lane e2e-1 "$go" test -count=1 -p 1 -timeout "$timeout" -run "$(regex "${first[@]}")" ./e2e/
+} &
+lane e2e-2 "$go" test -count=1 -p 1 -timeout "$timeout" -run "$(regex "${second[@]}")" ./e2e/ &
+wait
+lanes_report packages e2e-1 e2e-2

@@ -68,7 +68,7 @@ func Build(ctx context.Context, logger *slog.Logger) (*Binaries, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runc not found: install Debian's (apt-get install runc; make test-world does): %w", err)
 	}
-	src, err := moduleDir()
+	src, err := controlplane.ModuleDir()
 	if err != nil {
 		return nil, err
 	}
@@ -124,12 +124,13 @@ func cacheDirs(runc string) (string, *Binaries, error) {
 // module at src into b's folders.
 func buildSteps(src string, b *Binaries) []goInstall {
 	return []goInstall{
-		// The kubelet is built as the testworld binary is (cgo as the
-		// environment says, no -trimpath), so that the Kubernetes packages
-		// both link are compiled once: a CGO_ENABLED=0 build changes the
-		// cache key of everything above package net and compiled most of
-		// Kubernetes a second time (12 minutes here). It runs on the host,
-		// so a dynamically linked one is fine.
+		// The kubelet is built as the testworld binary is (CGO_ENABLED and
+		// GOFLAGS as the environment says: make sets CGO_ENABLED=0 and
+		// -trimpath for every build), so that the Kubernetes packages both
+		// link are compiled once: a build in another configuration changes
+		// the cache key of everything above package runtime and compiled
+		// most of Kubernetes a second time (12 minutes here). It runs on
+		// the host, so a dynamically linked one is fine too.
 		{what: "kubelet v1.37.2 (the first build compiles the kubelet's part of Kubernetes: minutes)", dir: src, gobin: b.Dir, cgo: true,
 			args: []string{"-ldflags=-s -w " + controlplane.LDFlags, "k8s.io/kubernetes/cmd/kubelet"}},
 		{what: "kubectl v1.37.2", dir: src, gobin: b.Dir, cgo: true,
@@ -159,11 +160,12 @@ type goInstall struct {
 
 func (g goInstall) run(ctx context.Context, logger *slog.Logger) error {
 	t0 := time.Now()
-	// No -trimpath: the kubelet's packages then share the build cache with
+	// The environment's GOFLAGS (make's -trimpath and tags) and, for the
+	// kubelet, CGO_ENABLED: its packages then share the build cache with
 	// the testworld binary's (the same Kubernetes), halving a cold build.
 	cmd := exec.CommandContext(ctx, "go", append([]string{"install"}, g.args...)...)
 	cmd.Dir = g.dir
-	cmd.Env = append(os.Environ(), "GOBIN="+g.gobin, "GOWORK=off", "GOFLAGS=")
+	cmd.Env = append(os.Environ(), "GOBIN="+g.gobin, "GOWORK=off")
 	if !g.cgo {
 		cmd.Env = append(cmd.Env, "CGO_ENABLED=0")
 	}
@@ -235,13 +237,4 @@ func writeImage(bin, path, ref, out string) error {
 		return err
 	}
 	return os.Rename(tmp, out)
-}
-
-// moduleDir finds the test world module's source from this file's path.
-func moduleDir() (string, error) {
-	_, file, _, ok := runtime.Caller(0)
-	if !ok || !filepath.IsAbs(file) {
-		return "", fmt.Errorf("no source path in this build of realnode")
-	}
-	return filepath.Dir(filepath.Dir(file)), nil
 }

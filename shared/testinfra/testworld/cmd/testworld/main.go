@@ -22,8 +22,9 @@
 // namespaces and host paths cannot outlive the world).
 //
 // Build it with `make world-bin` (into _output/testworld): it needs the
-// Kubernetes version ldflags (controlplane.LDFlags), and its source path
-// (no -trimpath), where realnode.Build finds the real node's sources.
+// Kubernetes version ldflags (controlplane.LDFlags); realnode.Build finds
+// the real node's sources with controlplane.ModuleDir (run it from the
+// repository, or set TESTWORLD_SRC).
 // The "control-plane" subcommand is what the controlplane package runs in
 // a child process; people need not call it.
 package main

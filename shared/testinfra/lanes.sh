@@ -1,0 +1,38 @@
+# lanes.sh: run steps of a test run side by side, each with its output
+# prefixed with its name (bash; source it). make test runs the test world
+# beside the other checks with it, and the test world's test.sh its
+# end-to-end halves beside each other.
+#
+#   source shared/testinfra/lanes.sh
+#   { lane a cmd1; lane b cmd2; } &    # a then b, in the background
+#   lane c cmd3 &                      # beside them
+#   wait
+#   lanes_report a b c                 # a line per lane; fails when one did
+#
+# A lane's status is its command's; lanes_report says each and returns 1
+# when any failed or never finished. Every lane runs to its end: a red run
+# still shows every failure.
+
+lanes_dir=$(mktemp -d "${TMPDIR:-/tmp}/netdra-lanes.XXXXXX")
+
+# lane NAME CMD...: CMD's output, each line prefixed with [NAME]; its exit
+# status and seconds recorded for lanes_report.
+lane() {
+  local name=$1 t0=$SECONDS
+  shift
+  { rc=0; "$@" 2>&1 || rc=$?; echo "$rc $((SECONDS - t0))" >"$lanes_dir/$name.rc"; } | sed -u "s/^/[$name] /" || true
+}
+
+# lanes_report NAME...: a line per lane with its exit status and how long
+# it took; returns 1 when any failed or left none.
+lanes_report() {
+  local name got secs rc=0
+  for name in "$@"; do
+    got=missing secs=?
+    [[ ! -e $lanes_dir/$name.rc ]] || read -r got secs <"$lanes_dir/$name.rc"
+    echo ">> $name: rc=$got (${secs}s)"
+    [[ $got == 0 ]] || rc=1
+  done
+  rm -rf "$lanes_dir"
+  return $rc
+}

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# maketest.sh: the two lanes of make test, which runs it after the tools,
+# checkgenerate, node-deps and lint (MAKE: the make to call back).
+#
+#   unit, checks: the unit tests, then the images', the chart's, the fuzz
+#           and the kernel-rig checks;
+#   world-build, world: the test world's binaries (Kubernetes from module
+#           sources, the real node's kubelet, containerd and CNI plugins)
+#           built beside the unit tests, then the test world's tests once
+#           the unit tests are done: they change this host's network (in
+#           throwaway namespaces), which the real node's pods use too.
+#
+# lint has run alone before: its go vet compiles this module's
+# dependencies, Kubernetes' client packages among them, which the test
+# world's build would otherwise compile at the same moment, twice.
+#
+# A cold run is mostly compiling, which the two lanes share the cores for;
+# the end-to-end tests are mostly waiting (for the kubelet's sync loops,
+# containerd, pods to start), which the fuzz and the kernel-rig checks fill.
+# Every line is prefixed with its step's name; every step runs to its end
+# (a red run shows every failure) and the run fails when one did.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+make=${MAKE:-make}
+# shellcheck source=lanes.sh
+source shared/testinfra/lanes.sh
+unit_done=$lanes_dir/unit.done
+
+{
+  lane unit "$make" --no-print-directory test-unit
+  touch "$unit_done"
+  lane checks "$make" --no-print-directory test-images chart fuzz test-kernel
+} &
+{
+  lane world-build "$make" --no-print-directory world-bin node-bin
+  until [[ -e $unit_done ]]; do sleep 1; done
+  lane world "$make" --no-print-directory test-world
+} &
+wait
+lanes_report unit checks world-build world
