@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -26,6 +27,11 @@ func TestDurability_KillMidWrite(t *testing.T) {
 		p := startState(t, sock, db)
 		client, _ := dialState(t, sock)
 		ctx := testCtx(t, time.Minute)
+		// The writers' calls end when the service is killed: cancelled
+		// right after the kill, a call made between the kill and the stop
+		// would otherwise wait for the service (rpc.Dial's WaitForReady)
+		// until ctx ends, and the restart below comes only after them.
+		wctx, cancelWriters := context.WithCancel(ctx)
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
 		for w := range 2 {
@@ -47,7 +53,7 @@ func TestDurability_KillMidWrite(t *testing.T) {
 					a := &statev1.Allocation{Pool: "pool", DeviceName: dev, Manager: devicev1.DeviceManager_DEVICE_MANAGER_DUMMY,
 						ClaimUid: claim, PodUid: fmt.Sprintf("pod%d-%d", round, w),
 						Config: &devicev1.DeviceConfig{PodIfName: "net1", Addresses: []string{"10.0.0.1/24"}}}
-					resp, err := client.BeginPrepare(ctx, &statev1.BeginPrepareRequest{Allocations: []*statev1.Allocation{a}})
+					resp, err := client.BeginPrepare(wctx, &statev1.BeginPrepareRequest{Allocations: []*statev1.Allocation{a}})
 					if err != nil {
 						return // the kill
 					}
@@ -55,7 +61,7 @@ func TestDurability_KillMidWrite(t *testing.T) {
 					acked[claim] = resp.GetAllocations()[0]
 					mu.Unlock()
 					pd := &devicev1.PreparedDevice{Device: &devicev1.Device{Name: dev, KernelIfName: dev, Mtu: 1500}}
-					_, err = client.CommitPrepare(ctx, &statev1.CommitPrepareRequest{ClaimUid: claim,
+					_, err = client.CommitPrepare(wctx, &statev1.CommitPrepareRequest{ClaimUid: claim,
 						Allocations: []*statev1.PreparedAllocation{{Key: &statev1.AllocationKey{Pool: "pool", DeviceName: dev}, PreparedDevice: pd}}})
 					if err != nil {
 						return
@@ -80,6 +86,7 @@ func TestDurability_KillMidWrite(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 		p.kill()
+		cancelWriters()
 		close(stop)
 		wg.Wait()
 
