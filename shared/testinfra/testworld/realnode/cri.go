@@ -27,16 +27,42 @@ func withCRI(ctx context.Context, socket string, f func(runtimeapi.RuntimeServic
 
 // Sandbox reports the network namespace of the pod's ready sandbox, as
 // containerd made it: its name under /var/run/netns (for ip -n). ok is
-// false while the pod has no ready sandbox.
+// false when containerd says the pod has no ready sandbox, or cannot say
+// for 30 s: while containerd restarts (the chaos test kills it) Sandbox
+// asks again, so that a runtime briefly down is not taken for a sandbox
+// lost.
 func (n *Node) Sandbox(podUID types.UID) (netns string, ok bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	netns, err := SandboxNetns(ctx, n.ContainerdSocket(), podUID)
-	if err != nil {
-		return "", false
+	for {
+		var err error
+		netns, err = SandboxNetns(ctx, n.ContainerdSocket(), podUID)
+		if err == nil {
+			break
+		}
+		var answered *sandboxCountError
+		if errors.As(err, &answered) || ctx.Err() != nil {
+			return "", false
+		}
+		select {
+		case <-ctx.Done():
+			return "", false
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 	n.record(netns)
 	return netns, true
+}
+
+// sandboxCountError is containerd's answer that a pod has not exactly one
+// ready sandbox (as opposed to no answer).
+type sandboxCountError struct {
+	n   int
+	pod types.UID
+}
+
+func (e *sandboxCountError) Error() string {
+	return fmt.Sprintf("containerd has %d ready sandboxes of pod %s, want 1", e.n, e.pod)
 }
 
 // SandboxNetns asks containerd, through the CRI on its socket, for the
@@ -53,7 +79,7 @@ func SandboxNetns(ctx context.Context, containerdSocket string, podUID types.UID
 			return fmt.Errorf("listing the pod's sandboxes from containerd: %w", err)
 		}
 		if len(resp.GetItems()) != 1 {
-			return fmt.Errorf("containerd has %d ready sandboxes of pod %s, want 1", len(resp.GetItems()), podUID)
+			return &sandboxCountError{n: len(resp.GetItems()), pod: podUID}
 		}
 		netns, err = sandboxNetns(ctx, c, resp.Items[0].Id)
 		return err
@@ -143,4 +169,46 @@ func (n *Node) Exec(ctx context.Context, podUID types.UID, container string, cmd
 		return nil
 	})
 	return out, exitCode, err
+}
+
+// PodTimes is when containerd made a pod's sandbox and one of its
+// containers, and when that container started, as the CRI reports them
+// (the runtime's clock, this host's): the stages of a pod's start on the
+// node between the kubelet's first sight of it and its Ready condition.
+type PodTimes struct {
+	SandboxCreated, ContainerCreated, ContainerStarted time.Time
+}
+
+// PodTimes asks containerd, through the CRI, for the times of the pod's
+// ready sandbox and of its container named container.
+func (n *Node) PodTimes(ctx context.Context, podUID types.UID, container string) (PodTimes, error) {
+	var t PodTimes
+	err := withCRI(ctx, n.ContainerdSocket(), func(c runtimeapi.RuntimeServiceClient) error {
+		sbs, err := c.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
+			LabelSelector: map[string]string{"io.kubernetes.pod.uid": string(podUID)},
+		}})
+		if err != nil {
+			return fmt.Errorf("listing the pod's sandboxes from containerd: %w", err)
+		}
+		if len(sbs.GetItems()) != 1 {
+			return fmt.Errorf("containerd has %d sandboxes of pod %s, want 1", len(sbs.GetItems()), podUID)
+		}
+		t.SandboxCreated = time.Unix(0, sbs.Items[0].CreatedAt)
+		cs, err := c.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{
+			LabelSelector: map[string]string{"io.kubernetes.pod.uid": string(podUID), "io.kubernetes.container.name": container},
+		}})
+		if err != nil {
+			return fmt.Errorf("listing the pod's containers from containerd: %w", err)
+		}
+		if len(cs.GetContainers()) != 1 {
+			return fmt.Errorf("containerd has %d containers %s of pod %s, want 1", len(cs.GetContainers()), container, podUID)
+		}
+		st, err := c.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: cs.Containers[0].Id})
+		if err != nil {
+			return fmt.Errorf("the container's status from containerd: %w", err)
+		}
+		t.ContainerCreated, t.ContainerStarted = time.Unix(0, st.GetStatus().GetCreatedAt()), time.Unix(0, st.GetStatus().GetStartedAt())
+		return nil
+	})
+	return t, err
 }
