@@ -28,6 +28,12 @@ export PATH := $(TOOLS_BIN):$(PATH)
 # Tests: the state and rpc suites run real processes; keep parallelism sane
 # on 2 cores.
 GOTEST_FLAGS ?= -count=1 -p 2 -timeout 20m
+# go test's own vet (a subset of go vet's analyzers) for test-unit, fuzz
+# and test-kernel; make test sets -vet=off, since its vet step has run go vet,
+# every analyzer, on the same packages with both tag sets: go test would
+# otherwise type-check every dependency once more for its vet facts (its
+# flags are not go vet's, so nothing of that step's is reused).
+GOTEST_VET ?=
 
 # Build tags of the shipped binaries (make build, the images, the binaries
 # tests start: pods/images and shared/testinfra/nodetest say the same).
@@ -109,26 +115,37 @@ checkgenerate: generate ## Fail when the committed generated code is stale.
 	@test -z "$$(git status --porcelain -- $(GENERATED))" || { git status --porcelain -- $(GENERATED); echo "generated files are not committed"; exit 1; }
 
 .PHONY: lint
-lint: tools ## buf lint, gofmt, go vet.
+lint: vet tidy ## buf lint, gofmt, go vet, go mod tidy -diff.
+
+.PHONY: vet
+vet: tools ## buf lint, gofmt, go vet (both tag sets).
 	$(BUF) lint
 	@out=$$(gofmt -l $$(git ls-files '*.go')); test -z "$$out" || { echo "gofmt would change:"; echo "$$out"; exit 1; }
 	$(GO) vet ./...
 	$(GO) vet -tags kernelrig,$(GO_TAGS) ./...
+
+# go mod tidy -diff of the three modules: mostly downloading the test
+# dependencies of every dependency, which nothing else needs (make test
+# runs it in its checks lane, off the test world's path).
+.PHONY: tidy
+tidy: ## Fail when a go.mod is not tidy.
 	@out=$$($(GO) mod tidy -diff 2>&1) || { echo "go.mod is not tidy (run go mod tidy):"; echo "$$out"; exit 1; }
 	@cd shared/testinfra/testworld && out=$$($(GO) mod tidy -diff 2>&1) || { echo "shared/testinfra/testworld/go.mod is not tidy (run go mod tidy there):"; echo "$$out"; exit 1; }
 	@cd pods/images && out=$$($(GO) mod tidy -diff 2>&1) || { echo "pods/images/go.mod is not tidy (run go mod tidy there):"; echo "$$out"; exit 1; }
 
-# make test: the set-up (the tools, checkgenerate, runc) and lint, then two
+# make test: the set-up (the tools, checkgenerate, runc) and vet, then two
 # lanes side by side (shared/testinfra/maketest.sh): the unit tests, then
-# the images', the chart's, the fuzz and the kernel-rig checks; beside them,
-# the test world's binaries, then its tests once the unit tests are done.
+# go.mod's tidiness, the images', the chart's, the fuzz and the kernel-rig
+# checks; beside them, the test world's binaries, then its tests once the
+# unit tests are done. The go tests run with -vet=off (GOTEST_VET): vet
+# has run every analyzer on their packages.
 .PHONY: test
-test: prefetch tools checkgenerate node-deps lint ## Run every test, all set-up included (as root).
-	@MAKE='$(MAKE)' bash shared/testinfra/maketest.sh
+test: prefetch tools checkgenerate node-deps vet ## Run every test, all set-up included (as root).
+	@MAKE='$(MAKE)' GOTEST_VET=-vet=off bash shared/testinfra/maketest.sh
 
 .PHONY: test-unit
 test-unit: ## Run the tests on this machine's kernel (root tests use throwaway netns).
-	GRPCURL=$(GRPCURL) $(GO) test $(GOTEST_FLAGS) ./...
+	GRPCURL=$(GRPCURL) $(GO) test $(GOTEST_FLAGS) $(GOTEST_VET) ./...
 
 # Fuzz targets: every `func FuzzX(f *testing.F)` in this module's test
 # files, as pkg:FuzzX, found afresh each time so that a new one is run too
@@ -146,7 +163,7 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 4s), one after another.
 	@set -e; out=$$(mktemp); trap 'rm -f $$out' EXIT; for t in $(FUZZ_TARGETS); do \
 	  pkg=$${t%%:*}; name=$${t##*:}; \
 	  echo ">> $$name (./$$pkg) for $(FUZZTIME)"; \
-	  if $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) ./$$pkg 2>&1 | tee $$out; then continue; fi; \
+	  if $(GO) test $(GOTEST_VET) -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) ./$$pkg 2>&1 | tee $$out; then continue; fi; \
 	  if grep -q '^    context deadline exceeded$$' $$out && ! grep -q 'Failing input written' $$out; then \
 	    echo ">> $$name: go1.26's fuzz coordinator raced its own -fuzztime deadline (go.dev/issue/75804, fixed in go1.27); no input failed"; continue; fi; \
 	  exit 1; \
@@ -160,7 +177,7 @@ KERNEL_PKGS = $(shell grep -rlE --include='*_test.go' --exclude-dir=.git --exclu
 .PHONY: test-kernel
 test-kernel: ## Run the kernel-rig tests in QEMU (dummy, VLAN, SR-IOV VFs); builds the rig once.
 	bash shared/testinfra/kernelrig/setup.sh
-	$(GO) test -tags kernelrig,$(GO_TAGS) -exec "$(CURDIR)/shared/testinfra/kernelrig/vmrun.sh" -p 1 -count=1 -timeout 30m $(KERNEL_PKGS)
+	$(GO) test $(GOTEST_VET) -tags kernelrig,$(GO_TAGS) -exec "$(CURDIR)/shared/testinfra/kernelrig/vmrun.sh" -p 1 -count=1 -timeout 30m $(KERNEL_PKGS)
 
 # `make dev`: netdra's whole job on this machine, as root (see the README):
 # the test world, the four node processes, demo veths, a NodeConfig, a
@@ -270,7 +287,7 @@ images-load: images ## Import _output/images/*.tar into containerd's k8s.io name
 
 .PHONY: test-images
 test-images: ## Run pods/images' tests: the builder, pods/Dockerfile and pods/base describe the same images; one image read back.
-	cd pods/images && $(GO) vet ./... && $(GO) test -count=1 -p 1 ./...
+	cd pods/images && $(GO) vet ./... && $(GO) test -vet=off -count=1 -p 1 ./...
 
 .PHONY: images-engine
 images-engine: ## Build every service's image from pods/Dockerfile with a container engine; fails clearly without one.

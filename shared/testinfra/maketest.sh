@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # maketest.sh: the two lanes of make test, which runs it after the tools,
-# checkgenerate, node-deps and lint (MAKE: the make to call back).
+# checkgenerate, node-deps and vet (MAKE: the make to call back).
 #
-#   unit, checks: the unit tests, then the images', the chart's, the fuzz
-#           and the kernel-rig checks;
+#   unit, checks: the unit tests, then the go.mod files' tidiness, the
+#           images', the chart's, the fuzz and the kernel-rig checks;
 #   world-build, world: the test world's binaries (Kubernetes from module
 #           sources, the real node's kubelet, containerd and CNI plugins)
 #           built beside the unit tests, then the test world's tests once
 #           the unit tests are done: they change this host's network (in
 #           throwaway namespaces), which the real node's pods use too.
 #
-# lint has run alone before: its go vet compiles this module's
+# vet has run alone before: it compiles this module's
 # dependencies, Kubernetes' client packages among them, which the test
 # world's build would otherwise compile at the same moment, twice.
 #
@@ -29,7 +29,7 @@ unit_done=$lanes_dir/unit.done
 {
   lane unit "$make" --no-print-directory test-unit
   touch "$unit_done"
-  lane checks "$make" --no-print-directory test-images chart fuzz test-kernel
+  lane checks "$make" --no-print-directory tidy test-images chart fuzz test-kernel
 } &
 {
   lane world-build "$make" --no-print-directory world-bin node-bin
