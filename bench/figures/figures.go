@@ -78,14 +78,23 @@ type Beside struct {
 // the mean time (ms) of netdra's own calls over the phase, from nri's and
 // dra's metrics ("nri RunPodSandbox", "dra prepare", ...).
 type PodStart struct {
-	Way         string             `json:"way"`
-	Claim       bool               `json:"claim"`
-	Pods        int                `json:"pods"`
-	Failures    int                `json:"failures"`
-	Ready       Summary            `json:"ready"`
-	Scheduled   Summary            `json:"scheduled"` // create request to bound to the node
-	WallSeconds float64            `json:"wall_s"`
-	Hooks       map[string]float64 `json:"hooks_mean_ms,omitempty"`
+	Way       string  `json:"way"`
+	Claim     bool    `json:"claim"`
+	Pods      int     `json:"pods"`
+	Failures  int     `json:"failures"`
+	Ready     Summary `json:"ready"`
+	Scheduled Summary `json:"scheduled"` // create request to bound to the node
+	// The runtime's stages, from the create request, by the times
+	// containerd reports through the CRI (this host's clock): the pod's
+	// sandbox begun (the kubelet has seen the pod and prepared its
+	// claims), its container made (the sandbox up, its network and NRI's
+	// RunPodSandbox done) and started (runc's create, its OCI hooks
+	// included, and start done).
+	Sandbox          Summary            `json:"sandbox_created"`
+	ContainerCreated Summary            `json:"container_created"`
+	ContainerStarted Summary            `json:"container_started"`
+	WallSeconds      float64            `json:"wall_s"`
+	Hooks            map[string]float64 `json:"hooks_mean_ms,omitempty"`
 }
 
 // KubeletRestart is the real node's kubelet restarted while netdra runs,
@@ -97,6 +106,7 @@ type KubeletRestart struct {
 	RestartSeconds    float64 `json:"restart_s"`
 	SlicesBackSeconds float64 `json:"slices_back_s"`
 	PodRunningSeconds float64 `json:"pod_running_s"`
+	PodBoundSeconds   float64 `json:"pod_bound_s"`    // the pod bound to the node by the scheduler
 	SlicesDeleted     bool    `json:"slices_deleted"` // false: the old slices were never seen deleted
 }
 

@@ -35,6 +35,7 @@ func writePodStart(p func(string, ...any), ps []figures.PodStart, rs []figures.K
 	p("Scheduled: from the create request to the pod bound to the node (the scheduler's share, with a claim its wait")
 	p("for the claim made from the template and its allocation), before the kubelet or netdra see the pod.")
 	p("")
+	writeStages(p, ps)
 	for _, way := range []string{"serial", "burst"} {
 		plain, ok1 := findStart(ps, way, false)
 		claim, ok2 := findStart(ps, way, true)
@@ -54,7 +55,75 @@ func writePodStart(p func(string, ...any), ps []figures.PodStart, rs []figures.K
 		}
 		p("- Kubelet restart, from the old kubelet's SIGTERM: the new one started and the Node seen Ready after %.2f s (the", r.RestartSeconds)
 		p("  Node is still Ready in the API), the node's ResourceSlices back after %s, a pod with a claim created", slices)
-		p("  then Running after %.3f s.", r.PodRunningSeconds)
+		p("  then bound to the node after %.3f s and Running after %.3f s.", r.PodBoundSeconds, r.PodRunningSeconds)
+	}
+	p("")
+}
+
+// stages are a pod start's stages in order, each a time from the create
+// request.
+var stages = []struct {
+	name string
+	of   func(figures.PodStart) figures.Summary
+}{
+	{"bound", func(x figures.PodStart) figures.Summary { return x.Scheduled }},
+	{"sandbox begun", func(x figures.PodStart) figures.Summary { return x.Sandbox }},
+	{"container made", func(x figures.PodStart) figures.Summary { return x.ContainerCreated }},
+	{"container started", func(x figures.PodStart) figures.Summary { return x.ContainerStarted }},
+	{"Ready", func(x figures.PodStart) figures.Summary { return x.Ready }},
+}
+
+// writeStages splits each phase's start into its stages (P50 of each
+// stage's time from the create request, and the step from the stage
+// before), and for each way the claim's difference step by step: where
+// on the pod's path the time a claim adds goes.
+func writeStages(p func(string, ...any), ps []figures.PodStart) {
+	if !slices.ContainsFunc(ps, func(x figures.PodStart) bool { return x.ContainerStarted.N > 0 }) {
+		return
+	}
+	p("Where the time goes: each stage's P50 from the create request (in brackets the step from the stage before), by")
+	p("the times containerd reports through the CRI for the runtime's stages: **bound** (the scheduler's), **sandbox")
+	p("begun** (the kubelet saw the pod, prepared its claims through dra and asked for the sandbox), **container made**")
+	p("(the sandbox up: its netns, the CNI's eth0, the NRI RunPodSandbox hooks; the kubelet's CreateContainer),")
+	p("**container started** (runc's create with its OCI hooks: for a claim netdra's check-netns, and nri's gate when")
+	p("the attach is still running; then its start) and **Ready** (seen in a watch: the kubelet reports it after its")
+	p("next look at the runtime, its PLEG relisting every second).")
+	p("")
+	head, sep := "| pods | how | claim |", "|---|---|---|"
+	for _, st := range stages {
+		head += " " + st.name + " ms |"
+		sep += "---|"
+	}
+	p("%s", head)
+	p("%s", sep)
+	for _, x := range ps {
+		if x.ContainerStarted.N == 0 {
+			continue
+		}
+		row := fmt.Sprintf("| %d | %s | %s |", x.Pods, x.Way, yesNo(x.Claim))
+		prev := 0.0
+		for _, st := range stages {
+			v := st.of(x).P50
+			row += fmt.Sprintf(" %.0f (%+.0f) |", v, v-prev)
+			prev = v
+		}
+		p("%s", row)
+	}
+	p("")
+	for _, way := range []string{"serial", "burst"} {
+		plain, ok1 := findStart(ps, way, false)
+		claim, ok2 := findStart(ps, way, true)
+		if !ok1 || !ok2 || plain.ContainerStarted.N == 0 || claim.ContainerStarted.N == 0 {
+			continue
+		}
+		var parts []string
+		prevPlain, prevClaim := 0.0, 0.0
+		for _, st := range stages {
+			c, q := st.of(claim).P50, st.of(plain).P50
+			parts = append(parts, fmt.Sprintf("%s %+.0f", st.name, (c-prevClaim)-(q-prevPlain)))
+			prevPlain, prevClaim = q, c
+		}
+		p("- %s, what a claim adds to each step's P50 (claim - no claim, ms): %s.", way, strings.Join(parts, ", "))
 	}
 	p("")
 }

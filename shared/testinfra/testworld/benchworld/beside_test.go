@@ -187,7 +187,7 @@ func (w *startupWorld) besideBurst(b *testing.B, ph besidePhase, round int) besi
 	start := func(name string, extra bool) {
 		wg.Go(func() {
 			<-gate
-			ready, bound, err := w.startPod(name, extra && ph.devices)
+			st, err := w.startPod(name, extra && ph.devices)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -197,9 +197,9 @@ func (w *startupWorld) besideBurst(b *testing.B, ph besidePhase, round int) besi
 				}
 				run.failures++
 			case extra:
-				run.extraReady, run.extraBound = append(run.extraReady, ready), append(run.extraBound, bound)
+				run.extraReady, run.extraBound = append(run.extraReady, st.ready), append(run.extraBound, st.scheduled)
 			default:
-				run.ready = append(run.ready, ready)
+				run.ready = append(run.ready, st.ready)
 			}
 		})
 	}

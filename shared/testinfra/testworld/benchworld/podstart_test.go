@@ -128,10 +128,10 @@ func (w *startupWorld) phase(b *testing.B, prefix string, claim, burst bool, n i
 	before := w.hookTimes(b)
 	start := time.Now()
 	var mu sync.Mutex
-	var took, bound []time.Duration
-	failures := 0
+	var took, bound, sandbox, created, started []time.Duration
+	failures, noStages := 0, 0
 	one := func(i int) {
-		ready, scheduled, err := w.startPod(fmt.Sprintf("%s-%d", name, i), claim)
+		st, err := w.startPod(fmt.Sprintf("%s-%d", name, i), claim)
 		mu.Lock()
 		defer mu.Unlock()
 		if err != nil {
@@ -141,7 +141,15 @@ func (w *startupWorld) phase(b *testing.B, prefix string, claim, burst bool, n i
 			failures++
 			return
 		}
-		took, bound = append(took, ready), append(bound, scheduled)
+		took, bound = append(took, st.ready), append(bound, st.scheduled)
+		if st.stagesErr != nil {
+			if noStages == 0 {
+				b.Logf("%s: %v", name, st.stagesErr)
+			}
+			noStages++
+			return
+		}
+		sandbox, created, started = append(sandbox, st.sandbox), append(created, st.created), append(started, st.started)
 	}
 	var wg sync.WaitGroup
 	for i := range n {
@@ -154,7 +162,8 @@ func (w *startupWorld) phase(b *testing.B, prefix string, claim, burst bool, n i
 	}
 	wg.Wait()
 	rec := figures.PodStart{Way: way, Claim: claim, Pods: n, Failures: failures, Ready: figures.Summarize(took),
-		Scheduled: figures.Summarize(bound), WallSeconds: time.Since(start).Seconds()}
+		Scheduled: figures.Summarize(bound), Sandbox: figures.Summarize(sandbox), ContainerCreated: figures.Summarize(created),
+		ContainerStarted: figures.Summarize(started), WallSeconds: time.Since(start).Seconds()}
 	w.deleteAll(b)
 	rec.Hooks = meanDelta(before, w.hookTimes(b)) // the pods' start and their teardown
 	b.Logf("%s: %d pods, ready p50 %.0f ms p90 %.0f ms p99 %.0f ms (scheduled p50 %.0f ms), %d failed; netdra (mean ms): %v", name, n,
@@ -169,16 +178,26 @@ func (w *startupWorld) record(b *testing.B, rec figures.PodStart) {
 	}
 }
 
-// startPod creates a pod and returns the time from its create request to
-// its Ready condition, and to its binding to the node (the scheduler's
-// share, before the kubelet sees the pod).
-func (w *startupWorld) startPod(name string, claim bool) (ready, scheduled time.Duration, err error) {
+// startTimes is a pod's start, each stage from its create request: bound
+// to the node (the scheduler's share, before the kubelet sees the pod),
+// its sandbox made and its container made and started (containerd's
+// clock, the CRI's: the kubelet's and netdra's share on the node), its
+// Ready condition seen (the kubelet's status after its next look at the
+// runtime). stagesErr says why the runtime's stages are missing.
+type startTimes struct {
+	scheduled, sandbox, created, started, ready time.Duration
+	stagesErr                                   error
+}
+
+// startPod creates a pod and returns its stages' times.
+func (w *startupWorld) startPod(name string, claim bool) (st startTimes, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	seen, bound := w.ready.expect(name), w.ready.expect(scheduledKey(name))
 	t0 := time.Now()
-	if _, err := w.c.CoreV1().Pods(w.ns).Create(ctx, startupPod(name, w.nn.node.Name(), w.tmpl, claim), metav1.CreateOptions{}); err != nil {
-		return 0, 0, fmt.Errorf("creating pod %s: %w", name, err)
+	pod, err := w.c.CoreV1().Pods(w.ns).Create(ctx, startupPod(name, w.nn.node.Name(), w.tmpl, claim), metav1.CreateOptions{})
+	if err != nil {
+		return st, fmt.Errorf("creating pod %s: %w", name, err)
 	}
 	wait := func(ch <-chan time.Time, what string) (time.Duration, error) {
 		select {
@@ -188,11 +207,19 @@ func (w *startupWorld) startPod(name string, claim bool) (ready, scheduled time.
 			return 0, fmt.Errorf("pod %s not %s in 5 min", name, what)
 		}
 	}
-	if scheduled, err = wait(bound, "bound to the node"); err != nil {
-		return 0, 0, err
+	if st.scheduled, err = wait(bound, "bound to the node"); err != nil {
+		return st, err
 	}
-	ready, err = wait(seen, "Ready")
-	return ready, scheduled, err
+	if st.ready, err = wait(seen, "Ready"); err != nil {
+		return st, err
+	}
+	pt, err := w.nn.node.PodTimes(ctx, pod.UID, "app")
+	if err != nil {
+		st.stagesErr = fmt.Errorf("pod %s: %w", name, err)
+		return st, nil
+	}
+	st.sandbox, st.created, st.started = pt.SandboxCreated.Sub(t0), pt.ContainerCreated.Sub(t0), pt.ContainerStarted.Sub(t0)
+	return st, nil
 }
 
 // startupPod is the benchmark's pod: the e2e tests' pod (the test app,
