@@ -101,13 +101,17 @@ type PodStart struct {
 // each time from the old kubelet's SIGTERM: until the Node is seen Ready
 // (when the new kubelet started: the Node is still Ready in the API),
 // until the node's ResourceSlices are back (the kubelet deletes them at
-// start) and until a pod with a claim, created then, is Running.
+// start) and until a pod with a claim, created then, is Running (and one
+// without a claim, created with it).
 type KubeletRestart struct {
 	RestartSeconds    float64 `json:"restart_s"`
 	SlicesBackSeconds float64 `json:"slices_back_s"`
 	PodRunningSeconds float64 `json:"pod_running_s"`
-	PodBoundSeconds   float64 `json:"pod_bound_s"`    // the pod bound to the node by the scheduler
-	SlicesDeleted     bool    `json:"slices_deleted"` // false: the old slices were never seen deleted
+	PodBoundSeconds   float64 `json:"pod_bound_s"` // the pod bound to the node by the scheduler
+	// PlainRunningSeconds is a pod without a claim, created with the
+	// other: the restarted kubelet's own time to a pod Running.
+	PlainRunningSeconds float64 `json:"plain_running_s"`
+	SlicesDeleted       bool    `json:"slices_deleted"` // false: the old slices were never seen deleted
 }
 
 // Hooks is how long netdra's NRI hooks held the runtime's NRI lock in one
