@@ -91,6 +91,7 @@ func TestRun_ReportAndPlot(t *testing.T) {
 	report := string(b)
 	for _, want := range []string{
 		"| 4 | pod startup one after the other, P50 with a claim - without | <= +20 ms | +",
+		"ms the control plane's and ",
 		"| 4 | kubelet restart: from its SIGTERM, slices back and a new pod with a claim Running | < 2 s | slices 0.30 s, pod Running 1.10 s (a pod without a claim beside it: 1.00 s, the kubelet's own) | met |",
 		"| 3 | nri RunPodSandbox on the real node, mean per pod (worst phase, nri's metrics) | <= 2 ms | 1.5 ms",
 		"| 3 | nri StopPodSandbox on the real node, mean per pod (worst phase, nri's metrics) | <= 2 ms | 3.0 ms",

@@ -153,6 +153,21 @@ func findStart(ps []figures.PodStart, way string, claim bool) (figures.PodStart,
 	return ps[i], true
 }
 
+// kubernetesShare is what a claim adds at P50, one after the other,
+// before netdra is asked anything: the control plane's (the claim made
+// from the template and allocated: bound) and the kubelet's own handling
+// of the claim (the step to the sandbox, less dra's mean prepare: the
+// kubelet reads the claim and checkpoints it around the call).
+func kubernetesShare(plain, claim figures.PodStart) (string, bool) {
+	prep, ok := claim.Hooks["dra prepare"]
+	if !ok || claim.Sandbox.N == 0 || plain.Sandbox.N == 0 {
+		return "", false
+	}
+	cp := claim.Scheduled.P50 - plain.Scheduled.P50
+	kubelet := (claim.Sandbox.P50 - claim.Scheduled.P50) - (plain.Sandbox.P50 - plain.Scheduled.P50) - prep
+	return fmt.Sprintf("of it %+.0f ms the control plane's and %+.0f ms the kubelet's own, before netdra's calls", cp, kubelet), true
+}
+
 // startupTargets: point 4, pod startup on the real node and the
 // kubelet's restart.
 func startupTargets(ps []figures.PodStart, rs []figures.KubeletRestart) []row {
@@ -162,7 +177,11 @@ func startupTargets(ps []figures.PodStart, rs []figures.KubeletRestart) []row {
 	target := "pod startup one after the other, P50 with a claim - without"
 	if ok1 && ok2 {
 		d := claim.Ready.P50 - plain.Ready.P50
-		out = append(out, row{"4", target, "<= +20 ms", fmt.Sprintf("%+.0f ms (%.0f vs %.0f ms, %d pods)", d, claim.Ready.P50, plain.Ready.P50, claim.Pods), d <= 20})
+		got := fmt.Sprintf("%+.0f ms (%.0f vs %.0f ms, %d pods)", d, claim.Ready.P50, plain.Ready.P50, claim.Pods)
+		if k, ok := kubernetesShare(plain, claim); ok {
+			got += "; " + k
+		}
+		out = append(out, row{"4", target, "<= +20 ms", got, d <= 20})
 	} else {
 		out = append(out, notMeasured("4", target, "<= +20 ms"))
 	}
