@@ -3,7 +3,8 @@
 # checkgenerate, node-deps and vet (MAKE: the make to call back).
 #
 #   unit, checks: the unit tests, then the go.mod files' tidiness, the
-#           images', the chart's, the fuzz and the kernel-rig checks;
+#           images', the chart's, the fuzz and the kernel-rig checks (go
+#           vet with the kernelrig tag, then the kernel-rig tests);
 #   world-build, world: the test world's binaries (Kubernetes from module
 #           sources, the real node's kubelet, containerd and CNI plugins)
 #           built beside the unit tests, then the test world's tests once
@@ -29,7 +30,7 @@ unit_done=$lanes_dir/unit.done
 {
   lane unit "$make" --no-print-directory test-unit
   touch "$unit_done"
-  lane checks "$make" --no-print-directory tidy test-images chart fuzz test-kernel
+  lane checks "$make" --no-print-directory tidy test-images chart fuzz vet-kernel test-kernel
 } &
 {
   lane world-build "$make" --no-print-directory world-bin node-bin
