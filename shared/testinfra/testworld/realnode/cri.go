@@ -10,8 +10,11 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -27,42 +30,24 @@ func withCRI(ctx context.Context, socket string, f func(runtimeapi.RuntimeServic
 
 // Sandbox reports the network namespace of the pod's ready sandbox, as
 // containerd made it: its name under /var/run/netns (for ip -n). ok is
-// false when containerd says the pod has no ready sandbox, or cannot say
-// for 30 s: while containerd restarts (the chaos test kills it) Sandbox
-// asks again, so that a runtime briefly down is not taken for a sandbox
-// lost.
+// false when containerd's answer is not one ready sandbox with a named
+// netns, or when it gives none for 30 s: while containerd restarts (the
+// chaos test kills it) and its socket is Unavailable, Sandbox asks again,
+// so that a runtime briefly down is not taken for a sandbox lost.
 func (n *Node) Sandbox(podUID types.UID) (netns string, ok bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for {
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		var err error
 		netns, err = SandboxNetns(ctx, n.ContainerdSocket(), podUID)
-		if err == nil {
-			break
+		if status.Code(err) == codes.Unavailable {
+			return false, nil
 		}
-		var answered *sandboxCountError
-		if errors.As(err, &answered) || ctx.Err() != nil {
-			return "", false
-		}
-		select {
-		case <-ctx.Done():
-			return "", false
-		case <-time.After(200 * time.Millisecond):
-		}
+		return err == nil, err
+	})
+	if err != nil {
+		return "", false
 	}
 	n.record(netns)
 	return netns, true
-}
-
-// sandboxCountError is containerd's answer that a pod has not exactly one
-// ready sandbox (as opposed to no answer).
-type sandboxCountError struct {
-	n   int
-	pod types.UID
-}
-
-func (e *sandboxCountError) Error() string {
-	return fmt.Sprintf("containerd has %d ready sandboxes of pod %s, want 1", e.n, e.pod)
 }
 
 // SandboxNetns asks containerd, through the CRI on its socket, for the
@@ -79,7 +64,7 @@ func SandboxNetns(ctx context.Context, containerdSocket string, podUID types.UID
 			return fmt.Errorf("listing the pod's sandboxes from containerd: %w", err)
 		}
 		if len(resp.GetItems()) != 1 {
-			return &sandboxCountError{n: len(resp.GetItems()), pod: podUID}
+			return fmt.Errorf("containerd has %d ready sandboxes of pod %s, want 1", len(resp.GetItems()), podUID)
 		}
 		netns, err = sandboxNetns(ctx, c, resp.Items[0].Id)
 		return err
@@ -180,7 +165,7 @@ type PodTimes struct {
 }
 
 // PodTimes asks containerd, through the CRI, for the times of the pod's
-// ready sandbox and of its container named container.
+// sandbox and of its container named container.
 func (n *Node) PodTimes(ctx context.Context, podUID types.UID, container string) (PodTimes, error) {
 	var t PodTimes
 	err := withCRI(ctx, n.ContainerdSocket(), func(c runtimeapi.RuntimeServiceClient) error {
