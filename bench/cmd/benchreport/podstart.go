@@ -79,6 +79,16 @@ var stages = []struct {
 	{"Ready", func(x figures.PodStart) figures.Summary { return x.Ready }},
 }
 
+// stepP50 is the P50 step to stage i of x from the stage before (from the
+// create request for the first): the difference of the stages' P50s.
+func stepP50(x figures.PodStart, i int) float64 {
+	v := stages[i].of(x).P50
+	if i > 0 {
+		v -= stages[i-1].of(x).P50
+	}
+	return v
+}
+
 // writeStages splits each phase's start into its stages (P50 of each
 // stage's time from the create request, and the step from the stage
 // before), and for each way the claim's difference step by step: where
@@ -107,11 +117,8 @@ func writeStages(p func(string, ...any), ps []figures.PodStart) {
 			continue
 		}
 		row := fmt.Sprintf("| %d | %s | %s |", x.Pods, x.Way, yesNo(x.Claim))
-		prev := 0.0
-		for _, st := range stages {
-			v := st.of(x).P50
-			row += fmt.Sprintf(" %.0f (%+.0f) |", v, v-prev)
-			prev = v
+		for i, st := range stages {
+			row += fmt.Sprintf(" %.0f (%+.0f) |", st.of(x).P50, stepP50(x, i))
 		}
 		p("%s", row)
 	}
@@ -123,11 +130,8 @@ func writeStages(p func(string, ...any), ps []figures.PodStart) {
 			continue
 		}
 		var parts []string
-		prevPlain, prevClaim := 0.0, 0.0
-		for _, st := range stages {
-			c, q := st.of(claim).P50, st.of(plain).P50
-			parts = append(parts, fmt.Sprintf("%s %+.0f", st.name, (c-prevClaim)-(q-prevPlain)))
-			prevPlain, prevClaim = q, c
+		for i, st := range stages {
+			parts = append(parts, fmt.Sprintf("%s %+.0f", st.name, stepP50(claim, i)-stepP50(plain, i)))
 		}
 		p("- %s, what a claim adds to each step's P50 (claim - no claim, ms): %s.", way, strings.Join(parts, ", "))
 	}

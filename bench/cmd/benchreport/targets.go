@@ -163,8 +163,8 @@ func kubernetesShare(plain, claim figures.PodStart) (string, bool) {
 	if !ok || claim.Sandbox.N == 0 || plain.Sandbox.N == 0 {
 		return "", false
 	}
-	cp := claim.Scheduled.P50 - plain.Scheduled.P50
-	kubelet := (claim.Sandbox.P50 - claim.Scheduled.P50) - (plain.Sandbox.P50 - plain.Scheduled.P50) - prep
+	cp := stepP50(claim, 0) - stepP50(plain, 0)
+	kubelet := stepP50(claim, 1) - stepP50(plain, 1) - prep
 	return fmt.Sprintf("of it %+.0f ms the control plane's and %+.0f ms the kubelet's own, before netdra's calls", cp, kubelet), true
 }
 
