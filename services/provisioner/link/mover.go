@@ -178,7 +178,7 @@ func (m *Mover) Attach(ctx context.Context, hostIfName string, orig *devicev1.Li
 	}
 	podName := cmp.Or(cfg.GetPodIfName(), hostIfName)
 	if l == nil {
-		return reattach(log, host, pod, podName, orig, want)
+		return reattach(ctx, log, host, pod, hostIfName, podName, orig, want)
 	}
 	if err := pod.claim(podName, 0); err != nil {
 		return fmt.Errorf("attaching %s to %s: %w", hostIfName, netnsPath, err)
@@ -218,9 +218,10 @@ func attach(ctx context.Context, p *place, pod *conn, l netlink.Link, podName st
 	return configure(pod, l, want)
 }
 
-// reattach is Attach for a link that is no longer in the host: it is
-// success if the link is in the pod under podName, configured as want.
-func reattach(log *slog.Logger, host, pod *conn, podName string, orig *devicev1.LinkSnapshot, want config) error {
+// reattach is Attach for a link that is no longer in the host under its
+// name: it is success if the link is in the pod under podName, configured
+// as want; an Attach that was cut short is finished (resume).
+func reattach(ctx context.Context, log *slog.Logger, host, pod *conn, hostIfName, podName string, orig *devicev1.LinkSnapshot, want config) error {
 	l, err := pod.lookup(podName)
 	if err != nil {
 		return err
@@ -230,7 +231,7 @@ func reattach(log *slog.Logger, host, pod *conn, podName string, orig *devicev1.
 		mac, _ = net.ParseMAC(orig.GetMacAddress())
 	}
 	if l == nil || (mac != nil && l.Attrs().HardwareAddr.String() != mac.String()) {
-		return fmt.Errorf("attaching to %s as %s: %w", pod.name, podName, ErrLinkNotFound)
+		return resume(ctx, log, host, pod, hostIfName, podName, orig, want)
 	}
 	a := l.Attrs()
 	if (want.mac != nil && a.HardwareAddr.String() != want.mac.String()) || (want.mtu != 0 && a.MTU != want.mtu) {
@@ -349,8 +350,10 @@ func (m *Mover) Detach(ctx context.Context, orig *devicev1.LinkSnapshot, netnsPa
 		p = &place{at: pod, name: orig.GetName()}
 	}
 	if l == nil {
-		// Detached already, or never attached: the link must be in the host.
-		p = &place{at: host, name: orig.GetName()}
+		// Detached already, or never attached: the link is in the host.
+		if p, err = inHost(host, podName, cfg, back); err != nil {
+			return err
+		}
 	}
 	if err := restore(p, host, back); err != nil {
 		return fmt.Errorf("detaching %s from %s: %w", podName, netnsPath, err)

@@ -155,5 +155,5 @@ func (c *conn) rename(l netlink.Link, name string) error {
 // under when both its current and its final name are taken on the other
 // side.
 func tempName() string {
-	return fmt.Sprintf("netdra%08x", rand.Uint32())
+	return fmt.Sprintf("%s%08x", tempPrefix, rand.Uint32())
 }
