@@ -64,13 +64,16 @@ func (g Gate) hook(uid, netns string) *api.ContainerAdjustment {
 func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (_ *api.ContainerAdjustment, _ []*api.ContainerUpdate, err error) {
 	defer func(start time.Time) { p.metrics.observe("CreateContainer", start, err) }(time.Now())
 	netns := netnsOf(pod)
-	if netns == "" {
+	if netns == "" && !undescribed(pod) {
 		return nil, nil, nil // host network: nothing to attach
 	}
 	ctx, cancel := context.WithTimeout(ctx, HookTimeout)
 	defer cancel()
 	refuse := func(err error) error {
 		return fmt.Errorf("netdra: container %s of pod %s refused: %w", ctr.GetName(), pod.GetUid(), err)
+	}
+	if netns == "" {
+		return nil, nil, p.refuseUndescribed(ctx, pod, refuse)
 	}
 	if p.freshAttach(pod.GetUid(), netns) {
 		return nil, nil, nil // its attach has just put every device there
@@ -104,6 +107,25 @@ func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 		return nil, nil, refuse(err)
 	}
 	return nil, nil, nil
+}
+
+// refuseUndescribed is CreateContainer's answer for a pod whose sandbox
+// the runtime describes without namespaces, and whose network namespace
+// was not found otherwise (netnsOf): nil when the pod has no devices (a
+// dra that refuses host-network pods made none), else its refusal.
+func (p *Plugin) refuseUndescribed(ctx context.Context, pod *api.PodSandbox, refuse func(error) error) error {
+	allocs, err := retry(ctx, func(ctx context.Context) (*statev1.ListAllocationsResponse, error) {
+		return p.state.ListAllocations(ctx, &statev1.ListAllocationsRequest{PodUid: pod.GetUid()})
+	})
+	switch {
+	case err != nil:
+		return refuse(fmt.Errorf("listing the devices of the pod: %w", err))
+	case len(allocs.GetAllocations()) == 0:
+		return nil
+	}
+	err = refuse(fmt.Errorf("%s: %w", deviceList(allocs.GetAllocations()), errUndescribed))
+	p.podLog(pod).Error("Container refused", "error", err)
+	return err
 }
 
 // await waits for the pod's attach w, then checks that every device of the

@@ -131,16 +131,6 @@ func (p *Plugin) lockPod(uid string) (unlock func()) {
 	return unlock
 }
 
-// netnsOf is the pod's network namespace path; empty for a host-network pod.
-func netnsOf(pod *api.PodSandbox) string {
-	for _, ns := range pod.GetLinux().GetNamespaces() {
-		if ns.GetType() == "network" {
-			return ns.GetPath()
-		}
-	}
-	return ""
-}
-
 // Synchronize learns the network namespaces of the pods that exist, then
 // reconciles in the background: devices attached to pods that are gone are
 // detached, and the prepared devices of pods that run without them (their
@@ -172,6 +162,10 @@ func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	defer p.metrics.observe("RunPodSandbox", time.Now(), nil)
 	netns := netnsOf(pod)
 	if netns == "" {
+		if undescribed(pod) {
+			p.podLog(pod).Warn("The runtime describes the pod's sandbox without its namespaces: the containers of a pod with devices are refused", "reason", errUndescribed)
+			return nil
+		}
 		p.log.Debug("Host-network pod: no devices attached", "uid", pod.GetUid())
 		return nil
 	}

@@ -16,10 +16,14 @@ import (
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 )
 
+// pod is a sandbox as the runtime describes it: in netns, or in the
+// host's network namespace when netns is empty (its other namespaces are
+// listed all the same).
 func pod(uid, netns string) *api.PodSandbox {
-	p := &api.PodSandbox{Id: "sb-" + uid, Uid: uid, Name: "pod-" + uid, Namespace: "default", Linux: &api.LinuxPodSandbox{}}
+	p := &api.PodSandbox{Id: "sb-" + uid, Uid: uid, Name: "pod-" + uid, Namespace: "default", Linux: &api.LinuxPodSandbox{
+		Namespaces: []*api.LinuxNamespace{{Type: "ipc"}, {Type: "mount"}}}}
 	if netns != "" {
-		p.Linux.Namespaces = []*api.LinuxNamespace{{Type: "network", Path: netns}, {Type: "ipc"}}
+		p.Linux.Namespaces = append(p.Linux.Namespaces, &api.LinuxNamespace{Type: "network", Path: netns})
 	}
 	return p
 }
