@@ -71,14 +71,8 @@ func TestMover_Attach_Resumes(t *testing.T) {
 		{"moved under a crossing name, not renamed in the pod", "netdra0badf00d", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newRig(t)
-			netnstest.AddVeth(t, r.host, netnstest.Veth{Name: "ndv0", Peer: "ndp0", MAC: hostMAC, MTU: 1500})
-			before := viewOf(t, r.host, "ndv0")
+			r, before, orig := rigWithDevice(t)
 			ctx := t.Context()
-			orig, err := r.mover.Snapshot(ctx, "ndv0")
-			if err != nil {
-				t.Fatal(err)
-			}
 			attachCut(t, r, tc.as, tc.inPod)
 			if err := r.mover.Attach(ctx, "ndv0", orig, r.podPath, cfg); err != nil {
 				t.Fatalf("Attach after a cut-short one: %v", err)
@@ -101,13 +95,7 @@ func TestMover_Attach_Resumes(t *testing.T) {
 		})
 	}
 	t.Run("detached before it was tried again", func(t *testing.T) {
-		r := newRig(t)
-		netnstest.AddVeth(t, r.host, netnstest.Veth{Name: "ndv0", Peer: "ndp0", MAC: hostMAC, MTU: 1500})
-		before := viewOf(t, r.host, "ndv0")
-		orig, err := r.mover.Snapshot(t.Context(), "ndv0")
-		if err != nil {
-			t.Fatal(err)
-		}
+		r, before, orig := rigWithDevice(t)
 		attachCut(t, r, "net1", false)
 		if err := r.mover.Detach(t.Context(), orig, r.podPath, cfg); err != nil {
 			t.Fatal(err)

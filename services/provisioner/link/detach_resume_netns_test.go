@@ -6,7 +6,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
-	"github.com/netdra/netdra/services/provisioner/netnstest"
 )
 
 // TestMover_Detach_Resumes: a Detach cut short (the provisioner killed)
@@ -45,14 +44,8 @@ func TestMover_Detach_Resumes(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newRig(t)
-			netnstest.AddVeth(t, r.host, netnstest.Veth{Name: "ndv0", Peer: "ndp0", MAC: hostMAC, MTU: 1500})
-			before := viewOf(t, r.host, "ndv0")
+			r, before, orig := rigWithDevice(t)
 			ctx := t.Context()
-			orig, err := r.mover.Snapshot(ctx, "ndv0")
-			if err != nil {
-				t.Fatal(err)
-			}
 			cfg := &devicev1.DeviceConfig{PodIfName: "net1", MacAddress: podMAC, Mtu: 1400}
 			if err := r.mover.Attach(ctx, "ndv0", orig, r.podPath, cfg); err != nil {
 				t.Fatal(err)

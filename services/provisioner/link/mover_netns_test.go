@@ -427,17 +427,11 @@ func TestMover_Attach_AfterMove(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newRig(t)
-			netnstest.AddVeth(t, r.host, netnstest.Veth{Name: "ndv0", Peer: "ndp0", MAC: hostMAC, MTU: 1500})
-			before := viewOf(t, r.host, "ndv0")
-			orig, err := r.mover.Snapshot(t.Context(), "ndv0")
-			if err != nil {
-				t.Fatal(err)
-			}
+			r, before, orig := rigWithDevice(t)
 			cfg := &devicev1.DeviceConfig{PodIfName: "net1", MacAddress: podMAC, Mtu: 9000, Addresses: []string{"192.0.2.10/24"}, Routes: tc.routes}
 			moveByHand(t, r, cfg)
 
-			err = r.mover.Attach(t.Context(), "ndv0", orig, r.podPath, cfg)
+			err := r.mover.Attach(t.Context(), "ndv0", orig, r.podPath, cfg)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("Attach error = %v, want error %v", err, tc.wantErr)
 			}

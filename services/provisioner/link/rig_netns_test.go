@@ -45,6 +45,19 @@ func newRig(tb testing.TB) *rig {
 	return r
 }
 
+// rigWithDevice is a rig with the host veth ndv0 (hostMAC, MTU 1500, up),
+// its view and its snapshot (what a prepare records of a device's link).
+func rigWithDevice(t *testing.T) (*rig, *view, *devicev1.LinkSnapshot) {
+	t.Helper()
+	r := newRig(t)
+	netnstest.AddVeth(t, r.host, netnstest.Veth{Name: "ndv0", Peer: "ndp0", MAC: hostMAC, MTU: 1500})
+	orig, err := r.mover.Snapshot(t.Context(), "ndv0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, viewOf(t, r.host, "ndv0"), orig
+}
+
 // view is what a test checks of a link: identity, global addresses and the
 // routes netdra added (proto static, main table).
 type view struct {

@@ -54,14 +54,20 @@ func (w *restartWorld) runningPod(t *testing.T, name string) *corev1.Pod {
 	return pod
 }
 
-// stillHasNet1 fails unless the pod's sandbox still holds net1.
-func (w *restartWorld) stillHasNet1(t *testing.T) {
+// netns is the name of the pod's sandbox netns (under /var/run/netns).
+func (w *restartWorld) netns(t *testing.T) string {
 	t.Helper()
 	netns, ok := w.nn.node.Sandbox(w.pod.UID)
 	if !ok {
-		t.Fatalf("pod %s lost its sandbox", w.pod.Name)
+		t.Fatalf("pod %s has no sandbox", w.pod.Name)
 	}
-	if _, ok := link(t, netns, "net1"); !ok {
+	return netns
+}
+
+// stillHasNet1 fails unless the pod's sandbox still holds net1.
+func (w *restartWorld) stillHasNet1(t *testing.T) {
+	t.Helper()
+	if _, ok := link(t, w.netns(t), "net1"); !ok {
 		t.Errorf("pod %s lost net1", w.pod.Name)
 	}
 }
@@ -110,10 +116,7 @@ func TestE2E_ContainerdRestart(t *testing.T) {
 func TestE2E_ProvisionerKilledThenPodTornDown(t *testing.T) {
 	w := startRestartWorld(t)
 	ctx := context.Background()
-	netns, ok := w.nn.node.Sandbox(w.pod.UID)
-	if !ok {
-		t.Fatal("no sandbox for the pod")
-	}
+	netns := w.netns(t)
 	w.nn.prov.Kill()
 	zero := int64(0)
 	if err := w.c.CoreV1().Pods(w.ns).Delete(ctx, w.pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {

@@ -26,10 +26,7 @@ import (
 func TestE2E_ContainerdRecoversSandboxWithoutSpec(t *testing.T) {
 	w := startRestartWorld(t)
 	ctx := context.Background()
-	netns, ok := w.nn.node.Sandbox(w.pod.UID)
-	if !ok {
-		t.Fatal("no sandbox for the pod")
-	}
+	netns := w.netns(t)
 	w.nn.node.Kill("containerd")
 	if n := stripSandboxSpecs(t, filepath.Join(w.nn.node.Dir(), "containerd", "root", "io.containerd.metadata.v1.bolt", "meta.db")); n == 0 {
 		t.Fatal("no sandbox spec in containerd's metadata")
