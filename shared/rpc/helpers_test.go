@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -114,7 +115,13 @@ func startServer(t testing.TB, cfg ServerConfig, register ...func(*grpc.Server))
 		if err != nil {
 			return err
 		}
-		return c.Close()
+		c.Close()
+		// A connect succeeds once the socket is bound, before Listen
+		// set its mode: a test that changes the mode must come after.
+		if fi, err := os.Stat(cfg.SocketPath); err != nil || fi.Mode().Perm() != socketMode {
+			return fmt.Errorf("socket mode not set yet (%v)", err)
+		}
+		return nil
 	})
 	return s
 }
