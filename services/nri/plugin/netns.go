@@ -7,7 +7,6 @@ import (
 	"strconv"
 
 	"github.com/containerd/nri/pkg/api"
-	"golang.org/x/sys/unix"
 )
 
 // Where a pod sandbox's network namespace is found when the runtime does
@@ -62,16 +61,15 @@ func netnsOfPid(pid uint32) string {
 	if pid == 0 {
 		return ""
 	}
-	var want unix.Stat_t
-	if err := unix.Stat(filepath.Join(procRoot, strconv.FormatUint(uint64(pid), 10), "ns", "net"), &want); err != nil {
+	want, err := os.Stat(filepath.Join(procRoot, strconv.FormatUint(uint64(pid), 10), "ns", "net"))
+	if err != nil {
 		return ""
 	}
 	for _, dir := range netnsDirs {
 		entries, _ := os.ReadDir(dir)
 		for _, e := range entries {
 			path := filepath.Join(dir, e.Name())
-			var st unix.Stat_t
-			if e.Type()&os.ModeDir == 0 && unix.Stat(path, &st) == nil && st.Dev == want.Dev && st.Ino == want.Ino {
+			if fi, err := os.Stat(path); err == nil && !e.IsDir() && os.SameFile(fi, want) {
 				return path
 			}
 		}
