@@ -372,7 +372,8 @@ func (a *Agent) serveLocked(ctx context.Context, name string, spec *v1alpha1.Nod
 	a.serving, a.driverName = s, name
 	a.mu.Unlock()
 	a.status.SetDriverName(name)
-	a.pub.SetPools(config.Pools(spec)) // publish now that we can
+	a.pub.SetPools(config.Pools(spec))
+	a.pub.Republish() // publish now that we can, through the new plugin's controller
 	return nil
 }
 

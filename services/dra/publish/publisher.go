@@ -40,6 +40,9 @@ type Publisher struct {
 	allocs  map[string]*statev1.Allocation
 	synced  bool
 	last    Publication
+	// force has the next publication made even when it would publish
+	// what the last one did (Republish: a new publish target).
+	force bool
 	// changed is closed (and replaced) at every change of the view.
 	changed chan struct{}
 	// epoch is the state service's, from its last event; onRestart is
@@ -111,6 +114,16 @@ func (p *Publisher) SetPools(specs []pools.Spec) {
 	p.poke()
 }
 
+// Republish has the current view published again even when it is what
+// was published last: for a publish function that starts over (the
+// kubelet plugin served again, under a new registration or driver name).
+func (p *Publisher) Republish() {
+	p.mu.Lock()
+	p.force = true
+	p.mu.Unlock()
+	p.poke()
+}
+
 // Last returns the last publication.
 func (p *Publisher) Last() Publication {
 	p.mu.Lock()
@@ -138,8 +151,12 @@ func (p *Publisher) Run(ctx context.Context) error {
 		if err := p.coalesce(ctx, time.Now()); err != nil {
 			return err
 		}
-		p.lastStart = time.Now()
-		if err := p.publishOnce(ctx); err != nil {
+		start := time.Now()
+		published, err := p.publishOnce(ctx)
+		if published {
+			p.lastStart = start
+		}
+		if err != nil {
 			lvl := slog.LevelWarn
 			if errors.Is(err, ErrNotReady) {
 				lvl = slog.LevelDebug
@@ -180,7 +197,9 @@ func (p *Publisher) coalesce(ctx context.Context, first time.Time) error {
 // whichever is sooner; and never sooner than debounce after the previous
 // publication began at prev, so that changes spaced just over quiet apart
 // (a burst of pods) are published at most once per debounce, as a
-// publication builds every device again.
+// publication builds every device again. A change that left the slices as
+// they were (publishOnce skipped it) sets no floor: the inventory that
+// follows a configuration change is not held back by it.
 func publishAt(first, last, prev time.Time, quiet, debounce time.Duration) time.Time {
 	at := last.Add(quiet)
 	if ceiling := first.Add(debounce); ceiling.Before(at) {
@@ -192,27 +211,53 @@ func publishAt(first, last, prev time.Time, quiet, debounce time.Duration) time.
 	return at
 }
 
-func (p *Publisher) publishOnce(ctx context.Context) error {
+// publishOnce publishes the current view, unless it is what the last
+// publication published (and no Republish asked for it): then the
+// slices are left alone, which spares building and handing over every
+// device again (for 1,024 devices, megabytes the slice controller copies)
+// at each change that does not show in them, such as most allocations.
+// It reports whether it published.
+func (p *Publisher) publishOnce(ctx context.Context) (bool, error) {
 	p.mu.Lock()
 	if !p.synced {
 		p.mu.Unlock()
-		return nil
+		return false, nil
 	}
 	devs := slices.SortedFunc(maps.Values(p.devices), func(a, b *devicev1.Device) int { return strings.Compare(a.GetName(), b.GetName()) })
 	allocs := slices.Collect(maps.Values(p.allocs))
-	specs := p.specs
+	specs, force, last := p.specs, p.force, p.last
+	p.force = false
 	p.mu.Unlock()
 	devs = withAllocated(devs, allocs)
 	assigned := pools.Assign(p.log, specs, devs, allocs)
+	if !force && !last.Time.IsZero() && samePools(assigned, last.Pools) {
+		p.log.Debug("ResourceSlices unchanged", "pools", Summary(assigned))
+		return false, nil
+	}
 	if err := p.publish(ctx, Resources(assigned)); err != nil {
-		return err
+		if force {
+			p.mu.Lock()
+			p.force = true // the next attempt publishes
+			p.mu.Unlock()
+		}
+		return true, err
 	}
 	p.mu.Lock()
 	p.last = Publication{Time: time.Now(), Pools: assigned}
 	p.changedLocked()
 	p.mu.Unlock()
 	p.log.Info("Published ResourceSlices", "pools", Summary(assigned))
-	return nil
+	return true, nil
+}
+
+// samePools reports whether a and b publish the same slices: Resources
+// builds them from nothing else than the pools' names, devices, taint
+// effects and Multus resource names.
+func samePools(a, b []pools.Pool) bool {
+	return slices.EqualFunc(a, b, func(x, y pools.Pool) bool {
+		return x.Name == y.Name && x.TaintEffect == y.TaintEffect && x.MultusResourceName == y.MultusResourceName &&
+			slices.EqualFunc(x.Devices, y.Devices, func(d, e *devicev1.Device) bool { return d == e || proto.Equal(d, e) })
+	})
 }
 
 // withAllocated returns devs (sorted by name) with the devices that have

@@ -150,6 +150,43 @@ func TestPublisher(t *testing.T) {
 	}
 }
 
+// TestPublisherSkipsUnchanged: a change that leaves the slices as they
+// were (the same pools set again, a device event with the same device, an
+// allocation of a discovered device) publishes nothing, and tells Run so
+// (which then sets no floor for the next publication); Republish publishes
+// the same slices again.
+func TestPublisherSkipsUnchanged(t *testing.T) {
+	ctx := context.Background()
+	rec := &recorder{}
+	p := NewPublisher(slog.New(slog.DiscardHandler), &fakeState{}, time.Second, rec.publish)
+	p.SetPools([]pools.Spec{{Name: "all"}})
+	dev := &devicev1.Device{Name: "dummy0", Manager: devicev1.DeviceManager_DEVICE_MANAGER_DUMMY}
+	step := func(what string, want bool, evs ...*statev1.WatchResponse) {
+		t.Helper()
+		for _, ev := range evs {
+			if err := p.apply(ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got, err := p.publishOnce(ctx); err != nil || got != want {
+			t.Errorf("%s: published %v (%v), want %v", what, got, err, want)
+		}
+	}
+	step("the first view", true, upsert(dev), &statev1.WatchResponse{Type: statev1.EventType_EVENT_TYPE_SYNCED, Revision: 1})
+	p.SetPools([]pools.Spec{{Name: "all"}})
+	step("the same pools, the same device, an allocation", false,
+		upsert(&devicev1.Device{Name: "dummy0", Manager: devicev1.DeviceManager_DEVICE_MANAGER_DUMMY}),
+		&statev1.WatchResponse{Type: statev1.EventType_EVENT_TYPE_UPSERT, Object: &statev1.WatchResponse_Allocation{
+			Allocation: &statev1.Allocation{Pool: "all", DeviceName: "dummy0", PreparedDevice: &devicev1.PreparedDevice{Device: dev}}}})
+	p.Republish()
+	step("Republish", true)
+	step("nothing since", false)
+	step("a device changed", true, upsert(&devicev1.Device{Name: "dummy0", Manager: devicev1.DeviceManager_DEVICE_MANAGER_DUMMY, Mtu: 9000}))
+	if n, got := rec.count(), rec.lastShape(); n != 3 || got != "all:[1]" {
+		t.Errorf("%d publications, the last %s; want 3, all:[1]", n, got)
+	}
+}
+
 // TestWithAllocated: a device with an allocation that discovery no longer
 // reports (a host interface in a pod's netns) is published as its
 // allocation prepared it, without its stale link state (so untainted), in
