@@ -226,13 +226,14 @@ type Prepare struct {
 // Inventory is point 4: devices discovered to every ResourceSlice
 // published.
 type Inventory struct {
-	Devices      int     `json:"devices"`
-	Seconds      float64 `json:"seconds"`
-	Slices       int     `json:"slices"`
-	BodyBytes    float64 `json:"body_bytes"`    // apiserver_request_body_size_bytes_sum, resourceslices writes
-	Requests     float64 `json:"requests"`      // their count
-	ObjectsBytes int     `json:"objects_bytes"` // size of the slices as JSON, read back
-	How          string  `json:"how"`
+	Devices      int       `json:"devices"`
+	Seconds      float64   `json:"seconds"`   // the median of RoundsMs
+	RoundsMs     []float64 `json:"rounds_ms"` // each round's time
+	Slices       int       `json:"slices"`
+	BodyBytes    float64   `json:"body_bytes"`    // apiserver_request_body_size_bytes_sum, resourceslices writes
+	Requests     float64   `json:"requests"`      // their count
+	ObjectsBytes int       `json:"objects_bytes"` // size of the slices as JSON, read back
+	How          string    `json:"how"`
 }
 
 var mu sync.Mutex

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -51,58 +52,98 @@ func BenchmarkWorld_Inventory_1024VFs(b *testing.B) {
 	waitRegistered(b, nn)
 	time.Sleep(time.Second) // the empty pool's publication
 	for b.Loop() {
-		before, err := sliceWrites(c)
-		if err != nil {
-			b.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		w, err := c.ResourceV1().ResourceSlices().Watch(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nn.node.Name()})
-		if err != nil {
-			b.Fatal(err)
-		}
-		start := time.Now()
-		nn.updateNodeConfig(b, spec(true))
-		perSlice := map[string]int{}
-		for total := 0; total < pfs*vfsPerPF; {
-			ev, ok := <-w.ResultChan()
-			if !ok {
-				b.Fatalf("the watch of the node's slices ended with %d devices published, want %d", total, pfs*vfsPerPF)
+		inv := figures.Inventory{How: fmt.Sprintf("%d PFs x %d VFs (iavf, with netdevs) in a fake sysfs tree; the dra process's default publish debounce", pfs, vfsPerPF)}
+		for round := range inventoryRounds {
+			if round > 0 {
+				// Off again: every device unpublished, and a second for
+				// the writes still in flight.
+				nn.updateNodeConfig(b, spec(false))
+				waitPublished(b, c, nn.node.Name(), 0)
+				time.Sleep(time.Second)
 			}
-			if s, ok := ev.Object.(*resourceapi.ResourceSlice); ok && s.Spec.Driver == driver {
-				if ev.Type == watch.Deleted {
-					delete(perSlice, s.Name)
-				} else {
-					perSlice[s.Name] = len(s.Spec.Devices)
-				}
+			before, err := sliceWrites(c)
+			if err != nil {
+				b.Fatal(err)
 			}
-			total = 0
-			for _, n := range perSlice {
-				total += n
+			took := timePublication(b, c, nn.node.Name(), func() { nn.updateNodeConfig(b, spec(true)) })
+			inv.RoundsMs = append(inv.RoundsMs, float64(took.Microseconds())/1000)
+			if round > 0 {
+				continue
 			}
+			time.Sleep(time.Second) // writes still in flight (the debounce) are counted too
+			after, err := sliceWrites(c)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if inv.Slices, inv.Devices, inv.ObjectsBytes, err = nodeSlices(c, nn.node.Name()); err != nil {
+				b.Fatal(err)
+			}
+			inv.BodyBytes, inv.Requests = after.bytes-before.bytes, after.count-before.count
+			nn.recordRSS(b, "1024 devices", "after the 1,024 VFs of point 4 were published")
 		}
-		w.Stop()
-		cancel()
-		took := time.Since(start)
-		time.Sleep(time.Second) // writes still in flight (the debounce) are counted too
-		after, err := sliceWrites(c)
-		if err != nil {
-			b.Fatal(err)
-		}
-		slices, devices, objBytes, err := nodeSlices(c, nn.node.Name())
-		if err != nil {
-			b.Fatal(err)
-		}
-		inv := figures.Inventory{Devices: devices, Seconds: took.Seconds(), Slices: slices,
-			BodyBytes: after.bytes - before.bytes, Requests: after.count - before.count, ObjectsBytes: objBytes,
-			How: fmt.Sprintf("%d PFs x %d VFs (iavf, with netdevs) in a fake sysfs tree; the dra process's default publish debounce", pfs, vfsPerPF)}
+		inv.Seconds = figures.Percentile(slices.Sorted(slices.Values(inv.RoundsMs)), 50) / 1000
 		b.ReportMetric(inv.Seconds, "publish-s")
+		b.ReportMetric(slices.Max(inv.RoundsMs)/1000, "publish-max-s")
 		b.ReportMetric(float64(inv.Slices), "slices")
 		b.ReportMetric(inv.BodyBytes, "body-bytes")
 		b.ReportMetric(inv.Requests, "writes")
 		if err := figures.Record(figures.InventoryFile, inv); err != nil {
 			b.Fatal(err)
 		}
-		nn.recordRSS(b, "1024 devices", "after the 1,024 VFs of point 4 were published")
+	}
+}
+
+// inventoryRounds is how many times the benchmark enables the sr-iov
+// manager and times the publication: one sample of a second on a shared
+// 2-core machine is noise (0.65 to 1.42 s for the same code); the median
+// (an odd count: the middle round) is the figure.
+const inventoryRounds = 5
+
+// timePublication runs change and returns how long until a watch of the
+// node's ResourceSlices sees all pfs*vfsPerPF devices of netdra in them.
+func timePublication(b *testing.B, c kubernetes.Interface, node string, change func()) time.Duration {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	w, err := c.ResourceV1().ResourceSlices().Watch(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Stop()
+	start := time.Now()
+	change()
+	perSlice := map[string]int{}
+	for total := 0; total < pfs*vfsPerPF; {
+		ev, ok := <-w.ResultChan()
+		if !ok {
+			b.Fatalf("the watch of the node's slices ended with %d devices published, want %d", total, pfs*vfsPerPF)
+		}
+		if s, ok := ev.Object.(*resourceapi.ResourceSlice); ok && s.Spec.Driver == driver {
+			if ev.Type == watch.Deleted {
+				delete(perSlice, s.Name)
+			} else {
+				perSlice[s.Name] = len(s.Spec.Devices)
+			}
+		}
+		total = 0
+		for _, n := range perSlice {
+			total += n
+		}
+	}
+	return time.Since(start)
+}
+
+// waitPublished waits until the node's slices of netdra hold want devices.
+func waitPublished(b *testing.B, c kubernetes.Interface, node string, want int) {
+	b.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		_, n, _, err := nodeSlices(c, node)
+		if err == nil && n == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("the node's slices hold %d devices (%v), want %d", n, err, want)
+		}
 	}
 }
 
