@@ -160,6 +160,12 @@ func Summarize(d []time.Duration) Summary {
 	for i, x := range d {
 		ms[i] = float64(x.Microseconds()) / 1000
 	}
+	return summarizeMs(ms)
+}
+
+// summarizeMs is Summarize of samples in milliseconds (ms is sorted in
+// place).
+func summarizeMs(ms []float64) Summary {
 	slices.Sort(ms)
 	s := Summary{N: len(ms), Samples: ms}
 	if len(ms) == 0 {
@@ -193,6 +199,34 @@ type Attach struct {
 	MovesCounted int     `json:"moves_counted"` // moves seen in the host netns's link events (pipeline)
 	WallSeconds  float64 `json:"wall_s"`
 	MovesPerSec  float64 `json:"moves_per_s"`
+}
+
+// Pool is the runs of one mode and configuration taken in turns with
+// another mode's (bench's interleaved runs) as one: their samples, moves
+// and wall times together, the first error kept.
+func Pool(runs []Attach) Attach {
+	if len(runs) == 0 {
+		return Attach{}
+	}
+	out := runs[0]
+	var attach, detach []float64
+	out.Pods, out.Failures, out.Moves, out.WallSeconds = 0, 0, 0, 0
+	for _, r := range runs {
+		attach = append(attach, r.Attach.Samples...)
+		detach = append(detach, r.Detach.Samples...)
+		out.Pods += r.Pods
+		out.Failures += r.Failures
+		out.Moves += r.Moves
+		out.WallSeconds += r.WallSeconds
+		if out.FirstError == "" {
+			out.FirstError = r.FirstError
+		}
+	}
+	out.Attach, out.Detach = summarizeMs(attach), summarizeMs(detach)
+	if out.WallSeconds > 0 {
+		out.MovesPerSec = float64(out.Moves) / out.WallSeconds
+	}
+	return out
 }
 
 // RSS is one process's memory in a phase ("idle", "churn").

@@ -280,6 +280,8 @@ func writeAttach(p func(string, ...any), as []figures.Attach, png string) {
 	p("with the gate's wait called from the benchmark's process (WaitAttached on the gate socket, as netdra-hook calls")
 	p("it) instead of exec'ing netdra-hook: the pipeline minus it is the share of the hook's process.")
 	p("Closed loop: each of the concurrent pods attaches, detaches and starts over; moves/s is all moves over the wall time.")
+	p("The baseline and the pipeline run in turns (2 or 3 of each, alternating), their samples pooled, so that what else")
+	p("the machine did in the run falls on both; the provisioner and no-hook-exec modes run after them.")
 	p("p99 is the nearest rank: with fewer than 100 lifecycles it is the slowest one. A failed attach or detach is counted")
 	p("under failures and left out of the latencies (the pod's next lifecycle starts over).")
 	p("")
