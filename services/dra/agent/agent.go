@@ -20,10 +20,10 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -34,7 +34,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	metadatav1beta1 "k8s.io/dynamic-resource-allocation/api/metadata/v1beta1"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
-	"k8s.io/dynamic-resource-allocation/resourceslice"
 
 	drav1 "github.com/netdra/netdra/protos/netdra/dra/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
@@ -46,6 +45,7 @@ import (
 	"github.com/netdra/netdra/services/dra/driver"
 	"github.com/netdra/netdra/services/dra/health"
 	"github.com/netdra/netdra/services/dra/nodeconfig"
+	"github.com/netdra/netdra/services/dra/pools"
 	"github.com/netdra/netdra/services/dra/publish"
 	"github.com/netdra/netdra/shared/apis/v1alpha1"
 )
@@ -206,32 +206,28 @@ func (a *Agent) restartLocked() {
 	}()
 }
 
-// publish hands the slices to the kubelet plugin helper once registered,
-// and reports them on the NodeConfig's status.
-func (a *Agent) publish(ctx context.Context, res *resourceslice.DriverResources) error {
+// publish hands the pools to the slice publisher once registered, and
+// reports them on the NodeConfig's status.
+func (a *Agent) publish(ctx context.Context, ps []pools.Pool) error {
 	a.mu.Lock()
 	s := a.serving
 	a.mu.Unlock()
 	if s == nil || s.helper == nil {
 		return fmt.Errorf("not registered with the kubelet yet: %w", publish.ErrNotReady)
 	}
-	if err := s.slices.Publish(ctx, res); err != nil {
+	if err := s.slices.Publish(ctx, ps); err != nil {
 		return err
 	}
-	a.cfg.Metrics.published(res)
-	a.status.SetPublished(poolStatus(res))
+	a.cfg.Metrics.published(ps)
+	a.status.SetPublished(poolStatus(ps))
 	return nil
 }
 
 // poolStatus is the NodeConfig status of the published pools, by name.
-func poolStatus(res *resourceslice.DriverResources) []v1alpha1.PoolStatus {
+func poolStatus(ps []pools.Pool) []v1alpha1.PoolStatus {
 	out := []v1alpha1.PoolStatus{}
-	for _, name := range sortedPools(res) {
-		n := 0
-		for _, s := range res.Pools[name].Slices {
-			n += len(s.Devices)
-		}
-		out = append(out, v1alpha1.PoolStatus{Name: name, Devices: int32(n)})
+	for _, p := range slices.SortedFunc(slices.Values(ps), func(a, b pools.Pool) int { return strings.Compare(a.Name, b.Name) }) {
+		out = append(out, v1alpha1.PoolStatus{Name: p.Name, Devices: int32(len(p.Devices))})
 	}
 	return out
 }
@@ -503,8 +499,4 @@ func (a *Agent) Status(context.Context, *drav1.StatusRequest) (*drav1.StatusResp
 		out.Pools = append(out.Pools, &drav1.PoolStatus{Name: p.Name, Devices: uint32(len(p.Devices))})
 	}
 	return out, nil
-}
-
-func sortedPools(res *resourceslice.DriverResources) []string {
-	return slices.Sorted(maps.Keys(res.Pools))
 }

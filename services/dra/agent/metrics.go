@@ -8,7 +8,8 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
-	"k8s.io/dynamic-resource-allocation/resourceslice"
+
+	"github.com/netdra/netdra/services/dra/pools"
 )
 
 // Metrics are dra's Prometheus metrics.
@@ -51,17 +52,13 @@ func (m *Metrics) deviceLost() {
 	}
 }
 
-func (m *Metrics) published(res *resourceslice.DriverResources) {
+func (m *Metrics) published(ps []pools.Pool) {
 	if m == nil {
 		return
 	}
 	m.devices.Reset()
-	for name, p := range res.Pools {
-		n := 0
-		for _, s := range p.Slices {
-			n += len(s.Devices)
-		}
-		m.devices.WithLabelValues(name).Set(float64(n))
+	for _, p := range ps {
+		m.devices.WithLabelValues(p.Name).Set(float64(len(p.Devices)))
 	}
 	m.lastPublish.SetToCurrentTime()
 }

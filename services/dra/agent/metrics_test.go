@@ -12,7 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
-	"k8s.io/dynamic-resource-allocation/resourceslice"
+
+	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	"github.com/netdra/netdra/services/dra/pools"
 )
 
 // fakePlugin answers each claim with an error when its name says so.
@@ -58,11 +60,11 @@ func TestMetrics(t *testing.T) {
 	if _, err := p.UnprepareResourceClaims(ctx, []kubeletplugin.NamespacedObject{{UID: "uid-a"}, {UID: "uid-b"}}); err == nil {
 		t.Fatal("want the unprepare error")
 	}
-	slice := func(n int) resourceslice.Pool {
-		return resourceslice.Pool{Slices: []resourceslice.Slice{{Devices: make([]resourceapi.Device, n)}}}
+	pool := func(name string, n int) pools.Pool {
+		return pools.Pool{Name: name, Devices: make([]*devicev1.Device, n)}
 	}
-	m.published(&resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{"red": slice(2), "gone": slice(1)}})
-	m.published(&resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{"red": slice(3), "empty": slice(0)}})
+	m.published([]pools.Pool{pool("red", 2), pool("gone", 1)})
+	m.published([]pools.Pool{pool("red", 3), pool("empty", 0)})
 	m.deviceLost()
 	(*Metrics)(nil).deviceLost() // a driver without metrics
 

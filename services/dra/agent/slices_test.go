@@ -1,9 +1,13 @@
 package agent
 
 import (
+	"strconv"
 	"testing"
+	"time"
 
+	"github.com/google/go-cmp/cmp"
 	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 )
 
@@ -23,5 +27,159 @@ func TestSlicePools(t *testing.T) {
 	}
 	if _, ok := res.Pools["net"]; !ok || len(res.Pools) != 2 {
 		t.Errorf("the input changed: %v", res.Pools)
+	}
+}
+
+// have is a slice as the informer keeps it (skinny) of pool "p" at gen,
+// index i, written with the spec of devices (count slices in the pool).
+func have(t *testing.T, name string, gen int64, i, count int, devices ...string) *resourceapi.ResourceSlice {
+	t.Helper()
+	spec := resourceapi.ResourceSliceSpec{Pool: resourceapi.ResourcePool{Name: "p", ResourceSliceCount: int64(count)}, Devices: devs(devices...)}
+	h, err := specHash(&spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Pool.Generation = gen
+	s := &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: "1",
+		Annotations: map[string]string{annotationIndex: strconv.Itoa(i), annotationHash: h}}, Spec: spec}
+	out, err := skinny(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.(*resourceapi.ResourceSlice)
+}
+
+func devs(names ...string) []resourceapi.Device {
+	var out []resourceapi.Device
+	for _, n := range names {
+		out = append(out, resourceapi.Device{Name: n})
+	}
+	return out
+}
+
+func want(sl ...[]resourceapi.Device) []resourceslice.Slice {
+	var out []resourceslice.Slice
+	for _, d := range sl {
+		out = append(out, resourceslice.Slice{Devices: d})
+	}
+	return out
+}
+
+// TestPlanPool: what a sync writes for one pool, and under which
+// generation: an update of at most one slice keeps it, anything else
+// writes every slice under the next one, the obsolete ones deleted.
+func TestPlanPool(t *testing.T) {
+	type write struct {
+		cur   string // "" for a create
+		index int
+		gen   int64
+	}
+	for _, c := range []struct {
+		name    string
+		want    []resourceslice.Slice
+		have    []*resourceapi.ResourceSlice
+		writes  []write
+		deletes []string
+	}{
+		{name: "nothing yet: created under generation 1", want: want(devs("a"), devs("b")),
+			writes: []write{{"", 0, 1}, {"", 1, 1}}},
+		{name: "as wanted: nothing", want: want(devs("a"), devs("b")),
+			have: []*resourceapi.ResourceSlice{have(t, "s0", 3, 0, 2, "a"), have(t, "s1", 3, 1, 2, "b")}},
+		{name: "one slice changed: updated, same generation", want: want(devs("a"), devs("b", "c")),
+			have:   []*resourceapi.ResourceSlice{have(t, "s0", 3, 0, 2, "a"), have(t, "s1", 3, 1, 2, "b")},
+			writes: []write{{"s1", 1, 3}}},
+		{name: "two slices changed: every slice, next generation", want: want(devs("x"), devs("y")),
+			have:   []*resourceapi.ResourceSlice{have(t, "s0", 3, 0, 2, "a"), have(t, "s1", 3, 1, 2, "b")},
+			writes: []write{{"s0", 0, 4}, {"s1", 1, 4}}},
+		{name: "a slice more: every slice, next generation", want: want(devs("a"), devs("b"), devs("c")),
+			have:   []*resourceapi.ResourceSlice{have(t, "s0", 3, 0, 2, "a"), have(t, "s1", 3, 1, 2, "b")},
+			writes: []write{{"s0", 0, 4}, {"s1", 1, 4}, {"", 2, 4}}},
+		{name: "a slice less: the extra deleted, the rest next generation", want: want(devs("a")),
+			have:    []*resourceapi.ResourceSlice{have(t, "s0", 3, 0, 2, "a"), have(t, "s1", 3, 1, 2, "b")},
+			writes:  []write{{"s0", 0, 4}},
+			deletes: []string{"s1"}},
+		{name: "an older generation and a duplicate: deleted", want: want(devs("a")),
+			have:    []*resourceapi.ResourceSlice{have(t, "old", 2, 0, 1, "a"), have(t, "s0", 3, 0, 1, "a"), have(t, "dup", 3, 0, 1, "a")},
+			writes:  []write{{"s0", 0, 4}},
+			deletes: []string{"old", "dup"}},
+		{name: "pool gone: every slice deleted", have: []*resourceapi.ResourceSlice{have(t, "s0", 3, 0, 1, "a")},
+			deletes: []string{"s0"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			plan, err := planPool("p", c.want, c.have, map[string]written{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var writes []write
+			for _, w := range plan.writes {
+				cur := ""
+				if w.cur != nil {
+					cur = w.cur.Name
+				}
+				writes = append(writes, write{cur, w.index, w.spec.Pool.Generation})
+			}
+			var deletes []string
+			for _, s := range plan.deletes {
+				deletes = append(deletes, s.Name)
+			}
+			if diff := cmp.Diff(c.writes, writes, cmp.AllowUnexported(write{})); diff != "" {
+				t.Errorf("writes (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(c.deletes, deletes); diff != "" {
+				t.Errorf("deletes (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestPlanPoolChangedByOthers: a slice someone else changed since dra wrote
+// it is written again; one dra does not know (it restarted) is taken as
+// it is when its annotation matches.
+func TestPlanPoolChangedByOthers(t *testing.T) {
+	s := have(t, "s0", 1, 0, 1, "a")
+	ours := map[string]written{}
+	if plan, _ := planPool("p", want(devs("a")), []*resourceapi.ResourceSlice{s}, ours); len(plan.writes) != 0 {
+		t.Fatalf("a slice dra did not know was written: %+v", plan.writes)
+	}
+	if _, ok := ours["s0"]; !ok {
+		t.Fatal("the slice was not recorded")
+	}
+	edited := have(t, "s0", 1, 0, 1, "a", "extra") // someone's edit; the annotations stay
+	edited.Annotations[annotationHash] = s.Annotations[annotationHash]
+	edited.ResourceVersion = "2"
+	plan, _ := planPool("p", want(devs("a")), []*resourceapi.ResourceSlice{edited}, ours)
+	if len(plan.writes) != 1 || plan.writes[0].cur.Name != "s0" || plan.writes[0].spec.Pool.Generation != 1 {
+		t.Errorf("the edited slice: %+v, want it written again under generation 1", plan.writes)
+	}
+}
+
+// TestKeepTaintTimes: a taint that stays keeps the TimeAdded the apiserver
+// gave it, through the informer's skinny copy; a new taint gets none (the
+// apiserver's); the desired devices are not changed.
+func TestKeepTaintTimes(t *testing.T) {
+	at := metav1.NewTime(time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC))
+	taint := func(key string, when *metav1.Time) []resourceapi.DeviceTaint {
+		return []resourceapi.DeviceTaint{{Key: key, Value: "link-down", Effect: resourceapi.DeviceTaintEffectNoExecute, TimeAdded: when}}
+	}
+	server := &resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{Devices: []resourceapi.Device{
+		{Name: "a", Taints: taint("k", &at)}, {Name: "b"}}}}
+	o, err := skinny(server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur := o.(*resourceapi.ResourceSlice)
+	if len(cur.Spec.Devices) != 1 || cur.Spec.Devices[0].Name != "a" {
+		t.Fatalf("skinny kept %v, want device a's taints only", cur.Spec.Devices)
+	}
+	desired := []resourceapi.Device{{Name: "a", Taints: taint("k", nil)}, {Name: "b", Taints: taint("k", nil)}, {Name: "c"}}
+	got := keepTaintTimes(desired, cur)
+	if tt := got[0].Taints[0].TimeAdded; tt == nil || !tt.Equal(&at) {
+		t.Errorf("device a's taint time: %v, want %v", tt, at)
+	}
+	if got[1].Taints[0].TimeAdded != nil {
+		t.Errorf("device b's new taint got a time: %v", got[1].Taints[0].TimeAdded)
+	}
+	if desired[0].Taints[0].TimeAdded != nil {
+		t.Error("the desired devices were changed")
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
-	"k8s.io/dynamic-resource-allocation/resourceslice"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
@@ -28,7 +27,7 @@ var ErrNotReady = errors.New("not ready to publish")
 type Publisher struct {
 	log      *slog.Logger
 	state    statewatch.Watcher
-	publish  func(context.Context, *resourceslice.DriverResources) error
+	publish  func(context.Context, []pools.Pool) error
 	debounce time.Duration
 	kick     chan struct{}
 	// lastStart is when the last publication began (Run's).
@@ -74,11 +73,12 @@ type Publication struct {
 	Pools []pools.Pool
 }
 
-// NewPublisher returns a publisher that calls publish (the kubelet plugin's
-// PublishResources) once a burst of changes pauses, at most debounce after
+// NewPublisher returns a publisher that calls publish (dra's slice
+// publisher; the pools it is given are its to keep, unchanged) once a burst
+// of changes pauses, at most debounce after
 // its first change, and at most once per debounce interval (publishAt).
 func NewPublisher(log *slog.Logger, state statewatch.Watcher, debounce time.Duration,
-	publish func(context.Context, *resourceslice.DriverResources) error) *Publisher {
+	publish func(context.Context, []pools.Pool) error) *Publisher {
 	return &Publisher{log: log, state: state, publish: publish, debounce: debounce, kick: make(chan struct{}, 1),
 		devices: map[string]*devicev1.Device{}, allocs: map[string]*statev1.Allocation{}, changed: make(chan struct{})}
 }
@@ -213,9 +213,9 @@ func publishAt(first, last, prev time.Time, quiet, debounce time.Duration) time.
 
 // publishOnce publishes the current view, unless it is what the last
 // publication published (and no Republish asked for it): then the
-// slices are left alone, which spares building and handing over every
-// device again (for 1,024 devices, megabytes the slice controller copies)
-// at each change that does not show in them, such as most allocations.
+// slices are left alone, which spares building and comparing every
+// device again at each change that does not show in them, such as most
+// allocations.
 // It reports whether it published.
 func (p *Publisher) publishOnce(ctx context.Context) (bool, error) {
 	p.mu.Lock()
@@ -234,7 +234,7 @@ func (p *Publisher) publishOnce(ctx context.Context) (bool, error) {
 		p.log.Debug("ResourceSlices unchanged", "pools", Summary(assigned))
 		return false, nil
 	}
-	if err := p.publish(ctx, Resources(assigned)); err != nil {
+	if err := p.publish(ctx, assigned); err != nil {
 		if force {
 			p.mu.Lock()
 			p.force = true // the next attempt publishes

@@ -51,10 +51,10 @@ type recorder struct {
 	seen []*resourceslice.DriverResources
 }
 
-func (r *recorder) publish(_ context.Context, res *resourceslice.DriverResources) error {
+func (r *recorder) publish(_ context.Context, ps []pools.Pool) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.seen = append(r.seen, res)
+	r.seen = append(r.seen, Resources(ps))
 	return nil
 }
 

@@ -90,7 +90,7 @@ const TaintValueNoCarrier = "link-down"
 // ("" is NoSchedule, "None" none): one TaintUnhealthy while d's link is
 // down (devicev1.LinkState_LINK_STATE_DOWN), none otherwise (up, no link
 // to watch, administratively down: not in use). Its TimeAdded is left to
-// the apiserver, and kept by the slice controller while the taint stays.
+// the apiserver, and kept by dra's slice publisher while the taint stays.
 func Taints(effect string, d *devicev1.Device) []resourceapi.DeviceTaint {
 	if d.GetLinkState() != devicev1.LinkState_LINK_STATE_DOWN || effect == "None" {
 		return nil
