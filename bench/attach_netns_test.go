@@ -161,6 +161,16 @@ type checker interface {
 	check(w, devices int) error
 }
 
+// settler is a lifecycler whose detach ends (the devices back in the
+// host) before its bookkeeping does: settle waits, untimed, until that
+// ended too, before the worker's next attach. The workers attach the same
+// pods again and again, which on a node are new pods (a sandbox is made
+// once): a pod's attach waits for the same pod's earlier detach, which a
+// new pod's never does.
+type settler interface {
+	settle(ctx context.Context, w int) error
+}
+
 // runLifecycles runs pods workers concurrently, each rounds times attach
 // then detach, and summarizes. A failed attach or detach is counted and
 // its latency left out; the worker goes on with the next round.
@@ -208,6 +218,12 @@ func runLifecycles(b *testing.B, mode string, l lifecycler, devices, pods, round
 				mu.Unlock()
 				if err != nil {
 					fail(fmt.Errorf("detach pod %d: %w", w, err))
+					continue
+				}
+				if st, ok := l.(settler); ok {
+					if err := st.settle(ctx, w); err != nil {
+						fail(fmt.Errorf("after the detach of pod %d: %w", w, err))
+					}
 				}
 			}
 		})
@@ -606,6 +622,26 @@ func (p *pipeline) detach(ctx context.Context, w, devices int) error {
 	return p.links.wait(names, true)
 }
 
+// settle waits until the state has no device of worker w's pod marked
+// attached: nri's detach work recorded the detach (MarkDetached) after
+// the devices were back in the host, where detach's clock stopped.
+func (p *pipeline) settle(ctx context.Context, w int) error {
+	wait := 500 * time.Microsecond
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		rows, err := p.state.ListAllocations(ctx, &statev1.ListAllocationsRequest{PodUid: p.podUID(w), Phase: statev1.Phase_PHASE_ATTACHED})
+		switch {
+		case err != nil:
+			return err
+		case len(rows.GetAllocations()) == 0:
+			return nil
+		case time.Now().After(deadline):
+			return fmt.Errorf("%d devices still marked attached 10 s after the detach", len(rows.GetAllocations()))
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, 10*time.Millisecond)
+	}
+}
+
 // hookTimes are the durations of netdra's hooks as the runtime side saw
 // them, for one configuration.
 type hookTimes struct {
@@ -656,6 +692,8 @@ func (g gateInProcess) attach(ctx context.Context, w, devices int) error {
 }
 
 func (g gateInProcess) check(w, devices int) error { return g.p.check(w, devices) }
+
+func (g gateInProcess) settle(ctx context.Context, w int) error { return g.p.settle(ctx, w) }
 
 func (g gateInProcess) detach(ctx context.Context, w, devices int) error {
 	return g.p.detach(ctx, w, devices)

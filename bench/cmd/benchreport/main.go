@@ -280,6 +280,8 @@ func writeAttach(p func(string, ...any), as []figures.Attach, png string) {
 	p("with the gate's wait called from the benchmark's process (WaitAttached on the gate socket, as netdra-hook calls")
 	p("it) instead of exec'ing netdra-hook: the pipeline minus it is the share of the hook's process.")
 	p("Closed loop: each of the concurrent pods attaches, detaches and starts over; moves/s is all moves over the wall time.")
+	p("A pipeline pod starts over once nri recorded its detach (MarkDetached, after the devices were back: untimed): the")
+	p("workers attach the same pods again, which on a node are new pods, whose attach waits for no earlier detach.")
 	p("The modes run in turns (2 or 3 of each, alternating: baseline, pipeline, and for 1 pod provisioner and no-hook-exec),")
 	p("their samples pooled, so that what else the machine did in the run falls on all of them. The hook times of 1-pod")
 	p("configurations include the no-hook-exec runs' (nri's hooks are the same; only who waits on the gate differs).")

@@ -79,16 +79,20 @@ func writeWhy(p func(string, ...any), rows []row) {
 
 // moveInKernel is what timers around the provisioner's steps and the
 // baseline's calls showed (point 1), measured once, not in every run.
-const moveInKernel = `Where the provisioner's own time goes (timers around each step of its attach and around the baseline's
-move, one run of the 1-pod, 1-device configuration, 90 provisioner attaches, 2026-12-02): the namespace move itself
-(the kernel's LinkSetNsFd) took p50 18.2 ms in the provisioner against 15.9 ms in the baseline, the same with
-the eBPF programs off (18.4 ms); everything else it does for a device took under 1.5 ms (its lookups 0.3,
-down, MAC and MTU 0.1, the rename it crosses under 0.3, addresses, up and route 0.4, ARP and NA 0.13, the eBPF
-programs 0.12 ms). The provisioner's host netns has listeners on its link events (its managers' inventory),
-whose notifications the kernel builds within each move under RTNL; the baseline's netns has none. The target's
-5 % is under 1 ms of a 16-20 ms baseline: less than what one gRPC hop, the state's fsynced record and the hook
-process runc execs cost at least, and those are the design's (least privilege: one privileged process, the
-frontends apart, the gate a runtime hook), on any machine.`
+const moveInKernel = `Where the time goes (one run of the 1-pod, 1-device configuration with temporary timers and the kernel's
+sched_switch events with their stacks, 2026-12-02): each namespace move waits in the kernel for one rcu_barrier (a
+normal RCU grace period and the callbacks before it) and two expedited grace periods (0.1 ms). The barrier is the
+move's cost, and it is longer in the provisioner: p50 17.0 ms against 15.0 in the baseline (p10 12.7 and p90 24.5
+against 14.1 and 19.0; 154 and 51 barriers), with both cores idle 97 % of the barrier in both, so not for want of
+CPU: a grace period ends on the timer ticks (4 ms apart at this kernel's HZ=250), and how many a barrier waits for
+depends on where the grace period under way stands when it starts. Turned off one at a time, nothing of the
+provisioner's own moved its moves' p50 (17.7-18.6 ms each time): its netns pins (fsync and bind mount), its
+inventory's link-event subscription and rescans, its garbage collector (GOGC=off); a link-event listener added to
+the baseline's netns did not slow the baseline. Around the move: the provisioner's other steps about 1 ms (the eBPF
+programs 0.13), nri's ListAllocations 0.5 ms, the fsynced MarkAttached 1.6 ms, from the attach's end to the gate
+hook's exit 1.5 ms. The target's 5 % is 0.8 ms of the baseline's move: less than the spread of the grace periods
+alone, and less than what one gRPC hop, the state's fsynced record and the gate's wake-up cost, which are the
+design's (least privilege: one privileged process, the frontends apart, the gate a runtime hook).`
 
 func notMeasured(point, target, wanted string) row {
 	return row{point: point, target: target, wanted: wanted, measured: "not measured in this run"}
@@ -119,12 +123,12 @@ func attachTargets(as []figures.Attach) []row {
 				if ok3 && ok4 && q.name == "p50" {
 					pv, gv := pick(prov, way, q.name), pick(gate, way, q.name)
 					r.why = fmt.Sprintf("of the %+.1f ms over the baseline's %.1f, this run's modes split it as: the provisioner's RPCs alone %+.1f ms, "+
-						"nri and state beside them %+.1f ms (ListAllocations, the fsynced MarkAttached, two gRPC hops), the gate hook's process %+.1f ms "+
+						"nri and state beside them %+.1f ms (ListAllocations, the fsynced MarkAttached, the gRPC hops, the gate's wake-up), the gate hook's process %+.1f ms "+
 						"(each mode's p50 over the same turns; a share within the noise can come out negative); the provisioner's own time is mostly the kernel's move (below)",
 						x-b, b, pv-b, gv-pv, x-gv)
 				}
 				if ok3 && ok4 && q.name == "p99" {
-					r.why = "the p50 row's causes, at the tail: the kernel's moves wait for RCU grace periods, whose length varies with what else the 2 cores run"
+					r.why = "the p50 row's causes, at the tail: each move waits for an RCU grace period, which ends on a timer tick (4 ms apart here): the slowest moves waited two or three ticks more"
 				}
 				out = append(out, r)
 			}
