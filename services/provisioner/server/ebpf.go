@@ -91,7 +91,9 @@ func movesWhole(pd *devicev1.PreparedDevice) bool {
 // prepare instead of in the runtime's RunPodSandbox hook, which blocks
 // every pod of the node while it runs. It runs in the background, holding
 // the device's lock that Setup hands over (unlock), so an Attach or Free
-// of the device waits for it. A failure is logged and changes nothing:
+// of the device waits for it; it starts once no Setup or Free has run
+// for a moment (foreground.go: their RTNL waits went behind it), or at
+// once when a call for the device comes, and not at all when a Free does. A failure is logged and changes nothing:
 // Attach then puts the programs on in the pod, and fails closed if it
 // cannot.
 func (s *Server) armPrograms(pd *devicev1.PreparedDevice, cfg *devicev1.DeviceConfig, unlock func()) {
@@ -105,8 +107,13 @@ func (s *Server) armPrograms(pd *devicev1.PreparedDevice, cfg *devicev1.DeviceCo
 		return
 	}
 	host, ifName := s.mover.HostNetns(), pd.GetDevice().GetKernelIfName()
+	j, done := s.startJob(pd.GetDevice().GetName(), true)
 	s.background.Go(func() {
 		defer unlock()
+		defer done()
+		if !s.wait(pd.GetDevice().GetName(), j) {
+			return // freed before its turn
+		}
 		err := s.programs.Attach(context.Background(), slot(pd), host, ifName, pol)
 		switch {
 		case errors.Is(err, ebpf.ErrNotSupported): // a kernel without tcx: Attach says what it means
@@ -123,11 +130,15 @@ func (s *Server) armPrograms(pd *devicev1.PreparedDevice, cfg *devicev1.DeviceCo
 // grace periods under the kernel's RTNL, 20-25 ms a device here; so they
 // are taken off in the background, holding the device's lock that Free
 // hands over (unlock): the next Setup, Attach or Free of the device waits
-// for it, the kubelet's unprepare does not. A failure is logged; the next
+// for it, the kubelet's unprepare does not. It waits for the programs
+// being put on and the Setups and Frees in flight (foreground.go), or
+// for a call for the device. A failure is logged; the next
 // Setup's armPrograms finds what is left and reuses or replaces it.
 func (s *Server) removeInBackground(pd *devicev1.PreparedDevice, unlock func()) {
+	j, _ := s.startJob(pd.GetDevice().GetName(), false)
 	s.background.Go(func() {
 		defer unlock()
+		s.wait(pd.GetDevice().GetName(), j)
 		if err := s.programs.Remove(slot(pd)); err != nil {
 			s.log.Error("eBPF programs of a freed device not removed: they stay on its link until it is set up again", "device", pd.GetDevice().GetName(), "error", err)
 		}

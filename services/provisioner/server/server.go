@@ -79,8 +79,13 @@ type Server struct {
 	// it is out again (handles.go).
 	handles netnsHandles
 	// background counts the eBPF work Setup and Free leave running
-	// (armPrograms, removeInBackground).
+	// (armPrograms, removeInBackground), which waits for the Setups and
+	// Frees in flight (calls, foreground.go).
 	background sync.WaitGroup
+	calls      foreground
+	arming     foreground // the programs being put on, or waiting to be
+	jobsMu     sync.Mutex
+	jobs       map[string]*bgJob // by device: the background work waiting its turn
 	// moving bounds the links moved at once (Attach, Detach): the kernel
 	// moves one at a time (RTNL), and each move in flight holds its own
 	// netlink buffers and link dumps.
@@ -199,10 +204,15 @@ func (s *Server) Setup(ctx context.Context, req *provisionerv1.SetupRequest) (*p
 	if err := validateConfig(mgr, dev, req.GetConfig()); err != nil {
 		return nil, err
 	}
+	s.hurry(name, false)
 	unlock, err := s.locks.Lock(ctx, name)
 	if err != nil {
 		return nil, err
 	}
+	// Counted once it holds the device: the background work that holds
+	// it (the programs of its last Setup or Free) does not wait for it.
+	exit := s.calls.enter()
+	defer exit()
 	pd, err := mgr.Setup(ctx, dev, req.GetConfig(), req.GetPool())
 	if err != nil {
 		unlock()
@@ -229,10 +239,13 @@ func (s *Server) Free(ctx context.Context, req *provisionerv1.FreeRequest) (*pro
 	if !ok {
 		return nil, status.Errorf(codes.FailedPrecondition, "device manager %s was never configured on this provisioner; it cannot free %s", kind, name)
 	}
+	s.hurry(name, true)
 	unlock, err := s.locks.Lock(ctx, name)
 	if err != nil {
 		return nil, err
 	}
+	exit := s.calls.enter() // as in Setup
+	defer exit()
 	lost, err := s.takeBackAtFree(ctx, pd, req.GetConfig())
 	if err == nil {
 		err = mgr.Free(ctx, pd)
@@ -655,6 +668,7 @@ func (s *Server) move(ctx context.Context, pd *devicev1.PreparedDevice, netnsPat
 	if err := s.validateMove(pd, netnsPath, cfg); err != nil {
 		return err
 	}
+	s.hurry(pd.GetDevice().GetName(), false)
 	unlock, err := s.locks.Lock(ctx, pd.GetDevice().GetName())
 	if err != nil {
 		return err
