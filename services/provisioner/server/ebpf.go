@@ -114,6 +114,8 @@ func (s *Server) armPrograms(pd *devicev1.PreparedDevice, cfg *devicev1.DeviceCo
 		if !s.wait(pd.GetDevice().GetName(), j) {
 			return // freed before its turn
 		}
+		s.bgTurn.Lock()
+		defer s.bgTurn.Unlock()
 		err := s.programs.Attach(context.Background(), slot(pd), host, ifName, pol)
 		switch {
 		case errors.Is(err, ebpf.ErrNotSupported): // a kernel without tcx: Attach says what it means
@@ -139,6 +141,8 @@ func (s *Server) removeInBackground(pd *devicev1.PreparedDevice, unlock func()) 
 	s.background.Go(func() {
 		defer unlock()
 		s.wait(pd.GetDevice().GetName(), j)
+		s.bgTurn.Lock()
+		defer s.bgTurn.Unlock()
 		if err := s.programs.Remove(slot(pd)); err != nil {
 			s.log.Error("eBPF programs of a freed device not removed: they stay on its link until it is set up again", "device", pd.GetDevice().GetName(), "error", err)
 		}

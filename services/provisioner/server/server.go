@@ -86,6 +86,10 @@ type Server struct {
 	arming     foreground // the programs being put on, or waiting to be
 	jobsMu     sync.Mutex
 	jobs       map[string]*bgJob // by device: the background work waiting its turn
+	// bgTurn runs that work one device at a time: the kernel serializes
+	// it (RTNL) anyway, and each call waiting in the kernel holds a
+	// thread of ours (the attach benchmark sets 512 devices up at once).
+	bgTurn sync.Mutex
 	// moving bounds the links moved at once (Attach, Detach): the kernel
 	// moves one at a time (RTNL), and each move in flight holds its own
 	// netlink buffers and link dumps.
