@@ -24,6 +24,7 @@ import (
 	nriv1 "github.com/netdra/netdra/protos/netdra/nri/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+	"github.com/netdra/netdra/services/provisioner/ebpf/ebpftest"
 	"github.com/netdra/netdra/shared/rpc"
 	"github.com/netdra/netdra/shared/testinfra/nodetest"
 	"github.com/netdra/netdra/shared/testinfra/ocihooks"
@@ -503,6 +504,31 @@ func (p *pipeline) prepare(b *testing.B, devices, pods int) {
 			p.prepared, p.configs = append(p.prepared, pa), append(p.configs, cfg)
 		}
 	}
+	p.waitPrograms(b, true)
+}
+
+// waitPrograms waits, untimed, until the provisioner's eBPF programs are
+// on every prepared device (on) or off every one (!on): it puts them on
+// and takes them off in the background after Setup and Free, holding the
+// kernel's RTNL for each (the baseline's moves and the next configuration
+// would wait for them), and a device's attach waits for its programs, as
+// on a node, where a pod's sandbox takes longer to start than they do.
+// Without them after a minute (a kernel without tcx) it goes on.
+func (p *pipeline) waitPrograms(b *testing.B, on bool) {
+	b.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for _, pa := range p.prepared {
+		for name := pa.GetKey().GetDeviceName(); ; time.Sleep(10 * time.Millisecond) {
+			in, eg := ebpftest.TCX(b, p.hostNS, name)
+			if (len(in) > 0 && len(eg) > 0) == on {
+				break
+			}
+			if time.Now().After(deadline) {
+				b.Logf("eBPF programs on %s after a minute: ingress %v egress %v, want on %v; going on", name, in, eg, on)
+				return
+			}
+		}
+	}
 }
 
 // unprepare frees the devices and deletes the allocations, as dra does.
@@ -516,6 +542,7 @@ func (p *pipeline) unprepare(b *testing.B) {
 		_, err = p.state.DeleteAllocation(ctx, &statev1.DeleteAllocationRequest{Key: pa.GetKey(), ClaimUid: claim})
 		must(b, err)
 	}
+	p.waitPrograms(b, false)
 }
 
 // claimSuffix turns hostName(w, i) back into "w-i".
