@@ -82,9 +82,9 @@ func writeWhy(p func(string, ...any), rows []row) {
 const moveInKernel = `Where the time goes (one run of the 1-pod, 1-device configuration with temporary timers and the kernel's
 sched_switch events with their stacks, 2026-12-02): each namespace move waits in the kernel for one rcu_barrier (a
 normal RCU grace period and the callbacks before it) and two expedited grace periods (0.1 ms). The barrier is the
-move's cost, and it is longer in the provisioner: p50 17.0 ms against 15.0 in the baseline (p10 12.7 and p90 24.5
-against 14.1 and 19.0; 154 and 51 barriers), with both cores idle 97 % of the barrier in both, so not for want of
-CPU: a grace period ends on the timer ticks (4 ms apart at this kernel's HZ=250), and how many a barrier waits for
+move's cost, and it is longer in the provisioner: p50 17.0 ms against 15.0 in the baseline (p10 12.9 and p90 24.1
+against 13.9 and 22.5; 154 and 51 barriers; another run 17.3 against 14.9), with the 2 cores idle 91 % of the
+provisioner's barriers and 95 % of the baseline's, so not for want of CPU: a grace period ends on the timer ticks (4 ms apart at this kernel's HZ=250), and how many a barrier waits for
 depends on where the grace period under way stands when it starts (a loop moving one veth between two netns
 after setting it down, its MAC and MTU: p50 14.4 ms; with 1 ms between the MTU and the move 13.2 ms, with 3 ms
 15.2 ms, each over 50 moves, twice). Turned off one at a time, nothing of the
