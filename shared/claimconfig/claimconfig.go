@@ -336,6 +336,9 @@ func objectFields(raw []byte, into map[string]json.RawMessage) error {
 		}
 		key := t.(string)
 		if seen[key] {
+			if key == "" {
+				return fielderr.New("parameters", `key "" given twice`)
+			}
 			return fielderr.New(key, "given twice")
 		}
 		seen[key] = true
