@@ -26,6 +26,7 @@ import (
 	"github.com/netdra/netdra/services/dra/pools"
 	"github.com/netdra/netdra/services/dra/publish"
 	"github.com/netdra/netdra/services/dra/slicepool"
+	"github.com/netdra/netdra/shared/fanout"
 )
 
 // SliceSyncDelay is how soon dra puts back a ResourceSlice that someone
@@ -301,7 +302,14 @@ func (p *slicePublisher) sync(ctx context.Context) error {
 		have[s.Spec.Pool.Name] = append(have[s.Spec.Pool.Name], s)
 	}
 	var plans []poolPlan
-	for _, name := range slices.Sorted(maps.Keys(mergeKeys(want.Pools, have))) {
+	names := slices.Collect(maps.Keys(want.Pools))
+	for name := range have {
+		if _, ok := want.Pools[name]; !ok {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	for _, name := range names {
 		p.mu.Lock()
 		plan, err := planPool(name, want.Pools[name].Slices, have[name], p.ours)
 		p.mu.Unlock()
@@ -332,38 +340,9 @@ func (p *slicePublisher) sync(ctx context.Context) error {
 	return nil
 }
 
-func mergeKeys[V any](a map[string]resourceslice.Pool, b map[string]V) map[string]bool {
-	out := map[string]bool{}
-	for k := range a {
-		out[k] = true
-	}
-	for k := range b {
-		out[k] = true
-	}
-	return out
-}
-
 // inParallel runs fs, writeParallelism at once, and joins their errors.
 func inParallel(ctx context.Context, fs []func(context.Context) error) error {
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
-	sem := make(chan struct{}, writeParallelism)
-	for _, f := range fs {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			if err := f(ctx); err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return errors.Join(fanout.NewLimit(writeParallelism).Each(ctx, len(fs), func(i int) error { return fs[i](ctx) })...)
 }
 
 // actual is the informer's slices, each replaced by the copy dra wrote
