@@ -93,9 +93,9 @@ func movesWhole(pd *devicev1.PreparedDevice) bool {
 // the device's lock that Setup hands over (unlock), so an Attach or Free
 // of the device waits for it; it starts once no Setup or Free has run
 // for a moment (foreground.go: their RTNL waits went behind it), or at
-// once when a call for the device comes, and not at all when a Free does. A failure is logged and changes nothing:
-// Attach then puts the programs on in the pod, and fails closed if it
-// cannot.
+// once when a call for the device comes, and not at all when a Free
+// does. A failure is logged and changes nothing: Attach then puts the
+// programs on in the pod, and fails closed if it cannot.
 func (s *Server) armPrograms(pd *devicev1.PreparedDevice, cfg *devicev1.DeviceConfig, unlock func()) {
 	if s.programs == nil || !movesWhole(pd) {
 		unlock()
@@ -107,15 +107,7 @@ func (s *Server) armPrograms(pd *devicev1.PreparedDevice, cfg *devicev1.DeviceCo
 		return
 	}
 	host, ifName := s.mover.HostNetns(), pd.GetDevice().GetKernelIfName()
-	j, done := s.startJob(pd.GetDevice().GetName(), true)
-	s.background.Go(func() {
-		defer unlock()
-		defer done()
-		if !s.wait(pd.GetDevice().GetName(), j) {
-			return // freed before its turn
-		}
-		s.bgTurn.Lock()
-		defer s.bgTurn.Unlock()
+	s.inBackground(pd.GetDevice().GetName(), true, unlock, func() {
 		err := s.programs.Attach(context.Background(), slot(pd), host, ifName, pol)
 		switch {
 		case errors.Is(err, ebpf.ErrNotSupported): // a kernel without tcx: Attach says what it means
@@ -137,12 +129,7 @@ func (s *Server) armPrograms(pd *devicev1.PreparedDevice, cfg *devicev1.DeviceCo
 // for a call for the device. A failure is logged; the next
 // Setup's armPrograms finds what is left and reuses or replaces it.
 func (s *Server) removeInBackground(pd *devicev1.PreparedDevice, unlock func()) {
-	j, _ := s.startJob(pd.GetDevice().GetName(), false)
-	s.background.Go(func() {
-		defer unlock()
-		s.wait(pd.GetDevice().GetName(), j)
-		s.bgTurn.Lock()
-		defer s.bgTurn.Unlock()
+	s.inBackground(pd.GetDevice().GetName(), false, unlock, func() {
 		if err := s.programs.Remove(slot(pd)); err != nil {
 			s.log.Error("eBPF programs of a freed device not removed: they stay on its link until it is set up again", "device", pd.GetDevice().GetName(), "error", err)
 		}

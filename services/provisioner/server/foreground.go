@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,38 +68,35 @@ func (f *foreground) signal() {
 }
 
 // yield waits until no call is in flight and none ended within quiet, or
-// until maxWait passed, hurry closed or ctx ended.
-func (f *foreground) yield(ctx context.Context, quiet, maxWait time.Duration, hurry <-chan struct{}) {
+// until maxWait passed or hurry closed.
+func (f *foreground) yield(quiet, maxWait time.Duration, hurry <-chan struct{}) {
 	deadline := time.NewTimer(maxWait)
 	defer deadline.Stop()
+	quietEnds := time.NewTimer(quiet)
+	defer quietEnds.Stop()
 	for {
 		f.mu.Lock()
 		if f.changed == nil {
 			f.changed = make(chan struct{})
 		}
-		n, changed, wait := f.n, f.changed, quiet-time.Since(f.ended)
+		n, changed, left := f.n, f.changed, quiet-time.Since(f.ended)
 		f.mu.Unlock()
-		if n == 0 && wait <= 0 {
+		if n == 0 && left <= 0 {
 			return
 		}
-		if n > 0 {
-			wait = maxWait // until a call enters or exits
+		var quietEnded <-chan time.Time // none while a call is in flight
+		if n == 0 {
+			quietEnds.Reset(left)
+			quietEnded = quietEnds.C
 		}
-		t := time.NewTimer(wait)
 		select {
 		case <-changed:
-		case <-t.C:
+		case <-quietEnded:
 		case <-hurry:
-			t.Stop()
 			return
 		case <-deadline.C:
-			t.Stop()
-			return
-		case <-ctx.Done():
-			t.Stop()
 			return
 		}
-		t.Stop()
 	}
 }
 
@@ -129,13 +125,30 @@ func (s *Server) startJob(device string, arm bool) (j *bgJob, done func()) {
 	return j, done
 }
 
+// inBackground runs f on device in the background once its turn came
+// (wait), one device at a time (bgTurn), then calls unlock, the device's
+// lock its caller holds. arm says f puts programs on (a Free cancels it
+// before its turn), else it takes them off.
+func (s *Server) inBackground(device string, arm bool, unlock func(), f func()) {
+	j, done := s.startJob(device, arm)
+	s.background.Go(func() {
+		defer unlock()
+		defer done()
+		if !s.wait(device, j) {
+			return // freed before its turn
+		}
+		s.bgTurn.Lock()
+		defer s.bgTurn.Unlock()
+		f()
+	})
+}
+
 // wait is yield for j's turn; it reports whether j is still to run.
 func (s *Server) wait(device string, j *bgJob) bool {
-	ctx := context.Background()
 	if !j.arm {
-		s.arming.yield(ctx, 0, removeMaxWait, j.hurry)
+		s.arming.yield(0, removeMaxWait, j.hurry)
 	}
-	s.calls.yield(ctx, armQuiet, armMaxWait, j.hurry)
+	s.calls.yield(armQuiet, armMaxWait, j.hurry)
 	s.jobsMu.Lock()
 	defer s.jobsMu.Unlock()
 	if s.jobs[device] == j {

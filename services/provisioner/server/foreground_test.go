@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"testing"
 	"time"
 )
@@ -12,7 +11,7 @@ func yielded(f *foreground, quiet, maxWait time.Duration, hurry <-chan struct{})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		f.yield(context.Background(), quiet, maxWait, hurry)
+		f.yield(quiet, maxWait, hurry)
 	}()
 	return done
 }
