@@ -508,7 +508,7 @@ func (p *pipeline) prepare(b *testing.B, devices, pods int) {
 }
 
 // waitPrograms waits, untimed, until the provisioner's eBPF programs are
-// on every prepared device (on) or off every one (!on): it puts them on
+// on every prepared device, both ways (on), or none is on any (!on): it puts them on
 // and takes them off in the background after Setup and Free, holding the
 // kernel's RTNL for each (the baseline's moves and the next configuration
 // would wait for them), and a device's attach waits for its programs, as
@@ -520,7 +520,7 @@ func (p *pipeline) waitPrograms(b *testing.B, on bool) {
 	for _, pa := range p.prepared {
 		for name := pa.GetKey().GetDeviceName(); ; time.Sleep(10 * time.Millisecond) {
 			in, eg := ebpftest.TCX(b, p.hostNS, name)
-			if (len(in) > 0 && len(eg) > 0) == on {
+			if on && len(in) > 0 && len(eg) > 0 || !on && len(in)+len(eg) == 0 {
 				break
 			}
 			if time.Now().After(deadline) {
