@@ -22,10 +22,14 @@ echo "KERNELRIG-BOOTED uptime=$(cut -d' ' -f1 /proc/uptime)s kernel=$(uname -r)"
 # 8021q needs garp and mrp; netdevsim needs psample; rdma_rxe needs
 # ib_core, ib_uverbs, udp_tunnel and ip6_udp_tunnel; rdma_ucm needs
 # rdma_cm, which needs ib_cm, iw_cm and configfs; rdma_rxe's devices need
-# the crc32 hash (crc32_generic), which nothing would load on demand here.
+# the crc32 hash (crc32_generic), which nothing would load on demand here;
+# igb needs dca and i2c-algo-bit; vfio-pci needs vfio-pci-core, which needs
+# vfio, irqbypass and vfio_virqfd; vfio_iommu_type1 is the IOMMU backend.
 for m in llc stp garp mrp 8021q dummy veth macvlan ipvlan psample netdevsim \
   udp_tunnel ip6_udp_tunnel configfs ib_core ib_uverbs ib_umad iw_cm ib_cm \
-  rdma_cm rdma_ucm crc32_generic rdma_rxe; do
+  rdma_cm rdma_ucm crc32_generic rdma_rxe \
+  dca i2c-algo-bit igb igbvf irqbypass vfio vfio_iommu_type1 vfio_virqfd \
+  vfio-pci-core vfio-pci; do
   insmod /lib/modules/$m.ko || echo "KERNELRIG-WARN insmod $m failed"
 done
 ip link set lo up

@@ -23,13 +23,16 @@
 //
 // Each test package gets a fresh VM with llc, stp, garp, mrp, 8021q, dummy,
 // veth, macvlan, ipvlan, psample, netdevsim and soft-RoCE (rdma_rxe, with ib_uverbs, ib_umad
-// and rdma_ucm) loaded, /proc, /sys, /sys/kernel/debug,
+// and rdma_ucm), igb, igbvf and vfio-pci loaded, /proc, /sys, /sys/kernel/debug,
 // /dev, tmpfs /tmp, /run and /run/netns mounted (/var/run links to /run)
 // and only lo, up. Nothing survives the VM, so tests need no cleanup between
 // packages, but tests of one package share the VM: give links unique names.
 // The package directory's files and testdata/ are copied into the guest at
 // the same path, and the test runs there as usual. The guest has no network
 // and only busybox: tests must not need other programs from the host.
+// A package whose directory has a file kernelrig.machine holding "igb"
+// boots a machine with an IOMMU and two emulated Intel 82576 SR-IOV NICs
+// (README.md, "Machines").
 //
 // # Running kernel-rig tests
 //

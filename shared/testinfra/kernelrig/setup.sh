@@ -19,6 +19,11 @@
 # A complete cache for the current ABI and unchanged setup.sh/init.sh makes
 # it return at once ("kernel rig ready (cached)").
 #
+# QEMU comes from Debian's bookworm-backports (the suite is added to apt's
+# sources when missing): bookworm's QEMU 7.2 has no emulated igb, the
+# Intel 82576 SR-IOV NIC the "igb" machine of vmrun.sh boots with. Its
+# series is pinned (QEMU_SERIES); the exact version installed is printed.
+#
 # Environment: KERNELRIG_DIR (cache, default /var/cache/netdra/kernelrig);
 # KERNELRIG_ABI pins the kernel ABI (e.g. 6.1.0-57) instead of following
 # linux-image-amd64, and fails clearly once Debian no longer has it.
@@ -29,7 +34,7 @@ DIR=${KERNELRIG_DIR:-/var/cache/netdra/kernelrig}
 # Host packages: QEMU, busybox for the guest, cpio/xz to pack and unpack;
 # gcc-12 (the compiler Debian's 6.1 kernel is built with), make, binutils,
 # libelf1 (objtool) and libssl3 (kbuild host tools) build netdevsim.
-PKGS=(qemu-system-x86 busybox-static cpio xz-utils gzip gcc-12 make binutils libelf1 libssl3 kmod)
+PKGS=(busybox-static cpio xz-utils gzip gcc-12 make binutils libelf1 libssl3 kmod)
 # Guest modules, in load order (init.sh loads them in the same order):
 # 802.1q, dummy, veth, psample (netdevsim's), then RDMA with soft-RoCE
 # (rdma_rxe over any Ethernet netdev), its character devices (ib_uverbs,
@@ -43,7 +48,20 @@ MODS=(net/llc/llc net/802/stp net/802/garp net/802/mrp net/8021q/8021q
   drivers/infiniband/core/ib_umad drivers/infiniband/core/iw_cm
   drivers/infiniband/core/ib_cm drivers/infiniband/core/rdma_cm
   drivers/infiniband/core/rdma_ucm crypto/crc32_generic
-  drivers/infiniband/sw/rxe/rdma_rxe)
+  drivers/infiniband/sw/rxe/rdma_rxe
+  drivers/dca/dca drivers/i2c/algos/i2c-algo-bit drivers/net/ethernet/intel/igb/igb
+  drivers/net/ethernet/intel/igbvf/igbvf virt/lib/irqbypass drivers/vfio/vfio
+  drivers/vfio/vfio_iommu_type1 drivers/vfio/vfio_virqfd drivers/vfio/pci/vfio-pci-core
+  drivers/vfio/pci/vfio-pci)
+# The igb machine's NIC: the igb (PF) and igbvf (VF) drivers with their
+# dependencies (dca, i2c-algo-bit; ptp and pps are built in), and vfio-pci
+# with the type1 IOMMU backend for the VFs DPDK uses. They load in every
+# guest; without the igb machine's devices they bind to nothing.
+# QEMU_SERIES: the QEMU release series installed from bookworm-backports
+# (KERNELRIG_QEMU_SERIES overrides it): the first with igb is 8.0, and the
+# rig is tested on this one.
+QEMU_SERIES=${KERNELRIG_QEMU_SERIES:-10.0}
+BACKPORTS_LIST=/etc/apt/sources.list.d/netdra-bookworm-backports.list
 
 export DEBIAN_FRONTEND=noninteractive LC_ALL=C
 T0=$SECONDS
@@ -90,6 +108,25 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 
+# 1b. QEMU of series $QEMU_SERIES from bookworm-backports
+qemu_version() { dpkg-query -W -f='${Status} ${Version}\n' qemu-system-x86 2>/dev/null | sed -n 's/^install ok installed //p'; }
+qemu_ok() { case $(qemu_version) in 1:"$QEMU_SERIES".*) return 0 ;; *) return 1 ;; esac; }
+if ! qemu_ok; then
+  if ! grep -rqsE '^[^#]*bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    say "adding bookworm-backports to apt's sources ($BACKPORTS_LIST)"
+    echo 'deb http://deb.debian.org/debian bookworm-backports main' >"$BACKPORTS_LIST"
+    UPDATED=0
+  fi
+  apt_update
+  qv=$(apt-cache madison qemu-system-x86 | awk -F' *[|] *' -v s="1:$QEMU_SERIES." \
+    'index($2, s) == 1 && $3 ~ /bookworm-backports/ {print $2; exit}')
+  [ -n "$qv" ] || die "bookworm-backports has no qemu-system-x86 of series $QEMU_SERIES (apt-cache madison qemu-system-x86)"
+  say "installing qemu-system-x86 $qv from bookworm-backports"
+  run_logged apt-get install -y -q --no-install-recommends -t bookworm-backports "qemu-system-x86=$qv"
+  qemu_ok || die "qemu-system-x86 $qv did not install"
+fi
+qemu-system-x86_64 -device help 2>/dev/null | grep -q '"igb"' || die "qemu-system-x86 $(qemu_version) has no igb device"
+
 # 2. current kernel ABI, e.g. ABI=6.1.0-57 KV=6.1.0-57-amd64 VER=6.1.158-1
 resolve() {
   # One apt-cache call (about 1 s without apt's binary cache): the metapackage
@@ -122,7 +159,7 @@ cached() {
     [ "$(cat "$DIR/stamp")" = "$(want_stamp)" ]
 }
 if cached; then
-  echo "kernel rig ready (cached): kernel $KV ($VER) in $DIR"
+  echo "kernel rig ready (cached): kernel $KV ($VER), qemu $(qemu_version) in $DIR"
   exit 0
 fi
 rm -f "$DIR/stamp" # from here on the cache is incomplete until the end
@@ -149,7 +186,7 @@ if ! download; then
   apt_update
   resolve || die "cannot find the kernel that linux-image-amd64 depends on"
   if cached; then
-    echo "kernel rig ready (cached): kernel $KV ($VER) in $DIR"
+    echo "kernel rig ready (cached): kernel $KV ($VER), qemu $(qemu_version) in $DIR"
     exit 0
   fi
   download || { tail -n 20 "$LOG" >&2; die "apt-get download failed (log: $LOG)"; }
@@ -221,4 +258,4 @@ printf '127.0.0.1 localhost\n::1 localhost\n' >"$R/etc/hosts"
 mv "$B/vmlinux.elf" "$B/initrd.gz" "$DIR/"
 rm -rf "$B"
 want_stamp >"$DIR/stamp"
-echo "kernel rig ready: kernel $KV ($VER) in $DIR ($((SECONDS - T0))s)"
+echo "kernel rig ready: kernel $KV ($VER), qemu $(qemu_version) in $DIR ($((SECONDS - T0))s)"

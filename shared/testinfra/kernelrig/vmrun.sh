@@ -19,7 +19,15 @@
 # KERNELRIG_MEM (default 1G), KERNELRIG_SMP (default 1), KERNELRIG_ACCEL
 # (default tcg: KVM does not work on the project's machines), KERNELRIG_KEEP=1
 # keeps the work directory, KERNELRIG_CONSOLE=1 copies the kernel console to
-# stderr.
+# stderr, KERNELRIG_MACHINE picks the machine (below).
+#
+# Machines: "pc" (the default: no NIC, no IOMMU, the fastest boot) and "igb":
+# a q35 machine with an emulated Intel IOMMU (intel_iommu=on) and two
+# emulated Intel 82576 SR-IOV NICs (QEMU's igb, PCI 8086:10c9, 7 VFs each)
+# on PCIe root ports, their ports joined by one QEMU hub (a wire between
+# the two PFs; nothing leaves the VM). A package whose directory has a file
+# kernelrig.machine holding "igb" boots the igb machine; KERNELRIG_MACHINE
+# overrides that file.
 set -u
 HERE=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")" && pwd)
 DIR=${KERNELRIG_DIR:-/var/cache/netdra/kernelrig}
@@ -95,13 +103,28 @@ chmod 755 "$root/run-test" "$root/testbin"
 (cd "$root" && find . -print0 | cpio --null -o -H newc --owner=0:0 --quiet) | gzip -1 >"$work/extra.cpio.gz"
 cat "$DIR/initrd.gz" "$work/extra.cpio.gz" >"$work/initrd.gz" # the kernel unpacks both segments
 
+machine=${KERNELRIG_MACHINE:-}
+[ -n "$machine" ] || [ ! -f kernelrig.machine ] || machine=$(tr -d ' \n' <kernelrig.machine)
+append=
+case ${machine:-pc} in
+pc) mach=(-nic none) ;;
+igb)
+  mach=(-machine q35,kernel-irqchip=split -device intel-iommu,intremap=on
+    -netdev hubport,id=n0,hubid=0 -netdev hubport,id=n1,hubid=0
+    -device pcie-root-port,id=rp0,slot=1,chassis=1 -device igb,bus=rp0,netdev=n0,mac=52:54:00:4e:44:00
+    -device pcie-root-port,id=rp1,slot=2,chassis=2 -device igb,bus=rp1,netdev=n1,mac=52:54:00:4e:44:01)
+  append=" intel_iommu=on"
+  ;;
+*) fail "unknown machine \"$machine\" (KERNELRIG_MACHINE or kernelrig.machine): pc or igb" ;;
+esac
+
 timeout -k 5 "$TIMEOUT" qemu-system-x86_64 -accel "${KERNELRIG_ACCEL:-tcg}" \
   -m "${KERNELRIG_MEM:-1G}" -smp "${KERNELRIG_SMP:-1}" \
-  -nodefaults -display none -no-reboot -nic none \
+  -nodefaults -display none -no-reboot "${mach[@]}" \
   -serial "file:$work/console.log" -serial stdio \
   -device isa-debug-exit,iobase=0xf4,iosize=0x04 \
   -kernel "$DIR/vmlinux.elf" -initrd "$work/initrd.gz" \
-  -append "console=ttyS0 panic=-1 oops=panic quiet kernelrig.out=ttyS1" </dev/null &
+  -append "console=ttyS0 panic=-1 oops=panic quiet kernelrig.out=ttyS1$append" </dev/null &
 qpid=$!
 wait "$qpid"
 qrc=$?
