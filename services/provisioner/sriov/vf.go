@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net"
 
+	"golang.org/x/sys/unix"
+
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	"github.com/netdra/netdra/shared/fielderr"
 )
@@ -192,7 +194,7 @@ func applyVF(ctx context.Context, log *slog.Logger, links pfLinks, pf string, vf
 			continue
 		}
 		if err = links.SetVF(pf, vf, s, want); err != nil {
-			err = fmt.Errorf("setting %s of VF %d on %s: %w", s.describe(want), vf, pf, err)
+			err = refusal(s, cur, want, fmt.Errorf("setting %s of VF %d on %s: %w", s.describe(want), vf, pf, err))
 			break
 		}
 		done = append(done, s)
@@ -212,6 +214,32 @@ func applyVF(ctx context.Context, log *slog.Logger, links pfLinks, pf string, vf
 		return errors.Join(err, rerr)
 	}
 	return err
+}
+
+// refusal turns err, the PF's failure to apply setting s (from cur to
+// want), into a *fielderr.Error naming the claim's field when the PF's driver
+// refused the value (EOPNOTSUPP, EPROTONOSUPPORT, EINVAL, ERANGE: each NIC's
+// driver takes a different subset of the VF settings), so that the claim's
+// event says which of its settings this node's NIC cannot apply. Other
+// errors (the PF gone, a busy kernel) are returned as they are.
+func refusal(s setting, cur, want vfState, err error) error {
+	if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.EPROTONOSUPPORT) &&
+		!errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ERANGE) {
+		return err
+	}
+	field := map[setting]string{settingVlan: "config.vlan", settingMAC: "config.macAddress",
+		settingSpoofChk: "config.spoofChk", settingTrust: "config.trust", settingLinkState: "config.linkState",
+		settingRate: "config.maxTxRate"}[s]
+	switch {
+	case s == settingVlan && normProto(want.Proto) != normProto(cur.Proto) && errors.Is(err, unix.EPROTONOSUPPORT):
+		field = "config.vlanProto"
+	case s == settingVlan && want.Vlan == cur.Vlan && want.Qos != cur.Qos:
+		field = "config.vlanQoS"
+	case s == settingRate && want.MinTxRate != cur.MinTxRate &&
+		(want.MaxTxRate == cur.MaxTxRate || errors.Is(err, unix.EINVAL) && want.MinTxRate != 0):
+		field = "config.minTxRate"
+	}
+	return fielderr.New(field, "the PF's driver refuses it: %v", err)
 }
 
 // restoreVF puts every setting of VF vf of pf where cur differs from orig

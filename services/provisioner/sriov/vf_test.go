@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 
@@ -285,6 +286,20 @@ func TestManager_SetupErrors(t *testing.T) {
 		{name: "the first setting fails: nothing to restore", dev: vf1, cfg: allSettings(),
 			fail: map[setting]error{settingVlan: errBoom}, wantErr: errBoom,
 			wantCalls: []string{"ens1f0/1 vlan 100 qos 3 proto 0x88a8"}},
+		// What the Intel 82576's driver (igb) refuses: the claim's field is
+		// named, and the VF is left as it was.
+		{name: "driver refuses 802.1ad", dev: vf1, cfg: &devicev1.DeviceConfig{Vlan: new(uint32(10)), VlanProto: devicev1.VlanProto_VLAN_PROTO_8021AD},
+			fail: map[setting]error{settingVlan: unix.EPROTONOSUPPORT}, wantField: "config.vlanProto",
+			wantCalls: []string{"ens1f0/1 vlan 10 qos 0 proto 0x88a8"}},
+		{name: "driver refuses the link state", dev: vf1, cfg: &devicev1.DeviceConfig{Trust: new(true), LinkState: devicev1.VfLinkState_VF_LINK_STATE_ENABLE},
+			fail: map[setting]error{settingLinkState: unix.EOPNOTSUPP}, wantField: "config.linkState",
+			wantCalls: []string{"ens1f0/1 trust true", "ens1f0/1 link state 1", "ens1f0/1 trust false"}},
+		{name: "driver refuses a min tx rate", dev: vf1, cfg: &devicev1.DeviceConfig{MinTxRate: new(uint32(10)), MaxTxRate: new(uint32(100))},
+			fail: map[setting]error{settingRate: unix.EINVAL}, wantField: "config.minTxRate",
+			wantCalls: []string{"ens1f0/1 min_tx_rate 10 max_tx_rate 100"}},
+		{name: "driver refuses a max tx rate", dev: vf1, cfg: &devicev1.DeviceConfig{MaxTxRate: new(uint32(100))},
+			fail: map[setting]error{settingRate: unix.EINVAL}, wantField: "config.maxTxRate",
+			wantCalls: []string{"ens1f0/1 min_tx_rate 0 max_tx_rate 100"}},
 		{name: "cancelled", dev: vf1, cfg: allSettings(), cancel: true, wantErr: context.Canceled},
 		{name: "PF missing", dev: withPF(vf1, "ens7"), cfg: allSettings(), wantErr: ErrPFNotFound},
 		{name: "VF index beyond the PF's VFs", dev: withIndex(vf1, 5), cfg: allSettings(), wantErr: ErrVFNotFound},
