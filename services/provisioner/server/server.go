@@ -389,7 +389,8 @@ func (s *Server) Detach(ctx context.Context, req *provisionerv1.DetachRequest) (
 // off it (not off a link that moves whole: they go back to the host with
 // it and stay until Free, see armPrograms), then the link out of the pod
 // (at the held netns when there is a handle, else at netnsPath), then the
-// handle closed. It reports a lost device as done.
+// handle closed. It reports a lost device as done: one whose netns went
+// with its link, or one whose link was destroyed under the pod.
 func (s *Server) detach(ctx context.Context, pd *devicev1.PreparedDevice, netnsPath string, cfg *devicev1.DeviceConfig) (lost bool, err error) {
 	name := pd.GetDevice().GetName()
 	if held, _, ok := s.handles.path(name); ok {
@@ -401,8 +402,15 @@ func (s *Server) detach(ctx context.Context, pd *devicev1.PreparedDevice, netnsP
 		}
 	}
 	err = s.detachLink(ctx, pd, netnsPath, cfg)
-	if errors.Is(err, link.ErrLinkLost) {
+	switch {
+	case errors.Is(err, link.ErrLinkLost):
 		s.log.Error("Device lost: its pod's netns is gone and its link with it; the runtime tore the pod down without a Detach while the provisioner held no handle (it restarted)",
+			"device", name, "manager", pd.GetDevice().GetManager(), "error", err)
+		lost, err = true, nil
+	case errors.Is(err, link.ErrLinkNotFound) && movesWhole(pd):
+		// No Detach can bring it back, so none is asked again: its
+		// manager no longer offers it either.
+		s.log.Error("Device lost: its link is in neither its pod's netns nor the host, destroyed under the pod (a VF whose PF's sriov_numvfs was lowered, a link deleted)",
 			"device", name, "manager", pd.GetDevice().GetManager(), "error", err)
 		lost, err = true, nil
 	}

@@ -1,0 +1,279 @@
+//go:build kernelrig
+
+package server
+
+// The whole provisioner on a real SR-IOV NIC, inside the kernel rig's igb
+// machine (kernelrig.machine): QEMU's emulated Intel 82576 with the
+// kernel's igb and igbvf drivers. The sr-iov manager creates the VFs from
+// the NodeConfig's count, and a real VF netdev goes through Setup, Attach,
+// Detach and Free through the service's API; a VF destroyed under its pod
+// (sriov_numvfs lowered) is reported lost and never handed out again.
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/vishvananda/netlink"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
+	"github.com/netdra/netdra/services/provisioner/ebpf"
+	"github.com/netdra/netdra/services/provisioner/ebpf/ebpftest"
+	"github.com/netdra/netdra/services/provisioner/link"
+	"github.com/netdra/netdra/services/provisioner/manager"
+	"github.com/netdra/netdra/services/provisioner/netnstest"
+	"github.com/netdra/netdra/services/provisioner/sriov"
+	"github.com/netdra/netdra/shared/testinfra/kernelrig"
+)
+
+// igbPF returns the PCI address and netdev of the igb machine's first
+// emulated 82576 PF (8086:10c9).
+func igbPF(t *testing.T) (addr, netdev string) {
+	t.Helper()
+	entries, err := os.ReadDir("/sys/bus/pci/devices")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		dir := filepath.Join("/sys/bus/pci/devices", e.Name())
+		v, _ := os.ReadFile(filepath.Join(dir, "vendor"))
+		d, _ := os.ReadFile(filepath.Join(dir, "device"))
+		if string(v) != "0x8086\n" || string(d) != "0x10c9\n" {
+			continue
+		}
+		nets, err := os.ReadDir(filepath.Join(dir, "net"))
+		if err != nil || len(nets) != 1 {
+			t.Fatalf("82576 PF %s: netdevs %v, %v", e.Name(), nets, err)
+		}
+		return e.Name(), nets[0].Name()
+	}
+	t.Fatal("no emulated 82576 PF: does the package have kernelrig.machine?")
+	return "", ""
+}
+
+// vfSettings is what the PF reports of VF vf's settings.
+func vfSettings(t *testing.T, pf string, vf int) string {
+	t.Helper()
+	l, err := netlink.LinkByName(pf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vf >= len(l.Attrs().Vfs) {
+		t.Fatalf("%s has %d VFs, no VF %d", pf, len(l.Attrs().Vfs), vf)
+	}
+	v := l.Attrs().Vfs[vf]
+	return fmt.Sprintf("mac %s vlan %d qos %d spoofchk %t trust %d max_tx_rate %d", v.Mac, v.Vlan, v.Qos, v.Spoofchk, v.Trust, v.MaxTxRate)
+}
+
+// hostLink is a host link's identity: name, MAC, MTU, admin state.
+func hostLink(t *testing.T, name string) string {
+	t.Helper()
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		t.Fatalf("host link %s: %v", name, err)
+	}
+	a := l.Attrs()
+	return fmt.Sprintf("%s %s mtu %d up %t", a.Name, a.HardwareAddr, a.MTU, a.Flags&net.FlagUp != 0)
+}
+
+// TestIGB_VFEndToEnd: Configure with a vfCount creates the VFs on the real
+// PF and publishes them; a VF netdev gets its VF settings through the PF
+// at Setup, moves into the pod at Attach with the claim's name, MAC, MTU,
+// addresses and route, comes back at Detach and is, after Free, the host
+// link it was (name, MAC, MTU, admin state) with the VF settings it had,
+// read back from the kernel. Then sriov_numvfs goes to 0 under an attached
+// VF: Detach reports it lost, Free has nothing left to restore, and the
+// device is no longer offered.
+func TestIGB_VFEndToEnd(t *testing.T) {
+	kernelrig.Require(t)
+	addr, pf := igbPF(t)
+	log := slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	mover, err := link.NewMover(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mover.Close()
+	progs, err := ebpf.New(log, ebpftest.BPFFS(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(progs.Close)
+	srv := New(log, Factories{
+		Sriov: func(root string, c *provisionerv1.SriovConfig) (manager.Manager, error) {
+			return sriov.New(log, "/sys", c, sriov.WithResync(time.Hour))
+		},
+	}, mover)
+	srv.SetPrograms(progs, progs)
+	t.Cleanup(srv.Wait)
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	pfLink, err := netlink.LinkByName(pf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := netlink.LinkSetUp(pfLink); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.Configure(ctx, &provisionerv1.ConfigureRequest{Managers: &provisionerv1.ManagerConfigs{
+		Sriov: &provisionerv1.SriovConfig{Enabled: true, Ifaces: []*provisionerv1.SriovInterface{{IfName: pf, VfCount: 2}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	var devs []*devicev1.Device
+	for deadline := time.Now().Add(30 * time.Second); len(devs) != 2; time.Sleep(50 * time.Millisecond) {
+		srv.inv.mu.Lock()
+		devs = slices.DeleteFunc(slices.Clone(srv.inv.devices[devicev1.DeviceManager_DEVICE_MANAGER_SRIOV]),
+			func(d *devicev1.Device) bool { return d.GetKernelIfName() == "" })
+		srv.inv.mu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatalf("the 2 VFs of %s never published with netdevs: %v", pf, devs)
+		}
+	}
+	slices.SortFunc(devs, func(a, b *devicev1.Device) int { return int(a.GetVfIndex() - b.GetVfIndex()) })
+	// The driver takes a tx rate only at link speed 1000: with carrier,
+	// which it loses for a moment when the VFs are created.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if l, err := netlink.LinkByName(pf); err == nil && l.Attrs().OperState == netlink.OperUp {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never operationally up", pf)
+		}
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if speed, _ := os.ReadFile(filepath.Join("/sys/class/net", pf, "speed")); string(speed) == "1000\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never at link speed 1000", pf)
+		}
+	}
+	numvfs, _ := os.ReadFile(filepath.Join("/sys/bus/pci/devices", addr, "sriov_numvfs"))
+	t.Logf("PF %s (%s): sriov_numvfs %s; VFs %s and %s", pf, addr, numvfs, devs[0].GetKernelIfName(), devs[1].GetKernelIfName())
+
+	dev := devs[0]
+	hostBefore, vfBefore := hostLink(t, dev.GetKernelIfName()), vfSettings(t, pf, 0)
+	cfg := &devicev1.DeviceConfig{PodIfName: "net1", MacAddress: "02:4e:44:00:01:01", Mtu: 1400,
+		Vlan: new(uint32(10)), VlanQos: new(uint32(2)), SpoofChk: new(true), Trust: new(true), MaxTxRate: new(uint32(100)),
+		Addresses: []string{"192.168.70.2/24", "fd00:70::2/64"},
+		Routes:    []*devicev1.Route{{Destination: "192.168.71.0/24", Gateway: "192.168.70.1"}}}
+	setup, err := srv.Setup(ctx, &provisionerv1.SetupRequest{Device: dev, Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pd := setup.GetPreparedDevice()
+	if got, want := vfSettings(t, pf, 0), "mac 02:4e:44:00:01:01 vlan 10 qos 2 spoofchk true trust 1 max_tx_rate 100"; got != want {
+		t.Errorf("VF 0 after Setup: %s, want %s", got, want)
+	}
+
+	podNS := netnstest.New(t)
+	if _, err := srv.Attach(ctx, &provisionerv1.AttachRequest{PreparedDevice: pd, NetnsPath: podNS, Config: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	h := netnstest.Handle(t, podNS)
+	l, err := h.LinkByName("net1")
+	if err != nil {
+		t.Fatalf("net1 not in the pod: %v (pod links %v)", err, netnstest.LinkNames(t, h))
+	}
+	if a := l.Attrs(); a.HardwareAddr.String() != "02:4e:44:00:01:01" || a.MTU != 1400 || a.Flags&net.FlagUp == 0 {
+		t.Errorf("net1 in the pod: mac %s mtu %d flags %v", a.HardwareAddr, a.MTU, a.Flags)
+	}
+	if drv, _ := os.Readlink(filepath.Join("/sys/bus/pci/devices", dev.GetPciAddress(), "driver")); filepath.Base(drv) != "igbvf" {
+		t.Errorf("the VF's driver is %q, want igbvf", drv)
+	}
+	addrs, err := h.AddrList(l, netlink.FAMILY_ALL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := map[string]bool{}
+	for _, a := range addrs {
+		found[a.IPNet.String()] = true
+	}
+	for _, want := range []string{"192.168.70.2/24", "fd00:70::2/64"} {
+		if !found[want] {
+			t.Errorf("net1 lacks %s: %v", want, found)
+		}
+	}
+	_, dst, _ := net.ParseCIDR("192.168.71.0/24")
+	routes, err := h.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Dst: dst}, netlink.RT_FILTER_DST)
+	if err != nil || len(routes) != 1 || routes[0].Gw.String() != "192.168.70.1" {
+		t.Errorf("route in the pod: %v %v", routes, err)
+	}
+
+	if _, err := srv.Detach(ctx, &provisionerv1.DetachRequest{PreparedDevice: pd, NetnsPath: podNS, Config: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.LinkByName("net1"); err == nil {
+		t.Error("net1 still in the pod after Detach")
+	}
+	if _, err := srv.Free(ctx, &provisionerv1.FreeRequest{PreparedDevice: pd}); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(hostBefore, hostLink(t, dev.GetKernelIfName())); diff != "" {
+		t.Errorf("the VF's host link after Free (-before +after):\n%s", diff)
+	}
+	if diff := cmp.Diff(vfBefore, vfSettings(t, pf, 0)); diff != "" {
+		t.Errorf("VF 0's settings after Free (-before +after):\n%s", diff)
+	}
+
+	// sriov_numvfs to 0 under an attached VF: the kernel destroys its netdev
+	// in the pod.
+	dev = devs[1]
+	cfg = &devicev1.DeviceConfig{PodIfName: "net2", Vlan: new(uint32(20))}
+	if setup, err = srv.Setup(ctx, &provisionerv1.SetupRequest{Device: dev, Config: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	pd = setup.GetPreparedDevice()
+	podNS2 := netnstest.New(t)
+	if _, err := srv.Attach(ctx, &provisionerv1.AttachRequest{PreparedDevice: pd, NetnsPath: podNS2, Config: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join("/sys/bus/pci/devices", addr, "sriov_numvfs"), []byte(strconv.Itoa(0)), 0); err != nil {
+		t.Fatal(err)
+	}
+	h2 := netnstest.Handle(t, podNS2)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := h2.LinkByName("net2"); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("net2 still in the pod after sriov_numvfs 0")
+		}
+	}
+	det, err := srv.Detach(ctx, &provisionerv1.DetachRequest{PreparedDevice: pd, NetnsPath: podNS2, Config: cfg})
+	if err != nil {
+		t.Fatalf("Detach of a VF destroyed in its pod: %v", err)
+	}
+	if !det.GetDeviceLost() {
+		t.Error("Detach of a VF destroyed in its pod: device_lost false")
+	}
+	free, err := srv.Free(ctx, &provisionerv1.FreeRequest{PreparedDevice: pd})
+	if err != nil {
+		t.Fatalf("Free of a destroyed VF: %v", err)
+	}
+	t.Logf("Detach: lost %t; Free: lost %t", det.GetDeviceLost(), free.GetDeviceLost())
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, ok := srv.inv.find(devicev1.DeviceManager_DEVICE_MANAGER_SRIOV, dev.GetName()); !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the destroyed VF is still in the inventory")
+		}
+	}
+	_, err = srv.Setup(ctx, &provisionerv1.SetupRequest{Device: dev, Config: cfg})
+	if status.Code(err) != codes.NotFound {
+		t.Errorf("Setup of the destroyed VF = %v, want NotFound", err)
+	}
+}
