@@ -37,7 +37,13 @@ func helm(t *testing.T, args ...string) string {
 // --include-crds` with the extra flags.
 func renderChart(t *testing.T, extra ...string) []*unstructured.Unstructured {
 	t.Helper()
-	args := append([]string{"template", "netdra", filepath.Join(podsDir, chart), "--namespace", "netdra-system", "--include-crds"}, extra...)
+	return renderChartIn(t, "netdra-system", extra...)
+}
+
+// renderChartIn is renderChart into the release namespace ns.
+func renderChartIn(t *testing.T, ns string, extra ...string) []*unstructured.Unstructured {
+	t.Helper()
+	args := append([]string{"template", "netdra", filepath.Join(podsDir, chart), "--namespace", ns, "--include-crds"}, extra...)
 	var objs []*unstructured.Unstructured
 	for _, doc := range splitYAML([]byte(helm(t, args...))) {
 		j, err := yaml.YAMLToJSON(doc)
@@ -61,6 +67,42 @@ func renderChart(t *testing.T, extra ...string) []*unstructured.Unstructured {
 func TestChart_Lint(t *testing.T) {
 	helm(t, "lint", "--strict", filepath.Join(podsDir, chart))
 	helm(t, "lint", "--strict", "--set", "namespace.create=true", filepath.Join(podsDir, chart))
+}
+
+// TestChart_ReleaseNamespace renders the chart into a namespace other than
+// netdra-system, with and without the Namespace object: every namespaced
+// object is in the release namespace, and every reference to a namespace
+// (RBAC subjects, the Namespace itself) names it; netdra-system appears
+// nowhere.
+func TestChart_ReleaseNamespace(t *testing.T) {
+	const ns = "net-other"
+	for _, extra := range [][]string{nil, {"--set", "namespace.create=true"}} {
+		objs := renderChartIn(t, ns, extra...)
+		for _, o := range objs {
+			j, err := o.MarshalJSON()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(j), "netdra-system") {
+				t.Errorf("%s %v names netdra-system when released into %s", describe(o), extra, ns)
+			}
+			switch o.GetKind() {
+			case "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "Namespace", "DeviceClass":
+			default:
+				if o.GetNamespace() != ns {
+					t.Errorf("%s is in namespace %q, not the release's %s", describe(o), o.GetNamespace(), ns)
+				}
+			}
+			if o.GetKind() == "ClusterRoleBinding" || o.GetKind() == "RoleBinding" {
+				b := typed[rbacv1.ClusterRoleBinding](t, o)
+				for _, s := range b.Subjects {
+					if s.Kind == "ServiceAccount" && s.Namespace != ns {
+						t.Errorf("%s binds ServiceAccount %s/%s, not in the release namespace %s", describe(o), s.Namespace, s.Name, ns)
+					}
+				}
+			}
+		}
+	}
 }
 
 // TestChart_MatchesBase renders the chart with its default values and the
