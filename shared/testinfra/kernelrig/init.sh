@@ -25,7 +25,7 @@ echo "KERNELRIG-BOOTED uptime=$(cut -d' ' -f1 /proc/uptime)s kernel=$(uname -r)"
 # the crc32 hash (crc32_generic), which nothing would load on demand here;
 # igb needs dca and i2c-algo-bit; vfio-pci needs vfio-pci-core, which needs
 # vfio, irqbypass and vfio_virqfd; vfio_iommu_type1 is the IOMMU backend.
-for m in llc stp garp mrp 8021q dummy veth macvlan ipvlan psample netdevsim \
+for m in llc stp garp mrp 8021q dummy veth macvlan ipvlan vrf psample netdevsim \
   udp_tunnel ip6_udp_tunnel configfs ib_core ib_uverbs ib_umad iw_cm ib_cm \
   rdma_cm rdma_ucm crc32_generic rdma_rxe \
   dca i2c-algo-bit igb igbvf irqbypass vfio vfio_iommu_type1 vfio_virqfd \

@@ -22,7 +22,7 @@
 // else, so a kernel-rig test can never pass by being silently skipped.
 //
 // Each test package gets a fresh VM with llc, stp, garp, mrp, 8021q, dummy,
-// veth, macvlan, ipvlan, psample, netdevsim and soft-RoCE (rdma_rxe, with ib_uverbs, ib_umad
+// veth, macvlan, ipvlan, vrf, psample, netdevsim and soft-RoCE (rdma_rxe, with ib_uverbs, ib_umad
 // and rdma_ucm), igb, igbvf and vfio-pci loaded, /proc, /sys, /sys/kernel/debug,
 // /dev, tmpfs /tmp, /run and /run/netns mounted (/var/run links to /run)
 // and only lo, up. Nothing survives the VM, so tests need no cleanup between

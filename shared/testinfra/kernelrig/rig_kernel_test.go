@@ -37,7 +37,7 @@ func eq[V comparable](t *testing.T, what string, got, want V) {
 
 func TestModulesLoaded(t *testing.T) {
 	kernelrig.Require(t)
-	for _, m := range []string{"llc", "stp", "garp", "mrp", "8021q", "dummy", "veth", "psample", "netdevsim",
+	for _, m := range []string{"llc", "stp", "garp", "mrp", "8021q", "dummy", "veth", "vrf", "psample", "netdevsim",
 		"igb", "igbvf", "vfio", "vfio_iommu_type1", "vfio_pci"} {
 		t.Run(m, func(t *testing.T) {
 			if _, err := os.Stat("/sys/module/" + m); err != nil {

@@ -42,7 +42,7 @@ PKGS=(busybox-static cpio xz-utils gzip gcc-12 make binutils libelf1 libssl3 kmo
 # crc32_generic, the "crc32" crypto hash rdma_rxe allocates per device
 # (without it: "rdma link add" fails with ENOENT, the guest has no modprobe).
 MODS=(net/llc/llc net/802/stp net/802/garp net/802/mrp net/8021q/8021q
-  drivers/net/dummy drivers/net/veth drivers/net/macvlan drivers/net/ipvlan/ipvlan net/psample/psample
+  drivers/net/dummy drivers/net/veth drivers/net/macvlan drivers/net/ipvlan/ipvlan drivers/net/vrf net/psample/psample
   net/ipv4/udp_tunnel net/ipv6/ip6_udp_tunnel fs/configfs/configfs
   drivers/infiniband/core/ib_core drivers/infiniband/core/ib_uverbs
   drivers/infiniband/core/ib_umad drivers/infiniband/core/iw_cm
