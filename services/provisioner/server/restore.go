@@ -130,9 +130,10 @@ func vfIndex(d *devicev1.Device) string {
 
 // checkShape checks pd against what its manager's Setup records: the
 // original link named as the device's interface (Detach renames the link
-// back to it); a created link for a dummy or a sub-interface only, VF settings for a VF only
-// (and always for one: Free restores them), detached eBPF programs for a
-// host interface only.
+// back to it); a created link for a dummy or a sub-interface only; VF
+// settings and a vfio binding for a VF only (one whose claim set no VF
+// setting and no vfio has neither); detached eBPF programs for a host
+// interface only.
 func checkShape(field string, kind devicev1.DeviceManager, pd *devicev1.PreparedDevice) error {
 	ifName := pd.GetDevice().GetKernelIfName()
 	if ol := pd.GetOriginalLink(); ol != nil && ol.GetName() != ifName {
@@ -144,8 +145,11 @@ func checkShape(field string, kind devicev1.DeviceManager, pd *devicev1.Prepared
 	switch {
 	case pd.GetLinkCreated() != created:
 		return fielderr.New(field+".linkCreated", "%t for a device of the %s manager: netdra creates the links of dummy devices and sub-interfaces only", pd.GetLinkCreated(), kind)
-	case (pd.GetOriginalVf() != nil) != sriov:
-		return fielderr.New(field+".originalVf", "set or missing for a device of the %s manager: SR-IOV VFs, and only they, have VF settings", kind)
+	case pd.GetOriginalVf() != nil && !sriov:
+		// A VF has none either when its claim set no VF setting.
+		return fielderr.New(field+".originalVf", "set for a device of the %s manager: only SR-IOV VFs have VF settings", kind)
+	case pd.GetVfioBinding() != nil && !sriov:
+		return fielderr.New(field+".vfioBinding", "set for a device of the %s manager: only SR-IOV VFs are bound to vfio-pci by netdra", kind)
 	case len(pd.GetDetachedEbpfPrograms()) > 0 && !host:
 		return fielderr.New(field+".detachedEbpfPrograms", "set for a device of the %s manager: only host interfaces have their programs taken off", kind)
 	case sriov && ifName == "" && pd.GetOriginalLink() != nil:

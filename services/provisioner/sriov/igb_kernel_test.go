@@ -103,8 +103,8 @@ func numVFs(t *testing.T, pf igbPF) int {
 	return int(n)
 }
 
-// writeNumVFs writes n to the PF's sriov_numvfs.
-func writeNumVFs(pf igbPF, n int) error {
+// writeSriovNumVFs writes n to the PF's sriov_numvfs.
+func writeSriovNumVFs(pf igbPF, n int) error {
 	return os.WriteFile(filepath.Join(pf.dev(), "sriov_numvfs"), []byte(strconv.Itoa(n)), 0)
 }
 
@@ -124,12 +124,12 @@ func vfNetdevs(pf igbPF, n int) []string {
 func setNumVFs(t *testing.T, pf igbPF, n int) []string {
 	t.Helper()
 	if have := numVFs(t, pf); have != n && have != 0 {
-		if err := writeNumVFs(pf, 0); err != nil {
+		if err := writeSriovNumVFs(pf, 0); err != nil {
 			t.Fatalf("sriov_numvfs 0 on %s: %v", pf.netdev, err)
 		}
 	}
 	if numVFs(t, pf) != n {
-		if err := writeNumVFs(pf, n); err != nil {
+		if err := writeSriovNumVFs(pf, n); err != nil {
 			t.Fatalf("sriov_numvfs %d on %s: %v", n, pf.netdev, err)
 		}
 	}
@@ -262,7 +262,7 @@ func TestIGB_ProvisionAndDiscover(t *testing.T) {
 	}
 	// What the kernel itself says, for the record: the refusal above
 	// never reaches it.
-	t.Logf("the kernel, for 8: %v; for 5 over 3: %v", writeNumVFs(pf, 8), writeNumVFs(pf, 5))
+	t.Logf("the kernel, for 8: %v; for 5 over 3: %v", writeSriovNumVFs(pf, 8), writeSriovNumVFs(pf, 5))
 }
 
 // linkIndexes returns the ifindex of each link in names.
@@ -313,11 +313,11 @@ func TestIGB_RunRescans(t *testing.T) {
 		return func(d []*devicev1.Device) bool { return len(d) == n && !slices.ContainsFunc(d, noNetdev) }
 	}
 	next("of 3 VFs", count(3))
-	if err := writeNumVFs(pf, 0); err != nil {
+	if err := writeSriovNumVFs(pf, 0); err != nil {
 		t.Fatal(err)
 	}
 	next("of no VF after sriov_numvfs 0", count(0))
-	if err := writeNumVFs(pf, 2); err != nil {
+	if err := writeSriovNumVFs(pf, 2); err != nil {
 		t.Fatal(err)
 	}
 	devs := next("of 2 VFs with netdevs after sriov_numvfs 2", count(2))

@@ -3,6 +3,7 @@ package sriov
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -206,8 +207,6 @@ func TestManager_Run_Errors(t *testing.T) {
 	}{
 		{name: "missing PF", root: func(t *testing.T) string { return fixtureTree(t) },
 			cfg: &provisionerv1.SriovConfig{Ifaces: ifaces("ens1f0", 2, "ens9f9", 2)}, wantErr: ErrPFNotFound},
-		{name: "too many VFs", root: func(t *testing.T) string { return fixtureTree(t) },
-			cfg: &provisionerv1.SriovConfig{Ifaces: ifaces("ens3f0", 9)}, wantErr: ErrTooManyVFs},
 		{name: "no PCI bus", root: func(t *testing.T) string { return t.TempDir() }, wantErr: errAny},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -225,5 +224,183 @@ func TestManager_Run_Errors(t *testing.T) {
 				t.Error("Run published before failing")
 			}
 		})
+	}
+}
+
+// reports collects a Manager's reports.
+type reports chan []string
+
+func (r reports) report(w []string) { r <- w }
+
+func (r reports) next(t *testing.T) []string {
+	t.Helper()
+	select {
+	case w := <-r:
+		return w
+	case <-time.After(10 * time.Second):
+		t.Fatal("no report")
+		return nil
+	}
+}
+
+// intelVFsAt are the device names the Intel PF's n VFs have.
+func intelVFsAt(n int) []string {
+	var out []string
+	for i := range n {
+		out = append(out, fmt.Sprintf("0000-03-02-%d", i))
+	}
+	return out
+}
+
+func names(devs []*devicev1.Device) []string {
+	var out []string
+	for _, d := range devs {
+		out = append(out, d.GetName())
+	}
+	return out
+}
+
+// TestManager_Run_CountWaitsForFree: a new count for a PF one of whose VFs
+// is prepared leaves the PF as it is, reported; once the Prepared says VFs
+// were freed, Run re-creates the PF's VFs, publishes the new ones while
+// the PF is still held (no Setup finds the old ones) and reports that
+// nothing waits any more.
+func TestManager_Run_CountWaitsForFree(t *testing.T) {
+	root := fixtureTree(t)
+	prep := newFakePrepared(t, "0000-03-02-1")
+	k := &fakeKernel{tb: t, root: root, prepared: prep}
+	rep := make(reports, 10)
+	m, err := New(testLogger(t), root, intelCfg(3), withSubscribe(newFakeSubs().subscribe), WithResync(time.Hour),
+		WithPrepared(prep), WithReport(rep.report), withWriteNumVFs(k.write))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type publication struct {
+		devs []*devicev1.Device
+		held bool // the PF's hold, as publish saw it
+	}
+	pubs := make(chan publication, 10)
+	ctx, cancel := context.WithCancel(t.Context())
+	errc := make(chan error, 1)
+	go func() {
+		errc <- m.Run(ctx, func(d []*devicev1.Device) { pubs <- publication{d, prep.isHeld("ens1f0")} })
+	}()
+	defer func() {
+		cancel()
+		if err := <-errc; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	next := func(what string) publication {
+		t.Helper()
+		select {
+		case p := <-pubs:
+			return p
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: nothing published", what)
+			return publication{}
+		}
+	}
+
+	wantDevices(t, "first publication: the VFs there are", fixtureVFs()[:2], next("first").devs)
+	if diff := cmp.Diff([]string{"PF ens1f0: vfCount 3 waits until its allocated VF is freed (it keeps its 2 VFs until then)"}, rep.next(t)); diff != "" {
+		t.Errorf("first report (-want +got):\n%s", diff)
+	}
+	if w := k.written(); len(w) != 0 {
+		t.Errorf("writes %v while a VF of the PF is prepared", w)
+	}
+
+	prep.free("0000-03-02-1", true)
+	p := next("after the free")
+	if diff := cmp.Diff(intelVFsAt(3), names(p.devs)); diff != "" {
+		t.Errorf("published after the free (-want +got):\n%s", diff)
+	}
+	if p.devs[0].GetMacAddress() == fixtureVFs()[0].GetMacAddress() {
+		t.Errorf("VF 0 published with its old MAC %s: not rediscovered", p.devs[0].GetMacAddress())
+	}
+	if !p.held {
+		t.Error("the new VFs published after the PF's hold ended: a Setup could have found the old ones")
+	}
+	if got := rep.next(t); len(got) != 0 {
+		t.Errorf("report after the re-creation = %q, want none", got)
+	}
+	if diff := cmp.Diff([]string{"ens1f0=0", "ens1f0=3"}, k.written()); diff != "" {
+		t.Errorf("writes (-want +got):\n%s", diff)
+	}
+	if prep.isHeld("ens1f0") {
+		t.Error("the PF is still held after the report")
+	}
+}
+
+// TestManager_Run_CountRetriedAtResync: a waiting PF is tried again at each
+// resync, so it gets its count even without a word from the Prepared, and
+// the report says the wait ended.
+func TestManager_Run_CountRetriedAtResync(t *testing.T) {
+	root := fixtureTree(t)
+	prep := newFakePrepared(t, "0000-03-02-0")
+	k := &fakeKernel{tb: t, root: root, prepared: prep}
+	rep := make(reports, 100)
+	m, err := New(testLogger(t), root, intelCfg(1), withSubscribe(newFakeSubs().subscribe), WithResync(time.Millisecond),
+		WithPrepared(prep), WithReport(rep.report), withWriteNumVFs(k.write))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := startRun(t, m)
+	wantDevices(t, "first publication", fixtureVFs()[:2], r.next(t))
+	checkContains(t, "first report", rep.next(t), []string{"PF ens1f0: vfCount 1 waits until its allocated VF is freed"})
+	prep.free("0000-03-02-0", false)
+	if got := rep.next(t); len(got) != 0 {
+		t.Errorf("report after the resync = %q, want none", got)
+	}
+	if diff := cmp.Diff([]string{"ens1f0=0", "ens1f0=1"}, k.written()); diff != "" {
+		t.Errorf("writes (-want +got):\n%s", diff)
+	}
+	waitUntil(t, "the new VF published", func() bool {
+		for {
+			select {
+			case d := <-r.pubs:
+				if slices.Equal(names(d), intelVFsAt(1)) {
+					return true
+				}
+			default:
+				return false
+			}
+		}
+	})
+}
+
+// TestManager_Run_ReportsOnce: a manager with nothing waiting reports no
+// warning once, after its first publication, and not again.
+func TestManager_Run_ReportsOnce(t *testing.T) {
+	root := fixtureTree(t)
+	subs := newFakeSubs()
+	rep := make(reports, 10)
+	m, err := New(testLogger(t), root, intelCfg(2), withSubscribe(subs.subscribe), WithResync(time.Hour),
+		WithPrepared(newFakePrepared(t)), WithReport(rep.report))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := startRun(t, m)
+	r.next(t)
+	if got := rep.next(t); len(got) != 0 {
+		t.Errorf("report %q, want none", got)
+	}
+	sub := <-subs.subs
+	hotplug(t, root, intelVF2, 2)
+	sub.event()
+	r.next(t)
+	select {
+	case w := <-rep:
+		t.Errorf("reported again (%q) with nothing changed", w)
+	default:
+	}
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10s", what)
+		}
 	}
 }

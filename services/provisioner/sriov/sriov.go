@@ -1,6 +1,7 @@
-// Package sriov is the provisioner's "sr-iov" device manager: it creates
-// SR-IOV virtual functions on the configured physical functions at startup
-// (sriov_numvfs, as the reference design does), discovers every Ethernet VF
+// Package sriov is the provisioner's "sr-iov" device manager: it gives the
+// configured physical functions their counts of SR-IOV virtual functions
+// (sriov_numvfs; a PF's VFs are re-created for a new count only while none
+// of them is prepared for a claim), discovers every Ethernet VF
 // from sysfs and keeps that inventory current from link events and a
 // periodic rescan, and sets a VF's admin settings (VLAN, QoS and protocol,
 // MAC, spoof check, trust, link state, tx rates) through its PF for a claim,
@@ -43,6 +44,10 @@ type Manager struct {
 	devRoot   string
 	links     pfLinks
 	subscribe subscribeFunc
+	vfio      vfioOps
+	prepared  Prepared
+	report    func(warnings []string)
+	writeVFs  func(path string, n uint64) error
 }
 
 var _ manager.Manager = (*Manager)(nil)
@@ -71,6 +76,24 @@ func WithDevRoot(dir string) Option {
 	}
 }
 
+// WithPrepared tells the manager which VFs are prepared for claims, so
+// that it re-creates the VFs of a PF whose count differs from its vfCount
+// when none of them is (and looks again when p says VFs may have been
+// freed). Without it such a PF is left alone.
+func WithPrepared(p Prepared) Option { return func(m *Manager) { m.prepared = p } }
+
+// WithReport has Run call report with what it does not do as configured,
+// one sentence per PF (a count that waits), after its first provisioning
+// and again whenever that changes; never after Run returned.
+func WithReport(report func(warnings []string)) Option {
+	return func(m *Manager) { m.report = report }
+}
+
+// withWriteNumVFs replaces the writes to sriov_numvfs (tests).
+func withWriteNumVFs(w func(path string, n uint64) error) Option {
+	return func(m *Manager) { m.writeVFs = w }
+}
+
 // withLinks replaces the netlink calls (tests).
 func withLinks(l pfLinks) Option { return func(m *Manager) { m.links = l } }
 
@@ -78,11 +101,16 @@ func withLinks(l pfLinks) Option { return func(m *Manager) { m.links = l } }
 func withSubscribe(s subscribeFunc) Option { return func(m *Manager) { m.subscribe = s } }
 
 // New returns a Manager for the VFs under sysfsRoot (/sys, or /host/sys in
-// the pod) configured by cfg. It touches nothing: a bad cfg is a
-// *fielderr.Error with the field relative to cfg ("ifaces[0].vfCount"). A
-// nil log discards; a nil cfg manages every VF and provisions none.
+// the pod) configured by cfg. It changes nothing: a bad cfg is a
+// *fielderr.Error with the field relative to cfg ("ifaces[0].vfCount"),
+// and so is a vfCount above the sriov_totalvfs of its PF, read from sysfs
+// (a PF that cannot be read is Run's to report). A nil log discards; a nil
+// cfg manages every VF and provisions none.
 func New(log *slog.Logger, sysfsRoot string, cfg *provisionerv1.SriovConfig, opts ...Option) (*Manager, error) {
 	if err := ValidateConfig(cfg); err != nil {
+		return nil, err
+	}
+	if err := checkTotals(sysfsRoot, cfg.GetIfaces()); err != nil {
 		return nil, err
 	}
 	if log == nil {
@@ -96,6 +124,7 @@ func New(log *slog.Logger, sysfsRoot string, cfg *provisionerv1.SriovConfig, opt
 		resync:  DefaultResync,
 		devRoot: DefaultDevRoot,
 		links:   netlinkLinks{},
+		vfio:    defaultVfioOps(),
 	}
 	for _, iface := range cfg.GetIfaces() {
 		m.pfs[iface.GetIfName()] = true
@@ -107,16 +136,25 @@ func New(log *slog.Logger, sysfsRoot string, cfg *provisionerv1.SriovConfig, opt
 	return m, nil
 }
 
-// Run provisions the configured PFs' VFs (ProvisionVFs; warnings are
-// logged), publishes the VFs of the configured PFs (all VFs when none are
-// configured) at once, and then again whenever that inventory changes, as
-// seen on a rescan of sysfs after a link event in the host network
-// namespace or every resync interval. It returns nil when ctx ends; an
-// error when provisioning or the first discovery fails. Later rescans that
-// fail are logged and retried; a lost link event subscription is renewed.
-// A burst of link events makes one rescan (settle.Wait).
+// Run provisions the configured PFs' VFs, publishes the VFs of the
+// configured PFs (all VFs when none are configured) at once, and then
+// again whenever that inventory changes, as seen on a rescan of sysfs after
+// a link event in the host network namespace or every resync interval. A
+// PF whose count waits (its VFs are prepared for claims, see provisionPF)
+// is tried again at each rescan and whenever the Prepared says VFs may have
+// been freed; its VFs, once re-created, are published before any Setup of
+// them can run. The warnings (one per waiting PF) go to the report after
+// the first publication and at every change. Run returns nil when ctx
+// ends; an error when provisioning or the first discovery fails. Later
+// rescans and provisioning that fail are logged (a PF's failure is its
+// warning) and retried; a lost link event subscription is renewed. A burst
+// of link events makes one rescan (settle.Wait).
 func (m *Manager) Run(ctx context.Context, publish func([]*devicev1.Device)) error {
-	if _, err := ProvisionVFs(m.log, m.root, m.cfg.GetIfaces()); err != nil {
+	prov := newProvisioner(m.log, m.root, m.prepared, m.writeVFs)
+	changed := m.changed()
+	p, err := prov.provision(m.cfg.GetIfaces(), false)
+	if err != nil {
+		p.release()
 		return fmt.Errorf("provisioning VFs: %w", err)
 	}
 	ev := &events{log: m.log, subscribe: m.subscribe}
@@ -125,14 +163,23 @@ func (m *Manager) Run(ctx context.Context, publish func([]*devicev1.Device)) err
 	t0 := time.Now()
 	last, err := m.scan()
 	if err != nil {
+		p.release()
 		return fmt.Errorf("discovering VFs: %w", err)
 	}
 	took := time.Since(t0)
 	publish(last)
+	p.release()
 	m.log.Info("Published VFs", "count", len(last))
+	warnings := p.warnings()
+	m.sendReport(warnings)
+	waiting := p.ifaces()
 	tick := time.NewTicker(m.resync)
 	defer tick.Stop()
 	for {
+		var freed <-chan struct{}
+		if len(waiting) > 0 {
+			freed = changed
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -152,14 +199,22 @@ func (m *Manager) Run(ctx context.Context, publish func([]*devicev1.Device)) err
 			if ev.ch == nil {
 				ev.start()
 			}
+		case <-freed:
 		}
 		if ctx.Err() != nil {
 			return nil
+		}
+		var p provisioned
+		if len(waiting) > 0 {
+			changed = m.changed() // before looking: a Free from here on wakes the next wait
+			p, _ = prov.provision(waiting, true)
+			waiting = p.ifaces()
 		}
 		t0 := time.Now()
 		devs, err := m.scan()
 		took = time.Since(t0)
 		if err != nil {
+			p.release()
 			m.log.Warn("Rescanning VFs", "error", err)
 			continue
 		}
@@ -168,6 +223,27 @@ func (m *Manager) Run(ctx context.Context, publish func([]*devicev1.Device)) err
 			m.log.Info("Published VFs", "count", len(devs))
 			last = devs
 		}
+		p.release()
+		if w := p.warnings(); !slices.Equal(w, warnings) {
+			warnings = w
+			m.sendReport(warnings)
+		}
+	}
+}
+
+// changed is the Prepared's channel of the next change; nil (never ready)
+// without a Prepared.
+func (m *Manager) changed() <-chan struct{} {
+	if m.prepared == nil {
+		return nil
+	}
+	return m.prepared.Changed()
+}
+
+// sendReport hands the warnings to the report, if there is one.
+func (m *Manager) sendReport(warnings []string) {
+	if m.report != nil {
+		m.report(warnings)
 	}
 }
 
@@ -237,7 +313,11 @@ func (e *events) drain() {
 // The prepared device's original_vf is what Free restores; a VF bound to
 // vfio-pci gets the device nodes of its IOMMU group (device_nodes), and a
 // VF with an RDMA device that device's character devices, read from sysfs
-// before anything changes.
+// before anything changes. A VF whose cfg asks for vfio and that is not
+// on vfio-pci is bound to it last, after its VF settings (prepare and
+// bindVfio: what it was bound to is the prepared device's vfio_binding,
+// and its device is the VF as bound to vfio-pci); when that fails, its
+// VF settings are put back too.
 func (m *Manager) Setup(ctx context.Context, dev *devicev1.Device, cfg *devicev1.DeviceConfig, _ string) (*devicev1.PreparedDevice, error) {
 	if err := m.Validate(dev, cfg); err != nil {
 		return nil, err
@@ -245,17 +325,14 @@ func (m *Manager) Setup(ctx context.Context, dev *devicev1.Device, cfg *devicev1
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	nodes, err := m.deviceNodes(dev)
+	pd, err := m.prepare(dev, cfg)
 	if err != nil {
 		return nil, err
 	}
-	pd := &devicev1.PreparedDevice{Device: proto.CloneOf(dev), DeviceNodes: nodes}
-	if name := dev.GetKernelIfName(); name != "" {
-		if pd.OriginalLink, err = m.links.Link(name); err != nil {
-			return nil, fmt.Errorf("device %s: %w", dev.GetName(), err)
-		}
-	}
 	if !asksVF(cfg) {
+		if err := m.bindVfio(ctx, pd); err != nil {
+			return nil, err
+		}
 		return pd, nil
 	}
 	pf, vf, _ := vfOf(dev)
@@ -273,6 +350,13 @@ func (m *Manager) Setup(ctx context.Context, dev *devicev1.Device, cfg *devicev1
 		return nil, fmt.Errorf("device %s: %w", dev.GetName(), err)
 	}
 	log.Debug("VF set up", "settings", len(steps))
+	if err := m.bindVfio(ctx, pd); err != nil {
+		if rerr := restoreVF(m.links, pf, vf, want, cur); rerr != nil {
+			log.Error("VF settings left changed after a failed vfio bind", "error", err, "restoreError", rerr)
+			return nil, errors.Join(err, fmt.Errorf("device %s: %w", dev.GetName(), rerr))
+		}
+		return nil, err
+	}
 	return pd, nil
 }
 
@@ -287,16 +371,27 @@ func asksVF(cfg *devicev1.DeviceConfig) bool {
 }
 
 // Free puts back every VF setting that differs from pd's original_vf
-// (trying all of them and joining the errors). It is idempotent. A prepared
-// device with no original_vf has nothing to restore; a VF its PF no longer
-// has (the VFs were re-created) has lost its settings with it: both are
-// nil. A PF that is gone is ErrPFNotFound.
+// (trying all of them and joining the errors), then, for a VF Setup bound
+// to vfio-pci, its original driver and its netdev's identity
+// (restoreDriver), even when the settings could not all be put back; the
+// errors are joined. It is idempotent. A prepared device with neither
+// original_vf nor vfio_binding has nothing to restore; a VF its PF no
+// longer has (the VFs were re-created) has lost its settings and its
+// binding with it: both are nil. A PF that is gone is ErrPFNotFound.
 func (m *Manager) Free(ctx context.Context, pd *devicev1.PreparedDevice) error {
-	if pd.GetOriginalVf() == nil {
+	if pd.GetOriginalVf() == nil && pd.GetVfioBinding() == nil {
 		return nil
 	}
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	return errors.Join(m.freeVF(pd), m.restoreDriver(ctx, pd))
+}
+
+// freeVF puts back the VF settings of pd's original_vf (see Free).
+func (m *Manager) freeVF(pd *devicev1.PreparedDevice) error {
+	if pd.GetOriginalVf() == nil {
+		return nil
 	}
 	dev := pd.GetDevice()
 	pf, vf, err := vfOf(dev)

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"google.golang.org/protobuf/proto"
+
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	"github.com/netdra/netdra/services/provisioner/rdma"
 	"github.com/netdra/netdra/shared/fielderr"
@@ -65,33 +67,132 @@ func vfioNodes(pciDev, devRoot string) ([]*devicev1.DeviceNode, error) {
 }
 
 // validateVfio checks what the claim's vfio asks against how dev is
-// bound: true needs a VF bound to vfio-pci, false one with a netdev.
+// bound: true takes any VF (Setup binds one that is not on vfio-pci to
+// it), but then nothing that only a netdev takes (validateNoNetdev);
+// false refuses a VF bound to vfio-pci (it has no netdev to give). What
+// needs sysfs (the VF's IOMMU group, the vfio-pci driver) Setup checks
+// (prepare).
 func validateVfio(dev *devicev1.Device, cfg *devicev1.DeviceConfig) error {
-	if cfg.Vfio == nil {
-		return nil
-	}
-	bound := dev.GetDriver() == VfioDriver
-	driver := dev.GetDriver()
-	if driver == "" {
-		driver = "no driver"
-	}
 	switch {
-	case cfg.GetVfio() && !bound:
-		return fielderr.New("config.vfio", "VF %s is bound to %s, not %s: it has no vfio device", dev.GetName(), driver, VfioDriver)
-	case !cfg.GetVfio() && bound:
+	case cfg.Vfio == nil:
+		return nil
+	case cfg.GetVfio() && dev.GetDriver() != VfioDriver:
+		return validateNoNetdev(vfioBound(dev), cfg)
+	case !cfg.GetVfio() && dev.GetDriver() == VfioDriver:
 		return fielderr.New("config.vfio", "false, but VF %s is bound to %s: it has no netdev", dev.GetName(), VfioDriver)
 	}
 	return nil
 }
 
+// vfioBound is dev as discovery sees it once bound to vfio-pci: no kernel
+// interface, MAC, MTU, link state or RDMA device.
+func vfioBound(dev *devicev1.Device) *devicev1.Device {
+	d := proto.CloneOf(dev)
+	d.Driver = VfioDriver
+	d.KernelIfName, d.MacAddress, d.Mtu, d.RdmaDevice = "", "", 0, ""
+	d.LinkState = devicev1.LinkState_LINK_STATE_UNSPECIFIED
+	return d
+}
+
+// pciDevices is the PCI device list discovery reads: the configured
+// sysBusPciDevPath, or <sysfs root>/bus/pci/devices. Its parent is the PCI
+// bus's directory (drivers/, drivers_probe).
+func (m *Manager) pciDevices() string {
+	if dir := m.cfg.GetSysBusPciDevPath(); dir != "" {
+		return dir
+	}
+	return filepath.Join(m.root, "bus", "pci", "devices")
+}
+
 // pciDevDir is the sysfs directory of the PCI function addr, in the PCI
 // device list discovery reads.
 func (m *Manager) pciDevDir(addr string) string {
-	dir := m.cfg.GetSysBusPciDevPath()
-	if dir == "" {
-		dir = filepath.Join(m.root, "bus", "pci", "devices")
+	return filepath.Join(m.pciDevices(), addr)
+}
+
+// validPCIAddress reports whether addr can be one name in the PCI device
+// list: not empty, not a path, not a dot name.
+func validPCIAddress(addr string) bool {
+	return addr != "" && !strings.ContainsAny(addr, "/\x00") && addr != "." && addr != ".."
+}
+
+// prepare returns the prepared device Setup starts from, read before
+// anything changes. For a VF that stays as it is bound: dev, its
+// identity as original_link when it has a netdev, and its device nodes
+// (deviceNodes). For a VF whose claim asks for vfio and that is not on
+// vfio-pci: dev as it will be once Setup binds it (vfioBound), with a
+// vfio_binding that records its driver and its netdev's identity, and
+// no device nodes yet (bindVfio adds them). Such a VF is refused, with a
+// *fielderr.Error naming config.vfio, when the node has no vfio-pci
+// driver or the VF no IOMMU group; and any VF whose claim asks for vfio
+// when its IOMMU group holds another device, which the pod would get too.
+func (m *Manager) prepare(dev *devicev1.Device, cfg *devicev1.DeviceConfig) (*devicev1.PreparedDevice, error) {
+	bind := cfg.GetVfio() && dev.GetDriver() != VfioDriver
+	if cfg.GetVfio() {
+		if err := m.checkVfio(dev, bind); err != nil {
+			return nil, err
+		}
 	}
-	return filepath.Join(dir, addr)
+	var err error
+	pd := &devicev1.PreparedDevice{Device: proto.CloneOf(dev)}
+	if bind {
+		pd.Device = vfioBound(dev)
+		pd.VfioBinding = &devicev1.VfioBinding{OriginalDriver: dev.GetDriver()}
+	} else if pd.DeviceNodes, err = m.deviceNodes(dev); err != nil {
+		return nil, err
+	}
+	if name := dev.GetKernelIfName(); name != "" {
+		snap, err := m.links.Link(name)
+		if err != nil {
+			return nil, fmt.Errorf("device %s: %w", dev.GetName(), err)
+		}
+		if bind {
+			pd.VfioBinding.OriginalNetdev = snap
+		} else {
+			pd.OriginalLink = snap
+		}
+	}
+	return pd, nil
+}
+
+// checkVfio checks in sysfs that dev can be given to a pod through vfio:
+// its IOMMU group holds no other device; and, when Setup is to bind it
+// (bind), that the node has the vfio-pci driver and the VF an IOMMU group.
+// A VF already on vfio-pci with no group is left to deviceNodes
+// (ErrNoIOMMUGroup).
+func (m *Manager) checkVfio(dev *devicev1.Device, bind bool) error {
+	if !validPCIAddress(dev.GetPciAddress()) {
+		return fmt.Errorf("device %s: PCI address %q: %w", dev.GetName(), dev.GetPciAddress(), ErrNoIOMMUGroup)
+	}
+	if bind {
+		drv := filepath.Join(filepath.Dir(m.pciDevices()), "drivers", VfioDriver)
+		if _, err := os.Stat(drv); errors.Is(err, fs.ErrNotExist) {
+			return fielderr.New("config.vfio", "the node has no %s driver (%s is missing: is the vfio-pci module loaded?)", VfioDriver, drv)
+		} else if err != nil {
+			return fmt.Errorf("device %s: %w", dev.GetName(), err)
+		}
+	}
+	addr := dev.GetPciAddress()
+	group := filepath.Join(m.pciDevDir(addr), "iommu_group")
+	members, err := os.ReadDir(filepath.Join(group, "devices"))
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && !bind:
+		return nil
+	case errors.Is(err, fs.ErrNotExist):
+		return fielderr.New("config.vfio", "VF %s has no IOMMU group (no %s): the node's IOMMU is off or does not cover it, and vfio gives a pod a device only through its IOMMU group", dev.GetName(), group)
+	case err != nil:
+		return fmt.Errorf("device %s: reading its IOMMU group: %w", dev.GetName(), err)
+	}
+	var others []string
+	for _, e := range members {
+		if e.Name() != addr {
+			others = append(others, e.Name())
+		}
+	}
+	if len(others) > 0 {
+		return fielderr.New("config.vfio", "VF %s shares its IOMMU group with %s: the pod would get access to those devices too", dev.GetName(), strings.Join(others, ", "))
+	}
+	return nil
 }
 
 // deviceNodes returns the device nodes dev needs in a container: those of
@@ -101,11 +202,10 @@ func (m *Manager) deviceNodes(dev *devicev1.Device) ([]*devicev1.DeviceNode, err
 	if dev.GetDriver() != VfioDriver {
 		return m.rdmaNodes(dev)
 	}
-	addr := dev.GetPciAddress()
-	if addr == "" || strings.ContainsAny(addr, "/\x00") || addr == "." || addr == ".." {
-		return nil, fmt.Errorf("device %s: PCI address %q: %w", dev.GetName(), addr, ErrNoIOMMUGroup)
+	if !validPCIAddress(dev.GetPciAddress()) {
+		return nil, fmt.Errorf("device %s: PCI address %q: %w", dev.GetName(), dev.GetPciAddress(), ErrNoIOMMUGroup)
 	}
-	nodes, err := vfioNodes(m.pciDevDir(addr), m.devRoot)
+	nodes, err := vfioNodes(m.pciDevDir(dev.GetPciAddress()), m.devRoot)
 	if err != nil {
 		return nil, fmt.Errorf("device %s: %w", dev.GetName(), err)
 	}

@@ -50,7 +50,8 @@ func TestSetup_VfioDeviceNodes(t *testing.T) {
 			}
 			root := buildTree(t, ns)
 			links := &fakeLinks{vfs: map[string][]vfState{"ens2f0np0": {fresh, fresh, fresh}}}
-			m, err := New(testLogger(t), root, nil, withLinks(links), WithDevRoot(tc.devRoot))
+			k := newFakePCI(t, root, nil)
+			m, err := New(testLogger(t), root, nil, withLinks(links), WithDevRoot(tc.devRoot), withVfioOps(k.ops(&fakeNetdevs{tb: t, root: root})))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -60,6 +61,11 @@ func TestSetup_VfioDeviceNodes(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want, pd.GetDeviceNodes(), protocmp.Transform()); diff != "" {
 				t.Errorf("device nodes (-want +got):\n%s", diff)
+			}
+			// Already on vfio-pci: nothing to bind, nothing for Free to
+			// put back.
+			if w := k.takeWrites(); len(w) > 0 || pd.GetVfioBinding() != nil {
+				t.Errorf("a VF on vfio-pci was bound again: writes %q, vfio binding %v", w, pd.GetVfioBinding())
 			}
 			if len(links.reads)+len(links.calls) > 0 {
 				t.Errorf("a config with no VF setting used the PF: reads %q, calls %q", links.reads, links.calls)
@@ -102,8 +108,10 @@ func TestSetup_VfioWithoutIOMMUGroup(t *testing.T) {
 	}
 }
 
-// vfio in the claim config must match how the VF is bound; a mismatch is
-// an error naming config.vfio, found before anything changes.
+// vfio in the claim config: true on a VF with a netdev (Setup binds it to
+// vfio-pci) with nothing only a netdev takes; false refused on a VF bound
+// to vfio-pci. A refusal is an error naming the field, found before
+// anything changes.
 func TestValidate_Vfio(t *testing.T) {
 	root := fixtureTree(t)
 	m := newTestManager(t, root, newFake())
@@ -111,21 +119,23 @@ func TestValidate_Vfio(t *testing.T) {
 		name      string
 		dev       *devicev1.Device
 		vfio      bool
-		wantError bool
+		mtu       uint32
+		wantField string
 	}{
 		{name: "vfio on a vfio-bound VF", dev: vfio, vfio: true},
 		{name: "no vfio on a netdev VF", dev: vf1, vfio: false},
-		{name: "vfio on a netdev VF", dev: vf1, vfio: true, wantError: true},
-		{name: "no vfio on a vfio-bound VF", dev: vfio, vfio: false, wantError: true},
+		{name: "vfio on a netdev VF", dev: vf1, vfio: true},
+		{name: "vfio and an MTU on a netdev VF", dev: vf1, vfio: true, mtu: 1400, wantField: "config.mtu"},
+		{name: "no vfio on a vfio-bound VF", dev: vfio, vfio: false, wantField: "config.vfio"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := m.Validate(tc.dev, &devicev1.DeviceConfig{Vfio: new(tc.vfio)})
+			err := m.Validate(tc.dev, &devicev1.DeviceConfig{Vfio: new(tc.vfio), Mtu: tc.mtu})
 			var fe *fielderr.Error
 			switch {
-			case !tc.wantError && err != nil:
+			case tc.wantField == "" && err != nil:
 				t.Fatalf("Validate = %v", err)
-			case tc.wantError && (!errors.As(err, &fe) || fe.Field != "config.vfio"):
-				t.Fatalf("Validate = %v, want an error naming config.vfio", err)
+			case tc.wantField != "" && (!errors.As(err, &fe) || fe.Field != tc.wantField):
+				t.Fatalf("Validate = %v, want an error naming %s", err, tc.wantField)
 			}
 		})
 	}

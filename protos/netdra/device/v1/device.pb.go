@@ -1229,7 +1229,14 @@ type PreparedDevice struct {
 	// device (a vfio-bound VF's /dev/vfio/<group> and /dev/vfio/vfio; an
 	// RDMA device's /dev/infiniband/uverbsN, umadN, issmN and rdma_cm): dra
 	// gives them to the containers through CDI.
-	DeviceNodes   []*DeviceNode `protobuf:"bytes,6,rep,name=device_nodes,json=deviceNodes,proto3" json:"device_nodes,omitempty"`
+	DeviceNodes []*DeviceNode `protobuf:"bytes,6,rep,name=device_nodes,json=deviceNodes,proto3" json:"device_nodes,omitempty"`
+	// How the VF was bound before Setup bound it to vfio-pci for the claim's
+	// vfio: present when, and only when, Setup did that bind; Free then puts
+	// the VF back on its original driver and gives its netdev back its
+	// identity. Absent for a VF already on vfio-pci before Setup (it stays
+	// there) and for any other device. device is the VF as Setup left it:
+	// bound to vfio-pci, with no kernel interface.
+	VfioBinding   *VfioBinding `protobuf:"bytes,7,opt,name=vfio_binding,json=vfioBinding,proto3" json:"vfio_binding,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1306,6 +1313,72 @@ func (x *PreparedDevice) GetDeviceNodes() []*DeviceNode {
 	return nil
 }
 
+func (x *PreparedDevice) GetVfioBinding() *VfioBinding {
+	if x != nil {
+		return x.VfioBinding
+	}
+	return nil
+}
+
+// VfioBinding is how a VF was bound before Setup bound it to vfio-pci.
+type VfioBinding struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The kernel driver the VF was bound to (igbvf, iavf); empty when it was
+	// bound to none, and Free leaves it unbound.
+	OriginalDriver string `protobuf:"bytes,1,opt,name=original_driver,json=originalDriver,proto3" json:"original_driver,omitempty"`
+	// The VF's netdev before Setup, when its driver had made one. The driver
+	// makes a new netdev when the VF is bound back, under a name (and, for
+	// some drivers, a MAC) of the kernel's choosing; Free gives it this
+	// name, MAC, MTU and admin state.
+	OriginalNetdev *LinkSnapshot `protobuf:"bytes,2,opt,name=original_netdev,json=originalNetdev,proto3" json:"original_netdev,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *VfioBinding) Reset() {
+	*x = VfioBinding{}
+	mi := &file_netdra_device_v1_device_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VfioBinding) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VfioBinding) ProtoMessage() {}
+
+func (x *VfioBinding) ProtoReflect() protoreflect.Message {
+	mi := &file_netdra_device_v1_device_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VfioBinding.ProtoReflect.Descriptor instead.
+func (*VfioBinding) Descriptor() ([]byte, []int) {
+	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *VfioBinding) GetOriginalDriver() string {
+	if x != nil {
+		return x.OriginalDriver
+	}
+	return ""
+}
+
+func (x *VfioBinding) GetOriginalNetdev() *LinkSnapshot {
+	if x != nil {
+		return x.OriginalNetdev
+	}
+	return nil
+}
+
 // DeviceNode is a character device of the host that a pod's containers get.
 type DeviceNode struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1320,7 +1393,7 @@ type DeviceNode struct {
 
 func (x *DeviceNode) Reset() {
 	*x = DeviceNode{}
-	mi := &file_netdra_device_v1_device_proto_msgTypes[8]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1332,7 +1405,7 @@ func (x *DeviceNode) String() string {
 func (*DeviceNode) ProtoMessage() {}
 
 func (x *DeviceNode) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_device_v1_device_proto_msgTypes[8]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1345,7 +1418,7 @@ func (x *DeviceNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceNode.ProtoReflect.Descriptor instead.
 func (*DeviceNode) Descriptor() ([]byte, []int) {
-	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{8}
+	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DeviceNode) GetHostPath() string {
@@ -1387,7 +1460,7 @@ type EbpfProgram struct {
 
 func (x *EbpfProgram) Reset() {
 	*x = EbpfProgram{}
-	mi := &file_netdra_device_v1_device_proto_msgTypes[9]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1399,7 +1472,7 @@ func (x *EbpfProgram) String() string {
 func (*EbpfProgram) ProtoMessage() {}
 
 func (x *EbpfProgram) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_device_v1_device_proto_msgTypes[9]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1412,7 +1485,7 @@ func (x *EbpfProgram) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EbpfProgram.ProtoReflect.Descriptor instead.
 func (*EbpfProgram) Descriptor() ([]byte, []int) {
-	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{9}
+	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *EbpfProgram) GetAttachPoint() EbpfAttachPoint {
@@ -1577,7 +1650,7 @@ const file_netdra_device_v1_device_proto_rawDesc = "" +
 	"\n" +
 	"link_state\x18\a \x01(\x0e2\x1d.netdra.device.v1.VfLinkStateR\tlinkState\x12\x1e\n" +
 	"\vmin_tx_rate\x18\b \x01(\rR\tminTxRate\x12\x1e\n" +
-	"\vmax_tx_rate\x18\t \x01(\rR\tmaxTxRate\"\xff\x02\n" +
+	"\vmax_tx_rate\x18\t \x01(\rR\tmaxTxRate\"\xc1\x03\n" +
 	"\x0ePreparedDevice\x120\n" +
 	"\x06device\x18\x01 \x01(\v2\x18.netdra.device.v1.DeviceR\x06device\x12C\n" +
 	"\roriginal_link\x18\x02 \x01(\v2\x1e.netdra.device.v1.LinkSnapshotR\foriginalLink\x12=\n" +
@@ -1585,7 +1658,11 @@ const file_netdra_device_v1_device_proto_rawDesc = "" +
 	"originalVf\x12!\n" +
 	"\flink_created\x18\x04 \x01(\bR\vlinkCreated\x12S\n" +
 	"\x16detached_ebpf_programs\x18\x05 \x03(\v2\x1d.netdra.device.v1.EbpfProgramR\x14detachedEbpfPrograms\x12?\n" +
-	"\fdevice_nodes\x18\x06 \x03(\v2\x1c.netdra.device.v1.DeviceNodeR\vdeviceNodes\"=\n" +
+	"\fdevice_nodes\x18\x06 \x03(\v2\x1c.netdra.device.v1.DeviceNodeR\vdeviceNodes\x12@\n" +
+	"\fvfio_binding\x18\a \x01(\v2\x1d.netdra.device.v1.VfioBindingR\vvfioBinding\"\x7f\n" +
+	"\vVfioBinding\x12'\n" +
+	"\x0foriginal_driver\x18\x01 \x01(\tR\x0eoriginalDriver\x12G\n" +
+	"\x0foriginal_netdev\x18\x02 \x01(\v2\x1e.netdra.device.v1.LinkSnapshotR\x0eoriginalNetdev\"=\n" +
 	"\n" +
 	"DeviceNode\x12\x1b\n" +
 	"\thost_path\x18\x01 \x01(\tR\bhostPath\x12\x12\n" +
@@ -1659,7 +1736,7 @@ func file_netdra_device_v1_device_proto_rawDescGZIP() []byte {
 }
 
 var file_netdra_device_v1_device_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_netdra_device_v1_device_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_netdra_device_v1_device_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_netdra_device_v1_device_proto_goTypes = []any{
 	(DeviceManager)(0),     // 0: netdra.device.v1.DeviceManager
 	(SubInterfaceKind)(0),  // 1: netdra.device.v1.SubInterfaceKind
@@ -1676,15 +1753,16 @@ var file_netdra_device_v1_device_proto_goTypes = []any{
 	(*LinkSnapshot)(nil),   // 12: netdra.device.v1.LinkSnapshot
 	(*VfSnapshot)(nil),     // 13: netdra.device.v1.VfSnapshot
 	(*PreparedDevice)(nil), // 14: netdra.device.v1.PreparedDevice
-	(*DeviceNode)(nil),     // 15: netdra.device.v1.DeviceNode
-	(*EbpfProgram)(nil),    // 16: netdra.device.v1.EbpfProgram
-	nil,                    // 17: netdra.device.v1.Device.AttributesEntry
+	(*VfioBinding)(nil),    // 15: netdra.device.v1.VfioBinding
+	(*DeviceNode)(nil),     // 16: netdra.device.v1.DeviceNode
+	(*EbpfProgram)(nil),    // 17: netdra.device.v1.EbpfProgram
+	nil,                    // 18: netdra.device.v1.Device.AttributesEntry
 }
 var file_netdra_device_v1_device_proto_depIdxs = []int32{
 	1,  // 0: netdra.device.v1.SubInterface.kind:type_name -> netdra.device.v1.SubInterfaceKind
 	2,  // 1: netdra.device.v1.SubInterface.mode:type_name -> netdra.device.v1.SubInterfaceMode
 	0,  // 2: netdra.device.v1.Device.manager:type_name -> netdra.device.v1.DeviceManager
-	17, // 3: netdra.device.v1.Device.attributes:type_name -> netdra.device.v1.Device.AttributesEntry
+	18, // 3: netdra.device.v1.Device.attributes:type_name -> netdra.device.v1.Device.AttributesEntry
 	5,  // 4: netdra.device.v1.Device.link_state:type_name -> netdra.device.v1.LinkState
 	7,  // 5: netdra.device.v1.Device.sub_interface:type_name -> netdra.device.v1.SubInterface
 	8,  // 6: netdra.device.v1.Device.share:type_name -> netdra.device.v1.Share
@@ -1696,14 +1774,16 @@ var file_netdra_device_v1_device_proto_depIdxs = []int32{
 	9,  // 12: netdra.device.v1.PreparedDevice.device:type_name -> netdra.device.v1.Device
 	12, // 13: netdra.device.v1.PreparedDevice.original_link:type_name -> netdra.device.v1.LinkSnapshot
 	13, // 14: netdra.device.v1.PreparedDevice.original_vf:type_name -> netdra.device.v1.VfSnapshot
-	16, // 15: netdra.device.v1.PreparedDevice.detached_ebpf_programs:type_name -> netdra.device.v1.EbpfProgram
-	15, // 16: netdra.device.v1.PreparedDevice.device_nodes:type_name -> netdra.device.v1.DeviceNode
-	6,  // 17: netdra.device.v1.EbpfProgram.attach_point:type_name -> netdra.device.v1.EbpfAttachPoint
-	18, // [18:18] is the sub-list for method output_type
-	18, // [18:18] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	17, // 15: netdra.device.v1.PreparedDevice.detached_ebpf_programs:type_name -> netdra.device.v1.EbpfProgram
+	16, // 16: netdra.device.v1.PreparedDevice.device_nodes:type_name -> netdra.device.v1.DeviceNode
+	15, // 17: netdra.device.v1.PreparedDevice.vfio_binding:type_name -> netdra.device.v1.VfioBinding
+	12, // 18: netdra.device.v1.VfioBinding.original_netdev:type_name -> netdra.device.v1.LinkSnapshot
+	6,  // 19: netdra.device.v1.EbpfProgram.attach_point:type_name -> netdra.device.v1.EbpfAttachPoint
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_netdra_device_v1_device_proto_init() }
@@ -1719,7 +1799,7 @@ func file_netdra_device_v1_device_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_netdra_device_v1_device_proto_rawDesc), len(file_netdra_device_v1_device_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
