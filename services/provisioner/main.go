@@ -63,9 +63,9 @@ func main() {
 func (cfg *config) factories(log *slog.Logger) server.Factories {
 	root := func(r string) string { return cmp.Or(r, cfg.SysfsRoot) }
 	return server.Factories{
-		Sriov: func(sysfsRoot string, c *provisionerv1.SriovConfig) (manager.Manager, error) {
+		Sriov: func(sysfsRoot string, c *provisionerv1.SriovConfig, prepared server.PreparedVFs, report func([]string)) (manager.Manager, error) {
 			return sriov.New(log.With("manager", "sr-iov", "sysfs", root(sysfsRoot)), root(sysfsRoot), c,
-				sriov.WithResync(cfg.Resync), sriov.WithDevRoot(cfg.DevRoot))
+				sriov.WithResync(cfg.Resync), sriov.WithDevRoot(cfg.DevRoot), sriov.WithPrepared(prepared), sriov.WithReport(report))
 		},
 		Dummy: func(c *provisionerv1.DummyConfig) (manager.Manager, error) {
 			return dummy.New(log.With("manager", "dummy"), c)

@@ -35,6 +35,7 @@ import (
 	metadatav1beta1 "k8s.io/dynamic-resource-allocation/api/metadata/v1beta1"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
+	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	drav1 "github.com/netdra/netdra/protos/netdra/dra/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
@@ -48,6 +49,7 @@ import (
 	"github.com/netdra/netdra/services/dra/pools"
 	"github.com/netdra/netdra/services/dra/publish"
 	"github.com/netdra/netdra/shared/apis/v1alpha1"
+	"github.com/netdra/netdra/shared/managername"
 )
 
 // Config is what the agent needs.
@@ -101,6 +103,9 @@ type Agent struct {
 	watcher    *nodeconfig.Watcher
 	// waitingUnprepared is set while retryWhenUnprepared watches.
 	waitingUnprepared bool
+	// warnings are the device managers' last warnings from the
+	// provisioner, by manager name (managerWarnings).
+	warnings map[string][]string
 }
 
 // serving is the kubelet plugin as it runs under one driver name.
@@ -118,6 +123,7 @@ func New(cfg Config) *Agent {
 	a := &Agent{cfg: cfg, log: cfg.Logger, configured: make(chan struct{}), fatal: make(chan error, 4),
 		ipKick: make(chan struct{}, 1)}
 	a.pump = devicesync.New(cfg.Logger.With("part", "devicesync"), cfg.Provisioner, cfg.State)
+	a.pump.OnWarnings(a.managerWarnings)
 	a.pub = publish.NewPublisher(cfg.Logger.With("part", "publish"), cfg.State, cfg.Debounce, a.publish)
 	// The state service keeps the inventory in memory: a restarted one
 	// gets it again.
@@ -162,14 +168,36 @@ func (a *Agent) putInForce(ctx context.Context, spec *v1alpha1.NodeConfigSpec, g
 	return nil
 }
 
-// configure sends spec's configuration to the provisioner.
+// configure sends spec's configuration to the provisioner. A field the
+// provisioner refuses (a vfCount above its PF's sriov_totalvfs) is a
+// *fielderr.Error named as the spec names it (config.ProvisionerError).
 func (a *Agent) configure(ctx context.Context, spec *v1alpha1.NodeConfigSpec) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if _, err := a.pump.Configure(ctx, config.Provisioner(spec)); err != nil {
-		return err
+		return config.ProvisionerError(err)
 	}
 	return a.syncIPPools(ctx, spec)
+}
+
+// managerWarnings keeps the NodeConfig's DeviceManagersSettled condition
+// on what the provisioner last said each device manager does not do as
+// configured (an SR-IOV PF whose vfCount waits until its allocated VFs are
+// freed), with the generation in force.
+func (a *Agent) managerWarnings(m devicev1.DeviceManager, warnings []string) {
+	a.mu.Lock()
+	if a.warnings == nil {
+		a.warnings = map[string][]string{}
+	}
+	name := managername.Of(m)
+	changed := !slices.Equal(a.warnings[name], warnings)
+	a.warnings[name] = slices.Clone(warnings)
+	cond := nodeconfig.ManagersCondition(a.generation, a.warnings)
+	a.mu.Unlock()
+	if changed {
+		a.log.Info("Device manager warnings", "manager", name, "warnings", warnings)
+	}
+	a.status.SetCondition(cond)
 }
 
 // setSpec makes spec the one in force and publishes its pools.

@@ -1,7 +1,9 @@
 // Package devicesync pipes the provisioner's device inventory into the state
 // service and keeps the provisioner configured: on every (re)connection to
-// the provisioner it sends the current manager configuration first, then
-// copies each WatchDevices message into state ReplaceDevices. Either side
+// the provisioner it sends the current manager configuration first, with
+// the SR-IOV VFs the state service records as allocated, then copies each
+// WatchDevices message into state ReplaceDevices and hands the managers'
+// warnings to OnWarnings. Either side
 // may restart; the pump reconnects and carries on. The state service keeps
 // the inventory in memory only: when it restarts (Resend, called when a
 // watcher sees its epoch change), the last inventory of each manager is
@@ -13,6 +15,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -35,9 +38,13 @@ type Provisioner interface {
 }
 
 // State is where the pump copies the inventory: ReplaceDevices replaces
-// one manager's devices at once. statev1.StateServiceClient satisfies it.
+// one manager's devices at once; ListAllocations lists the allocations,
+// whose SR-IOV VFs go with each configuration (the provisioner re-creates
+// no PF's VFs while one of them is allocated). statev1.StateServiceClient
+// satisfies it.
 type State interface {
 	ReplaceDevices(ctx context.Context, in *statev1.ReplaceDevicesRequest, opts ...grpc.CallOption) (*statev1.ReplaceDevicesResponse, error)
+	ListAllocations(ctx context.Context, in *statev1.ListAllocationsRequest, opts ...grpc.CallOption) (*statev1.ListAllocationsResponse, error)
 }
 
 var (
@@ -52,8 +59,9 @@ type Pump struct {
 	provisioner Provisioner
 	state       State
 
-	mu     sync.Mutex
-	config *provisionerv1.ConfigureRequest
+	mu       sync.Mutex
+	config   *provisionerv1.ConfigureRequest
+	warnings func(devicev1.DeviceManager, []string)
 
 	// copyMu serializes the copies into the state service, so that a
 	// resend never overwrites a newer inventory with an older one; last
@@ -69,11 +77,22 @@ func New(log *slog.Logger, provisioner Provisioner, state State) *Pump {
 		last: map[devicev1.DeviceManager]*statev1.ReplaceDevicesRequest{}, resend: make(chan struct{}, 1)}
 }
 
-// Configure sends cfg to the provisioner now and remembers it for every
-// reconnection. An error (the provisioner refused the config, or is
-// unreachable within ctx) leaves the previous config in force.
+// OnWarnings has f called with each manager's warnings (what it does not
+// do as configured, see provisionerv1.WatchDevicesResponse) as each of
+// the provisioner's inventory messages brings them, from Run's goroutine.
+// Call it before Run.
+func (p *Pump) OnWarnings(f func(m devicev1.DeviceManager, warnings []string)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.warnings = f
+}
+
+// Configure sends cfg to the provisioner now, with the allocated VFs
+// (withPrepared), and remembers it for every reconnection. An error (the
+// provisioner refused the config, or is unreachable within ctx) leaves the
+// previous config in force.
 func (p *Pump) Configure(ctx context.Context, cfg *provisionerv1.ConfigureRequest) (*provisionerv1.ConfigureResponse, error) {
-	resp, err := p.provisioner.Configure(ctx, cfg)
+	resp, err := p.provisioner.Configure(ctx, p.withPrepared(ctx, cfg))
 	if err != nil {
 		return nil, fmt.Errorf("configuring the provisioner: %w", err)
 	}
@@ -81,6 +100,38 @@ func (p *Pump) Configure(ctx context.Context, cfg *provisionerv1.ConfigureReques
 	p.config = proto.CloneOf(cfg)
 	p.mu.Unlock()
 	return resp, nil
+}
+
+// listWait bounds how long withPrepared waits for the state service, so
+// that a state service that is down does not keep the configuration from
+// the provisioner.
+const listWait = 5 * time.Second
+
+// withPrepared is cfg with the SR-IOV VFs the state service records as
+// allocated (in any phase: from the intent before Setup to a Free that
+// failed), read now. When they cannot be read within listWait, cfg goes
+// without them: the provisioner keeps the last list it got, and
+// re-creates no PF's VFs before it has one.
+func (p *Pump) withPrepared(ctx context.Context, cfg *provisionerv1.ConfigureRequest) *provisionerv1.ConfigureRequest {
+	lctx, cancel := context.WithTimeout(ctx, listWait)
+	defer cancel()
+	resp, err := p.state.ListAllocations(lctx, &statev1.ListAllocationsRequest{})
+	if err != nil {
+		p.log.Warn("Configuring the provisioner without the allocated VFs: the state service did not list them", "error", err)
+		return cfg
+	}
+	seen := map[string]bool{}
+	list := &provisionerv1.PreparedVfs{Devices: []string{}}
+	for _, a := range resp.GetAllocations() {
+		if a.GetManager() == devicev1.DeviceManager_DEVICE_MANAGER_SRIOV && !seen[a.GetDeviceName()] {
+			seen[a.GetDeviceName()] = true
+			list.Devices = append(list.Devices, a.GetDeviceName())
+		}
+	}
+	slices.Sort(list.Devices)
+	out := proto.CloneOf(cfg)
+	out.PreparedVfs = list
+	return out
 }
 
 // Resend has the last inventory of each manager copied into the state
@@ -146,13 +197,14 @@ func (p *Pump) copy(ctx context.Context, req *statev1.ReplaceDevicesRequest) err
 
 // pumpOnce configures the provisioner (it may have restarted and forgotten)
 // and copies its inventory stream into the state service until the stream
-// breaks.
+// breaks. A message whose devices are those the stream's previous message
+// of the manager brought (only its warnings changed) is not copied again.
 func (p *Pump) pumpOnce(ctx context.Context) error {
 	p.mu.Lock()
-	cfg := p.config
+	cfg, warnings := p.config, p.warnings
 	p.mu.Unlock()
 	if cfg != nil {
-		if _, err := p.provisioner.Configure(ctx, cfg); err != nil {
+		if _, err := p.provisioner.Configure(ctx, p.withPrepared(ctx, cfg)); err != nil {
 			return fmt.Errorf("re-sending the configuration: %w", err)
 		}
 	}
@@ -160,14 +212,22 @@ func (p *Pump) pumpOnce(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("watching devices: %w", err)
 	}
+	copied := map[devicev1.DeviceManager][]*devicev1.Device{}
 	for {
 		msg, err := stream.Recv()
 		if err != nil {
 			return fmt.Errorf("receiving devices: %w", err)
 		}
-		if err := p.copy(ctx, &statev1.ReplaceDevicesRequest{Manager: msg.GetManager(), Devices: msg.GetDevices()}); err != nil {
-			return fmt.Errorf("replacing %s devices: %w", msg.GetManager(), err)
+		m := msg.GetManager()
+		if prev, ok := copied[m]; !ok || !slices.EqualFunc(prev, msg.GetDevices(), func(a, b *devicev1.Device) bool { return proto.Equal(a, b) }) {
+			if err := p.copy(ctx, &statev1.ReplaceDevicesRequest{Manager: m, Devices: msg.GetDevices()}); err != nil {
+				return fmt.Errorf("replacing %s devices: %w", m, err)
+			}
+			copied[m] = msg.GetDevices()
+			p.log.Debug("Inventory copied", "manager", m.String(), "devices", len(msg.GetDevices()))
 		}
-		p.log.Debug("Inventory copied", "manager", msg.GetManager().String(), "devices", len(msg.GetDevices()))
+		if warnings != nil {
+			warnings(m, msg.GetWarnings())
+		}
 	}
 }

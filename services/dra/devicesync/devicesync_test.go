@@ -3,6 +3,7 @@ package devicesync
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
@@ -73,8 +75,28 @@ func (s *stream) Recv() (*provisionerv1.WatchDevicesResponse, error) {
 	}
 }
 
+// fakeState lists allocs (or fails with listErr) and records the
+// replaced inventories.
 type fakeState struct {
-	calls *calls
+	calls   *calls
+	mu      sync.Mutex
+	allocs  []*statev1.Allocation
+	listErr error
+}
+
+func (f *fakeState) ListAllocations(context.Context, *statev1.ListAllocationsRequest, ...grpc.CallOption) (*statev1.ListAllocationsResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.listErr != nil {
+		return nil, f.listErr
+	}
+	return &statev1.ListAllocationsResponse{Allocations: f.allocs}, nil
+}
+
+func (f *fakeState) set(err error, allocs ...*statev1.Allocation) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.allocs, f.listErr = allocs, err
 }
 
 var (
@@ -123,8 +145,8 @@ func TestPump(t *testing.T) {
 	prov.feed <- &provisionerv1.WatchDevicesResponse{Manager: dummy, Devices: []*devicev1.Device{{Name: "dummy0"}}}
 	prov.feed <- nil // the provisioner restarts
 	prov.feed <- &provisionerv1.WatchDevicesResponse{Manager: dummy, Devices: []*devicev1.Device{{Name: "dummy0"}, {Name: "dummy1"}}}
-	good := "configure " + cfg.String()
-	want := []string{good, "configure " + bad.String(),
+	good := "configure " + withList(cfg).String()
+	want := []string{good, "configure " + withList(bad).String(),
 		good, "watch", "replace DEVICE_MANAGER_DUMMY dummy0",
 		good, "watch", "replace DEVICE_MANAGER_DUMMY dummy0 dummy1"}
 	if diff := cmp.Diff(want, waitCalls(t, c, len(want))); diff != "" {
@@ -154,5 +176,73 @@ func TestPump_ResendAfterStateRestart(t *testing.T) {
 	slices.Sort(again)
 	if diff := cmp.Diff([]string{"replace DEVICE_MANAGER_DUMMY dummy0", "replace DEVICE_MANAGER_HOST eth1"}, again); diff != "" {
 		t.Errorf("resent (-want +got):\n%s", diff)
+	}
+}
+
+// withList is cfg as the pump sends it when nothing is allocated.
+func withList(cfg *provisionerv1.ConfigureRequest, devices ...string) *provisionerv1.ConfigureRequest {
+	out := proto.CloneOf(cfg)
+	out.PreparedVfs = &provisionerv1.PreparedVfs{Devices: append([]string{}, devices...)}
+	return out
+}
+
+func alloc(m devicev1.DeviceManager, device string) *statev1.Allocation {
+	return &statev1.Allocation{Manager: m, DeviceName: device, ClaimUid: "uid-" + device}
+}
+
+// TestPump_PreparedVFs: every configuration sent, the first and each
+// re-sent one, lists the SR-IOV VFs the state service has allocations of
+// as it is sent, once each, sorted; when they cannot be listed it goes
+// without the list (the provisioner keeps its last one).
+func TestPump_PreparedVFs(t *testing.T) {
+	c := &calls{}
+	prov := &fakeProvisioner{calls: c, feed: make(chan *provisionerv1.WatchDevicesResponse, 8)}
+	st := &fakeState{calls: c}
+	sriov, dummy := devicev1.DeviceManager_DEVICE_MANAGER_SRIOV, devicev1.DeviceManager_DEVICE_MANAGER_DUMMY
+	// A shared VF has a row per share: listed once.
+	st.set(nil, alloc(sriov, "vf-b"), alloc(dummy, "dummy0"), alloc(sriov, "vf-a"), alloc(sriov, "vf-b"))
+	p := New(slog.New(slog.DiscardHandler), prov, st)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg := &provisionerv1.ConfigureRequest{Managers: &provisionerv1.ManagerConfigs{Sriov: &provisionerv1.SriovConfig{Enabled: true}}}
+	if _, err := p.Configure(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	st.set(nil, alloc(sriov, "vf-c"))
+	go p.Run(ctx)
+	waitCalls(t, c, 3)
+	st.set(errors.New("state down"))
+	prov.feed <- nil // the provisioner restarts
+	want := []string{"configure " + withList(cfg, "vf-a", "vf-b").String(),
+		"configure " + withList(cfg, "vf-c").String(), "watch",
+		"configure " + cfg.String(), "watch"}
+	if diff := cmp.Diff(want, waitCalls(t, c, len(want))); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
+	}
+}
+
+// TestPump_Warnings: each message's warnings go to OnWarnings; a message
+// that only changes them is not copied into the state service again.
+func TestPump_Warnings(t *testing.T) {
+	c := &calls{}
+	prov := &fakeProvisioner{calls: c, feed: make(chan *provisionerv1.WatchDevicesResponse, 8)}
+	p := New(slog.New(slog.DiscardHandler), prov, &fakeState{calls: c})
+	p.OnWarnings(func(m devicev1.DeviceManager, w []string) {
+		c.add(fmt.Sprintf("warnings %s %q", m, w))
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go p.Run(ctx)
+	sriov := devicev1.DeviceManager_DEVICE_MANAGER_SRIOV
+	vfs := []*devicev1.Device{{Name: "vf-a"}}
+	prov.feed <- &provisionerv1.WatchDevicesResponse{Manager: sriov, Devices: vfs, Warnings: []string{"PF ens1f0: vfCount 4 waits"}}
+	prov.feed <- &provisionerv1.WatchDevicesResponse{Manager: sriov, Devices: vfs}
+	prov.feed <- &provisionerv1.WatchDevicesResponse{Manager: sriov, Devices: []*devicev1.Device{{Name: "vf-b"}}}
+	want := []string{"watch",
+		"replace DEVICE_MANAGER_SRIOV vf-a", `warnings DEVICE_MANAGER_SRIOV ["PF ens1f0: vfCount 4 waits"]`,
+		`warnings DEVICE_MANAGER_SRIOV []`,
+		"replace DEVICE_MANAGER_SRIOV vf-b", `warnings DEVICE_MANAGER_SRIOV []`}
+	if diff := cmp.Diff(want, waitCalls(t, c, len(want))); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,6 +35,10 @@ type StatusWriter struct {
 	mu      sync.Mutex
 	want    v1alpha1.NodeConfigStatus
 	written *v1alpha1.NodeConfigStatus
+	// kept are the conditions SetCondition set, by type: SetConditions
+	// keeps them over the NodeConfig's as read, which may not have them
+	// yet.
+	kept map[string]metav1.Condition
 }
 
 // NewStatusWriter returns the status writer for node's NodeConfig.
@@ -42,18 +48,25 @@ func NewStatusWriter(log *slog.Logger, client dynamic.Interface, node string) *S
 
 // SetConditions sets the observed generation and the conditions: each
 // replaces the one of its type in base (the NodeConfig's current ones),
-// keeping its transition time when its status did not change.
+// keeping its transition time when its status did not change. A condition
+// SetCondition set is kept as it set it.
 func (w *StatusWriter) SetConditions(generation int64, base []metav1.Condition, conds ...metav1.Condition) {
 	w.update(func(s *v1alpha1.NodeConfigStatus) {
 		s.ObservedGeneration = generation
-		s.Conditions = mergeConditions(base, conds)
+		kept := slices.SortedFunc(maps.Values(w.kept), func(a, b metav1.Condition) int { return strings.Compare(a.Type, b.Type) })
+		s.Conditions = mergeConditions(mergeConditions(base, kept), conds)
 	})
 }
 
-// SetCondition sets one condition, keeping the others.
+// SetCondition sets one condition, keeping the others; SetConditions keeps
+// it too, until SetCondition sets its type again.
 func (w *StatusWriter) SetCondition(c metav1.Condition) {
 	w.update(func(s *v1alpha1.NodeConfigStatus) {
 		s.Conditions = mergeConditions(s.Conditions, []metav1.Condition{c})
+		if w.kept == nil {
+			w.kept = map[string]metav1.Condition{}
+		}
+		w.kept[c.Type] = *meta.FindStatusCondition(s.Conditions, c.Type)
 	})
 }
 

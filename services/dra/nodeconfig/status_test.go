@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -95,4 +96,24 @@ func TestStatusWriter(t *testing.T) {
 	}
 	w.Check(v1alpha1.NodeConfigStatus{})
 	waitStatus("after re-creation", want)
+}
+
+// TestStatusWriter_KeepsSetCondition: a condition SetCondition set stays
+// through a SetConditions whose base (the NodeConfig as read) does not
+// have it yet, and through one whose base has an older version of it.
+func TestStatusWriter_KeepsSetCondition(t *testing.T) {
+	w := NewStatusWriter(slog.New(slog.DiscardHandler), nil, "n1")
+	waiting := ManagersCondition(2, map[string][]string{"sr-iov": {"PF eth1: vfCount 4 waits until its allocated VF is freed (it keeps its 2 VFs until then)"}})
+	w.SetCondition(waiting)
+	applied := metav1.Condition{Type: v1alpha1.ConditionApplied, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonApplied}
+	settled := ManagersCondition(1, nil)
+	for _, base := range [][]metav1.Condition{nil, {settled}} {
+		w.SetConditions(3, base, applied)
+		w.mu.Lock()
+		got := meta.FindStatusCondition(w.want.Conditions, v1alpha1.ConditionDeviceManagersSettled)
+		w.mu.Unlock()
+		if got == nil || got.Status != metav1.ConditionFalse || got.Message != waiting.Message {
+			t.Errorf("base %v: DeviceManagersSettled %+v, want the one SetCondition set", base, got)
+		}
+	}
 }

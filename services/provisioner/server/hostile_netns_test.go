@@ -94,8 +94,8 @@ func (w *hostileWorld) factories(log *slog.Logger) Factories {
 		return r
 	}
 	return Factories{
-		Sriov: func(sysfsRoot string, c *provisionerv1.SriovConfig) (manager.Manager, error) {
-			m, err := sriov.New(log, root(sysfsRoot), c, sriov.WithResync(time.Hour))
+		Sriov: func(sysfsRoot string, c *provisionerv1.SriovConfig, prepared PreparedVFs, report func([]string)) (manager.Manager, error) {
+			m, err := sriov.New(log, root(sysfsRoot), c, sriov.WithResync(time.Hour), sriov.WithPrepared(prepared), sriov.WithReport(report))
 			if err != nil {
 				return nil, err
 			}

@@ -11,6 +11,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -25,6 +26,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
@@ -34,6 +36,7 @@ import (
 	"github.com/netdra/netdra/services/provisioner/manager"
 	"github.com/netdra/netdra/services/provisioner/netnstest"
 	"github.com/netdra/netdra/services/provisioner/sriov"
+	"github.com/netdra/netdra/shared/fielderr"
 	"github.com/netdra/netdra/shared/testinfra/kernelrig"
 )
 
@@ -87,6 +90,46 @@ func hostLink(t *testing.T, name string) string {
 	return fmt.Sprintf("%s %s mtu %d up %t", a.Name, a.HardwareAddr, a.MTU, a.Flags&net.FlagUp != 0)
 }
 
+// statusData is pd as dra keeps it in the claim's status (protojson).
+func statusData(t *testing.T, pd *devicev1.PreparedDevice) []byte {
+	t.Helper()
+	b, err := protojson.Marshal(pd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// configure asks the server for vfCount VFs on pf, with no VF prepared
+// for a claim as far as dra knows.
+func configure(t *testing.T, ctx context.Context, srv *Server, pf string, vfCount uint32) {
+	t.Helper()
+	if _, err := srv.Configure(ctx, &provisionerv1.ConfigureRequest{
+		Managers: &provisionerv1.ManagerConfigs{Sriov: &provisionerv1.SriovConfig{Enabled: true,
+			Ifaces: []*provisionerv1.SriovInterface{{IfName: pf, VfCount: vfCount}}}},
+		PreparedVfs: &provisionerv1.PreparedVfs{}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// publishedVFs waits until the sr-iov inventory holds n VFs of pf, each
+// with a netdev, and returns them by VF index.
+func publishedVFs(t *testing.T, srv *Server, pf string, n int) []*devicev1.Device {
+	t.Helper()
+	var devs []*devicev1.Device
+	for deadline := time.Now().Add(30 * time.Second); len(devs) != n; time.Sleep(50 * time.Millisecond) {
+		srv.inv.mu.Lock()
+		devs = slices.DeleteFunc(slices.Clone(srv.inv.devices[devicev1.DeviceManager_DEVICE_MANAGER_SRIOV]),
+			func(d *devicev1.Device) bool { return d.GetKernelIfName() == "" || d.GetPfName() != pf })
+		srv.inv.mu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatalf("%d VFs of %s never published with netdevs: %v", n, pf, devs)
+		}
+	}
+	slices.SortFunc(devs, func(a, b *devicev1.Device) int { return int(a.GetVfIndex() - b.GetVfIndex()) })
+	return devs
+}
+
 // TestIGB_VFEndToEnd: Configure with a vfCount creates the VFs on the real
 // PF and publishes them; a VF netdev gets its VF settings through the PF
 // at Setup, moves into the pod at Attach with the claim's name, MAC, MTU,
@@ -110,8 +153,8 @@ func TestIGB_VFEndToEnd(t *testing.T) {
 	}
 	t.Cleanup(progs.Close)
 	srv := New(log, Factories{
-		Sriov: func(root string, c *provisionerv1.SriovConfig) (manager.Manager, error) {
-			return sriov.New(log, "/sys", c, sriov.WithResync(time.Hour))
+		Sriov: func(_ string, c *provisionerv1.SriovConfig, prepared PreparedVFs, report func([]string)) (manager.Manager, error) {
+			return sriov.New(log, "/sys", c, sriov.WithResync(time.Hour), sriov.WithPrepared(prepared), sriov.WithReport(report))
 		},
 	}, mover)
 	srv.SetPrograms(progs, progs)
@@ -127,21 +170,8 @@ func TestIGB_VFEndToEnd(t *testing.T) {
 	if err := netlink.LinkSetUp(pfLink); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := srv.Configure(ctx, &provisionerv1.ConfigureRequest{Managers: &provisionerv1.ManagerConfigs{
-		Sriov: &provisionerv1.SriovConfig{Enabled: true, Ifaces: []*provisionerv1.SriovInterface{{IfName: pf, VfCount: 2}}}}}); err != nil {
-		t.Fatal(err)
-	}
-	var devs []*devicev1.Device
-	for deadline := time.Now().Add(30 * time.Second); len(devs) != 2; time.Sleep(50 * time.Millisecond) {
-		srv.inv.mu.Lock()
-		devs = slices.DeleteFunc(slices.Clone(srv.inv.devices[devicev1.DeviceManager_DEVICE_MANAGER_SRIOV]),
-			func(d *devicev1.Device) bool { return d.GetKernelIfName() == "" })
-		srv.inv.mu.Unlock()
-		if time.Now().After(deadline) {
-			t.Fatalf("the 2 VFs of %s never published with netdevs: %v", pf, devs)
-		}
-	}
-	slices.SortFunc(devs, func(a, b *devicev1.Device) int { return int(a.GetVfIndex() - b.GetVfIndex()) })
+	configure(t, ctx, srv, pf, 2)
+	devs := publishedVFs(t, srv, pf, 2)
 	// The driver takes a tx rate only at link speed 1000: with carrier,
 	// which it loses for a moment when the VFs are created.
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
@@ -174,6 +204,10 @@ func TestIGB_VFEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	pd := setup.GetPreparedDevice()
+	// What a restarted dra hands back from the claim's status.
+	if _, err := srv.Restore(ctx, &provisionerv1.RestoreRequest{Data: statusData(t, pd)}); err != nil {
+		t.Errorf("Restore of the VF as Setup recorded it: %v", err)
+	}
 	if got, want := vfSettings(t, pf, 0), "mac 02:4e:44:00:01:01 vlan 10 qos 2 spoofchk true trust 1 max_tx_rate 100"; got != want {
 		t.Errorf("VF 0 after Setup: %s, want %s", got, want)
 	}
@@ -228,6 +262,19 @@ func TestIGB_VFEndToEnd(t *testing.T) {
 		t.Errorf("VF 0's settings after Free (-before +after):\n%s", diff)
 	}
 
+	// A VF whose claim sets no VF setting: the PF is not asked, and the
+	// prepared device has no original_vf; a restarted dra restores it too.
+	plain := &devicev1.DeviceConfig{PodIfName: "net1"}
+	if setup, err = srv.Setup(ctx, &provisionerv1.SetupRequest{Device: dev, Config: plain}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.Restore(ctx, &provisionerv1.RestoreRequest{Data: statusData(t, setup.GetPreparedDevice())}); err != nil {
+		t.Errorf("Restore of a VF set up without VF settings: %v", err)
+	}
+	if _, err := srv.Free(ctx, &provisionerv1.FreeRequest{PreparedDevice: setup.GetPreparedDevice()}); err != nil {
+		t.Fatal(err)
+	}
+
 	// sriov_numvfs to 0 under an attached VF: the kernel destroys its netdev
 	// in the pod.
 	dev = devs[1]
@@ -275,5 +322,92 @@ func TestIGB_VFEndToEnd(t *testing.T) {
 	_, err = srv.Setup(ctx, &provisionerv1.SetupRequest{Device: dev, Config: cfg})
 	if status.Code(err) != codes.NotFound {
 		t.Errorf("Setup of the destroyed VF = %v, want NotFound", err)
+	}
+}
+
+// TestIGB_VFCountChange: a vfCount changed in the NodeConfig while a VF of
+// the PF is allocated never pulls VFs from under a pod: the real PF keeps
+// its count (the VF netdevs are the same links), the wait is reported, and
+// the new count is applied once the VF is freed; a count the 82576 cannot
+// take (8) is refused naming the field, the VFs left as they are.
+func TestIGB_VFCountChange(t *testing.T) {
+	kernelrig.Require(t)
+	addr, pf := igbPF(t)
+	log := slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	mover, err := link.NewMover(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mover.Close()
+	srv := New(log, Factories{
+		Sriov: func(_ string, c *provisionerv1.SriovConfig, prepared PreparedVFs, report func([]string)) (manager.Manager, error) {
+			return sriov.New(log, "/sys", c, sriov.WithResync(time.Hour), sriov.WithPrepared(prepared), sriov.WithReport(report))
+		},
+	}, mover)
+	t.Cleanup(srv.Wait)
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	numvfs := func() string {
+		b, _ := os.ReadFile(filepath.Join("/sys/bus/pci/devices", addr, "sriov_numvfs"))
+		return string(b)
+	}
+
+	configure(t, ctx, srv, pf, 2)
+	devs := publishedVFs(t, srv, pf, 2)
+	netdevs := []string{devs[0].GetKernelIfName(), devs[1].GetKernelIfName()}
+	before := map[string]int{}
+	for _, n := range netdevs {
+		l, err := netlink.LinkByName(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before[n] = l.Attrs().Index
+	}
+	cfg := &devicev1.DeviceConfig{PodIfName: "net1", Vlan: new(uint32(30))}
+	setup, err := srv.Setup(ctx, &provisionerv1.SetupRequest{Device: devs[0], Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	configure(t, ctx, srv, pf, 4)
+	var warn []string
+	for deadline := time.Now().Add(30 * time.Second); len(warn) == 0; time.Sleep(50 * time.Millisecond) {
+		if warn = srv.inv.warnings(devicev1.DeviceManager_DEVICE_MANAGER_SRIOV); time.Now().After(deadline) {
+			t.Fatal("no warning that the new count waits")
+		}
+	}
+	t.Logf("while VF 0 is allocated: sriov_numvfs %q, warnings %q", numvfs(), warn)
+	if got := numvfs(); got != "2\n" {
+		t.Errorf("sriov_numvfs %q with a VF allocated, want 2", got)
+	}
+	for n, idx := range before {
+		if l, err := netlink.LinkByName(n); err != nil || l.Attrs().Index != idx {
+			t.Errorf("VF netdev %s re-created or gone while a VF of the PF is allocated: %v", n, err)
+		}
+	}
+
+	if _, err := srv.Free(ctx, &provisionerv1.FreeRequest{PreparedDevice: setup.GetPreparedDevice()}); err != nil {
+		t.Fatal(err)
+	}
+	publishedVFs(t, srv, pf, 4)
+	if got := numvfs(); got != "4\n" {
+		t.Errorf("sriov_numvfs %q after the Free, want 4", got)
+	}
+	if w := srv.inv.warnings(devicev1.DeviceManager_DEVICE_MANAGER_SRIOV); len(w) != 0 {
+		t.Errorf("warnings after the new count was applied: %q", w)
+	}
+
+	_, err = srv.Configure(ctx, &provisionerv1.ConfigureRequest{
+		Managers: &provisionerv1.ManagerConfigs{Sriov: &provisionerv1.SriovConfig{Enabled: true,
+			Ifaces: []*provisionerv1.SriovInterface{{IfName: pf, VfCount: 8}}}},
+		PreparedVfs: &provisionerv1.PreparedVfs{}})
+	var fe *fielderr.Error
+	if !errors.As(err, &fe) || fe.Field != "managers.sriov.ifaces[0].vfCount" {
+		t.Errorf("Configure of 8 VFs = %v, want a field error on managers.sriov.ifaces[0].vfCount", err)
+	}
+	t.Logf("8 VFs: %v", err)
+	if got := numvfs(); got != "4\n" {
+		t.Errorf("sriov_numvfs %q after a refused count, want 4", got)
 	}
 }

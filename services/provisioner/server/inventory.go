@@ -19,23 +19,29 @@ var allManagers = []devicev1.DeviceManager{
 	devicev1.DeviceManager_DEVICE_MANAGER_SUBIF,
 }
 
-// inventory is each manager's latest published devices, with a version per
-// manager and a broadcast channel closed at every change.
+// inventory is each manager's latest published devices and warnings, with
+// a version per manager and a broadcast channel closed at every change.
 type inventory struct {
 	mu      sync.Mutex
 	devices map[devicev1.DeviceManager][]*devicev1.Device
-	version map[devicev1.DeviceManager]uint64
-	wake    chan struct{}
-	done    chan struct{}
-	closed  bool
+	// reported is what a running manager last reported it does not do as
+	// configured; failure why the manager's Run stopped ("" while it runs).
+	reported map[devicev1.DeviceManager][]string
+	failure  map[devicev1.DeviceManager]string
+	version  map[devicev1.DeviceManager]uint64
+	wake     chan struct{}
+	done     chan struct{}
+	closed   bool
 }
 
 func newInventory() *inventory {
 	return &inventory{
-		devices: map[devicev1.DeviceManager][]*devicev1.Device{},
-		version: map[devicev1.DeviceManager]uint64{},
-		wake:    make(chan struct{}),
-		done:    make(chan struct{}),
+		devices:  map[devicev1.DeviceManager][]*devicev1.Device{},
+		reported: map[devicev1.DeviceManager][]string{},
+		failure:  map[devicev1.DeviceManager]string{},
+		version:  map[devicev1.DeviceManager]uint64{},
+		wake:     make(chan struct{}),
+		done:     make(chan struct{}),
 	}
 }
 
@@ -60,9 +66,70 @@ func (inv *inventory) set(m devicev1.DeviceManager, devs []*devicev1.Device) {
 		d.Manager = m
 	}
 	inv.devices[m] = devs
+	inv.bumpLocked(m)
+}
+
+// bumpLocked makes m's current devices and warnings a new version.
+func (inv *inventory) bumpLocked(m devicev1.DeviceManager) {
 	inv.version[m]++
 	close(inv.wake)
 	inv.wake = make(chan struct{})
+}
+
+// report records what m reports it does not do as configured; an
+// unchanged list wakes nobody.
+func (inv *inventory) report(m devicev1.DeviceManager, warnings []string) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	if slices.Equal(inv.reported[m], warnings) {
+		return
+	}
+	inv.reported[m] = slices.Clone(warnings)
+	inv.bumpLocked(m)
+}
+
+// setFailure records why m's Run stopped, which replaces what it reported;
+// "" clears it (a new instance runs).
+func (inv *inventory) setFailure(m devicev1.DeviceManager, why string) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	if inv.failure[m] == why && (why == "" || len(inv.reported[m]) == 0) {
+		return
+	}
+	inv.failure[m] = why
+	if why != "" {
+		inv.reported[m] = nil
+	}
+	inv.bumpLocked(m)
+}
+
+// clearWarnings forgets m's warnings and failure (it was disabled).
+func (inv *inventory) clearWarnings(m devicev1.DeviceManager) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	if inv.reported[m] == nil && inv.failure[m] == "" {
+		return
+	}
+	delete(inv.reported, m)
+	delete(inv.failure, m)
+	inv.bumpLocked(m)
+}
+
+// warningsLocked is m's warnings as WatchDevices sends them: what it
+// reported, then why it stopped.
+func (inv *inventory) warningsLocked(m devicev1.DeviceManager) []string {
+	out := slices.Clone(inv.reported[m])
+	if f := inv.failure[m]; f != "" {
+		out = append(out, "stopped: "+f)
+	}
+	return out
+}
+
+// warnings is m's warnings (warningsLocked).
+func (inv *inventory) warnings(m devicev1.DeviceManager) []string {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	return inv.warningsLocked(m)
 }
 
 // find returns m's device called name.
@@ -90,13 +157,13 @@ func (inv *inventory) changedSince(seen map[devicev1.DeviceManager]uint64) ([]*p
 			continue
 		}
 		seen[m] = v
-		out = append(out, &provisionerv1.WatchDevicesResponse{Manager: m, Devices: inv.devices[m]})
+		out = append(out, &provisionerv1.WatchDevicesResponse{Manager: m, Devices: inv.devices[m], Warnings: inv.warningsLocked(m)})
 	}
 	return out, inv.wake
 }
 
-// watch sends every manager's inventory at once, then each manager's again
-// whenever it changes, until ctx ends or send fails.
+// watch sends every manager's inventory and warnings at once, then each
+// manager's again whenever either changes, until ctx ends or send fails.
 func (inv *inventory) watch(ctx context.Context, send func(*provisionerv1.WatchDevicesResponse) error) error {
 	seen := map[devicev1.DeviceManager]uint64{}
 	for {

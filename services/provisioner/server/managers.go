@@ -22,9 +22,12 @@ import (
 // Factories build the managers from their configuration. A factory returns
 // a *fielderr.Error (field relative to its config) for a bad config. The
 // sr-iov and host factories get the sysfs root Configure named, checked to
-// be an existing directory, or "" for the provisioner's default.
+// be an existing directory, or "" for the provisioner's default. The
+// sr-iov factory also gets the server's knowledge of the prepared VFs
+// (sriov.WithPrepared) and where the manager reports the PFs whose count
+// waits (sriov.WithReport; called from its Run only).
 type Factories struct {
-	Sriov func(sysfsRoot string, cfg *provisionerv1.SriovConfig) (manager.Manager, error)
+	Sriov func(sysfsRoot string, cfg *provisionerv1.SriovConfig, prepared PreparedVFs, report func(warnings []string)) (manager.Manager, error)
 	Dummy func(*provisionerv1.DummyConfig) (manager.Manager, error)
 	Host  func(sysfsRoot string, cfg *provisionerv1.HostConfig) (manager.Manager, error)
 	Subif func(*provisionerv1.SubifConfig) (manager.Manager, error)
@@ -61,6 +64,7 @@ type managers struct {
 	log *slog.Logger
 	inv *inventory
 	new Factories
+	vfs *preparedVFs
 
 	mu      sync.Mutex
 	running map[devicev1.DeviceManager]*running
@@ -104,7 +108,11 @@ type wanted struct {
 func (ms *managers) wanted(cfg *provisionerv1.ManagerConfigs, sysfsRoot string) []wanted {
 	w := []wanted{
 		{kind: devicev1.DeviceManager_DEVICE_MANAGER_SRIOV, field: "managers.sriov", sysfsRoot: sysfsRoot,
-			build: func() (manager.Manager, error) { return ms.new.Sriov(sysfsRoot, cfg.GetSriov()) }},
+			build: func() (manager.Manager, error) {
+				return ms.new.Sriov(sysfsRoot, cfg.GetSriov(), ms.vfs, func(w []string) {
+					ms.inv.report(devicev1.DeviceManager_DEVICE_MANAGER_SRIOV, w)
+				})
+			}},
 		{kind: devicev1.DeviceManager_DEVICE_MANAGER_DUMMY, field: "managers.dummy",
 			build: func() (manager.Manager, error) { return ms.new.Dummy(cfg.GetDummy()) }},
 		{kind: devicev1.DeviceManager_DEVICE_MANAGER_HOST, field: "managers.host", sysfsRoot: sysfsRoot,
@@ -156,6 +164,7 @@ func (ms *managers) configure(cfg *provisionerv1.ManagerConfigs, sysfsRoot strin
 		}
 		if w.config == nil {
 			ms.inv.set(w.kind, nil)
+			ms.inv.clearWarnings(w.kind)
 		}
 		if rebuilt {
 			ms.startLocked(w.kind, built[w.kind], w.config, w.sysfsRoot)
@@ -169,6 +178,7 @@ func (ms *managers) startLocked(kind devicev1.DeviceManager, m manager.Manager, 
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{mgr: m, config: cfg, sysfsRoot: sysfsRoot, cancel: cancel, done: make(chan struct{}), published: make(chan struct{})}
 	ms.running[kind], ms.last[kind] = r, m
+	ms.inv.setFailure(kind, "")
 	log := ms.log.With("manager", kind.String())
 	go func() {
 		defer close(r.done)
@@ -186,6 +196,7 @@ func (ms *managers) startLocked(kind devicev1.DeviceManager, m manager.Manager, 
 		}
 		log.Error("Manager stopped", "error", err)
 		r.failed.Store(&err)
+		ms.inv.setFailure(kind, err.Error())
 	}()
 	log.Info("Manager started")
 }

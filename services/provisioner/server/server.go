@@ -113,7 +113,7 @@ func New(log *slog.Logger, factories Factories, mover Mover) *Server {
 		inv:    inv,
 		mover:  mover,
 		moving: make(slots, MaxMoves),
-		managers: &managers{log: log, inv: inv, new: factories,
+		managers: &managers{log: log, inv: inv, new: factories, vfs: newPreparedVFs(),
 			running: map[devicev1.DeviceManager]*running{}, last: map[devicev1.DeviceManager]manager.Manager{},
 			configured: make(chan struct{})},
 	}
@@ -134,12 +134,18 @@ func (s *Server) Close() {
 }
 
 // Configure implements ProvisionerServiceServer. A sysfs root that is set
-// must be a clean absolute path to an existing directory; nothing changes
-// otherwise.
+// must be a clean absolute path to an existing directory, and the prepared
+// VFs listed must be device names; nothing changes otherwise. The list
+// replaces the last one (preparedVFs) before the managers are configured,
+// whether their configuration is then taken or not.
 func (s *Server) Configure(_ context.Context, req *provisionerv1.ConfigureRequest) (*provisionerv1.ConfigureResponse, error) {
 	if err := validateSysfsRoot("sysfsRoot", req.GetSysfsRoot()); err != nil {
 		return nil, err
 	}
+	if err := validatePreparedVFs("preparedVfs", req.GetPreparedVfs()); err != nil {
+		return nil, err
+	}
+	s.managers.vfs.list(req.GetPreparedVfs())
 	st, err := s.managers.configure(req.GetManagers(), req.GetSysfsRoot())
 	if err != nil {
 		return nil, err
@@ -201,6 +207,16 @@ func (s *Server) Setup(ctx context.Context, req *provisionerv1.SetupRequest) (*p
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "device %s is not in the %s inventory", name, kind)
 	}
+	if kind == devicev1.DeviceManager_DEVICE_MANAGER_SRIOV {
+		// Its PF's VFs are not re-created from here until it is counted
+		// as prepared, and the inventory's copy is taken again: a
+		// re-creation that held the PF until now published new VFs.
+		pf := dev.GetPfName()
+		defer s.managers.vfs.enter(pf)()
+		if dev, ok = s.inv.find(kind, name); !ok || dev.GetPfName() != pf {
+			return nil, status.Errorf(codes.NotFound, "device %s is not in the %s inventory: the VFs of its PF %s were re-created", name, kind, pf)
+		}
+	}
 	dev, err := withShare(dev, req.GetShare())
 	if err != nil {
 		return nil, err
@@ -221,6 +237,9 @@ func (s *Server) Setup(ctx context.Context, req *provisionerv1.SetupRequest) (*p
 	if err != nil {
 		unlock()
 		return nil, fmt.Errorf("setting up %s: %w", name, err)
+	}
+	if kind == devicev1.DeviceManager_DEVICE_MANAGER_SRIOV {
+		s.managers.vfs.prepared(name)
 	}
 	s.armPrograms(pd, req.GetConfig(), unlock)
 	return &provisionerv1.SetupResponse{PreparedDevice: pd}, nil
@@ -262,8 +281,14 @@ func (s *Server) Free(ctx context.Context, req *provisionerv1.FreeRequest) (*pro
 		return nil, err
 	}
 	resp := &provisionerv1.FreeResponse{DeviceLost: lost}
+	// A freed VF no longer keeps its PF's VFs from being re-created, once
+	// nothing runs on it any more.
+	freed := func() {}
+	if kind == devicev1.DeviceManager_DEVICE_MANAGER_SRIOV {
+		freed = func() { s.managers.vfs.freed(name) }
+	}
 	if s.programs != nil && movesWhole(pd) {
-		s.removeInBackground(pd, unlock)
+		s.removeInBackground(pd, func() { unlock(); freed() })
 		return resp, nil
 	}
 	defer unlock()
@@ -272,6 +297,7 @@ func (s *Server) Free(ctx context.Context, req *provisionerv1.FreeRequest) (*pro
 			return nil, status.Error(codes.Internal, err.Error())
 		}
 	}
+	freed()
 	return resp, nil
 }
 
@@ -506,6 +532,9 @@ func (s *Server) Restore(ctx context.Context, req *provisionerv1.RestoreRequest)
 	}
 	if err := s.checkRestored(ctx, "data", pd); err != nil {
 		return nil, err
+	}
+	if pd.GetDevice().GetManager() == devicev1.DeviceManager_DEVICE_MANAGER_SRIOV {
+		s.managers.vfs.restored(pd.GetDevice().GetName())
 	}
 	return &provisionerv1.RestoreResponse{PreparedDevice: pd}, nil
 }

@@ -159,7 +159,7 @@ func newHarness(t *testing.T) *harness {
 	t.Helper()
 	h := &harness{log: &callLog{}}
 	factories := Factories{
-		Sriov: func(string, *provisionerv1.SriovConfig) (manager.Manager, error) {
+		Sriov: func(string, *provisionerv1.SriovConfig, PreparedVFs, func([]string)) (manager.Manager, error) {
 			return nil, fielderr.New("ifaces[0].ifName", "required")
 		},
 		Dummy: func(c *provisionerv1.DummyConfig) (manager.Manager, error) {

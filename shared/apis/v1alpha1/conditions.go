@@ -26,6 +26,16 @@ const (
 
 	ReasonIPPoolsDraining = "AddressesInUse"
 	ReasonIPPoolsSettled  = "Settled"
+
+	// ConditionDeviceManagersSettled is True, with ReasonManagersSettled,
+	// while every device manager does what the configuration in force
+	// asks; False, with ReasonManagersWaiting and the provisioner's
+	// warnings as message, while one does not (an SR-IOV PF whose vfCount
+	// waits until its allocated VFs are freed, a manager that stopped).
+	ConditionDeviceManagersSettled = "DeviceManagersSettled"
+
+	ReasonManagersSettled = "AsConfigured"
+	ReasonManagersWaiting = "Waiting"
 )
 
 // ClusterConfig condition types and reasons, written by the operator.

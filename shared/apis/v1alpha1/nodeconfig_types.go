@@ -355,8 +355,13 @@ type SRIOVIface struct {
 	// +kubebuilder:validation:Pattern=`^[^/:\s]+$`
 	IfName string `json:"ifName"`
 
-	// VFCount is how many VFs to create when the PF has none; a PF that
-	// already has VFs is left alone.
+	// VFCount is how many VFs the PF has (its sriov_numvfs). A PF with
+	// another non-zero count has its VFs re-created, which destroys them
+	// all: only while none of them is allocated to a claim; until then it
+	// keeps them, and the DeviceManagersSettled condition says that the
+	// count waits. More than the PF's sriov_totalvfs is refused (the
+	// Applied condition names the field). 0 leaves the PF's VFs as they
+	// are.
 	//
 	// +optional
 	// +kubebuilder:validation:Minimum=0
@@ -467,8 +472,9 @@ type NodeConfigStatus struct {
 	// +kubebuilder:validation:MaxLength=63
 	DriverName string `json:"driverName,omitempty"`
 
-	// Conditions are Accepted (the spec is valid) and Applied (the node
-	// runs it).
+	// Conditions are Accepted (the spec is valid), Applied (the node runs
+	// it), IPPoolsDraining and DeviceManagersSettled (a device manager
+	// that does not do all the spec asks, and why).
 	//
 	// +optional
 	// +listType=map

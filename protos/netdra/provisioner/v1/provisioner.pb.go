@@ -30,7 +30,13 @@ const (
 type SriovInterface struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	IfName string                 `protobuf:"bytes,1,opt,name=if_name,json=ifName,proto3" json:"if_name,omitempty"`
-	// VFs to create when the PF has none; a non-zero count is left alone.
+	// The VFs the PF has: written to its sriov_numvfs. A PF with another
+	// non-zero count gets its VFs re-created (0 first, as the kernel wants),
+	// which destroys every one of them: only while none of them is
+	// prepared for a claim (see ConfigureRequest.prepared_vfs). Until then
+	// the PF keeps its VFs, and the sr-iov manager's warnings say that its
+	// count waits. More than the PF's sriov_totalvfs is InvalidArgument. 0:
+	// the PF's VFs are left as they are.
 	VfCount       uint32 `protobuf:"varint,2,opt,name=vf_count,json=vfCount,proto3" json:"vf_count,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -542,7 +548,15 @@ type ConfigureRequest struct {
 	// Where the host's sysfs is mounted for the sr-iov and host managers: an
 	// absolute path to an existing directory (InvalidArgument otherwise).
 	// Empty: the provisioner's -sysfs-root. A change restarts those managers.
-	SysfsRoot     string `protobuf:"bytes,2,opt,name=sysfs_root,json=sysfsRoot,proto3" json:"sysfs_root,omitempty"`
+	SysfsRoot string `protobuf:"bytes,2,opt,name=sysfs_root,json=sysfsRoot,proto3" json:"sysfs_root,omitempty"`
+	// The SR-IOV VFs prepared for claims on the node, as the caller's record
+	// of the allocations has them (dra: the state service's, read right
+	// before the call). Absent: the last list stays. The provisioner never
+	// re-creates the VFs of a PF while one of them is in this list or
+	// prepared by a Setup of its own that no Free has undone; before the
+	// first list after its start it re-creates none (a VF prepared before
+	// it started may be in a pod).
+	PreparedVfs   *PreparedVfs `protobuf:"bytes,3,opt,name=prepared_vfs,json=preparedVfs,proto3" json:"prepared_vfs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -591,12 +605,66 @@ func (x *ConfigureRequest) GetSysfsRoot() string {
 	return ""
 }
 
+func (x *ConfigureRequest) GetPreparedVfs() *PreparedVfs {
+	if x != nil {
+		return x.PreparedVfs
+	}
+	return nil
+}
+
+// PreparedVfs names SR-IOV VFs prepared for claims.
+type PreparedVfs struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Device names, as the inventory has them; at most 65536.
+	Devices       []string `protobuf:"bytes,1,rep,name=devices,proto3" json:"devices,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PreparedVfs) Reset() {
+	*x = PreparedVfs{}
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PreparedVfs) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PreparedVfs) ProtoMessage() {}
+
+func (x *PreparedVfs) ProtoReflect() protoreflect.Message {
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PreparedVfs.ProtoReflect.Descriptor instead.
+func (*PreparedVfs) Descriptor() ([]byte, []int) {
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *PreparedVfs) GetDevices() []string {
+	if x != nil {
+		return x.Devices
+	}
+	return nil
+}
+
 // ManagerStatus is one manager's state after Configure.
 type ManagerStatus struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Manager v1.DeviceManager       `protobuf:"varint,1,opt,name=manager,proto3,enum=netdra.device.v1.DeviceManager" json:"manager,omitempty"`
 	Running bool                   `protobuf:"varint,2,opt,name=running,proto3" json:"running,omitempty"`
-	// Why it is not running, or a warning (a VF count left alone).
+	// Why it is not running. What a running manager does not do as
+	// configured is in WatchDevicesResponse.warnings.
 	Message       string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -604,7 +672,7 @@ type ManagerStatus struct {
 
 func (x *ManagerStatus) Reset() {
 	*x = ManagerStatus{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[8]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -616,7 +684,7 @@ func (x *ManagerStatus) String() string {
 func (*ManagerStatus) ProtoMessage() {}
 
 func (x *ManagerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[8]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -629,7 +697,7 @@ func (x *ManagerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ManagerStatus.ProtoReflect.Descriptor instead.
 func (*ManagerStatus) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{8}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ManagerStatus) GetManager() v1.DeviceManager {
@@ -662,7 +730,7 @@ type ConfigureResponse struct {
 
 func (x *ConfigureResponse) Reset() {
 	*x = ConfigureResponse{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[9]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -674,7 +742,7 @@ func (x *ConfigureResponse) String() string {
 func (*ConfigureResponse) ProtoMessage() {}
 
 func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[9]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -687,7 +755,7 @@ func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureResponse.ProtoReflect.Descriptor instead.
 func (*ConfigureResponse) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{9}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ConfigureResponse) GetManagers() []*ManagerStatus {
@@ -705,7 +773,7 @@ type WatchDevicesRequest struct {
 
 func (x *WatchDevicesRequest) Reset() {
 	*x = WatchDevicesRequest{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[10]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -717,7 +785,7 @@ func (x *WatchDevicesRequest) String() string {
 func (*WatchDevicesRequest) ProtoMessage() {}
 
 func (x *WatchDevicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[10]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -730,21 +798,25 @@ func (x *WatchDevicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchDevicesRequest.ProtoReflect.Descriptor instead.
 func (*WatchDevicesRequest) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{10}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{11}
 }
 
 type WatchDevicesResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Manager v1.DeviceManager       `protobuf:"varint,1,opt,name=manager,proto3,enum=netdra.device.v1.DeviceManager" json:"manager,omitempty"`
 	// The manager's complete inventory; empty when it stopped.
-	Devices       []*v1.Device `protobuf:"bytes,2,rep,name=devices,proto3" json:"devices,omitempty"`
+	Devices []*v1.Device `protobuf:"bytes,2,rep,name=devices,proto3" json:"devices,omitempty"`
+	// What the manager does not do as configured, one sentence each for
+	// people (a PF whose vf_count waits until its prepared VFs are freed;
+	// why the manager stopped); empty when it does all of it.
+	Warnings      []string `protobuf:"bytes,3,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WatchDevicesResponse) Reset() {
 	*x = WatchDevicesResponse{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[11]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -756,7 +828,7 @@ func (x *WatchDevicesResponse) String() string {
 func (*WatchDevicesResponse) ProtoMessage() {}
 
 func (x *WatchDevicesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[11]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -769,7 +841,7 @@ func (x *WatchDevicesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchDevicesResponse.ProtoReflect.Descriptor instead.
 func (*WatchDevicesResponse) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{11}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WatchDevicesResponse) GetManager() v1.DeviceManager {
@@ -782,6 +854,13 @@ func (x *WatchDevicesResponse) GetManager() v1.DeviceManager {
 func (x *WatchDevicesResponse) GetDevices() []*v1.Device {
 	if x != nil {
 		return x.Devices
+	}
+	return nil
+}
+
+func (x *WatchDevicesResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
 	}
 	return nil
 }
@@ -802,7 +881,7 @@ type SetupRequest struct {
 
 func (x *SetupRequest) Reset() {
 	*x = SetupRequest{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[12]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -814,7 +893,7 @@ func (x *SetupRequest) String() string {
 func (*SetupRequest) ProtoMessage() {}
 
 func (x *SetupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[12]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -827,7 +906,7 @@ func (x *SetupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetupRequest.ProtoReflect.Descriptor instead.
 func (*SetupRequest) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{12}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SetupRequest) GetDevice() *v1.Device {
@@ -867,7 +946,7 @@ type SetupResponse struct {
 
 func (x *SetupResponse) Reset() {
 	*x = SetupResponse{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[13]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -879,7 +958,7 @@ func (x *SetupResponse) String() string {
 func (*SetupResponse) ProtoMessage() {}
 
 func (x *SetupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[13]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -892,7 +971,7 @@ func (x *SetupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetupResponse.ProtoReflect.Descriptor instead.
 func (*SetupResponse) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{13}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SetupResponse) GetPreparedDevice() *v1.PreparedDevice {
@@ -912,7 +991,7 @@ type FreeRequest struct {
 
 func (x *FreeRequest) Reset() {
 	*x = FreeRequest{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[14]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -924,7 +1003,7 @@ func (x *FreeRequest) String() string {
 func (*FreeRequest) ProtoMessage() {}
 
 func (x *FreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[14]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -937,7 +1016,7 @@ func (x *FreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreeRequest.ProtoReflect.Descriptor instead.
 func (*FreeRequest) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{14}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *FreeRequest) GetPreparedDevice() *v1.PreparedDevice {
@@ -967,7 +1046,7 @@ type FreeResponse struct {
 
 func (x *FreeResponse) Reset() {
 	*x = FreeResponse{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[15]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -979,7 +1058,7 @@ func (x *FreeResponse) String() string {
 func (*FreeResponse) ProtoMessage() {}
 
 func (x *FreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[15]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -992,7 +1071,7 @@ func (x *FreeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreeResponse.ProtoReflect.Descriptor instead.
 func (*FreeResponse) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{15}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *FreeResponse) GetDeviceLost() bool {
@@ -1014,7 +1093,7 @@ type AttachRequest struct {
 
 func (x *AttachRequest) Reset() {
 	*x = AttachRequest{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[16]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1026,7 +1105,7 @@ func (x *AttachRequest) String() string {
 func (*AttachRequest) ProtoMessage() {}
 
 func (x *AttachRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[16]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1039,7 +1118,7 @@ func (x *AttachRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachRequest.ProtoReflect.Descriptor instead.
 func (*AttachRequest) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{16}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AttachRequest) GetPreparedDevice() *v1.PreparedDevice {
@@ -1072,7 +1151,7 @@ type AttachResponse struct {
 
 func (x *AttachResponse) Reset() {
 	*x = AttachResponse{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[17]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1084,7 +1163,7 @@ func (x *AttachResponse) String() string {
 func (*AttachResponse) ProtoMessage() {}
 
 func (x *AttachResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[17]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1097,7 +1176,7 @@ func (x *AttachResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachResponse.ProtoReflect.Descriptor instead.
 func (*AttachResponse) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{17}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AttachResponse) GetPreparedDevice() *v1.PreparedDevice {
@@ -1118,7 +1197,7 @@ type DetachRequest struct {
 
 func (x *DetachRequest) Reset() {
 	*x = DetachRequest{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[18]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1130,7 +1209,7 @@ func (x *DetachRequest) String() string {
 func (*DetachRequest) ProtoMessage() {}
 
 func (x *DetachRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[18]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1143,7 +1222,7 @@ func (x *DetachRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetachRequest.ProtoReflect.Descriptor instead.
 func (*DetachRequest) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{18}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DetachRequest) GetPreparedDevice() *v1.PreparedDevice {
@@ -1179,7 +1258,7 @@ type DetachResponse struct {
 
 func (x *DetachResponse) Reset() {
 	*x = DetachResponse{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[19]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1191,7 +1270,7 @@ func (x *DetachResponse) String() string {
 func (*DetachResponse) ProtoMessage() {}
 
 func (x *DetachResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[19]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1204,7 +1283,7 @@ func (x *DetachResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetachResponse.ProtoReflect.Descriptor instead.
 func (*DetachResponse) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{19}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DetachResponse) GetDeviceLost() bool {
@@ -1224,7 +1303,7 @@ type RestoreRequest struct {
 
 func (x *RestoreRequest) Reset() {
 	*x = RestoreRequest{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[20]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1236,7 +1315,7 @@ func (x *RestoreRequest) String() string {
 func (*RestoreRequest) ProtoMessage() {}
 
 func (x *RestoreRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[20]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1249,7 +1328,7 @@ func (x *RestoreRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreRequest.ProtoReflect.Descriptor instead.
 func (*RestoreRequest) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{20}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RestoreRequest) GetData() []byte {
@@ -1268,7 +1347,7 @@ type RestoreResponse struct {
 
 func (x *RestoreResponse) Reset() {
 	*x = RestoreResponse{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[21]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1280,7 +1359,7 @@ func (x *RestoreResponse) String() string {
 func (*RestoreResponse) ProtoMessage() {}
 
 func (x *RestoreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[21]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1293,7 +1372,7 @@ func (x *RestoreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreResponse.ProtoReflect.Descriptor instead.
 func (*RestoreResponse) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{21}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RestoreResponse) GetPreparedDevice() *v1.PreparedDevice {
@@ -1313,7 +1392,7 @@ type DeviceCountersRequest struct {
 
 func (x *DeviceCountersRequest) Reset() {
 	*x = DeviceCountersRequest{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[22]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1325,7 +1404,7 @@ func (x *DeviceCountersRequest) String() string {
 func (*DeviceCountersRequest) ProtoMessage() {}
 
 func (x *DeviceCountersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[22]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1338,7 +1417,7 @@ func (x *DeviceCountersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceCountersRequest.ProtoReflect.Descriptor instead.
 func (*DeviceCountersRequest) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{22}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DeviceCountersRequest) GetDevices() []string {
@@ -1362,7 +1441,7 @@ type PolicyDrops struct {
 
 func (x *PolicyDrops) Reset() {
 	*x = PolicyDrops{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[23]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1374,7 +1453,7 @@ func (x *PolicyDrops) String() string {
 func (*PolicyDrops) ProtoMessage() {}
 
 func (x *PolicyDrops) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[23]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1387,7 +1466,7 @@ func (x *PolicyDrops) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyDrops.ProtoReflect.Descriptor instead.
 func (*PolicyDrops) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{23}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PolicyDrops) GetPolicy() string {
@@ -1428,7 +1507,7 @@ type DeviceCounters struct {
 
 func (x *DeviceCounters) Reset() {
 	*x = DeviceCounters{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[24]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1440,7 +1519,7 @@ func (x *DeviceCounters) String() string {
 func (*DeviceCounters) ProtoMessage() {}
 
 func (x *DeviceCounters) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[24]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1453,7 +1532,7 @@ func (x *DeviceCounters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceCounters.ProtoReflect.Descriptor instead.
 func (*DeviceCounters) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{24}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeviceCounters) GetDevice() string {
@@ -1507,7 +1586,7 @@ type DeviceCountersResponse struct {
 
 func (x *DeviceCountersResponse) Reset() {
 	*x = DeviceCountersResponse{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[25]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1519,7 +1598,7 @@ func (x *DeviceCountersResponse) String() string {
 func (*DeviceCountersResponse) ProtoMessage() {}
 
 func (x *DeviceCountersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[25]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1532,7 +1611,7 @@ func (x *DeviceCountersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceCountersResponse.ProtoReflect.Descriptor instead.
 func (*DeviceCountersResponse) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{25}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DeviceCountersResponse) GetDevices() []*DeviceCounters {
@@ -1584,21 +1663,25 @@ const file_netdra_provisioner_v1_provisioner_proto_rawDesc = "" +
 	"\x05sriov\x18\x01 \x01(\v2\".netdra.provisioner.v1.SriovConfigR\x05sriov\x128\n" +
 	"\x05dummy\x18\x02 \x01(\v2\".netdra.provisioner.v1.DummyConfigR\x05dummy\x125\n" +
 	"\x04host\x18\x03 \x01(\v2!.netdra.provisioner.v1.HostConfigR\x04host\x128\n" +
-	"\x05subif\x18\x04 \x01(\v2\".netdra.provisioner.v1.SubifConfigR\x05subif\"t\n" +
+	"\x05subif\x18\x04 \x01(\v2\".netdra.provisioner.v1.SubifConfigR\x05subif\"\xbb\x01\n" +
 	"\x10ConfigureRequest\x12A\n" +
 	"\bmanagers\x18\x01 \x01(\v2%.netdra.provisioner.v1.ManagerConfigsR\bmanagers\x12\x1d\n" +
 	"\n" +
-	"sysfs_root\x18\x02 \x01(\tR\tsysfsRoot\"~\n" +
+	"sysfs_root\x18\x02 \x01(\tR\tsysfsRoot\x12E\n" +
+	"\fprepared_vfs\x18\x03 \x01(\v2\".netdra.provisioner.v1.PreparedVfsR\vpreparedVfs\"'\n" +
+	"\vPreparedVfs\x12\x18\n" +
+	"\adevices\x18\x01 \x03(\tR\adevices\"~\n" +
 	"\rManagerStatus\x129\n" +
 	"\amanager\x18\x01 \x01(\x0e2\x1f.netdra.device.v1.DeviceManagerR\amanager\x12\x18\n" +
 	"\arunning\x18\x02 \x01(\bR\arunning\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\"U\n" +
 	"\x11ConfigureResponse\x12@\n" +
 	"\bmanagers\x18\x01 \x03(\v2$.netdra.provisioner.v1.ManagerStatusR\bmanagers\"\x15\n" +
-	"\x13WatchDevicesRequest\"\x85\x01\n" +
+	"\x13WatchDevicesRequest\"\xa1\x01\n" +
 	"\x14WatchDevicesResponse\x129\n" +
 	"\amanager\x18\x01 \x01(\x0e2\x1f.netdra.device.v1.DeviceManagerR\amanager\x122\n" +
-	"\adevices\x18\x02 \x03(\v2\x18.netdra.device.v1.DeviceR\adevices\"\xbb\x01\n" +
+	"\adevices\x18\x02 \x03(\v2\x18.netdra.device.v1.DeviceR\adevices\x12\x1a\n" +
+	"\bwarnings\x18\x03 \x03(\tR\bwarnings\"\xbb\x01\n" +
 	"\fSetupRequest\x120\n" +
 	"\x06device\x18\x01 \x01(\v2\x18.netdra.device.v1.DeviceR\x06device\x126\n" +
 	"\x06config\x18\x02 \x01(\v2\x1e.netdra.device.v1.DeviceConfigR\x06config\x12\x12\n" +
@@ -1671,7 +1754,7 @@ func file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP() []byte {
 	return file_netdra_provisioner_v1_provisioner_proto_rawDescData
 }
 
-var file_netdra_provisioner_v1_provisioner_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_netdra_provisioner_v1_provisioner_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_netdra_provisioner_v1_provisioner_proto_goTypes = []any{
 	(*SriovInterface)(nil),         // 0: netdra.provisioner.v1.SriovInterface
 	(*SriovConfig)(nil),            // 1: netdra.provisioner.v1.SriovConfig
@@ -1681,81 +1764,83 @@ var file_netdra_provisioner_v1_provisioner_proto_goTypes = []any{
 	(*SubifConfig)(nil),            // 5: netdra.provisioner.v1.SubifConfig
 	(*ManagerConfigs)(nil),         // 6: netdra.provisioner.v1.ManagerConfigs
 	(*ConfigureRequest)(nil),       // 7: netdra.provisioner.v1.ConfigureRequest
-	(*ManagerStatus)(nil),          // 8: netdra.provisioner.v1.ManagerStatus
-	(*ConfigureResponse)(nil),      // 9: netdra.provisioner.v1.ConfigureResponse
-	(*WatchDevicesRequest)(nil),    // 10: netdra.provisioner.v1.WatchDevicesRequest
-	(*WatchDevicesResponse)(nil),   // 11: netdra.provisioner.v1.WatchDevicesResponse
-	(*SetupRequest)(nil),           // 12: netdra.provisioner.v1.SetupRequest
-	(*SetupResponse)(nil),          // 13: netdra.provisioner.v1.SetupResponse
-	(*FreeRequest)(nil),            // 14: netdra.provisioner.v1.FreeRequest
-	(*FreeResponse)(nil),           // 15: netdra.provisioner.v1.FreeResponse
-	(*AttachRequest)(nil),          // 16: netdra.provisioner.v1.AttachRequest
-	(*AttachResponse)(nil),         // 17: netdra.provisioner.v1.AttachResponse
-	(*DetachRequest)(nil),          // 18: netdra.provisioner.v1.DetachRequest
-	(*DetachResponse)(nil),         // 19: netdra.provisioner.v1.DetachResponse
-	(*RestoreRequest)(nil),         // 20: netdra.provisioner.v1.RestoreRequest
-	(*RestoreResponse)(nil),        // 21: netdra.provisioner.v1.RestoreResponse
-	(*DeviceCountersRequest)(nil),  // 22: netdra.provisioner.v1.DeviceCountersRequest
-	(*PolicyDrops)(nil),            // 23: netdra.provisioner.v1.PolicyDrops
-	(*DeviceCounters)(nil),         // 24: netdra.provisioner.v1.DeviceCounters
-	(*DeviceCountersResponse)(nil), // 25: netdra.provisioner.v1.DeviceCountersResponse
-	(v1.SubInterfaceKind)(0),       // 26: netdra.device.v1.SubInterfaceKind
-	(v1.SubInterfaceMode)(0),       // 27: netdra.device.v1.SubInterfaceMode
-	(v1.DeviceManager)(0),          // 28: netdra.device.v1.DeviceManager
-	(*v1.Device)(nil),              // 29: netdra.device.v1.Device
-	(*v1.DeviceConfig)(nil),        // 30: netdra.device.v1.DeviceConfig
-	(*v1.Share)(nil),               // 31: netdra.device.v1.Share
-	(*v1.PreparedDevice)(nil),      // 32: netdra.device.v1.PreparedDevice
+	(*PreparedVfs)(nil),            // 8: netdra.provisioner.v1.PreparedVfs
+	(*ManagerStatus)(nil),          // 9: netdra.provisioner.v1.ManagerStatus
+	(*ConfigureResponse)(nil),      // 10: netdra.provisioner.v1.ConfigureResponse
+	(*WatchDevicesRequest)(nil),    // 11: netdra.provisioner.v1.WatchDevicesRequest
+	(*WatchDevicesResponse)(nil),   // 12: netdra.provisioner.v1.WatchDevicesResponse
+	(*SetupRequest)(nil),           // 13: netdra.provisioner.v1.SetupRequest
+	(*SetupResponse)(nil),          // 14: netdra.provisioner.v1.SetupResponse
+	(*FreeRequest)(nil),            // 15: netdra.provisioner.v1.FreeRequest
+	(*FreeResponse)(nil),           // 16: netdra.provisioner.v1.FreeResponse
+	(*AttachRequest)(nil),          // 17: netdra.provisioner.v1.AttachRequest
+	(*AttachResponse)(nil),         // 18: netdra.provisioner.v1.AttachResponse
+	(*DetachRequest)(nil),          // 19: netdra.provisioner.v1.DetachRequest
+	(*DetachResponse)(nil),         // 20: netdra.provisioner.v1.DetachResponse
+	(*RestoreRequest)(nil),         // 21: netdra.provisioner.v1.RestoreRequest
+	(*RestoreResponse)(nil),        // 22: netdra.provisioner.v1.RestoreResponse
+	(*DeviceCountersRequest)(nil),  // 23: netdra.provisioner.v1.DeviceCountersRequest
+	(*PolicyDrops)(nil),            // 24: netdra.provisioner.v1.PolicyDrops
+	(*DeviceCounters)(nil),         // 25: netdra.provisioner.v1.DeviceCounters
+	(*DeviceCountersResponse)(nil), // 26: netdra.provisioner.v1.DeviceCountersResponse
+	(v1.SubInterfaceKind)(0),       // 27: netdra.device.v1.SubInterfaceKind
+	(v1.SubInterfaceMode)(0),       // 28: netdra.device.v1.SubInterfaceMode
+	(v1.DeviceManager)(0),          // 29: netdra.device.v1.DeviceManager
+	(*v1.Device)(nil),              // 30: netdra.device.v1.Device
+	(*v1.DeviceConfig)(nil),        // 31: netdra.device.v1.DeviceConfig
+	(*v1.Share)(nil),               // 32: netdra.device.v1.Share
+	(*v1.PreparedDevice)(nil),      // 33: netdra.device.v1.PreparedDevice
 }
 var file_netdra_provisioner_v1_provisioner_proto_depIdxs = []int32{
 	0,  // 0: netdra.provisioner.v1.SriovConfig.ifaces:type_name -> netdra.provisioner.v1.SriovInterface
-	26, // 1: netdra.provisioner.v1.SubifParent.kind:type_name -> netdra.device.v1.SubInterfaceKind
-	27, // 2: netdra.provisioner.v1.SubifParent.mode:type_name -> netdra.device.v1.SubInterfaceMode
+	27, // 1: netdra.provisioner.v1.SubifParent.kind:type_name -> netdra.device.v1.SubInterfaceKind
+	28, // 2: netdra.provisioner.v1.SubifParent.mode:type_name -> netdra.device.v1.SubInterfaceMode
 	4,  // 3: netdra.provisioner.v1.SubifConfig.parents:type_name -> netdra.provisioner.v1.SubifParent
 	1,  // 4: netdra.provisioner.v1.ManagerConfigs.sriov:type_name -> netdra.provisioner.v1.SriovConfig
 	2,  // 5: netdra.provisioner.v1.ManagerConfigs.dummy:type_name -> netdra.provisioner.v1.DummyConfig
 	3,  // 6: netdra.provisioner.v1.ManagerConfigs.host:type_name -> netdra.provisioner.v1.HostConfig
 	5,  // 7: netdra.provisioner.v1.ManagerConfigs.subif:type_name -> netdra.provisioner.v1.SubifConfig
 	6,  // 8: netdra.provisioner.v1.ConfigureRequest.managers:type_name -> netdra.provisioner.v1.ManagerConfigs
-	28, // 9: netdra.provisioner.v1.ManagerStatus.manager:type_name -> netdra.device.v1.DeviceManager
-	8,  // 10: netdra.provisioner.v1.ConfigureResponse.managers:type_name -> netdra.provisioner.v1.ManagerStatus
-	28, // 11: netdra.provisioner.v1.WatchDevicesResponse.manager:type_name -> netdra.device.v1.DeviceManager
-	29, // 12: netdra.provisioner.v1.WatchDevicesResponse.devices:type_name -> netdra.device.v1.Device
-	29, // 13: netdra.provisioner.v1.SetupRequest.device:type_name -> netdra.device.v1.Device
-	30, // 14: netdra.provisioner.v1.SetupRequest.config:type_name -> netdra.device.v1.DeviceConfig
-	31, // 15: netdra.provisioner.v1.SetupRequest.share:type_name -> netdra.device.v1.Share
-	32, // 16: netdra.provisioner.v1.SetupResponse.prepared_device:type_name -> netdra.device.v1.PreparedDevice
-	32, // 17: netdra.provisioner.v1.FreeRequest.prepared_device:type_name -> netdra.device.v1.PreparedDevice
-	30, // 18: netdra.provisioner.v1.FreeRequest.config:type_name -> netdra.device.v1.DeviceConfig
-	32, // 19: netdra.provisioner.v1.AttachRequest.prepared_device:type_name -> netdra.device.v1.PreparedDevice
-	30, // 20: netdra.provisioner.v1.AttachRequest.config:type_name -> netdra.device.v1.DeviceConfig
-	32, // 21: netdra.provisioner.v1.AttachResponse.prepared_device:type_name -> netdra.device.v1.PreparedDevice
-	32, // 22: netdra.provisioner.v1.DetachRequest.prepared_device:type_name -> netdra.device.v1.PreparedDevice
-	30, // 23: netdra.provisioner.v1.DetachRequest.config:type_name -> netdra.device.v1.DeviceConfig
-	32, // 24: netdra.provisioner.v1.RestoreResponse.prepared_device:type_name -> netdra.device.v1.PreparedDevice
-	23, // 25: netdra.provisioner.v1.DeviceCounters.drops:type_name -> netdra.provisioner.v1.PolicyDrops
-	24, // 26: netdra.provisioner.v1.DeviceCountersResponse.devices:type_name -> netdra.provisioner.v1.DeviceCounters
-	7,  // 27: netdra.provisioner.v1.ProvisionerService.Configure:input_type -> netdra.provisioner.v1.ConfigureRequest
-	10, // 28: netdra.provisioner.v1.ProvisionerService.WatchDevices:input_type -> netdra.provisioner.v1.WatchDevicesRequest
-	12, // 29: netdra.provisioner.v1.ProvisionerService.Setup:input_type -> netdra.provisioner.v1.SetupRequest
-	14, // 30: netdra.provisioner.v1.ProvisionerService.Free:input_type -> netdra.provisioner.v1.FreeRequest
-	16, // 31: netdra.provisioner.v1.ProvisionerService.Attach:input_type -> netdra.provisioner.v1.AttachRequest
-	18, // 32: netdra.provisioner.v1.ProvisionerService.Detach:input_type -> netdra.provisioner.v1.DetachRequest
-	20, // 33: netdra.provisioner.v1.ProvisionerService.Restore:input_type -> netdra.provisioner.v1.RestoreRequest
-	22, // 34: netdra.provisioner.v1.ProvisionerService.DeviceCounters:input_type -> netdra.provisioner.v1.DeviceCountersRequest
-	9,  // 35: netdra.provisioner.v1.ProvisionerService.Configure:output_type -> netdra.provisioner.v1.ConfigureResponse
-	11, // 36: netdra.provisioner.v1.ProvisionerService.WatchDevices:output_type -> netdra.provisioner.v1.WatchDevicesResponse
-	13, // 37: netdra.provisioner.v1.ProvisionerService.Setup:output_type -> netdra.provisioner.v1.SetupResponse
-	15, // 38: netdra.provisioner.v1.ProvisionerService.Free:output_type -> netdra.provisioner.v1.FreeResponse
-	17, // 39: netdra.provisioner.v1.ProvisionerService.Attach:output_type -> netdra.provisioner.v1.AttachResponse
-	19, // 40: netdra.provisioner.v1.ProvisionerService.Detach:output_type -> netdra.provisioner.v1.DetachResponse
-	21, // 41: netdra.provisioner.v1.ProvisionerService.Restore:output_type -> netdra.provisioner.v1.RestoreResponse
-	25, // 42: netdra.provisioner.v1.ProvisionerService.DeviceCounters:output_type -> netdra.provisioner.v1.DeviceCountersResponse
-	35, // [35:43] is the sub-list for method output_type
-	27, // [27:35] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	8,  // 9: netdra.provisioner.v1.ConfigureRequest.prepared_vfs:type_name -> netdra.provisioner.v1.PreparedVfs
+	29, // 10: netdra.provisioner.v1.ManagerStatus.manager:type_name -> netdra.device.v1.DeviceManager
+	9,  // 11: netdra.provisioner.v1.ConfigureResponse.managers:type_name -> netdra.provisioner.v1.ManagerStatus
+	29, // 12: netdra.provisioner.v1.WatchDevicesResponse.manager:type_name -> netdra.device.v1.DeviceManager
+	30, // 13: netdra.provisioner.v1.WatchDevicesResponse.devices:type_name -> netdra.device.v1.Device
+	30, // 14: netdra.provisioner.v1.SetupRequest.device:type_name -> netdra.device.v1.Device
+	31, // 15: netdra.provisioner.v1.SetupRequest.config:type_name -> netdra.device.v1.DeviceConfig
+	32, // 16: netdra.provisioner.v1.SetupRequest.share:type_name -> netdra.device.v1.Share
+	33, // 17: netdra.provisioner.v1.SetupResponse.prepared_device:type_name -> netdra.device.v1.PreparedDevice
+	33, // 18: netdra.provisioner.v1.FreeRequest.prepared_device:type_name -> netdra.device.v1.PreparedDevice
+	31, // 19: netdra.provisioner.v1.FreeRequest.config:type_name -> netdra.device.v1.DeviceConfig
+	33, // 20: netdra.provisioner.v1.AttachRequest.prepared_device:type_name -> netdra.device.v1.PreparedDevice
+	31, // 21: netdra.provisioner.v1.AttachRequest.config:type_name -> netdra.device.v1.DeviceConfig
+	33, // 22: netdra.provisioner.v1.AttachResponse.prepared_device:type_name -> netdra.device.v1.PreparedDevice
+	33, // 23: netdra.provisioner.v1.DetachRequest.prepared_device:type_name -> netdra.device.v1.PreparedDevice
+	31, // 24: netdra.provisioner.v1.DetachRequest.config:type_name -> netdra.device.v1.DeviceConfig
+	33, // 25: netdra.provisioner.v1.RestoreResponse.prepared_device:type_name -> netdra.device.v1.PreparedDevice
+	24, // 26: netdra.provisioner.v1.DeviceCounters.drops:type_name -> netdra.provisioner.v1.PolicyDrops
+	25, // 27: netdra.provisioner.v1.DeviceCountersResponse.devices:type_name -> netdra.provisioner.v1.DeviceCounters
+	7,  // 28: netdra.provisioner.v1.ProvisionerService.Configure:input_type -> netdra.provisioner.v1.ConfigureRequest
+	11, // 29: netdra.provisioner.v1.ProvisionerService.WatchDevices:input_type -> netdra.provisioner.v1.WatchDevicesRequest
+	13, // 30: netdra.provisioner.v1.ProvisionerService.Setup:input_type -> netdra.provisioner.v1.SetupRequest
+	15, // 31: netdra.provisioner.v1.ProvisionerService.Free:input_type -> netdra.provisioner.v1.FreeRequest
+	17, // 32: netdra.provisioner.v1.ProvisionerService.Attach:input_type -> netdra.provisioner.v1.AttachRequest
+	19, // 33: netdra.provisioner.v1.ProvisionerService.Detach:input_type -> netdra.provisioner.v1.DetachRequest
+	21, // 34: netdra.provisioner.v1.ProvisionerService.Restore:input_type -> netdra.provisioner.v1.RestoreRequest
+	23, // 35: netdra.provisioner.v1.ProvisionerService.DeviceCounters:input_type -> netdra.provisioner.v1.DeviceCountersRequest
+	10, // 36: netdra.provisioner.v1.ProvisionerService.Configure:output_type -> netdra.provisioner.v1.ConfigureResponse
+	12, // 37: netdra.provisioner.v1.ProvisionerService.WatchDevices:output_type -> netdra.provisioner.v1.WatchDevicesResponse
+	14, // 38: netdra.provisioner.v1.ProvisionerService.Setup:output_type -> netdra.provisioner.v1.SetupResponse
+	16, // 39: netdra.provisioner.v1.ProvisionerService.Free:output_type -> netdra.provisioner.v1.FreeResponse
+	18, // 40: netdra.provisioner.v1.ProvisionerService.Attach:output_type -> netdra.provisioner.v1.AttachResponse
+	20, // 41: netdra.provisioner.v1.ProvisionerService.Detach:output_type -> netdra.provisioner.v1.DetachResponse
+	22, // 42: netdra.provisioner.v1.ProvisionerService.Restore:output_type -> netdra.provisioner.v1.RestoreResponse
+	26, // 43: netdra.provisioner.v1.ProvisionerService.DeviceCounters:output_type -> netdra.provisioner.v1.DeviceCountersResponse
+	36, // [36:44] is the sub-list for method output_type
+	28, // [28:36] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_netdra_provisioner_v1_provisioner_proto_init() }
@@ -1769,7 +1854,7 @@ func file_netdra_provisioner_v1_provisioner_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_netdra_provisioner_v1_provisioner_proto_rawDesc), len(file_netdra_provisioner_v1_provisioner_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   26,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

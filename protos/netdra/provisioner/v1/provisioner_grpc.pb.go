@@ -43,10 +43,12 @@ const (
 // failure part-way restores what the call had changed.
 type ProvisionerServiceClient interface {
 	// Configure replaces the managers' configuration at any time: managers
-	// start, stop and reconfigure without a restart.
+	// start, stop and reconfigure without a restart. A configuration the
+	// node cannot take (a vf_count above its PF's sriov_totalvfs) is
+	// InvalidArgument naming the field, and nothing changes.
 	Configure(ctx context.Context, in *ConfigureRequest, opts ...grpc.CallOption) (*ConfigureResponse, error)
-	// WatchDevices streams each manager's full inventory: the current one at
-	// once, then again on every change.
+	// WatchDevices streams each manager's full inventory and warnings: the
+	// current ones at once, then again on every change of either.
 	WatchDevices(ctx context.Context, in *WatchDevicesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchDevicesResponse], error)
 	// Setup prepares a device for a claim in the host: VF settings through the
 	// PF, the original state recorded in the prepared device.
@@ -182,10 +184,12 @@ func (c *provisionerServiceClient) DeviceCounters(ctx context.Context, in *Devic
 // failure part-way restores what the call had changed.
 type ProvisionerServiceServer interface {
 	// Configure replaces the managers' configuration at any time: managers
-	// start, stop and reconfigure without a restart.
+	// start, stop and reconfigure without a restart. A configuration the
+	// node cannot take (a vf_count above its PF's sriov_totalvfs) is
+	// InvalidArgument naming the field, and nothing changes.
 	Configure(context.Context, *ConfigureRequest) (*ConfigureResponse, error)
-	// WatchDevices streams each manager's full inventory: the current one at
-	// once, then again on every change.
+	// WatchDevices streams each manager's full inventory and warnings: the
+	// current ones at once, then again on every change of either.
 	WatchDevices(*WatchDevicesRequest, grpc.ServerStreamingServer[WatchDevicesResponse]) error
 	// Setup prepares a device for a claim in the host: VF settings through the
 	// PF, the original state recorded in the prepared device.
