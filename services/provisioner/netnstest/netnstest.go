@@ -1,7 +1,8 @@
 // Package netnstest gives the provisioner's privileged tests throwaway
 // network namespaces with links in them: a named namespace deleted at the
 // end of the test (New), a rtnetlink socket inside one (Handle), veth pairs
-// (AddVeth) and the names of the links a namespace holds (LinkNames). The
+// (AddVeth), the names of the links a namespace holds (LinkNames), and a
+// function run inside one (Do), for sockets that must be made there. The
 // tests never touch the real host namespace: they tell the code under test
 // that one of these namespaces is the host's. Everything here needs root:
 // callers call testenv.RequireRoot first or run in the kernel rig.
@@ -124,4 +125,34 @@ func LinkNames(tb testing.TB, h *netlink.Handle) []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// Do runs f on a locked thread switched into the network namespace at
+// path, and switches the thread back before it returns. A socket f opens
+// stays in that namespace. If the thread cannot be switched back Do
+// panics rather than let it serve other goroutines in the wrong
+// namespace.
+func Do(tb testing.TB, path string, f func()) {
+	tb.Helper()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer orig.Close()
+	target, err := netns.GetFromPath(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer target.Close()
+	if err := netns.Set(target); err != nil {
+		tb.Fatal(err)
+	}
+	defer func() {
+		if err := netns.Set(orig); err != nil {
+			panic(fmt.Sprintf("switching back from netns %s: %v", path, err))
+		}
+	}()
+	f()
 }

@@ -90,6 +90,37 @@ func hostLink(t *testing.T, name string) string {
 	return fmt.Sprintf("%s %s mtu %d up %t", a.Name, a.HardwareAddr, a.MTU, a.Flags&net.FlagUp != 0)
 }
 
+// igbServer is a provisioner with the sr-iov manager on the guest's
+// sysfs (an hour's resync: only link events rescan), and netdra's eBPF
+// programs when programs is set; closed at the end of the test.
+func igbServer(t *testing.T, programs bool) *Server {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	mover, err := link.NewMover(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mover.Close() })
+	var progs *ebpf.Programs
+	if programs {
+		if progs, err = ebpf.New(log, ebpftest.BPFFS(t)); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(progs.Close)
+	}
+	srv := New(log, Factories{
+		Sriov: func(_ string, c *provisionerv1.SriovConfig, prepared PreparedVFs, report func([]string)) (manager.Manager, error) {
+			return sriov.New(log, "/sys", c, sriov.WithResync(time.Hour), sriov.WithPrepared(prepared), sriov.WithReport(report))
+		},
+	}, mover)
+	if progs != nil {
+		srv.SetPrograms(progs, progs)
+	}
+	t.Cleanup(srv.Wait) // the eBPF work Setup and Free leave running
+	t.Cleanup(srv.Close)
+	return srv
+}
+
 // statusData is pd as dra keeps it in the claim's status (protojson).
 func statusData(t *testing.T, pd *devicev1.PreparedDevice) []byte {
 	t.Helper()
@@ -141,25 +172,7 @@ func publishedVFs(t *testing.T, srv *Server, pf string, n int) []*devicev1.Devic
 func TestIGB_VFEndToEnd(t *testing.T) {
 	kernelrig.Require(t)
 	addr, pf := igbPF(t)
-	log := slog.New(slog.NewTextHandler(testWriter{t}, nil))
-	mover, err := link.NewMover(log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mover.Close()
-	progs, err := ebpf.New(log, ebpftest.BPFFS(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(progs.Close)
-	srv := New(log, Factories{
-		Sriov: func(_ string, c *provisionerv1.SriovConfig, prepared PreparedVFs, report func([]string)) (manager.Manager, error) {
-			return sriov.New(log, "/sys", c, sriov.WithResync(time.Hour), sriov.WithPrepared(prepared), sriov.WithReport(report))
-		},
-	}, mover)
-	srv.SetPrograms(progs, progs)
-	t.Cleanup(srv.Wait)
-	defer srv.Close()
+	srv := igbServer(t, true)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -227,24 +240,7 @@ func TestIGB_VFEndToEnd(t *testing.T) {
 	if drv, _ := os.Readlink(filepath.Join("/sys/bus/pci/devices", dev.GetPciAddress(), "driver")); filepath.Base(drv) != "igbvf" {
 		t.Errorf("the VF's driver is %q, want igbvf", drv)
 	}
-	addrs, err := h.AddrList(l, netlink.FAMILY_ALL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	found := map[string]bool{}
-	for _, a := range addrs {
-		found[a.IPNet.String()] = true
-	}
-	for _, want := range []string{"192.168.70.2/24", "fd00:70::2/64"} {
-		if !found[want] {
-			t.Errorf("net1 lacks %s: %v", want, found)
-		}
-	}
-	_, dst, _ := net.ParseCIDR("192.168.71.0/24")
-	routes, err := h.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Dst: dst}, netlink.RT_FILTER_DST)
-	if err != nil || len(routes) != 1 || routes[0].Gw.String() != "192.168.70.1" {
-		t.Errorf("route in the pod: %v %v", routes, err)
-	}
+	checkIPConfig(t, h, l, []string{"192.168.70.2/24", "fd00:70::2/64"}, "192.168.71.0/24", "192.168.70.1")
 
 	if _, err := srv.Detach(ctx, &provisionerv1.DetachRequest{PreparedDevice: pd, NetnsPath: podNS, Config: cfg}); err != nil {
 		t.Fatal(err)
@@ -333,19 +329,7 @@ func TestIGB_VFEndToEnd(t *testing.T) {
 func TestIGB_VFCountChange(t *testing.T) {
 	kernelrig.Require(t)
 	addr, pf := igbPF(t)
-	log := slog.New(slog.NewTextHandler(testWriter{t}, nil))
-	mover, err := link.NewMover(log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mover.Close()
-	srv := New(log, Factories{
-		Sriov: func(_ string, c *provisionerv1.SriovConfig, prepared PreparedVFs, report func([]string)) (manager.Manager, error) {
-			return sriov.New(log, "/sys", c, sriov.WithResync(time.Hour), sriov.WithPrepared(prepared), sriov.WithReport(report))
-		},
-	}, mover)
-	t.Cleanup(srv.Wait)
-	defer srv.Close()
+	srv := igbServer(t, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	numvfs := func() string {

@@ -97,24 +97,7 @@ func dummyEndToEnd(t *testing.T, ctx context.Context, srv *Server, name string) 
 	if a := l.Attrs(); l.Type() != "dummy" || a.HardwareAddr.String() != "02:00:00:00:00:42" || a.MTU != 1400 || a.Flags&net.FlagUp == 0 {
 		t.Errorf("net1 in the pod: a %s link, mac %s mtu %d flags %v", l.Type(), a.HardwareAddr, a.MTU, a.Flags)
 	}
-	addrs, err := h.AddrList(l, netlink.FAMILY_ALL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	found := map[string]bool{}
-	for _, a := range addrs {
-		found[a.IPNet.String()] = true
-	}
-	for _, want := range []string{"192.168.50.2/24", "fd00:50::2/64"} {
-		if !found[want] {
-			t.Errorf("net1 lacks %s: %v", want, found)
-		}
-	}
-	_, dst, _ := net.ParseCIDR("192.168.60.0/24")
-	routes, err := h.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Dst: dst}, netlink.RT_FILTER_DST)
-	if err != nil || len(routes) != 1 || routes[0].Gw.String() != "192.168.50.1" {
-		t.Errorf("route in the pod: %v %v", routes, err)
-	}
+	checkIPConfig(t, h, l, []string{"192.168.50.2/24", "fd00:50::2/64"}, "192.168.60.0/24", "192.168.50.1")
 
 	for range 2 {
 		if _, err := srv.Detach(ctx, &provisionerv1.DetachRequest{PreparedDevice: pd, NetnsPath: podNS, Config: cfg}); err != nil {
@@ -153,4 +136,28 @@ func hostLinks(t *testing.T) []string {
 		out = append(out, fmt.Sprintf("%s %s %s %d %q", a.Name, l.Type(), a.HardwareAddr, a.MTU, a.Alias))
 	}
 	return out
+}
+
+// checkIPConfig checks that the link l in h's namespace has the addresses
+// want and the one IPv4 route to dst via gw.
+func checkIPConfig(t *testing.T, h *netlink.Handle, l netlink.Link, want []string, dst, gw string) {
+	t.Helper()
+	addrs, err := h.AddrList(l, netlink.FAMILY_ALL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := map[string]bool{}
+	for _, a := range addrs {
+		found[a.IPNet.String()] = true
+	}
+	for _, w := range want {
+		if !found[w] {
+			t.Errorf("%s lacks %s: %v", l.Attrs().Name, w, found)
+		}
+	}
+	_, prefix, _ := net.ParseCIDR(dst)
+	routes, err := h.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Dst: prefix}, netlink.RT_FILTER_DST)
+	if err != nil || len(routes) != 1 || routes[0].Gw.String() != gw {
+		t.Errorf("route to %s in the pod: %v %v", dst, routes, err)
+	}
 }

@@ -5,15 +5,14 @@ package server
 
 import (
 	"net"
-	"runtime"
 	"testing"
 	"time"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	"github.com/netdra/netdra/services/provisioner/link"
+	"github.com/netdra/netdra/services/provisioner/netnstest"
 )
 
 func subifConfig(parents ...*provisionerv1.SubifParent) *provisionerv1.ConfigureRequest {
@@ -46,27 +45,11 @@ func checkSubLink(t *testing.T, h *netlink.Handle, name, kind string, parent, mt
 func udpRoundTrip(t *testing.T, a, b, dst string) {
 	t.Helper()
 	listen := func(path, addr string) net.PacketConn {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		orig, err := netns.Get()
+		var c net.PacketConn
+		var err error
+		netnstest.Do(t, path, func() { c, err = net.ListenPacket("udp4", addr) })
 		if err != nil {
 			t.Fatal(err)
-		}
-		defer orig.Close()
-		ns, err := netns.GetFromPath(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ns.Close()
-		if err := netns.Set(ns); err != nil {
-			t.Fatal(err)
-		}
-		c, lerr := net.ListenPacket("udp4", addr)
-		if err := netns.Set(orig); err != nil {
-			panic(err) // the thread must not go back to the pool in the pod's netns
-		}
-		if lerr != nil {
-			t.Fatal(lerr)
 		}
 		t.Cleanup(func() { c.Close() })
 		return c

@@ -20,7 +20,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -470,7 +469,7 @@ func toPod(t *testing.T, name string) *podVF {
 		t.Fatal(err)
 	}
 	p := &podVF{ns: ns, name: name, ifindex: l.Attrs().Index}
-	inNetns(t, ns, func() {
+	netnstest.Do(t, ns, func() {
 		p.fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, int(htons(unix.ETH_P_ALL)))
 	})
 	if err != nil {
@@ -492,30 +491,6 @@ func (p *podVF) waitUp(t *testing.T) {
 	t.Helper()
 	h := netnstest.Handle(t, p.ns)
 	waitOperUp(t, p.name, func() (netlink.Link, error) { return h.LinkByName(p.name) })
-}
-
-// inNetns runs f on a locked thread switched into the namespace at path.
-func inNetns(t *testing.T, path string, f func()) {
-	t.Helper()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer orig.Close()
-	target, err := netns.GetFromPath(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer target.Close()
-	if err := netns.Set(target); err != nil {
-		t.Fatal(err)
-	}
-	f()
-	if err := netns.Set(orig); err != nil {
-		panic(err) // the thread stays locked and is retired
-	}
 }
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
