@@ -272,7 +272,7 @@ world: world-bin node-bin ## Start the test world by hand (control plane + a rea
 CONTAINER_ENGINE  ?= docker
 IMAGE_PREFIX      ?= netdra
 IMAGE_TAG         ?= latest
-IMAGE_LICENSES    ?= NOASSERTION
+IMAGE_LICENSES    ?= Apache-2.0
 # ctr and the containerd it talks to (the test world's real node has a ctr
 # at ~/.cache/netdra-realnode/bin/ctr, and its containerd's socket under
 # the node's directory).

@@ -317,3 +317,22 @@ func TestImageName(t *testing.T) {
 		})
 	}
 }
+
+// TestDefaultLicensesIsTheRepositorys: the images' default licence label
+// names the licence of the repository's LICENSE file.
+func TestDefaultLicensesIsTheRepositorys(t *testing.T) {
+	b, err := os.ReadFile("../../LICENSE")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "Apache License") || !strings.Contains(string(b), "Version 2.0, January 2004") || DefaultLicenses != "Apache-2.0" {
+		t.Errorf("LICENSE is not the Apache License 2.0 that DefaultLicenses (%s) names", DefaultLicenses)
+	}
+	c, err := parseFlags(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.prov.licenses != DefaultLicenses {
+		t.Errorf("-licenses defaults to %q, want %q", c.prov.licenses, DefaultLicenses)
+	}
+}

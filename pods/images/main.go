@@ -45,6 +45,11 @@ type config struct {
 	prov     provenance
 }
 
+// DefaultLicenses is the SPDX expression of the repository's LICENSE file,
+// the images' org.opencontainers.image.licenses label unless -licenses
+// says otherwise.
+const DefaultLicenses = "Apache-2.0"
+
 func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("images", flag.ContinueOnError)
 	var c config
@@ -59,7 +64,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.prov.source, "source", "https://github.com/netdra/netdra", "org.opencontainers.image.source")
 	fs.StringVar(&c.prov.version, "version", "", "org.opencontainers.image.version (default git describe --tags --always --dirty)")
 	fs.StringVar(&c.prov.revision, "revision", "", "org.opencontainers.image.revision (default git rev-parse HEAD)")
-	fs.StringVar(&c.prov.licenses, "licenses", "NOASSERTION", "org.opencontainers.image.licenses (SPDX)")
+	fs.StringVar(&c.prov.licenses, "licenses", DefaultLicenses, "org.opencontainers.image.licenses (SPDX)")
 	fs.StringVar(&epoch, "epoch", os.Getenv("SOURCE_DATE_EPOCH"), "the images' time, seconds since 1970 (default $SOURCE_DATE_EPOCH, else the commit's time)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
