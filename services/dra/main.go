@@ -103,6 +103,7 @@ func run(ctx context.Context, log *slog.Logger, cfg *config) error {
 		return err
 	}
 	defer closeConns()
+	peers := cfg.Peers.Watch(ctx, log, state, prov)
 	reg := metrics.NewRegistry()
 	reg.MustRegister(counters.New(log.With("component", "counters"), provisionerv1.NewProvisionerServiceClient(prov),
 		statev1.NewStateServiceClient(state), &counters.KubePods{Kube: kc, NodeName: cfg.NodeName}))
@@ -113,7 +114,7 @@ func run(ctx context.Context, log *slog.Logger, cfg *config) error {
 	a := agent.New(agent.Config{NodeName: cfg.NodeName, Kube: kc, Dynamic: dc,
 		State: statev1.NewStateServiceClient(state), Provisioner: provisionerv1.NewProvisionerServiceClient(prov),
 		PluginDir: cfg.PluginDir, RegistrarDir: cfg.RegistrarDir, CDIDir: cfg.CDIDir, NetnsHook: cfg.NetnsHook, Debounce: cfg.Debounce,
-		Metrics: agent.NewMetrics(reg), Logger: log})
+		Metrics: agent.NewMetrics(reg), Logger: log, Waiting: peers.Waiting})
 
 	srv := rpc.NewServer(cfg.ServerConfig(log))
 	drav1.RegisterDraServiceServer(srv.GRPC(), a)

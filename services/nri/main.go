@@ -67,8 +67,10 @@ func (cfg *config) run(ctx context.Context, log *slog.Logger) error {
 		return err
 	}
 	defer closeConns()
+	peers := cfg.Peers.Watch(ctx, log, state, prov)
 	reg := metrics.NewRegistry()
 	p := plugin.New(log, statev1.NewStateServiceClient(state), provisionerv1.NewProvisionerServiceClient(prov), reg)
+	p.SetWaiting(peers.Waiting)
 	defer p.Wait()
 	serveMetrics, err := metrics.Serve(cfg.Metrics, reg)
 	if err != nil {

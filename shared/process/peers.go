@@ -1,7 +1,9 @@
 package process
 
 import (
+	"context"
 	"flag"
+	"log/slog"
 
 	"google.golang.org/grpc"
 
@@ -36,4 +38,14 @@ func (p *Peers) Dial() (state, provisioner *grpc.ClientConn, closeAll func(), er
 		return nil, nil, nil, err
 	}
 	return state, provisioner, func() { _ = provisioner.Close(); _ = state.Close() }, nil
+}
+
+// Watch watches the connections Dial returned until ctx ends
+// (rpc.PeerWatch): a peer that stays unreachable is logged, with the
+// reason, and named by the returned watch's Waiting.
+func (p *Peers) Watch(ctx context.Context, log *slog.Logger, state, provisioner *grpc.ClientConn) *rpc.PeerWatch {
+	w := rpc.NewPeerWatch(log, 0)
+	go w.Watch(ctx, "state service", p.StateSocket, state)
+	go w.Watch(ctx, "provisioner", p.ProvisionerSock, provisioner)
+	return w
 }

@@ -72,6 +72,9 @@ type Config struct {
 	Debounce  time.Duration
 	Metrics   *Metrics
 	Logger    *slog.Logger
+	// Waiting, when set, says which peers dra cannot reach and why
+	// (process.Peers.Watch): Status reports it.
+	Waiting func() []string
 }
 
 // Agent is dra.
@@ -511,6 +514,26 @@ func waitRegistered(ctx context.Context, h *kubeletplugin.Helper, timeout time.D
 }
 
 // Status implements drav1.DraServiceServer.
+// waitingFor says what keeps dra from serving the kubelet, or from doing
+// its job once it does: the peers it cannot reach, the NodeConfig not
+// applied yet, the recovery of the node's claims (registered is whether
+// the kubelet registered the plugin).
+func (a *Agent) waitingFor(registered bool) []string {
+	var out []string
+	if a.cfg.Waiting != nil {
+		out = a.cfg.Waiting()
+	}
+	select {
+	case <-a.configured:
+		if !registered {
+			out = append(out, "the recovery of the node's claims and the kubelet's registration of the plugin")
+		}
+	default:
+		out = append(out, fmt.Sprintf("NodeConfig %s applied through the provisioner's Configure (its defaults when there is none)", a.cfg.NodeName))
+	}
+	return out
+}
+
 func (a *Agent) Status(context.Context, *drav1.StatusRequest) (*drav1.StatusResponse, error) {
 	a.mu.Lock()
 	out := &drav1.StatusResponse{DriverName: a.driverName, Registered: a.serving != nil, ConfigGeneration: a.generation,
@@ -519,6 +542,7 @@ func (a *Agent) Status(context.Context, *drav1.StatusRequest) (*drav1.StatusResp
 		out.ConfiguredDriverName = a.spec.DriverName
 	}
 	a.mu.Unlock()
+	out.WaitingFor = a.waitingFor(out.GetRegistered())
 	last := a.pub.Last()
 	if !last.Time.IsZero() {
 		out.LastPublication = timestamppb.New(last.Time)

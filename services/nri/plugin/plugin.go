@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
@@ -70,6 +71,8 @@ type Plugin struct {
 	log         *slog.Logger
 	state       StateClient
 	provisioner ProvisionerClient
+	// waiting says which peers the plugin cannot reach (SetWaiting).
+	waiting atomic.Pointer[func() []string]
 
 	mu    sync.Mutex
 	netns map[string]string // pod UID -> netns path of a running sandbox

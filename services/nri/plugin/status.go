@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"strings"
@@ -82,6 +83,10 @@ type StatusServer struct {
 
 var _ nriv1.NriServiceServer = StatusServer{}
 
+// SetWaiting gives Status what says which peers the plugin cannot reach
+// and why (process.Peers.Watch).
+func (p *Plugin) SetWaiting(f func() []string) { p.waiting.Store(&f) }
+
 // StatusServer returns the admin API of p.
 func (p *Plugin) StatusServer() StatusServer { return StatusServer{p: p} }
 
@@ -90,6 +95,12 @@ func (s StatusServer) Status(context.Context, *nriv1.StatusRequest) (*nriv1.Stat
 	p := s.p
 	out := &nriv1.StatusResponse{Connected: p.conn.connected.Load(), Connections: p.conn.connections.Load()}
 	out.RuntimeSocket, _ = p.conn.socket.Load().(string)
+	if w := p.waiting.Load(); w != nil {
+		out.WaitingFor = (*w)()
+	}
+	if !out.Connected {
+		out.WaitingFor = append(out.WaitingFor, "the container runtime's NRI socket "+cmp.Or(out.RuntimeSocket, "(not dialled yet)"))
+	}
 	p.mu.Lock()
 	pods := map[string]*nriv1.Pod{}
 	for uid, ns := range p.netns {

@@ -132,8 +132,13 @@ type StatusResponse struct {
 	RegistrationAttempts uint32 `protobuf:"varint,7,opt,name=registration_attempts,json=registrationAttempts,proto3" json:"registration_attempts,omitempty"`
 	// Why the last registration attempt failed; empty once registered.
 	RegistrationError string `protobuf:"bytes,8,opt,name=registration_error,json=registrationError,proto3" json:"registration_error,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// What dra waits for before it can do its job, and why: a peer it
+	// cannot reach (its socket and the connection's error), the NodeConfig
+	// not applied yet, the recovery of the node's claims. Empty once it
+	// serves the kubelet with every peer reachable.
+	WaitingFor    []string `protobuf:"bytes,9,rep,name=waiting_for,json=waitingFor,proto3" json:"waiting_for,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -222,6 +227,13 @@ func (x *StatusResponse) GetRegistrationError() string {
 	return ""
 }
 
+func (x *StatusResponse) GetWaitingFor() []string {
+	if x != nil {
+		return x.WaitingFor
+	}
+	return nil
+}
+
 var File_netdra_dra_v1_dra_proto protoreflect.FileDescriptor
 
 const file_netdra_dra_v1_dra_proto_rawDesc = "" +
@@ -231,7 +243,7 @@ const file_netdra_dra_v1_dra_proto_rawDesc = "" +
 	"\n" +
 	"PoolStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
-	"\adevices\x18\x02 \x01(\rR\adevices\"\x90\x03\n" +
+	"\adevices\x18\x02 \x01(\rR\adevices\"\xb1\x03\n" +
 	"\x0eStatusResponse\x12\x1f\n" +
 	"\vdriver_name\x18\x01 \x01(\tR\n" +
 	"driverName\x12\x1e\n" +
@@ -243,7 +255,9 @@ const file_netdra_dra_v1_dra_proto_rawDesc = "" +
 	"\x05pools\x18\x05 \x03(\v2\x19.netdra.dra.v1.PoolStatusR\x05pools\x124\n" +
 	"\x16configured_driver_name\x18\x06 \x01(\tR\x14configuredDriverName\x123\n" +
 	"\x15registration_attempts\x18\a \x01(\rR\x14registrationAttempts\x12-\n" +
-	"\x12registration_error\x18\b \x01(\tR\x11registrationError2S\n" +
+	"\x12registration_error\x18\b \x01(\tR\x11registrationError\x12\x1f\n" +
+	"\vwaiting_for\x18\t \x03(\tR\n" +
+	"waitingFor2S\n" +
 	"\n" +
 	"DraService\x12E\n" +
 	"\x06Status\x12\x1c.netdra.dra.v1.StatusRequest\x1a\x1d.netdra.dra.v1.StatusResponseB\xa8\x01\n" +

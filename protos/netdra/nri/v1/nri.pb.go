@@ -231,7 +231,11 @@ type StatusResponse struct {
 	// Times the plugin (re)connected.
 	Connections uint32 `protobuf:"varint,3,opt,name=connections,proto3" json:"connections,omitempty"`
 	// The running sandboxes, and the pods whose devices are being detached.
-	Pods          []*Pod `protobuf:"bytes,4,rep,name=pods,proto3" json:"pods,omitempty"`
+	Pods []*Pod `protobuf:"bytes,4,rep,name=pods,proto3" json:"pods,omitempty"`
+	// What nri waits for, and why: a peer it cannot reach (its socket and
+	// the connection's error), the runtime not connected. Empty when it can
+	// do its job.
+	WaitingFor    []string `protobuf:"bytes,5,rep,name=waiting_for,json=waitingFor,proto3" json:"waiting_for,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -294,6 +298,13 @@ func (x *StatusResponse) GetPods() []*Pod {
 	return nil
 }
 
+func (x *StatusResponse) GetWaitingFor() []string {
+	if x != nil {
+		return x.WaitingFor
+	}
+	return nil
+}
+
 var File_netdra_nri_v1_nri_proto protoreflect.FileDescriptor
 
 const file_netdra_nri_v1_nri_proto_rawDesc = "" +
@@ -310,12 +321,14 @@ const file_netdra_nri_v1_nri_proto_rawDesc = "" +
 	"\n" +
 	"netns_path\x18\x02 \x01(\tR\tnetnsPath\x12\x16\n" +
 	"\x06attach\x18\x03 \x01(\tR\x06attach\x12\x16\n" +
-	"\x06detach\x18\x04 \x01(\tR\x06detach\"\x9f\x01\n" +
+	"\x06detach\x18\x04 \x01(\tR\x06detach\"\xc0\x01\n" +
 	"\x0eStatusResponse\x12\x1c\n" +
 	"\tconnected\x18\x01 \x01(\bR\tconnected\x12%\n" +
 	"\x0eruntime_socket\x18\x02 \x01(\tR\rruntimeSocket\x12 \n" +
 	"\vconnections\x18\x03 \x01(\rR\vconnections\x12&\n" +
-	"\x04pods\x18\x04 \x03(\v2\x12.netdra.nri.v1.PodR\x04pods2\xac\x01\n" +
+	"\x04pods\x18\x04 \x03(\v2\x12.netdra.nri.v1.PodR\x04pods\x12\x1f\n" +
+	"\vwaiting_for\x18\x05 \x03(\tR\n" +
+	"waitingFor2\xac\x01\n" +
 	"\n" +
 	"NriService\x12E\n" +
 	"\x06Status\x12\x1c.netdra.nri.v1.StatusRequest\x1a\x1d.netdra.nri.v1.StatusResponse\x12W\n" +
