@@ -82,7 +82,7 @@ func igbPFs(t *testing.T) []igbPF {
 	return pfs
 }
 
-// waitFor polls cond every 50 ms until it holds, failing the test after d.
+// waitFor polls cond until it holds, failing the test after d.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(d); !cond(); time.Sleep(50 * time.Millisecond) {
@@ -496,8 +496,8 @@ func (p *podVF) waitUp(t *testing.T) {
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
 // passes reports whether a broadcast frame of ethertype etherTest with
-// source MAC src, sent by from, arrives at to: it sends one every 100 ms
-// for up to 3 s (a VF's link settles after a change of its settings) and
+// source MAC src, sent by from, arrives at to: it sends one repeatedly
+// for a few seconds (a VF's link settles after a change of its settings) and
 // stops at the first that arrives.
 func passes(t *testing.T, from, to *podVF, src net.HardwareAddr) bool {
 	t.Helper()
