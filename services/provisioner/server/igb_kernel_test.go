@@ -121,6 +121,17 @@ func igbServer(t *testing.T, programs bool) *Server {
 	return srv
 }
 
+// waitUntil polls cond until it holds, failing the test when it does not
+// within d.
+func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !cond(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not after %v: %s", d, what)
+		}
+	}
+}
+
 // statusData is pd as dra keeps it in the claim's status (protojson).
 func statusData(t *testing.T, pd *devicev1.PreparedDevice) []byte {
 	t.Helper()
@@ -148,15 +159,13 @@ func configure(t *testing.T, ctx context.Context, srv *Server, pf string, vfCoun
 func publishedVFs(t *testing.T, srv *Server, pf string, n int) []*devicev1.Device {
 	t.Helper()
 	var devs []*devicev1.Device
-	for deadline := time.Now().Add(30 * time.Second); len(devs) != n; time.Sleep(50 * time.Millisecond) {
+	waitUntil(t, 30*time.Second, fmt.Sprintf("%d VFs of %s published with netdevs", n, pf), func() bool {
 		srv.inv.mu.Lock()
+		defer srv.inv.mu.Unlock()
 		devs = slices.DeleteFunc(slices.Clone(srv.inv.devices[devicev1.DeviceManager_DEVICE_MANAGER_SRIOV]),
 			func(d *devicev1.Device) bool { return d.GetKernelIfName() == "" || d.GetPfName() != pf })
-		srv.inv.mu.Unlock()
-		if time.Now().After(deadline) {
-			t.Fatalf("%d VFs of %s never published with netdevs: %v", n, pf, devs)
-		}
-	}
+		return len(devs) == n
+	})
 	slices.SortFunc(devs, func(a, b *devicev1.Device) int { return int(a.GetVfIndex() - b.GetVfIndex()) })
 	return devs
 }
@@ -187,22 +196,14 @@ func TestIGB_VFEndToEnd(t *testing.T) {
 	devs := publishedVFs(t, srv, pf, 2)
 	// The driver takes a tx rate only at link speed 1000: with carrier,
 	// which it loses for a moment when the VFs are created.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if l, err := netlink.LinkByName(pf); err == nil && l.Attrs().OperState == netlink.OperUp {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never operationally up", pf)
-		}
-	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if speed, _ := os.ReadFile(filepath.Join("/sys/class/net", pf, "speed")); string(speed) == "1000\n" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never at link speed 1000", pf)
-		}
-	}
+	waitUntil(t, 30*time.Second, pf+" operationally up", func() bool {
+		l, err := netlink.LinkByName(pf)
+		return err == nil && l.Attrs().OperState == netlink.OperUp
+	})
+	waitUntil(t, 30*time.Second, pf+" at link speed 1000", func() bool {
+		speed, _ := os.ReadFile(filepath.Join("/sys/class/net", pf, "speed"))
+		return string(speed) == "1000\n"
+	})
 	numvfs, _ := os.ReadFile(filepath.Join("/sys/bus/pci/devices", addr, "sriov_numvfs"))
 	t.Logf("PF %s (%s): sriov_numvfs %s; VFs %s and %s", pf, addr, numvfs, devs[0].GetKernelIfName(), devs[1].GetKernelIfName())
 
@@ -287,14 +288,10 @@ func TestIGB_VFEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	h2 := netnstest.Handle(t, podNS2)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if _, err := h2.LinkByName("net2"); err != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("net2 still in the pod after sriov_numvfs 0")
-		}
-	}
+	waitUntil(t, 10*time.Second, "net2 gone from the pod after sriov_numvfs 0", func() bool {
+		_, err := h2.LinkByName("net2")
+		return err != nil
+	})
 	det, err := srv.Detach(ctx, &provisionerv1.DetachRequest{PreparedDevice: pd, NetnsPath: podNS2, Config: cfg})
 	if err != nil {
 		t.Fatalf("Detach of a VF destroyed in its pod: %v", err)
@@ -307,14 +304,10 @@ func TestIGB_VFEndToEnd(t *testing.T) {
 		t.Fatalf("Free of a destroyed VF: %v", err)
 	}
 	t.Logf("Detach: lost %t; Free: lost %t", det.GetDeviceLost(), free.GetDeviceLost())
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if _, ok := srv.inv.find(devicev1.DeviceManager_DEVICE_MANAGER_SRIOV, dev.GetName()); !ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the destroyed VF is still in the inventory")
-		}
-	}
+	waitUntil(t, 30*time.Second, "the destroyed VF gone from the inventory", func() bool {
+		_, ok := srv.inv.find(devicev1.DeviceManager_DEVICE_MANAGER_SRIOV, dev.GetName())
+		return !ok
+	})
 	_, err = srv.Setup(ctx, &provisionerv1.SetupRequest{Device: dev, Config: cfg})
 	if status.Code(err) != codes.NotFound {
 		t.Errorf("Setup of the destroyed VF = %v, want NotFound", err)
@@ -356,11 +349,10 @@ func TestIGB_VFCountChange(t *testing.T) {
 
 	configure(t, ctx, srv, pf, 4)
 	var warn []string
-	for deadline := time.Now().Add(30 * time.Second); len(warn) == 0; time.Sleep(50 * time.Millisecond) {
-		if warn = srv.inv.warnings(devicev1.DeviceManager_DEVICE_MANAGER_SRIOV); time.Now().After(deadline) {
-			t.Fatal("no warning that the new count waits")
-		}
-	}
+	waitUntil(t, 30*time.Second, "a warning that the new count waits", func() bool {
+		warn = srv.inv.warnings(devicev1.DeviceManager_DEVICE_MANAGER_SRIOV)
+		return len(warn) != 0
+	})
 	t.Logf("while VF 0 is allocated: sriov_numvfs %q, warnings %q", numvfs(), warn)
 	if got := numvfs(); got != "2\n" {
 		t.Errorf("sriov_numvfs %q with a VF allocated, want 2", got)
