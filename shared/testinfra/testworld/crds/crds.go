@@ -14,13 +14,16 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 )
 
 // Install creates, or updates, every CRD that dir/kustomization.yaml lists
 // (strictly decoded: a field the API does not know is an error), waits
-// until each is established, and returns their names.
+// until each is established and its kind is in the apiserver's discovery
+// (a client's REST mapper resolves kinds through discovery, which lags the
+// Established condition), and returns their names.
 func Install(ctx context.Context, cfg *rest.Config, dir string) ([]string, error) {
 	c, err := apiextclient.NewForConfig(cfg)
 	if err != nil {
@@ -75,7 +78,37 @@ func Install(ctx context.Context, cfg *rest.Config, dir string) ([]string, error
 		if err != nil {
 			return nil, fmt.Errorf("CRD %s not established: %w", crd.Name, err)
 		}
+		if err := discovered(ctx, c.Discovery(), crd); err != nil {
+			return nil, err
+		}
 		names = append(names, crd.Name)
 	}
 	return names, nil
+}
+
+// discovered waits until discovery lists crd's kind under every version it
+// serves.
+func discovered(ctx context.Context, d discovery.DiscoveryInterface, crd *apiextv1.CustomResourceDefinition) error {
+	for _, v := range crd.Spec.Versions {
+		if !v.Served {
+			continue
+		}
+		gv := crd.Spec.Group + "/" + v.Name
+		err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			list, err := d.ServerResourcesForGroupVersion(gv)
+			if err != nil {
+				return false, nil
+			}
+			for _, r := range list.APIResources {
+				if r.Kind == crd.Spec.Names.Kind {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil {
+			return fmt.Errorf("CRD %s: kind %s not in discovery under %s: %w", crd.Name, crd.Spec.Names.Kind, gv, err)
+		}
+	}
+	return nil
 }
