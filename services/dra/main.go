@@ -10,6 +10,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"k8s.io/klog/v2"
 	"log/slog"
 	"os"
 	"time"
@@ -80,6 +81,9 @@ func builtinTypes(rc *rest.Config) *rest.Config {
 }
 
 func run(ctx context.Context, log *slog.Logger, cfg *config) error {
+	// client-go and the kubelet plugin library log through klog: their
+	// lines go through dra's logger, in its format and at its level.
+	klog.SetSlogLogger(log)
 	if cfg.NodeName == "" {
 		return errors.New("-node-name (or $NODE_NAME) is required")
 	}

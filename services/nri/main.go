@@ -8,6 +8,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	nrilog "github.com/containerd/nri/pkg/log"
 	"log/slog"
 	"os"
 
@@ -62,6 +63,9 @@ func installHook(path string) int {
 }
 
 func (cfg *config) run(ctx context.Context, log *slog.Logger) error {
+	// The NRI stub logs through NRI's logger (logrus text by default): its
+	// lines go through nri's logger, in its format and at its level.
+	nrilog.Set(nriLogger{log.With("component", "nri-stub")})
 	state, prov, closeConns, err := cfg.Peers.Dial()
 	if err != nil {
 		return err
@@ -97,4 +101,23 @@ func (cfg *config) run(ctx context.Context, log *slog.Logger) error {
 	}
 	log.Info("Serving", "socket", cfg.Socket, "nri", cfg.NRI.Socket, "gateHook", cfg.Gate.Hook, "gateSocket", cfg.Gate.Socket)
 	return process.RunServer(ctx, log, srv, actors...)
+}
+
+// nriLogger is NRI's logger interface over slog.
+type nriLogger struct{ log *slog.Logger }
+
+func (l nriLogger) Debugf(ctx context.Context, format string, args ...any) {
+	l.log.DebugContext(ctx, fmt.Sprintf(format, args...))
+}
+
+func (l nriLogger) Infof(ctx context.Context, format string, args ...any) {
+	l.log.InfoContext(ctx, fmt.Sprintf(format, args...))
+}
+
+func (l nriLogger) Warnf(ctx context.Context, format string, args ...any) {
+	l.log.WarnContext(ctx, fmt.Sprintf(format, args...))
+}
+
+func (l nriLogger) Errorf(ctx context.Context, format string, args ...any) {
+	l.log.ErrorContext(ctx, fmt.Sprintf(format, args...))
 }

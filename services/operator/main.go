@@ -30,12 +30,14 @@ import (
 type config struct {
 	Kubeconfig string
 	LogLevel   slog.Level
+	LogFormat  process.LogFormat
 	controller.Options
 }
 
 func (c *config) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig file; empty uses the in-cluster service account")
 	fs.TextVar(&c.LogLevel, "log-level", slog.LevelInfo, "minimum log level: debug, info, warn, error")
+	fs.TextVar(&c.LogFormat, "log-format", process.LogJSON, "log line format: json or text")
 	fs.DurationVar(&c.Refresh, "refresh", controller.DefaultRefresh, "period of the full re-check, independent of watch events")
 	fs.BoolVar(&c.LeaderElection, "leader-elect", true, "take turns with other replicas through a Lease")
 	fs.StringVar(&c.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the Lease; empty is the pod's own")
@@ -63,7 +65,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	if code, ok := process.ParseArgs(fs, args, stderr); !ok {
 		return code
 	}
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	log := process.NewLogger(stderr, cfg.LogLevel, cfg.LogFormat)
 	// client-go logs through klog and controller-runtime through its
 	// global logger: both go to the same slog handler.
 	klog.SetSlogLogger(log)

@@ -33,6 +33,8 @@ type Flags struct {
 	AllowedUIDs UIDList
 	// LogLevel is the minimum level logged.
 	LogLevel slog.Level
+	// LogFormat is the log lines' format (NewLogger).
+	LogFormat LogFormat
 	// MemoryLimit is the Go runtime's soft memory limit (0: none); the
 	// default is the process's in MemoryLimits.
 	MemoryLimit ByteSize
@@ -49,6 +51,7 @@ func (f *Flags) Register(fs *flag.FlagSet, name string) {
 	fs.StringVar(&f.Socket, "socket", SocketDir+"/"+name+".sock", "unix socket to serve gRPC on")
 	fs.Var(&f.AllowedUIDs, "allowed-uids", "comma-separated peer uids allowed to call (default: own uid and root)")
 	fs.TextVar(&f.LogLevel, "log-level", slog.LevelInfo, "minimum log level: debug, info, warn, error")
+	fs.TextVar(&f.LogFormat, "log-format", LogJSON, "log line format: json or text")
 	f.MemoryLimit = MemoryLimits[name]
 	fs.Var(&f.MemoryLimit, "memory-limit", "the Go runtime's soft memory limit (GOMEMLIMIT), e.g. 12MiB; 0: none. Unset, $GOMEMLIMIT wins over the default")
 	fs.IntVar(&f.GCPercent, "gc-percent", DefaultGCPercent, "the Go runtime's GC target percentage (GOGC): how much the heap grows over what it holds before a collection; negative: off. Unset, $GOGC wins over the default")
@@ -67,8 +70,8 @@ func ParseArgs(fs *flag.FlagSet, argv []string, stderr io.Writer) (code int, ok 
 	return args.Parse(fs, argv, stderr)
 }
 
-// Main parses args into fs and runs run with a logger writing JSON to
-// stderr, returning the exit code: 0 on a clean shutdown, 1 on an error, 2
+// Main parses args into fs and runs run with a logger writing to stderr
+// (NewLogger, grpc-go's own lines routed through it), returning the exit code: 0 on a clean shutdown, 1 on an error, 2
 // on bad flags. `<process> health [flags]` instead asks the socket's health
 // service and exits 0 when it is SERVING (for exec probes).
 func Main(fs *flag.FlagSet, args []string, f *Flags, run func(ctx context.Context, log *slog.Logger) error) int {
@@ -96,7 +99,8 @@ func mainWith(fs *flag.FlagSet, args []string, f *Flags, stderr io.Writer, run f
 	fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
 	applyMemoryLimit(f.MemoryLimit, given["memory-limit"])
 	applyGCPercent(f.GCPercent, given["gc-percent"])
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: f.LogLevel}))
+	log := NewLogger(stderr, f.LogLevel, f.LogFormat)
+	RouteGRPCLogs(log)
 	if err := run(context.Background(), log); err != nil {
 		log.Error("Exiting", "error", err)
 		return 1

@@ -11,6 +11,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -156,9 +157,24 @@ func Start(t testing.TB, name, dir, hostNS string, args ...string) *Proc {
 		p.Kill()
 		if t.Failed() {
 			t.Logf("%s log:\n%s", name, p.Log())
+			return
+		}
+		if line, ok := oneFormat(p.Log()); !ok {
+			t.Errorf("%s wrote a log line that is not JSON (every library's lines go through the process's logger): %q", name, line)
 		}
 	})
 	return p
+}
+
+// oneFormat reports whether every line of log is a JSON object, the node
+// processes' default log format, and otherwise the first line that is not.
+func oneFormat(log string) (string, bool) {
+	for line := range strings.Lines(log) {
+		if line = strings.TrimSpace(line); line != "" && !(strings.HasPrefix(line, "{") && json.Valid([]byte(line))) {
+			return line, false
+		}
+	}
+	return "", true
 }
 
 // MountNS makes a mount namespace for a process of the netns hostNS, as
