@@ -97,18 +97,28 @@ build: ## Build every service binary and netdra-hook into _output/.
 	$(GO) build -tags $(GO_TAGS) -o $(OUT)/ $(addprefix ./services/,$(SERVICES)) ./$(HOOK)
 
 # Generated code, checked by checkgenerate.
-GENERATED := protos shared/apis pods/crds pods/chart/netdra/crds services/provisioner/ebpf
+CRD_DIR   := pods/chart/netdra/files/crds
+GENERATED := protos shared/apis $(CRD_DIR) pods/base pods/chart/netdra/README.md services/provisioner/ebpf
 
 .PHONY: generate
-generate: tools ## Generate the protos' Go code (buf), deepcopy and the CRDs (controller-gen), the eBPF objects (bpf2go, clang).
+generate: tools ## Generate the protos' Go code (buf), deepcopy and the CRDs (controller-gen), the eBPF objects (bpf2go, clang), pods/base and the chart's README (make manifests).
 	$(BUF) generate
 	$(CONTROLLER_GEN) object paths=./shared/apis/...
-	$(CONTROLLER_GEN) crd paths=./shared/apis/... output:crd:artifacts:config=pods/crds
-	cp pods/crds/netdra.io_*.yaml pods/chart/netdra/crds/   # Helm installs crds/ untemplated
+	$(CONTROLLER_GEN) crd paths=./shared/apis/... output:crd:artifacts:config=$(CRD_DIR)
+	$(MAKE) --no-print-directory manifests
 	@command -v clang-14 >/dev/null && command -v llvm-strip-14 >/dev/null && test -e /usr/include/bpf/bpf_helpers.h || { \
 		echo ">> installing clang-14, llvm-14 and libbpf-dev from Debian to compile the eBPF programs"; \
 		apt-get install -y --no-install-recommends clang-14 llvm-14 libbpf-dev; }
 	$(GO) generate ./services/provisioner/ebpf/
+
+# The Helm chart is the one source of netdra's manifests: pods/base (the
+# kustomize base) is the chart rendered with its default values into
+# netdra-system, and the chart's README's table of values is made from
+# values.yaml's comments (pods/chartgen; its tests and deploytest's check
+# both).
+.PHONY: manifests
+manifests: $(TOOLS)/stamps/helm-$(HELM_VERSION) ## Render pods/base from the chart, and the chart README's values from values.yaml.
+	$(GO) run ./pods/chartgen -helm $(HELM)
 
 .PHONY: checkgenerate
 checkgenerate: generate ## Fail when the committed generated code is stale.
@@ -198,7 +208,7 @@ DEV_ONESHOT ?=
 .PHONY: dev
 dev: build world-bin node-bin dev-bin $(TOOLS)/stamps/grpcurl-$(GRPCURL_VERSION) ## Run netdra's whole job here (as root): test world, node processes, a pod with a device; until Ctrl-C (DEV_ONESHOT=1: once).
 	@$(OUT)/devdemo -dir $(DEV_DIR) -bin $(OUT) -testworld $(OUT)/testworld -grpcurl $(GRPCURL) \
-		-crds $(CURDIR)/pods/crds $(if $(filter 1 yes true,$(DEV_ONESHOT)),-oneshot)
+		-crds $(CURDIR)/$(CRD_DIR) $(if $(filter 1 yes true,$(DEV_ONESHOT)),-oneshot)
 
 .PHONY: dev-bin
 dev-bin: ## Build make dev's program into _output/devdemo.
@@ -238,7 +248,8 @@ test-world: node-deps $(TOOLS)/stamps/helm-$(HELM_VERSION) ## Run the test world
 .PHONY: chart
 chart: $(TOOLS)/stamps/helm-$(HELM_VERSION) ## helm lint and helm template of pods/chart/netdra (helm built from its module); make test-world also checks it renders what pods/base does.
 	$(HELM) lint --strict pods/chart/netdra
-	$(HELM) template netdra pods/chart/netdra --namespace netdra-system --include-crds >/dev/null
+	$(HELM) template netdra pods/chart/netdra --namespace netdra-system >/dev/null
+	$(GO) run ./pods/chartgen -helm $(HELM) -check
 
 .PHONY: e2e
 e2e: node-deps $(TOOLS)/stamps/helm-$(HELM_VERSION) ## Run the end-to-end tests alone, on the real node (as root).
@@ -270,8 +281,11 @@ world: world-bin node-bin ## Start the test world by hand (control plane + a rea
 # with docker or podman (pods/images' tests check that both describe the
 # same images).
 CONTAINER_ENGINE  ?= docker
-IMAGE_PREFIX      ?= netdra
-IMAGE_TAG         ?= latest
+# The images' default name and tag are the chart's (values.yaml's
+# image.registry, Chart.yaml's appVersion), so that the images built are
+# those pods/base and the chart ask for.
+IMAGE_PREFIX      ?= ghcr.io/netdra
+IMAGE_TAG         ?= $(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\} *$$/\1/p' pods/chart/netdra/Chart.yaml)
 IMAGE_LICENSES    ?= Apache-2.0
 # ctr and the containerd it talks to (the test world's real node has a ctr
 # at ~/.cache/netdra-realnode/bin/ctr, and its containerd's socket under

@@ -6,9 +6,10 @@
 //
 // The Go types carry the OpenAPI validation, defaults, CEL rules and printer
 // columns as kubebuilder markers; controller-gen turns them into the deep
-// copy code beside them and the CRD manifests in pods/crds. Validate checks
-// a spec in Go the way the CRDs do, and more (globs, reserved names), for
-// dra to call on what it reads.
+// copy code beside them and the CRD manifests in the Helm chart's
+// pods/chart/netdra/files/crds. Validate checks a spec in Go the way the
+// CRDs do, and more (globs, reserved names), for dra to call on what it
+// reads.
 //
 // +kubebuilder:object:generate=true
 // +groupName=netdra.io

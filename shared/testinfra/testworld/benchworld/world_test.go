@@ -34,14 +34,14 @@ var (
 	crdErr  error
 )
 
-// installCRDs applies pods/crds once per test binary and waits until they
-// are served.
+// installCRDs applies the CRDs (pods/chart/netdra/files/crds) once per
+// test binary and waits until they are served.
 func installCRDs(b testing.TB, cp *controlplane.ControlPlane) {
 	b.Helper()
 	crdOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		_, crdErr = crds.Install(ctx, cp.RESTConfig(), "../../../../pods/crds")
+		_, crdErr = crds.Install(ctx, cp.RESTConfig(), "../../../../pods/chart/netdra/files/crds")
 	})
 	if crdErr != nil {
 		b.Fatalf("installing the CRDs: %v", crdErr)

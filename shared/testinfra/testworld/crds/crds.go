@@ -1,5 +1,6 @@
-// Package crds installs netdra's CustomResourceDefinitions (pods/crds) into
-// a cluster, for the test world's tests, benchmarks and `make dev`.
+// Package crds installs netdra's CustomResourceDefinitions (the Helm
+// chart's pods/chart/netdra/files/crds) into a cluster, for the test
+// world's tests, benchmarks and `make dev`.
 package crds
 
 import (

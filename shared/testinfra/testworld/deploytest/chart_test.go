@@ -2,6 +2,7 @@ package deploytest
 
 import (
 	"bytes"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -33,8 +34,8 @@ func helm(t *testing.T, args ...string) string {
 	return out.String()
 }
 
-// renderChart is `helm template netdra pods/chart/netdra -n netdra-system
-// --include-crds` with the extra flags.
+// renderChart is `helm template netdra pods/chart/netdra -n netdra-system`
+// with the extra flags.
 func renderChart(t *testing.T, extra ...string) []*unstructured.Unstructured {
 	t.Helper()
 	return renderChartIn(t, "netdra-system", extra...)
@@ -43,7 +44,7 @@ func renderChart(t *testing.T, extra ...string) []*unstructured.Unstructured {
 // renderChartIn is renderChart into the release namespace ns.
 func renderChartIn(t *testing.T, ns string, extra ...string) []*unstructured.Unstructured {
 	t.Helper()
-	args := append([]string{"template", "netdra", filepath.Join(podsDir, chart), "--namespace", ns, "--include-crds"}, extra...)
+	args := append([]string{"template", "netdra", filepath.Join(podsDir, chart), "--namespace", ns}, extra...)
 	var objs []*unstructured.Unstructured
 	for _, doc := range splitYAML([]byte(helm(t, args...))) {
 		j, err := yaml.YAMLToJSON(doc)
@@ -87,11 +88,15 @@ func TestChart_ReleaseNamespace(t *testing.T) {
 				t.Errorf("%s %v names netdra-system when released into %s", describe(o), extra, ns)
 			}
 			switch o.GetKind() {
-			case "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "Namespace", "DeviceClass":
+			case "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "Namespace", "DeviceClass",
+				"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
 			default:
 				if o.GetNamespace() != ns {
 					t.Errorf("%s is in namespace %q, not the release's %s", describe(o), o.GetNamespace(), ns)
 				}
+			}
+			if o.GetKind() == "ValidatingAdmissionPolicy" && !strings.Contains(string(j), `\"system:serviceaccount:`+ns+`:netdra-dra\"`) {
+				t.Errorf("%s does not match the requests of dra's ServiceAccount in %s: %s", describe(o), ns, j)
 			}
 			if o.GetKind() == "ClusterRoleBinding" || o.GetKind() == "RoleBinding" {
 				b := typed[rbacv1.ClusterRoleBinding](t, o)
@@ -105,23 +110,15 @@ func TestChart_ReleaseNamespace(t *testing.T) {
 	}
 }
 
-// TestChart_MatchesBase renders the chart with its default values and the
-// kustomize base and compares every object: the same kinds, names and
-// contents. Two differences are by design: the chart makes the Namespace
-// only with namespace.create (helm install --create-namespace makes it
-// otherwise), and its CRDs, which Helm installs untemplated from crds/,
-// lack the part-of label kustomize adds.
+// TestChart_MatchesBase renders the chart and the kustomize base and
+// compares every object: the same kinds, names and contents. pods/base is
+// the chart rendered with namespace.create=true (make manifests), so that
+// a chart changed without rendering the base again fails here; with the
+// default values the chart renders the same but the Namespace, which
+// helm install --create-namespace (or the user) makes.
 func TestChart_MatchesBase(t *testing.T) {
 	want := map[string]*unstructured.Unstructured{}
 	for _, o := range render(t, base) {
-		if o.GetKind() == "CustomResourceDefinition" {
-			l := o.GetLabels()
-			delete(l, "app.kubernetes.io/part-of")
-			if len(l) == 0 {
-				l = nil
-			}
-			o.SetLabels(l)
-		}
 		want[describe(o)] = o
 	}
 	for _, tt := range []struct {
@@ -165,7 +162,13 @@ func TestChart_MatchesBase(t *testing.T) {
 // that each lands where it should, and that the node pod still keeps the
 // privilege rules.
 func TestChart_Values(t *testing.T) {
-	objs := renderChart(t, "--set", "image.prefix=registry.example.com/netdra,image.tag=v1.2.3,image.pullPolicy=IfNotPresent",
+	const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	objs := renderChart(t, "--set", "image.registry=registry.example.com/netdra,image.tag=v1.2.3,image.pullPolicy=Always",
+		"--set", "image.pullSecrets[0].name=regcred,images.dra.registry=mirror.example.com/n,images.dra.tag=v1.2.4,images.nri.digest="+digest,
+		"--set", "logLevel=debug,node.extraArgs.provisioner[0]=-x=1,operator.extraArgs[0]=-y",
+		"--set", "node.podAnnotations.a=b,operator.podAnnotations.c=d,node.updateStrategy.type=OnDelete,operator.updateStrategy.type=Recreate",
+		"--set", "node.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key=k",
+		"--set", "node.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator=Exists",
 		"--set", "driverName=net.example.com,operator.replicas=3,node.nodeSelector.pool=net,metrics.enabled=false",
 		"--set", "node.resources.dra.limits.memory=1Gi,kubeletRootDir=/var/lib/k0s/kubelet")
 	ds := typed[appsv1.DaemonSet](t, find(t, objs, "DaemonSet", "netdra-node"))
@@ -173,12 +176,40 @@ func TestChart_Values(t *testing.T) {
 	if spec.NodeSelector["pool"] != "net" {
 		t.Errorf("nodeSelector %v", spec.NodeSelector)
 	}
+	if ds.Spec.UpdateStrategy.Type != appsv1.OnDeleteDaemonSetStrategyType || ds.Spec.Template.Annotations["a"] != "b" {
+		t.Errorf("node: updateStrategy %+v, pod annotations %v", ds.Spec.UpdateStrategy, ds.Spec.Template.Annotations)
+	}
+	if a := spec.Affinity; a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions[0].Key != "k" {
+		t.Errorf("node: affinity %+v", spec.Affinity)
+	}
+	if !slices.Equal(spec.ImagePullSecrets, []corev1.LocalObjectReference{{Name: "regcred"}}) {
+		t.Errorf("node: imagePullSecrets %v", spec.ImagePullSecrets)
+	}
 	for _, c := range append(slices.Clone(spec.InitContainers), spec.Containers...) {
-		if !strings.HasPrefix(c.Image, "registry.example.com/netdra/") || !strings.HasSuffix(c.Image, ":v1.2.3") || c.ImagePullPolicy != "IfNotPresent" {
-			t.Errorf("%s: image %s, pull policy %q", c.Name, c.Image, c.ImagePullPolicy)
+		if bad := privilegeRules(c); len(bad) > 0 {
+			t.Errorf("the node pod breaks its privilege rules with these values:\n%s", strings.Join(bad, "\n"))
+		}
+	}
+	wantImage := map[string]string{
+		"state-dir":   "registry.example.com/netdra/state:v1.2.3",
+		"netns-hook":  "registry.example.com/netdra/nri:v1.2.3@" + digest,
+		"provisioner": "registry.example.com/netdra/provisioner:v1.2.3",
+		"state":       "registry.example.com/netdra/state:v1.2.3",
+		"dra":         "mirror.example.com/n/dra:v1.2.4",
+		"nri":         "registry.example.com/netdra/nri:v1.2.3@" + digest,
+	}
+	for _, c := range append(slices.Clone(spec.InitContainers), spec.Containers...) {
+		if c.Image != wantImage[c.Name] || c.ImagePullPolicy != "Always" {
+			t.Errorf("%s: image %s, pull policy %q; want %s, Always", c.Name, c.Image, c.ImagePullPolicy, wantImage[c.Name])
 		}
 		if (c.Name == "dra" || c.Name == "nri") && !slices.Contains(c.Args, "-metrics-address=") {
 			t.Errorf("%s: metrics not off: %q", c.Name, c.Args)
+		}
+		if slices.Contains(nodeContainers, c.Name) && !slices.Contains(c.Args, "-log-level=debug") {
+			t.Errorf("%s: no -log-level=debug: %q", c.Name, c.Args)
+		}
+		if c.Name == "provisioner" && c.Args[len(c.Args)-1] != "-x=1" {
+			t.Errorf("provisioner: its extra argument is not last: %q", c.Args)
 		}
 		if c.Name == "dra" {
 			if c.Resources.Limits.Memory().String() != "1Gi" {
@@ -191,11 +222,98 @@ func TestChart_Values(t *testing.T) {
 		}
 	}
 	dep := typed[appsv1.Deployment](t, find(t, objs, "Deployment", "netdra-operator"))
-	if *dep.Spec.Replicas != 3 {
-		t.Errorf("operator replicas %d", *dep.Spec.Replicas)
+	op := dep.Spec.Template.Spec.Containers[0]
+	if *dep.Spec.Replicas != 3 || dep.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType || dep.Spec.Template.Annotations["c"] != "d" ||
+		op.Image != "registry.example.com/netdra/operator:v1.2.3" || !slices.Contains(op.Args, "-log-level=debug") || op.Args[len(op.Args)-1] != "-y" ||
+		!slices.Equal(dep.Spec.Template.Spec.ImagePullSecrets, []corev1.LocalObjectReference{{Name: "regcred"}}) {
+		t.Errorf("operator: replicas %d, strategy %+v, annotations %v, image %s, args %q, pull secrets %v", *dep.Spec.Replicas, dep.Spec.Strategy,
+			dep.Spec.Template.Annotations, op.Image, op.Args, dep.Spec.Template.Spec.ImagePullSecrets)
 	}
 	role := typed[rbacv1.ClusterRole](t, find(t, objs, "ClusterRole", "netdra-dra"))
 	if !slices.ContainsFunc(role.Rules, func(r rbacv1.PolicyRule) bool { return slices.Equal(r.ResourceNames, []string{"net.example.com"}) }) {
 		t.Errorf("dra's ClusterRole does not follow the driver name: %+v", role.Rules)
+	}
+	dc := find(t, objs, "DeviceClass", "net.example.com")
+	if sel, _, _ := unstructured.NestedSlice(dc.Object, "spec", "selectors"); len(sel) != 1 ||
+		sel[0].(map[string]any)["cel"].(map[string]any)["expression"] != `device.driver == "net.example.com"` {
+		t.Errorf("the DeviceClass does not select the driver: %v", dc.Object["spec"])
+	}
+}
+
+// TestChart_Defaults: with its default values the chart names each image
+// by its release (the images' registry, the chart's appVersion as the
+// tag) and renders the CRDs kept at uninstall, the DeviceClass and the
+// ResourceSlice policy; each switch takes its object away.
+func TestChart_Defaults(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(podsDir, chart, "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta struct {
+		AppVersion string `json:"appVersion"`
+	}
+	if err := yaml.Unmarshal(b, &meta); err != nil || meta.AppVersion == "" || meta.AppVersion == "latest" {
+		t.Fatalf("Chart.yaml: appVersion %q (%v), want a release", meta.AppVersion, err)
+	}
+	objs := renderChart(t)
+	ds := typed[appsv1.DaemonSet](t, find(t, objs, "DaemonSet", "netdra-node"))
+	for _, c := range append(slices.Clone(ds.Spec.Template.Spec.InitContainers), ds.Spec.Template.Spec.Containers...) {
+		if !strings.HasPrefix(c.Image, "ghcr.io/netdra/") || !strings.HasSuffix(c.Image, ":"+meta.AppVersion) {
+			t.Errorf("%s: image %s, want ghcr.io/netdra/<service>:%s", c.Name, c.Image, meta.AppVersion)
+		}
+	}
+	for _, name := range []string{"nodeconfigs.netdra.io", "clusterconfigs.netdra.io"} {
+		crd := find(t, objs, "CustomResourceDefinition", name)
+		if crd.GetAnnotations()["helm.sh/resource-policy"] != "keep" {
+			t.Errorf("CRD %s is not kept at helm uninstall: annotations %v", name, crd.GetAnnotations())
+		}
+	}
+	find(t, objs, "DeviceClass", "netdra.io")
+	find(t, objs, "ValidatingAdmissionPolicy", "netdra-resourceslices")
+	find(t, objs, "ValidatingAdmissionPolicyBinding", "netdra-resourceslices")
+
+	kinds := func(objs []*unstructured.Unstructured) map[string]bool {
+		m := map[string]bool{}
+		for _, o := range objs {
+			m[o.GetKind()] = true
+		}
+		return m
+	}
+	off := kinds(renderChart(t, "--set", "crds.install=false,deviceClass.create=false,resourceSlicePolicy.enabled=false"))
+	for _, k := range []string{"CustomResourceDefinition", "DeviceClass", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
+		if off[k] {
+			t.Errorf("a %s is rendered with its switch off", k)
+		}
+	}
+	for _, o := range renderChart(t, "--set", "crds.keep=false") {
+		if o.GetKind() == "CustomResourceDefinition" && o.GetAnnotations()["helm.sh/resource-policy"] != "" {
+			t.Errorf("CRD %s kept with crds.keep=false", o.GetName())
+		}
+	}
+}
+
+// TestChart_SchemaRefusesBadValues: values.schema.json makes helm refuse a
+// value of the wrong type, an unknown key and a malformed digest, naming
+// the value.
+func TestChart_SchemaRefusesBadValues(t *testing.T) {
+	for _, tc := range []struct{ set, want string }{
+		{"operator.replicas=two", "/operator/replicas"},
+		{"metrics.enabled=maybe", "/metrics/enabled"},
+		{"image.pullSecrets=regcred", "/image/pullSecrets"},
+		{"node.extraArgs.dra=-x", "/node/extraArgs/dra"},
+		{"imag.tag=v1", "imag"},
+		{"images.dra.digest=sha256:abc", "/images/dra/digest"},
+		{"logLevel=verbose", "/logLevel"},
+		{"kubeletRootDir=relative/path", "/kubeletRootDir"},
+	} {
+		cmd := exec.Command(helmbin.Binary(t), "template", "netdra", filepath.Join(podsDir, chart), "--set", tc.set)
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			t.Errorf("--set %s: helm rendered the chart", tc.set)
+			continue
+		}
+		if !strings.Contains(string(out), "schema") || !strings.Contains(string(out), tc.want) {
+			t.Errorf("--set %s: helm said %q, want a schema error naming %s", tc.set, out, tc.want)
+		}
 	}
 }

@@ -108,13 +108,19 @@ func hookRules(spec corev1.PodSpec) []string {
 // image from elsewhere (busybox for a chmod) is one more image a user must
 // mirror, and on a node with netdra's images only it never starts.
 func imageRules(c corev1.Container) []string {
-	repo := c.Image
-	if i := strings.LastIndexAny(repo, ":@"); i > strings.LastIndex(repo, "/") {
-		repo = repo[:i]
+	ref, _, _ := strings.Cut(c.Image, "@") // the digest, if any
+	repo, tag := ref, ""
+	if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
+		repo, tag = ref[:i], ref[i+1:]
 	}
 	svc := repo[strings.LastIndex(repo, "/")+1:]
 	if !slices.Contains(append(slices.Clone(nodeContainers), "operator"), svc) || !strings.Contains(repo, "netdra") {
 		return []string{fmt.Sprintf("%s: image %s is not one of netdra's", c.Name, c.Image)}
+	}
+	// A release's tag: no tag or latest would follow whatever was pushed
+	// last, and make the kubelet pull each time.
+	if tag == "" || tag == "latest" {
+		return []string{fmt.Sprintf("%s: image %s has no release tag", c.Name, c.Image)}
 	}
 	return nil
 }
@@ -241,7 +247,7 @@ func probeRules(c corev1.Container) []string {
 }
 
 // TestDaemonSet_Privileges reads the rendered node DaemonSet of the base
-// and the dev overlay: only the provisioner has capabilities (NET_ADMIN,
+// and the dev overlay (whose containers all run dev images): only the provisioner has capabilities (NET_ADMIN,
 // SYS_ADMIN and BPF) and the host's /sys and netns directory; only dra mounts
 // kubelet directories and a ServiceAccount token; only nri the NRI socket;
 // every container has allowPrivilegeEscalation false, drops ALL,
@@ -262,6 +268,11 @@ func TestDaemonSet_Privileges(t *testing.T) {
 				ro := c.SecurityContext != nil && c.SecurityContext.ReadOnlyRootFilesystem != nil && *c.SecurityContext.ReadOnlyRootFilesystem
 				if want := dir == base || i < inits; ro != want { // live update syncs into the long-running containers only
 					t.Errorf("%s: readOnlyRootFilesystem %v, want %v", c.Name, ro, want)
+				}
+				// The dev overlay's images block names the base's images:
+				// every container runs a dev image Tilt builds.
+				if dir == dev && (!strings.HasPrefix(c.Image, "netdra-dev/") || !strings.HasSuffix(c.Image, ":dev")) {
+					t.Errorf("%s: image %s, not a dev image (netdra-dev/<service>:dev)", c.Name, c.Image)
 				}
 			}
 		})

@@ -79,7 +79,7 @@ func newDevRun(t *testing.T, extra ...string) *devRun {
 		linkPrefix: "nd" + s,
 	}
 	r.args = append([]string{"-dir", r.dir, "-bin", bins, "-testworld", tw, "-grpcurl", grpcurltest.Binary(t),
-		"-crds", "../../../../pods/crds", "-host-netns", r.hostNS,
+		"-crds", "../../../../pods/chart/netdra/files/crds", "-host-netns", r.hostNS,
 		"-link-prefix", r.linkPrefix, "-node-name", "dev-" + s, "-dra-metrics", "", "-nri-metrics", ""}, extra...)
 	t.Cleanup(func() { r.forceClean() })
 	return r

@@ -17,10 +17,11 @@ import (
 // kustomize overlay's patch: both rollouts, a pod with a claim Running
 // with net1, health through kubectl exec, a helm upgrade to a new image
 // tag while the pod holds its device (it keeps it; a pod created after
-// gets the other); then helm uninstall, the CRDs
-// deleted with kubectl delete -k pods/crds (Helm keeps them) and the
+// gets the other); then helm uninstall, the CRDs (which the release keeps)
+// deleted with kubectl delete -k pods/chart/netdra/files/crds and the
 // namespace: every device back, nothing left on the node but the state
-// file.
+// file. The chart's ResourceSlice policy is on throughout: dra publishes
+// its node's slices through it.
 func TestE2E_InstallChart(t *testing.T) {
 	testenv.RequireRoot(t, "runs a real node and hands host veths to pods")
 	t0 := time.Now()
@@ -34,7 +35,7 @@ func TestE2E_InstallChart(t *testing.T) {
 	const tag = "e2e-chart"
 	in.loadImages(t, tag)
 	values := filepath.Join(in.dir, "values.yaml")
-	write(t, values, fmt.Sprintf(`image: {prefix: localhost/netdra, tag: %s}
+	write(t, values, fmt.Sprintf(`image: {registry: localhost/netdra, tag: %s}
 kubeletRootDir: %s
 nriSocketDir: %s
 stateDir: %s
@@ -47,7 +48,7 @@ metrics: {draAddress: "127.0.0.1:%d", nriAddress: "127.0.0.1:%d"}
 			in.forceUninstall(t, "")
 		}
 		_, _ = in.try(2*time.Minute, helm, "uninstall", "netdra", "-n", "netdra-system", "--ignore-not-found")
-		_, _ = in.try(time.Minute, in.kubectl, "delete", "-k", filepath.Join(in.repo, "pods/crds"), "--ignore-not-found")
+		_, _ = in.try(time.Minute, in.kubectl, "delete", "-k", filepath.Join(in.repo, "pods/chart/netdra/files/crds"), "--ignore-not-found")
 		_, _ = in.try(time.Minute, in.kubectl, "delete", "namespace", "netdra-system", "--ignore-not-found")
 	})
 	in.run(t, 4*time.Minute, helm, "install", "netdra", chart, "-n", "netdra-system", "--create-namespace", "-f", values)
@@ -74,7 +75,7 @@ metrics: {draAddress: "127.0.0.1:%d", nriAddress: "127.0.0.1:%d"}
 	}
 	in.k(t, "delete", "-f", filepath.Join(in.repo, "pods/examples/device-classes.yaml"), "-f", filepath.Join(in.dir, "cluster-config.yaml"))
 	in.run(t, 4*time.Minute, helm, "uninstall", "netdra", "-n", "netdra-system", "--wait")
-	in.k(t, "delete", "-k", filepath.Join(in.repo, "pods/crds"))
+	in.k(t, "delete", "-k", filepath.Join(in.repo, "pods/chart/netdra/files/crds"))
 	in.k(t, "delete", "namespace", "netdra-system") // made by --create-namespace, not the release
 	in.checkNothingLeft(t, nodePod, bpfBefore)
 	t.Logf("installed with Helm, used, upgraded to a new tag and uninstalled in %s", time.Since(t0).Round(time.Millisecond))

@@ -50,7 +50,7 @@ func newInstaller(t *testing.T, cp *controlplane.ControlPlane, n *realnode.Node)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if _, err := crds.Install(ctx, cp.RESTConfig(), filepath.Join(repo, "pods/crds")); err != nil {
+		if _, err := crds.Install(ctx, cp.RESTConfig(), filepath.Join(repo, "pods/chart/netdra/files/crds")); err != nil {
 			t.Errorf("installing the CRDs again after the uninstall: %v", err)
 		}
 	})
@@ -128,7 +128,7 @@ func (in *installer) writeOverlay(t *testing.T, tag string) string {
 	var k strings.Builder
 	fmt.Fprintf(&k, "resources:\n  - %s\nimages:\n", rel)
 	for _, s := range services {
-		fmt.Fprintf(&k, "  - {name: netdra/%s, newName: localhost/netdra/%s, newTag: %s}\n", s, s, tag)
+		fmt.Fprintf(&k, "  - {name: ghcr.io/netdra/%s, newName: localhost/netdra/%s, newTag: %s}\n", s, s, tag)
 	}
 	k.WriteString("patches:\n  - target: {kind: DaemonSet, name: netdra-node}\n    path: node-paths.yaml\n")
 	write(t, filepath.Join(dir, "kustomization.yaml"), k.String())

@@ -30,14 +30,14 @@ var (
 	crdErr  error
 )
 
-// installCRDs applies pods/crds once per test binary and waits until they
-// are served.
+// installCRDs applies the CRDs (pods/chart/netdra/files/crds) once per
+// test binary and waits until they are served.
 func installCRDs(t *testing.T, cp *controlplane.ControlPlane) {
 	t.Helper()
 	crdOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		_, crdErr = crds.Install(ctx, cp.RESTConfig(), "../../../../pods/crds")
+		_, crdErr = crds.Install(ctx, cp.RESTConfig(), "../../../../pods/chart/netdra/files/crds")
 	})
 	if crdErr != nil {
 		t.Fatalf("installing the CRDs: %v", crdErr)

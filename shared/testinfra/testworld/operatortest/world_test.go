@@ -29,7 +29,7 @@ import (
 )
 
 // crdDir holds the generated CRDs, relative to this package.
-const crdDir = "../../../../pods/crds"
+const crdDir = "../../../../pods/chart/netdra/files/crds"
 
 // deadline bounds every wait for the operator or the apiserver.
 const deadline = 60 * time.Second
@@ -76,8 +76,8 @@ func newWorld(t *testing.T) *world {
 	return w
 }
 
-// installCRDs creates (or updates) every CRD pods/crds/kustomization.yaml
-// lists and waits for them to be served.
+// installCRDs creates (or updates) every CRD the kustomization.yaml of
+// crdDir lists and waits for them to be served.
 func installCRDs(rc *rest.Config) error {
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()

@@ -54,7 +54,7 @@ type config struct {
 	binDir     string // state, provisioner, nri, dra, netdra-hook
 	testworld  string // the testworld binary
 	grpcurl    string
-	crds       string // pods/crds
+	crds       string // pods/chart/netdra/files/crds
 	nodeName   string
 	linkPrefix string // of the demo links
 	devices    int
@@ -86,7 +86,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.binDir, "bin", "", "folder holding the state, provisioner, nri, dra and netdra-hook binaries (required)")
 	fs.StringVar(&c.testworld, "testworld", "", "the testworld binary (required; make world-bin)")
 	fs.StringVar(&c.grpcurl, "grpcurl", "", "the grpcurl binary (required)")
-	fs.StringVar(&c.crds, "crds", "", "folder of netdra's CRDs, pods/crds (required)")
+	fs.StringVar(&c.crds, "crds", "", "folder of netdra's CRDs, pods/chart/netdra/files/crds (required)")
 	fs.StringVar(&c.nodeName, "node-name", "netdra-dev", "name of the real node")
 	fs.StringVar(&c.linkPrefix, "link-prefix", "ndemo", "prefix of the demo veth names (<prefix>0, <prefix>0p, ...)")
 	fs.IntVar(&c.devices, "devices", 2, "how many demo veth pairs to create")
