@@ -21,6 +21,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"sigs.k8s.io/yaml"
 )
 
 func main() {
@@ -45,6 +47,15 @@ type config struct {
 	prov     provenance
 }
 
+// DefaultPrefix is where the images are published, the chart's default
+// image.registry: images are <prefix>/<service>:<tag>.
+const DefaultPrefix = "ghcr.io/netdra"
+
+// chartFile is the Helm chart's Chart.yaml, relative to the repository: its
+// appVersion is the images' default tag, the one the chart and pods/base
+// ask for.
+const chartFile = "pods/chart/netdra/Chart.yaml"
+
 // DefaultLicenses is the SPDX expression of the repository's LICENSE file,
 // the images' org.opencontainers.image.licenses label unless -licenses
 // says otherwise.
@@ -56,8 +67,8 @@ func parseFlags(args []string) (config, error) {
 	var services, epoch string
 	fs.StringVar(&c.root, "root", "../..", "the repository")
 	fs.StringVar(&c.out, "out", "", "output directory (default <root>/_output/images)")
-	fs.StringVar(&c.prefix, "prefix", "netdra", "image name prefix: images are <prefix>/<service>:<tag>")
-	fs.StringVar(&c.tag, "tag", "latest", "image tag")
+	fs.StringVar(&c.prefix, "prefix", DefaultPrefix, "image name prefix: images are <prefix>/<service>:<tag>")
+	fs.StringVar(&c.tag, "tag", "", "image tag (default the chart's appVersion, "+chartFile+")")
 	fs.StringVar(&c.arch, "arch", runtime.GOARCH, "GOARCH of the binaries and the images")
 	fs.StringVar(&c.goCmd, "go", "go", "the go command")
 	fs.StringVar(&services, "services", "", "comma-separated services to build (default all)")
@@ -79,10 +90,30 @@ func parseFlags(args []string) (config, error) {
 	if c.out == "" {
 		c.out = filepath.Join(c.root, "_output", "images")
 	}
+	if c.tag == "" {
+		if c.tag, err = appVersion(c.root); err != nil {
+			return c, err
+		}
+	}
 	if c.services, err = selectServices(services); err != nil {
 		return c, err
 	}
 	return c, fillProvenance(c.root, &c.prov, epoch)
+}
+
+// appVersion is the chart's appVersion, the release the repository is at.
+func appVersion(root string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(root, chartFile))
+	if err != nil {
+		return "", fmt.Errorf("the default tag: %w", err)
+	}
+	var chart struct {
+		AppVersion string `json:"appVersion"`
+	}
+	if err := yaml.Unmarshal(b, &chart); err != nil || chart.AppVersion == "" {
+		return "", fmt.Errorf("the default tag: %s has no appVersion (%v)", chartFile, err)
+	}
+	return chart.AppVersion, nil
 }
 
 func selectServices(list string) ([]string, error) {

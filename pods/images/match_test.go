@@ -26,12 +26,14 @@ type described struct {
 	Extras     []string // the paths of the other binaries it holds
 	User       string
 	Entrypoint []string
+	Licenses   string // the org.opencontainers.image.licenses label
 }
 
 // dockerfileImages reads pods/Dockerfile's image stages: every stage that
 // copies a binary from the build stage, by name. It understands the
-// instructions those stages use (FROM, COPY, USER, ENTRYPOINT in exec form)
-// and fails on anything else in them, rather than guess.
+// instructions those stages use (FROM, COPY, USER, ENTRYPOINT in exec form,
+// LABEL of the licence) and fails on anything else in them, rather than
+// guess.
 func dockerfileImages(t *testing.T) map[string]described {
 	t.Helper()
 	f, err := os.Open(filepath.Join(repoRoot, "pods/Dockerfile"))
@@ -71,6 +73,15 @@ func dockerfileImages(t *testing.T) map[string]described {
 				if err := json.Unmarshal([]byte(rest), &d.Entrypoint); err != nil {
 					t.Errorf("stage %s: ENTRYPOINT %s is not in exec form: %v", stage, rest, err)
 				}
+			}
+		case "LABEL":
+			k, v, ok := strings.Cut(rest, "=")
+			if d := stages[stage]; d != nil && ok && k == "org.opencontainers.image.licenses" {
+				if d.Licenses, err = strconv.Unquote(v); err != nil {
+					t.Errorf("stage %s: LABEL %s: want the value in double quotes", stage, rest)
+				}
+			} else if d != nil {
+				t.Errorf("stage %s: %s: this test does not know what it does to the image", stage, line)
 			}
 		case "ARG":
 		default:
@@ -116,7 +127,7 @@ func logicalLines(t *testing.T, f *os.File) []string {
 func builderImages() map[string]described {
 	out := map[string]described{}
 	for _, i := range images {
-		d := described{Program: i.service, Binary: i.binary(), User: i.user(), Entrypoint: i.entrypoint()}
+		d := described{Program: i.service, Binary: i.binary(), User: i.user(), Entrypoint: i.entrypoint(), Licenses: DefaultLicenses}
 		for _, p := range i.extras {
 			d.Extras = append(d.Extras, path.Join(binDir, p.name))
 		}
@@ -127,7 +138,7 @@ func builderImages() map[string]described {
 
 // TestImages_MatchDockerfile: the builder and pods/Dockerfile describe the
 // same five images: per service, the same binary at the same path, the
-// same numeric user and the same entrypoint.
+// same numeric user, the same entrypoint and the same licence label.
 func TestImages_MatchDockerfile(t *testing.T) {
 	want := dockerfileImages(t)
 	if len(want) == 0 {
@@ -189,11 +200,19 @@ type (
 	}
 )
 
-// TestImages_MatchManifests: every netdra container in pods/base runs the
-// image `make images` names by default (so that `make images-load` gives
-// the node what the manifests ask for), as the user its image has, and its
-// exec probes run the image's binary.
+// TestImages_MatchManifests: every netdra container in pods/base (the
+// chart's default values rendered) runs the image `make images` names by
+// default, <DefaultPrefix>/<service>:<the chart's appVersion> (so that
+// `make images-load` gives the node what the manifests ask for), as the
+// user its image has, and its exec probes run the image's binary.
 func TestImages_MatchManifests(t *testing.T) {
+	defaults, err := parseFlags([]string{"-root", repoRoot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if defaults.tag == "" || defaults.tag == "latest" {
+		t.Errorf("make images tags the images %q by default, not a release", defaults.tag)
+	}
 	used := map[string]bool{}
 	for _, file := range []string{"pods/base/daemonset.yaml", "pods/base/operator.yaml"} {
 		b, err := os.ReadFile(filepath.Join(repoRoot, file))
@@ -206,7 +225,7 @@ func TestImages_MatchManifests(t *testing.T) {
 		}
 		pod := w.Spec.Template.Spec
 		for _, c := range pod.Containers {
-			svc := checkContainer(t, file, c, pod.SecurityContext)
+			svc := checkContainer(t, file, c, pod.SecurityContext, defaults)
 			used[svc] = true
 		}
 	}
@@ -219,7 +238,7 @@ func TestImages_MatchManifests(t *testing.T) {
 
 // checkContainer checks one container against its image and returns the
 // image's service.
-func checkContainer(t *testing.T, file string, c container, pod *securityContext) string {
+func checkContainer(t *testing.T, file string, c container, pod *securityContext, defaults config) string {
 	t.Helper()
 	named, err := reference.ParseNormalizedNamed(c.Image)
 	if err != nil {
@@ -231,7 +250,7 @@ func checkContainer(t *testing.T, file string, c container, pod *securityContext
 		t.Errorf("%s: container %s runs %s, which the builder does not build", file, c.Name, c.Image)
 		return svc
 	}
-	built, err := imageName("netdra", svc, "latest")
+	built, err := imageName(defaults.prefix, svc, defaults.tag)
 	if err != nil {
 		t.Fatal(err)
 	}
