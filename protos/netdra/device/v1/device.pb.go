@@ -376,6 +376,64 @@ func (LinkState) EnumDescriptor() ([]byte, []int) {
 	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{5}
 }
 
+// RouteScope is a route's scope (rtm_scope).
+type RouteScope int32
+
+const (
+	// The kernel's choice: link for a route with no gateway, universe for
+	// one with a gateway.
+	RouteScope_ROUTE_SCOPE_UNSPECIFIED RouteScope = 0
+	RouteScope_ROUTE_SCOPE_UNIVERSE    RouteScope = 1
+	RouteScope_ROUTE_SCOPE_SITE        RouteScope = 2
+	RouteScope_ROUTE_SCOPE_LINK        RouteScope = 3
+	RouteScope_ROUTE_SCOPE_HOST        RouteScope = 4
+)
+
+// Enum value maps for RouteScope.
+var (
+	RouteScope_name = map[int32]string{
+		0: "ROUTE_SCOPE_UNSPECIFIED",
+		1: "ROUTE_SCOPE_UNIVERSE",
+		2: "ROUTE_SCOPE_SITE",
+		3: "ROUTE_SCOPE_LINK",
+		4: "ROUTE_SCOPE_HOST",
+	}
+	RouteScope_value = map[string]int32{
+		"ROUTE_SCOPE_UNSPECIFIED": 0,
+		"ROUTE_SCOPE_UNIVERSE":    1,
+		"ROUTE_SCOPE_SITE":        2,
+		"ROUTE_SCOPE_LINK":        3,
+		"ROUTE_SCOPE_HOST":        4,
+	}
+)
+
+func (x RouteScope) Enum() *RouteScope {
+	p := new(RouteScope)
+	*p = x
+	return p
+}
+
+func (x RouteScope) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RouteScope) Descriptor() protoreflect.EnumDescriptor {
+	return file_netdra_device_v1_device_proto_enumTypes[6].Descriptor()
+}
+
+func (RouteScope) Type() protoreflect.EnumType {
+	return &file_netdra_device_v1_device_proto_enumTypes[6]
+}
+
+func (x RouteScope) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RouteScope.Descriptor instead.
+func (RouteScope) EnumDescriptor() ([]byte, []int) {
+	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{6}
+}
+
 // EbpfAttachPoint is where an eBPF program was attached to an interface.
 type EbpfAttachPoint int32
 
@@ -422,11 +480,11 @@ func (x EbpfAttachPoint) String() string {
 }
 
 func (EbpfAttachPoint) Descriptor() protoreflect.EnumDescriptor {
-	return file_netdra_device_v1_device_proto_enumTypes[6].Descriptor()
+	return file_netdra_device_v1_device_proto_enumTypes[7].Descriptor()
 }
 
 func (EbpfAttachPoint) Type() protoreflect.EnumType {
-	return &file_netdra_device_v1_device_proto_enumTypes[6]
+	return &file_netdra_device_v1_device_proto_enumTypes[7]
 }
 
 func (x EbpfAttachPoint) Number() protoreflect.EnumNumber {
@@ -435,7 +493,7 @@ func (x EbpfAttachPoint) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use EbpfAttachPoint.Descriptor instead.
 func (EbpfAttachPoint) EnumDescriptor() ([]byte, []int) {
-	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{6}
+	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{7}
 }
 
 // SubInterface is what a sub-interface device is made as, in the pod: a
@@ -805,13 +863,26 @@ func (x *Device) GetShare() *Share {
 	return nil
 }
 
-// Route is a route added inside the pod for a device.
+// Route is a route added inside the pod for a device, through its
+// interface.
 type Route struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Destination prefix (10.0.0.0/8, ::/0).
+	// Destination prefix (10.0.0.0/8, ::/0; 0.0.0.0/0 and ::/0 are default
+	// routes).
 	Destination string `protobuf:"bytes,1,opt,name=destination,proto3" json:"destination,omitempty"`
 	// Optional next hop.
-	Gateway       string `protobuf:"bytes,2,opt,name=gateway,proto3" json:"gateway,omitempty"`
+	Gateway string `protobuf:"bytes,2,opt,name=gateway,proto3" json:"gateway,omitempty"`
+	// The routing table (1..2^32-1 but 253..255: 254, main, is what 0
+	// means; with a VRF, 0 means the VRF's table).
+	Table uint32     `protobuf:"varint,3,opt,name=table,proto3" json:"table,omitempty"`
+	Scope RouteScope `protobuf:"varint,4,opt,name=scope,proto3,enum=netdra.device.v1.RouteScope" json:"scope,omitempty"`
+	// The preferred source address (an address of the destination's
+	// family).
+	Source string `protobuf:"bytes,5,opt,name=source,proto3" json:"source,omitempty"`
+	// The route's metric (priority); 0: the kernel's default.
+	Metric uint32 `protobuf:"varint,6,opt,name=metric,proto3" json:"metric,omitempty"`
+	// The gateway is on the link even when no prefix of the link covers it.
+	Onlink        bool `protobuf:"varint,7,opt,name=onlink,proto3" json:"onlink,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -860,6 +931,367 @@ func (x *Route) GetGateway() string {
 	return ""
 }
 
+func (x *Route) GetTable() uint32 {
+	if x != nil {
+		return x.Table
+	}
+	return 0
+}
+
+func (x *Route) GetScope() RouteScope {
+	if x != nil {
+		return x.Scope
+	}
+	return RouteScope_ROUTE_SCOPE_UNSPECIFIED
+}
+
+func (x *Route) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *Route) GetMetric() uint32 {
+	if x != nil {
+		return x.Metric
+	}
+	return 0
+}
+
+func (x *Route) GetOnlink() bool {
+	if x != nil {
+		return x.Onlink
+	}
+	return false
+}
+
+// Rule is a policy routing rule added in the pod with a device.
+type Rule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The rule's priority (preference); 0: the kernel picks one.
+	Priority uint32 `protobuf:"varint,1,opt,name=priority,proto3" json:"priority,omitempty"`
+	// Source and destination prefixes to match; either fixes the family.
+	// With neither, the rule is added for IPv4 and IPv6.
+	From string `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
+	To   string `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`
+	// The table to look up (1..2^32-1 but 253 and 255).
+	Table uint32 `protobuf:"varint,4,opt,name=table,proto3" json:"table,omitempty"`
+	// Input and output interfaces to match, by name in the pod.
+	Iif string `protobuf:"bytes,5,opt,name=iif,proto3" json:"iif,omitempty"`
+	Oif string `protobuf:"bytes,6,opt,name=oif,proto3" json:"oif,omitempty"`
+	// The firewall mark to match, and its mask (absent: all bits).
+	Fwmark        *uint32 `protobuf:"varint,7,opt,name=fwmark,proto3,oneof" json:"fwmark,omitempty"`
+	Fwmask        *uint32 `protobuf:"varint,8,opt,name=fwmask,proto3,oneof" json:"fwmask,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Rule) Reset() {
+	*x = Rule{}
+	mi := &file_netdra_device_v1_device_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Rule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Rule) ProtoMessage() {}
+
+func (x *Rule) ProtoReflect() protoreflect.Message {
+	mi := &file_netdra_device_v1_device_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Rule.ProtoReflect.Descriptor instead.
+func (*Rule) Descriptor() ([]byte, []int) {
+	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Rule) GetPriority() uint32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+func (x *Rule) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *Rule) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *Rule) GetTable() uint32 {
+	if x != nil {
+		return x.Table
+	}
+	return 0
+}
+
+func (x *Rule) GetIif() string {
+	if x != nil {
+		return x.Iif
+	}
+	return ""
+}
+
+func (x *Rule) GetOif() string {
+	if x != nil {
+		return x.Oif
+	}
+	return ""
+}
+
+func (x *Rule) GetFwmark() uint32 {
+	if x != nil && x.Fwmark != nil {
+		return *x.Fwmark
+	}
+	return 0
+}
+
+func (x *Rule) GetFwmask() uint32 {
+	if x != nil && x.Fwmask != nil {
+		return *x.Fwmask
+	}
+	return 0
+}
+
+// Neighbor is a permanent neighbour entry (ARP for IPv4, NDP for IPv6)
+// on a device's interface in the pod.
+type Neighbor struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Address       string                 `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
+	MacAddress    string                 `protobuf:"bytes,2,opt,name=mac_address,json=macAddress,proto3" json:"mac_address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Neighbor) Reset() {
+	*x = Neighbor{}
+	mi := &file_netdra_device_v1_device_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Neighbor) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Neighbor) ProtoMessage() {}
+
+func (x *Neighbor) ProtoReflect() protoreflect.Message {
+	mi := &file_netdra_device_v1_device_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Neighbor.ProtoReflect.Descriptor instead.
+func (*Neighbor) Descriptor() ([]byte, []int) {
+	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Neighbor) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *Neighbor) GetMacAddress() string {
+	if x != nil {
+		return x.MacAddress
+	}
+	return ""
+}
+
+// Vrf is a VRF device in the pod that a device's interface is enslaved to.
+type Vrf struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The VRF device's name in the pod.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Its routing table (1..2^32-1 but 253..255).
+	Table         uint32 `protobuf:"varint,2,opt,name=table,proto3" json:"table,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Vrf) Reset() {
+	*x = Vrf{}
+	mi := &file_netdra_device_v1_device_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Vrf) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Vrf) ProtoMessage() {}
+
+func (x *Vrf) ProtoReflect() protoreflect.Message {
+	mi := &file_netdra_device_v1_device_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Vrf.ProtoReflect.Descriptor instead.
+func (*Vrf) Descriptor() ([]byte, []int) {
+	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Vrf) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Vrf) GetTable() uint32 {
+	if x != nil {
+		return x.Table
+	}
+	return 0
+}
+
+// LinkSettings are settings of an interface that travel with it: in a
+// DeviceConfig, what the claim asks; in a LinkSnapshot, what the host had
+// of the same settings, which Detach restores.
+type LinkSettings struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Txqueuelen *uint32                `protobuf:"varint,1,opt,name=txqueuelen,proto3,oneof" json:"txqueuelen,omitempty"`
+	// GSO and GRO max sizes (IFLA_GSO_MAX_SIZE, IFLA_GRO_MAX_SIZE: IPv6
+	// and, below 64 KiB, IPv4; the IPv4 ones for Big TCP over IPv4).
+	GsoMaxSize     *uint32 `protobuf:"varint,2,opt,name=gso_max_size,json=gsoMaxSize,proto3,oneof" json:"gso_max_size,omitempty"`
+	GroMaxSize     *uint32 `protobuf:"varint,3,opt,name=gro_max_size,json=groMaxSize,proto3,oneof" json:"gro_max_size,omitempty"`
+	GsoIpv4MaxSize *uint32 `protobuf:"varint,4,opt,name=gso_ipv4_max_size,json=gsoIpv4MaxSize,proto3,oneof" json:"gso_ipv4_max_size,omitempty"`
+	GroIpv4MaxSize *uint32 `protobuf:"varint,5,opt,name=gro_ipv4_max_size,json=groIpv4MaxSize,proto3,oneof" json:"gro_ipv4_max_size,omitempty"`
+	// ethtool features by the kernel's name (rx-gro, tx-checksum-ipv4), on
+	// or off.
+	Features map[string]bool `protobuf:"bytes,6,rep,name=features,proto3" json:"features,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// ethtool private flags of the driver, on or off.
+	PrivateFlags map[string]bool `protobuf:"bytes,7,rep,name=private_flags,json=privateFlags,proto3" json:"private_flags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// Per-interface sysctls, "ipv4.<key>" or "ipv6.<key>" of an allow-list
+	// (net.ipv4.conf.<if>.<key>, net.ipv6.conf.<if>.<key>).
+	Sysctls       map[string]int32 `protobuf:"bytes,8,rep,name=sysctls,proto3" json:"sysctls,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LinkSettings) Reset() {
+	*x = LinkSettings{}
+	mi := &file_netdra_device_v1_device_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LinkSettings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LinkSettings) ProtoMessage() {}
+
+func (x *LinkSettings) ProtoReflect() protoreflect.Message {
+	mi := &file_netdra_device_v1_device_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LinkSettings.ProtoReflect.Descriptor instead.
+func (*LinkSettings) Descriptor() ([]byte, []int) {
+	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *LinkSettings) GetTxqueuelen() uint32 {
+	if x != nil && x.Txqueuelen != nil {
+		return *x.Txqueuelen
+	}
+	return 0
+}
+
+func (x *LinkSettings) GetGsoMaxSize() uint32 {
+	if x != nil && x.GsoMaxSize != nil {
+		return *x.GsoMaxSize
+	}
+	return 0
+}
+
+func (x *LinkSettings) GetGroMaxSize() uint32 {
+	if x != nil && x.GroMaxSize != nil {
+		return *x.GroMaxSize
+	}
+	return 0
+}
+
+func (x *LinkSettings) GetGsoIpv4MaxSize() uint32 {
+	if x != nil && x.GsoIpv4MaxSize != nil {
+		return *x.GsoIpv4MaxSize
+	}
+	return 0
+}
+
+func (x *LinkSettings) GetGroIpv4MaxSize() uint32 {
+	if x != nil && x.GroIpv4MaxSize != nil {
+		return *x.GroIpv4MaxSize
+	}
+	return 0
+}
+
+func (x *LinkSettings) GetFeatures() map[string]bool {
+	if x != nil {
+		return x.Features
+	}
+	return nil
+}
+
+func (x *LinkSettings) GetPrivateFlags() map[string]bool {
+	if x != nil {
+		return x.PrivateFlags
+	}
+	return nil
+}
+
+func (x *LinkSettings) GetSysctls() map[string]int32 {
+	if x != nil {
+		return x.Sysctls
+	}
+	return nil
+}
+
 // DeviceConfig is what a claim asks of a device: the opaque parameters of
 // the claim, parsed and validated.
 type DeviceConfig struct {
@@ -889,14 +1321,26 @@ type DeviceConfig struct {
 	// (DPDK: its /dev/vfio device nodes, no netdev); false, a device with a
 	// netdev. Absent: whatever the device is. A device that is not what the
 	// claim asks is refused before anything changes.
-	Vfio          *bool `protobuf:"varint,15,opt,name=vfio,proto3,oneof" json:"vfio,omitempty"`
+	Vfio *bool `protobuf:"varint,15,opt,name=vfio,proto3,oneof" json:"vfio,omitempty"`
+	// Policy routing rules added in the pod with the device.
+	Rules []*Rule `protobuf:"bytes,16,rep,name=rules,proto3" json:"rules,omitempty"`
+	// Permanent neighbour entries on the device's interface.
+	Neighbors []*Neighbor `protobuf:"bytes,17,rep,name=neighbors,proto3" json:"neighbors,omitempty"`
+	// The VRF the interface is enslaved to, created in the pod when it is
+	// not there.
+	Vrf *Vrf `protobuf:"bytes,18,opt,name=vrf,proto3" json:"vrf,omitempty"`
+	// Settings of the interface; restored at Detach for a link that moves.
+	LinkSettings *LinkSettings `protobuf:"bytes,19,opt,name=link_settings,json=linkSettings,proto3" json:"link_settings,omitempty"`
+	// netdra's eBPF programs are not put on the device (no counters, no
+	// software VLAN or spoof check).
+	EbpfDisabled  bool `protobuf:"varint,20,opt,name=ebpf_disabled,json=ebpfDisabled,proto3" json:"ebpf_disabled,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DeviceConfig) Reset() {
 	*x = DeviceConfig{}
-	mi := &file_netdra_device_v1_device_proto_msgTypes[4]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -908,7 +1352,7 @@ func (x *DeviceConfig) String() string {
 func (*DeviceConfig) ProtoMessage() {}
 
 func (x *DeviceConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_device_v1_device_proto_msgTypes[4]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -921,7 +1365,7 @@ func (x *DeviceConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceConfig.ProtoReflect.Descriptor instead.
 func (*DeviceConfig) Descriptor() ([]byte, []int) {
-	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{4}
+	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DeviceConfig) GetPodIfName() string {
@@ -1029,6 +1473,41 @@ func (x *DeviceConfig) GetVfio() bool {
 	return false
 }
 
+func (x *DeviceConfig) GetRules() []*Rule {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
+func (x *DeviceConfig) GetNeighbors() []*Neighbor {
+	if x != nil {
+		return x.Neighbors
+	}
+	return nil
+}
+
+func (x *DeviceConfig) GetVrf() *Vrf {
+	if x != nil {
+		return x.Vrf
+	}
+	return nil
+}
+
+func (x *DeviceConfig) GetLinkSettings() *LinkSettings {
+	if x != nil {
+		return x.LinkSettings
+	}
+	return nil
+}
+
+func (x *DeviceConfig) GetEbpfDisabled() bool {
+	if x != nil {
+		return x.EbpfDisabled
+	}
+	return false
+}
+
 // LinkSnapshot is a link's identity as the host had it, restored at Detach.
 type LinkSnapshot struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -1036,14 +1515,18 @@ type LinkSnapshot struct {
 	MacAddress string                 `protobuf:"bytes,2,opt,name=mac_address,json=macAddress,proto3" json:"mac_address,omitempty"`
 	Mtu        uint32                 `protobuf:"varint,3,opt,name=mtu,proto3" json:"mtu,omitempty"`
 	// Whether the link was administratively up.
-	Up            bool `protobuf:"varint,4,opt,name=up,proto3" json:"up,omitempty"`
+	Up bool `protobuf:"varint,4,opt,name=up,proto3" json:"up,omitempty"`
+	// What the host had of the settings the claim sets (link_settings),
+	// read at Setup; Detach restores it. Absent for a link created in the
+	// pod.
+	Settings      *LinkSettings `protobuf:"bytes,5,opt,name=settings,proto3" json:"settings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LinkSnapshot) Reset() {
 	*x = LinkSnapshot{}
-	mi := &file_netdra_device_v1_device_proto_msgTypes[5]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1055,7 +1538,7 @@ func (x *LinkSnapshot) String() string {
 func (*LinkSnapshot) ProtoMessage() {}
 
 func (x *LinkSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_device_v1_device_proto_msgTypes[5]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1068,7 +1551,7 @@ func (x *LinkSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LinkSnapshot.ProtoReflect.Descriptor instead.
 func (*LinkSnapshot) Descriptor() ([]byte, []int) {
-	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{5}
+	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *LinkSnapshot) GetName() string {
@@ -1099,6 +1582,13 @@ func (x *LinkSnapshot) GetUp() bool {
 	return false
 }
 
+func (x *LinkSnapshot) GetSettings() *LinkSettings {
+	if x != nil {
+		return x.Settings
+	}
+	return nil
+}
+
 // VfSnapshot is a VF's settings on its PF, restored at Free.
 type VfSnapshot struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1117,7 +1607,7 @@ type VfSnapshot struct {
 
 func (x *VfSnapshot) Reset() {
 	*x = VfSnapshot{}
-	mi := &file_netdra_device_v1_device_proto_msgTypes[6]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1129,7 +1619,7 @@ func (x *VfSnapshot) String() string {
 func (*VfSnapshot) ProtoMessage() {}
 
 func (x *VfSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_device_v1_device_proto_msgTypes[6]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1142,7 +1632,7 @@ func (x *VfSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VfSnapshot.ProtoReflect.Descriptor instead.
 func (*VfSnapshot) Descriptor() ([]byte, []int) {
-	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{6}
+	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *VfSnapshot) GetMacAddress() string {
@@ -1243,7 +1733,7 @@ type PreparedDevice struct {
 
 func (x *PreparedDevice) Reset() {
 	*x = PreparedDevice{}
-	mi := &file_netdra_device_v1_device_proto_msgTypes[7]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1255,7 +1745,7 @@ func (x *PreparedDevice) String() string {
 func (*PreparedDevice) ProtoMessage() {}
 
 func (x *PreparedDevice) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_device_v1_device_proto_msgTypes[7]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1268,7 +1758,7 @@ func (x *PreparedDevice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreparedDevice.ProtoReflect.Descriptor instead.
 func (*PreparedDevice) Descriptor() ([]byte, []int) {
-	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{7}
+	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PreparedDevice) GetDevice() *Device {
@@ -1337,7 +1827,7 @@ type VfioBinding struct {
 
 func (x *VfioBinding) Reset() {
 	*x = VfioBinding{}
-	mi := &file_netdra_device_v1_device_proto_msgTypes[8]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1349,7 +1839,7 @@ func (x *VfioBinding) String() string {
 func (*VfioBinding) ProtoMessage() {}
 
 func (x *VfioBinding) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_device_v1_device_proto_msgTypes[8]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1362,7 +1852,7 @@ func (x *VfioBinding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VfioBinding.ProtoReflect.Descriptor instead.
 func (*VfioBinding) Descriptor() ([]byte, []int) {
-	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{8}
+	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *VfioBinding) GetOriginalDriver() string {
@@ -1393,7 +1883,7 @@ type DeviceNode struct {
 
 func (x *DeviceNode) Reset() {
 	*x = DeviceNode{}
-	mi := &file_netdra_device_v1_device_proto_msgTypes[9]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1405,7 +1895,7 @@ func (x *DeviceNode) String() string {
 func (*DeviceNode) ProtoMessage() {}
 
 func (x *DeviceNode) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_device_v1_device_proto_msgTypes[9]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1418,7 +1908,7 @@ func (x *DeviceNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceNode.ProtoReflect.Descriptor instead.
 func (*DeviceNode) Descriptor() ([]byte, []int) {
-	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{9}
+	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DeviceNode) GetHostPath() string {
@@ -1460,7 +1950,7 @@ type EbpfProgram struct {
 
 func (x *EbpfProgram) Reset() {
 	*x = EbpfProgram{}
-	mi := &file_netdra_device_v1_device_proto_msgTypes[10]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1472,7 +1962,7 @@ func (x *EbpfProgram) String() string {
 func (*EbpfProgram) ProtoMessage() {}
 
 func (x *EbpfProgram) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_device_v1_device_proto_msgTypes[10]
+	mi := &file_netdra_device_v1_device_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1485,7 +1975,7 @@ func (x *EbpfProgram) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EbpfProgram.ProtoReflect.Descriptor instead.
 func (*EbpfProgram) Descriptor() ([]byte, []int) {
-	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{10}
+	return file_netdra_device_v1_device_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *EbpfProgram) GetAttachPoint() EbpfAttachPoint {
@@ -1599,10 +2089,60 @@ const file_netdra_device_v1_device_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\v\n" +
 	"\t_vf_indexB\f\n" +
 	"\n" +
-	"_numa_node\"C\n" +
+	"_numa_node\"\xd5\x01\n" +
 	"\x05Route\x12 \n" +
 	"\vdestination\x18\x01 \x01(\tR\vdestination\x12\x18\n" +
-	"\agateway\x18\x02 \x01(\tR\agateway\"\xf5\x04\n" +
+	"\agateway\x18\x02 \x01(\tR\agateway\x12\x14\n" +
+	"\x05table\x18\x03 \x01(\rR\x05table\x122\n" +
+	"\x05scope\x18\x04 \x01(\x0e2\x1c.netdra.device.v1.RouteScopeR\x05scope\x12\x16\n" +
+	"\x06source\x18\x05 \x01(\tR\x06source\x12\x16\n" +
+	"\x06metric\x18\x06 \x01(\rR\x06metric\x12\x16\n" +
+	"\x06onlink\x18\a \x01(\bR\x06onlink\"\xd0\x01\n" +
+	"\x04Rule\x12\x1a\n" +
+	"\bpriority\x18\x01 \x01(\rR\bpriority\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\tR\x04from\x12\x0e\n" +
+	"\x02to\x18\x03 \x01(\tR\x02to\x12\x14\n" +
+	"\x05table\x18\x04 \x01(\rR\x05table\x12\x10\n" +
+	"\x03iif\x18\x05 \x01(\tR\x03iif\x12\x10\n" +
+	"\x03oif\x18\x06 \x01(\tR\x03oif\x12\x1b\n" +
+	"\x06fwmark\x18\a \x01(\rH\x00R\x06fwmark\x88\x01\x01\x12\x1b\n" +
+	"\x06fwmask\x18\b \x01(\rH\x01R\x06fwmask\x88\x01\x01B\t\n" +
+	"\a_fwmarkB\t\n" +
+	"\a_fwmask\"E\n" +
+	"\bNeighbor\x12\x18\n" +
+	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x1f\n" +
+	"\vmac_address\x18\x02 \x01(\tR\n" +
+	"macAddress\"/\n" +
+	"\x03Vrf\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05table\x18\x02 \x01(\rR\x05table\"\xe0\x05\n" +
+	"\fLinkSettings\x12#\n" +
+	"\n" +
+	"txqueuelen\x18\x01 \x01(\rH\x00R\n" +
+	"txqueuelen\x88\x01\x01\x12%\n" +
+	"\fgso_max_size\x18\x02 \x01(\rH\x01R\n" +
+	"gsoMaxSize\x88\x01\x01\x12%\n" +
+	"\fgro_max_size\x18\x03 \x01(\rH\x02R\n" +
+	"groMaxSize\x88\x01\x01\x12.\n" +
+	"\x11gso_ipv4_max_size\x18\x04 \x01(\rH\x03R\x0egsoIpv4MaxSize\x88\x01\x01\x12.\n" +
+	"\x11gro_ipv4_max_size\x18\x05 \x01(\rH\x04R\x0egroIpv4MaxSize\x88\x01\x01\x12H\n" +
+	"\bfeatures\x18\x06 \x03(\v2,.netdra.device.v1.LinkSettings.FeaturesEntryR\bfeatures\x12U\n" +
+	"\rprivate_flags\x18\a \x03(\v20.netdra.device.v1.LinkSettings.PrivateFlagsEntryR\fprivateFlags\x12E\n" +
+	"\asysctls\x18\b \x03(\v2+.netdra.device.v1.LinkSettings.SysctlsEntryR\asysctls\x1a;\n" +
+	"\rFeaturesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\bR\x05value:\x028\x01\x1a?\n" +
+	"\x11PrivateFlagsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\bR\x05value:\x028\x01\x1a:\n" +
+	"\fSysctlsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01B\r\n" +
+	"\v_txqueuelenB\x0f\n" +
+	"\r_gso_max_sizeB\x0f\n" +
+	"\r_gro_max_sizeB\x14\n" +
+	"\x12_gso_ipv4_max_sizeB\x14\n" +
+	"\x12_gro_ipv4_max_size\"\xf0\x06\n" +
 	"\fDeviceConfig\x12\x1e\n" +
 	"\vpod_if_name\x18\x01 \x01(\tR\tpodIfName\x12\x17\n" +
 	"\x04vlan\x18\x02 \x01(\rH\x00R\x04vlan\x88\x01\x01\x12\x1e\n" +
@@ -1622,7 +2162,12 @@ const file_netdra_device_v1_device_proto_rawDesc = "" +
 	"\taddresses\x18\f \x03(\tR\taddresses\x12/\n" +
 	"\x06routes\x18\r \x03(\v2\x17.netdra.device.v1.RouteR\x06routes\x12\x19\n" +
 	"\bip_pools\x18\x0e \x03(\tR\aipPools\x12\x17\n" +
-	"\x04vfio\x18\x0f \x01(\bH\x06R\x04vfio\x88\x01\x01B\a\n" +
+	"\x04vfio\x18\x0f \x01(\bH\x06R\x04vfio\x88\x01\x01\x12,\n" +
+	"\x05rules\x18\x10 \x03(\v2\x16.netdra.device.v1.RuleR\x05rules\x128\n" +
+	"\tneighbors\x18\x11 \x03(\v2\x1a.netdra.device.v1.NeighborR\tneighbors\x12'\n" +
+	"\x03vrf\x18\x12 \x01(\v2\x15.netdra.device.v1.VrfR\x03vrf\x12C\n" +
+	"\rlink_settings\x18\x13 \x01(\v2\x1e.netdra.device.v1.LinkSettingsR\flinkSettings\x12#\n" +
+	"\rebpf_disabled\x18\x14 \x01(\bR\febpfDisabledB\a\n" +
 	"\x05_vlanB\v\n" +
 	"\t_vlan_qosB\f\n" +
 	"\n" +
@@ -1630,13 +2175,14 @@ const file_netdra_device_v1_device_proto_rawDesc = "" +
 	"\x06_trustB\x0e\n" +
 	"\f_min_tx_rateB\x0e\n" +
 	"\f_max_tx_rateB\a\n" +
-	"\x05_vfio\"e\n" +
+	"\x05_vfio\"\xa1\x01\n" +
 	"\fLinkSnapshot\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
 	"\vmac_address\x18\x02 \x01(\tR\n" +
 	"macAddress\x12\x10\n" +
 	"\x03mtu\x18\x03 \x01(\rR\x03mtu\x12\x0e\n" +
-	"\x02up\x18\x04 \x01(\bR\x02up\"\xc9\x02\n" +
+	"\x02up\x18\x04 \x01(\bR\x02up\x12:\n" +
+	"\bsettings\x18\x05 \x01(\v2\x1e.netdra.device.v1.LinkSettingsR\bsettings\"\xc9\x02\n" +
 	"\n" +
 	"VfSnapshot\x12\x1f\n" +
 	"\vmac_address\x18\x01 \x01(\tR\n" +
@@ -1713,7 +2259,14 @@ const file_netdra_device_v1_device_proto_rawDesc = "" +
 	"\x16LINK_STATE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rLINK_STATE_UP\x10\x01\x12\x13\n" +
 	"\x0fLINK_STATE_DOWN\x10\x02\x12\x19\n" +
-	"\x15LINK_STATE_ADMIN_DOWN\x10\x03*\xd7\x01\n" +
+	"\x15LINK_STATE_ADMIN_DOWN\x10\x03*\x85\x01\n" +
+	"\n" +
+	"RouteScope\x12\x1b\n" +
+	"\x17ROUTE_SCOPE_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14ROUTE_SCOPE_UNIVERSE\x10\x01\x12\x14\n" +
+	"\x10ROUTE_SCOPE_SITE\x10\x02\x12\x14\n" +
+	"\x10ROUTE_SCOPE_LINK\x10\x03\x12\x14\n" +
+	"\x10ROUTE_SCOPE_HOST\x10\x04*\xd7\x01\n" +
 	"\x0fEbpfAttachPoint\x12!\n" +
 	"\x1dEBPF_ATTACH_POINT_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dEBPF_ATTACH_POINT_TCX_INGRESS\x10\x01\x12 \n" +
@@ -1735,8 +2288,8 @@ func file_netdra_device_v1_device_proto_rawDescGZIP() []byte {
 	return file_netdra_device_v1_device_proto_rawDescData
 }
 
-var file_netdra_device_v1_device_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_netdra_device_v1_device_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_netdra_device_v1_device_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
+var file_netdra_device_v1_device_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_netdra_device_v1_device_proto_goTypes = []any{
 	(DeviceManager)(0),     // 0: netdra.device.v1.DeviceManager
 	(SubInterfaceKind)(0),  // 1: netdra.device.v1.SubInterfaceKind
@@ -1744,46 +2297,63 @@ var file_netdra_device_v1_device_proto_goTypes = []any{
 	(VlanProto)(0),         // 3: netdra.device.v1.VlanProto
 	(VfLinkState)(0),       // 4: netdra.device.v1.VfLinkState
 	(LinkState)(0),         // 5: netdra.device.v1.LinkState
-	(EbpfAttachPoint)(0),   // 6: netdra.device.v1.EbpfAttachPoint
-	(*SubInterface)(nil),   // 7: netdra.device.v1.SubInterface
-	(*Share)(nil),          // 8: netdra.device.v1.Share
-	(*Device)(nil),         // 9: netdra.device.v1.Device
-	(*Route)(nil),          // 10: netdra.device.v1.Route
-	(*DeviceConfig)(nil),   // 11: netdra.device.v1.DeviceConfig
-	(*LinkSnapshot)(nil),   // 12: netdra.device.v1.LinkSnapshot
-	(*VfSnapshot)(nil),     // 13: netdra.device.v1.VfSnapshot
-	(*PreparedDevice)(nil), // 14: netdra.device.v1.PreparedDevice
-	(*VfioBinding)(nil),    // 15: netdra.device.v1.VfioBinding
-	(*DeviceNode)(nil),     // 16: netdra.device.v1.DeviceNode
-	(*EbpfProgram)(nil),    // 17: netdra.device.v1.EbpfProgram
-	nil,                    // 18: netdra.device.v1.Device.AttributesEntry
+	(RouteScope)(0),        // 6: netdra.device.v1.RouteScope
+	(EbpfAttachPoint)(0),   // 7: netdra.device.v1.EbpfAttachPoint
+	(*SubInterface)(nil),   // 8: netdra.device.v1.SubInterface
+	(*Share)(nil),          // 9: netdra.device.v1.Share
+	(*Device)(nil),         // 10: netdra.device.v1.Device
+	(*Route)(nil),          // 11: netdra.device.v1.Route
+	(*Rule)(nil),           // 12: netdra.device.v1.Rule
+	(*Neighbor)(nil),       // 13: netdra.device.v1.Neighbor
+	(*Vrf)(nil),            // 14: netdra.device.v1.Vrf
+	(*LinkSettings)(nil),   // 15: netdra.device.v1.LinkSettings
+	(*DeviceConfig)(nil),   // 16: netdra.device.v1.DeviceConfig
+	(*LinkSnapshot)(nil),   // 17: netdra.device.v1.LinkSnapshot
+	(*VfSnapshot)(nil),     // 18: netdra.device.v1.VfSnapshot
+	(*PreparedDevice)(nil), // 19: netdra.device.v1.PreparedDevice
+	(*VfioBinding)(nil),    // 20: netdra.device.v1.VfioBinding
+	(*DeviceNode)(nil),     // 21: netdra.device.v1.DeviceNode
+	(*EbpfProgram)(nil),    // 22: netdra.device.v1.EbpfProgram
+	nil,                    // 23: netdra.device.v1.Device.AttributesEntry
+	nil,                    // 24: netdra.device.v1.LinkSettings.FeaturesEntry
+	nil,                    // 25: netdra.device.v1.LinkSettings.PrivateFlagsEntry
+	nil,                    // 26: netdra.device.v1.LinkSettings.SysctlsEntry
 }
 var file_netdra_device_v1_device_proto_depIdxs = []int32{
 	1,  // 0: netdra.device.v1.SubInterface.kind:type_name -> netdra.device.v1.SubInterfaceKind
 	2,  // 1: netdra.device.v1.SubInterface.mode:type_name -> netdra.device.v1.SubInterfaceMode
 	0,  // 2: netdra.device.v1.Device.manager:type_name -> netdra.device.v1.DeviceManager
-	18, // 3: netdra.device.v1.Device.attributes:type_name -> netdra.device.v1.Device.AttributesEntry
+	23, // 3: netdra.device.v1.Device.attributes:type_name -> netdra.device.v1.Device.AttributesEntry
 	5,  // 4: netdra.device.v1.Device.link_state:type_name -> netdra.device.v1.LinkState
-	7,  // 5: netdra.device.v1.Device.sub_interface:type_name -> netdra.device.v1.SubInterface
-	8,  // 6: netdra.device.v1.Device.share:type_name -> netdra.device.v1.Share
-	3,  // 7: netdra.device.v1.DeviceConfig.vlan_proto:type_name -> netdra.device.v1.VlanProto
-	4,  // 8: netdra.device.v1.DeviceConfig.link_state:type_name -> netdra.device.v1.VfLinkState
-	10, // 9: netdra.device.v1.DeviceConfig.routes:type_name -> netdra.device.v1.Route
-	3,  // 10: netdra.device.v1.VfSnapshot.vlan_proto:type_name -> netdra.device.v1.VlanProto
-	4,  // 11: netdra.device.v1.VfSnapshot.link_state:type_name -> netdra.device.v1.VfLinkState
-	9,  // 12: netdra.device.v1.PreparedDevice.device:type_name -> netdra.device.v1.Device
-	12, // 13: netdra.device.v1.PreparedDevice.original_link:type_name -> netdra.device.v1.LinkSnapshot
-	13, // 14: netdra.device.v1.PreparedDevice.original_vf:type_name -> netdra.device.v1.VfSnapshot
-	17, // 15: netdra.device.v1.PreparedDevice.detached_ebpf_programs:type_name -> netdra.device.v1.EbpfProgram
-	16, // 16: netdra.device.v1.PreparedDevice.device_nodes:type_name -> netdra.device.v1.DeviceNode
-	15, // 17: netdra.device.v1.PreparedDevice.vfio_binding:type_name -> netdra.device.v1.VfioBinding
-	12, // 18: netdra.device.v1.VfioBinding.original_netdev:type_name -> netdra.device.v1.LinkSnapshot
-	6,  // 19: netdra.device.v1.EbpfProgram.attach_point:type_name -> netdra.device.v1.EbpfAttachPoint
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	8,  // 5: netdra.device.v1.Device.sub_interface:type_name -> netdra.device.v1.SubInterface
+	9,  // 6: netdra.device.v1.Device.share:type_name -> netdra.device.v1.Share
+	6,  // 7: netdra.device.v1.Route.scope:type_name -> netdra.device.v1.RouteScope
+	24, // 8: netdra.device.v1.LinkSettings.features:type_name -> netdra.device.v1.LinkSettings.FeaturesEntry
+	25, // 9: netdra.device.v1.LinkSettings.private_flags:type_name -> netdra.device.v1.LinkSettings.PrivateFlagsEntry
+	26, // 10: netdra.device.v1.LinkSettings.sysctls:type_name -> netdra.device.v1.LinkSettings.SysctlsEntry
+	3,  // 11: netdra.device.v1.DeviceConfig.vlan_proto:type_name -> netdra.device.v1.VlanProto
+	4,  // 12: netdra.device.v1.DeviceConfig.link_state:type_name -> netdra.device.v1.VfLinkState
+	11, // 13: netdra.device.v1.DeviceConfig.routes:type_name -> netdra.device.v1.Route
+	12, // 14: netdra.device.v1.DeviceConfig.rules:type_name -> netdra.device.v1.Rule
+	13, // 15: netdra.device.v1.DeviceConfig.neighbors:type_name -> netdra.device.v1.Neighbor
+	14, // 16: netdra.device.v1.DeviceConfig.vrf:type_name -> netdra.device.v1.Vrf
+	15, // 17: netdra.device.v1.DeviceConfig.link_settings:type_name -> netdra.device.v1.LinkSettings
+	15, // 18: netdra.device.v1.LinkSnapshot.settings:type_name -> netdra.device.v1.LinkSettings
+	3,  // 19: netdra.device.v1.VfSnapshot.vlan_proto:type_name -> netdra.device.v1.VlanProto
+	4,  // 20: netdra.device.v1.VfSnapshot.link_state:type_name -> netdra.device.v1.VfLinkState
+	10, // 21: netdra.device.v1.PreparedDevice.device:type_name -> netdra.device.v1.Device
+	17, // 22: netdra.device.v1.PreparedDevice.original_link:type_name -> netdra.device.v1.LinkSnapshot
+	18, // 23: netdra.device.v1.PreparedDevice.original_vf:type_name -> netdra.device.v1.VfSnapshot
+	22, // 24: netdra.device.v1.PreparedDevice.detached_ebpf_programs:type_name -> netdra.device.v1.EbpfProgram
+	21, // 25: netdra.device.v1.PreparedDevice.device_nodes:type_name -> netdra.device.v1.DeviceNode
+	20, // 26: netdra.device.v1.PreparedDevice.vfio_binding:type_name -> netdra.device.v1.VfioBinding
+	17, // 27: netdra.device.v1.VfioBinding.original_netdev:type_name -> netdra.device.v1.LinkSnapshot
+	7,  // 28: netdra.device.v1.EbpfProgram.attach_point:type_name -> netdra.device.v1.EbpfAttachPoint
+	29, // [29:29] is the sub-list for method output_type
+	29, // [29:29] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_netdra_device_v1_device_proto_init() }
@@ -1793,13 +2363,15 @@ func file_netdra_device_v1_device_proto_init() {
 	}
 	file_netdra_device_v1_device_proto_msgTypes[2].OneofWrappers = []any{}
 	file_netdra_device_v1_device_proto_msgTypes[4].OneofWrappers = []any{}
+	file_netdra_device_v1_device_proto_msgTypes[7].OneofWrappers = []any{}
+	file_netdra_device_v1_device_proto_msgTypes[8].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_netdra_device_v1_device_proto_rawDesc), len(file_netdra_device_v1_device_proto_rawDesc)),
-			NumEnums:      7,
-			NumMessages:   12,
+			NumEnums:      8,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
