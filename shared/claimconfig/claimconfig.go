@@ -19,6 +19,14 @@
 //	vfio        true: the pod wants a VF bound to vfio-pci (DPDK), its /dev/vfio
 //	            device nodes and no netdev, so none of podIfName, mtu, addresses,
 //	            routes, ipPools; false: a device with a netdev; absent: either
+//
+// and the rest of the pod's network (network.go): routes' table, scope,
+// source, metric and onlink; policy rules; permanent neighbours; a VRF;
+// per-interface sysctls of an allow-list; txqueuelen and GSO/GRO max sizes;
+// ethtool features and private flags; the eBPF opt-out. The parameters may
+// say what they are, apiVersion netdra.io/v1alpha1 and kind NetworkConfig,
+// or neither. Reference (reference.go) documents every parameter, and
+// README's claim reference is generated from it.
 package claimconfig
 
 import (
@@ -28,6 +36,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"reflect"
 	"strings"
 
@@ -37,27 +46,35 @@ import (
 
 // Params is the JSON form of the parameters.
 type Params struct {
-	PodIfName string   `json:"podIfName,omitempty"`
-	Vlan      *uint32  `json:"vlan,omitempty"`
-	VlanQoS   *uint32  `json:"vlanQoS,omitempty"`
-	VlanProto string   `json:"vlanProto,omitempty"`
-	MAC       string   `json:"mac,omitempty"`
-	SpoofChk  *bool    `json:"spoofChk,omitempty"`
-	Trust     *bool    `json:"trust,omitempty"`
-	LinkState string   `json:"linkState,omitempty"`
-	MinTxRate *uint32  `json:"minTxRate,omitempty"`
-	MaxTxRate *uint32  `json:"maxTxRate,omitempty"`
-	MTU       uint32   `json:"mtu,omitempty"`
-	Addresses []string `json:"addresses,omitempty"`
-	Routes    []Route  `json:"routes,omitempty"`
-	IPPools   []string `json:"ipPools,omitempty"`
-	Vfio      *bool    `json:"vfio,omitempty"`
+	APIVersion string   `json:"apiVersion,omitempty"`
+	Kind       string   `json:"kind,omitempty"`
+	PodIfName  string   `json:"podIfName,omitempty"`
+	Vlan       *uint32  `json:"vlan,omitempty"`
+	VlanQoS    *uint32  `json:"vlanQoS,omitempty"`
+	VlanProto  string   `json:"vlanProto,omitempty"`
+	MAC        string   `json:"mac,omitempty"`
+	SpoofChk   *bool    `json:"spoofChk,omitempty"`
+	Trust      *bool    `json:"trust,omitempty"`
+	LinkState  string   `json:"linkState,omitempty"`
+	MinTxRate  *uint32  `json:"minTxRate,omitempty"`
+	MaxTxRate  *uint32  `json:"maxTxRate,omitempty"`
+	MTU        uint32   `json:"mtu,omitempty"`
+	Addresses  []string `json:"addresses,omitempty"`
+	Routes     []Route  `json:"routes,omitempty"`
+	IPPools    []string `json:"ipPools,omitempty"`
+	Vfio       *bool    `json:"vfio,omitempty"`
+	Network
 }
 
-// Route is a route in the pod.
+// Route is a route in the pod, through the device's interface.
 type Route struct {
 	Destination string `json:"destination"`
 	Gateway     string `json:"gateway,omitempty"`
+	Table       uint32 `json:"table,omitempty"`
+	Scope       string `json:"scope,omitempty"`
+	Source      string `json:"source,omitempty"`
+	Metric      uint32 `json:"metric,omitempty"`
+	OnLink      bool   `json:"onlink,omitempty"`
 }
 
 var vlanProtos = map[string]devicev1.VlanProto{
@@ -112,17 +129,33 @@ func exactKeys(raw []byte) error {
 // is not an object.
 type keySchema map[string]keySchema
 
+// anyKey is the key of a keySchema whose object is a map: any key, each
+// once.
+const anyKey = "*"
+
 var paramsKeys = func() keySchema {
-	s := jsonKeys[Params]()
-	s["routes"] = jsonKeys[Route]()
+	s := jsonKeys(reflect.TypeFor[Params]())
+	s["routes"] = jsonKeys(reflect.TypeFor[Route]())
+	s["rules"] = jsonKeys(reflect.TypeFor[Rule]())
+	s["neighbors"] = jsonKeys(reflect.TypeFor[Neighbor]())
+	s["vrf"] = jsonKeys(reflect.TypeFor[VRF]())
+	for _, m := range []string{"sysctls", "features", "privateFlags"} {
+		s[m] = keySchema{anyKey: nil}
+	}
 	return s
 }()
 
-func jsonKeys[T any]() keySchema {
+// jsonKeys is the keys of struct t as JSON has them, an embedded struct's
+// among them.
+func jsonKeys(t reflect.Type) keySchema {
 	keys := keySchema{}
-	t := reflect.TypeFor[T]()
 	for i := range t.NumField() {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		f := t.Field(i)
+		if f.Anonymous {
+			maps.Copy(keys, jsonKeys(f.Type))
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 		keys[name] = nil
 	}
 	return keys
@@ -175,6 +208,9 @@ func checkObjectKeys(dec *json.Decoder, field string, s keySchema) error {
 		if field != "" {
 			name = field + "." + key
 		}
+		if c, isMap := s[anyKey]; isMap {
+			child, known, name = c, true, fmt.Sprintf("%s[%q]", field, key)
+		}
 		switch {
 		case key == "":
 			return fielderr.New(cmp.Or(field, "parameters"), `unknown field ""`)
@@ -214,19 +250,27 @@ func (p *Params) Config() (*devicev1.DeviceConfig, error) {
 	if err := p.validate(); err != nil {
 		return nil, err
 	}
+	routes, err := p.routes()
+	if err != nil {
+		return nil, err
+	}
 	c := &devicev1.DeviceConfig{
 		PodIfName: p.PodIfName, Vlan: p.Vlan, VlanQos: p.VlanQoS, VlanProto: vlanProtos[strings.ToLower(p.VlanProto)],
 		MacAddress: strings.ToLower(p.MAC), SpoofChk: p.SpoofChk, Trust: p.Trust, LinkState: linkStates[p.LinkState],
 		MinTxRate: p.MinTxRate, MaxTxRate: p.MaxTxRate, Mtu: p.MTU, Addresses: p.Addresses, IpPools: p.IPPools,
-		Vfio: p.Vfio,
+		Vfio: p.Vfio, Routes: routes,
 	}
-	for _, r := range p.Routes {
-		c.Routes = append(c.Routes, &devicev1.Route{Destination: r.Destination, Gateway: r.Gateway})
+	p.Network.into(c)
+	if err := ValidateNetwork(c); err != nil {
+		return nil, err
 	}
 	return c, nil
 }
 
 func (p *Params) validate() error {
+	if err := p.validateVersion(); err != nil {
+		return err
+	}
 	if err := ValidateIfName("podIfName", p.PodIfName); err != nil {
 		return err
 	}
@@ -275,6 +319,11 @@ func (p *Params) validateVfio() error {
 	}{
 		{"podIfName", p.PodIfName != ""}, {"mtu", p.MTU != 0}, {"addresses", len(p.Addresses) > 0},
 		{"routes", len(p.Routes) > 0}, {"ipPools", len(p.IPPools) > 0},
+		{"rules", len(p.Rules) > 0}, {"neighbors", len(p.Neighbors) > 0}, {"vrf", p.VRF != nil},
+		{"sysctls", len(p.Sysctls) > 0}, {"txqueuelen", p.TxQueueLen != nil},
+		{"gsoMaxSize", p.GSOMaxSize != nil}, {"groMaxSize", p.GROMaxSize != nil},
+		{"gsoIPv4MaxSize", p.GSOIPv4MaxSize != nil}, {"groIPv4MaxSize", p.GROIPv4MaxSize != nil},
+		{"features", len(p.Features) > 0}, {"privateFlags", len(p.PrivateFlags) > 0},
 	} {
 		if f.set {
 			return fielderr.New(f.name, "a vfio device (vfio: true) has no interface in the pod to take it")

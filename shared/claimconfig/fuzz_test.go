@@ -26,6 +26,13 @@ func FuzzParse(f *testing.F) {
 		`{"routes":[{"destination":"10.1.0.0/16","gateway":"fe80::1%eth0"}]}`,
 		`{"addresses":["255.255.255.255/32"]}`,
 		`{"minTxRate":5,"maxTxRate":0}`,
+		`{"apiVersion":"netdra.io/v1alpha1","kind":"NetworkConfig","podIfName":"net1","vrf":{"name":"red","table":10},
+			"routes":[{"destination":"0.0.0.0/0","gateway":"10.0.0.1","table":100,"scope":"universe","source":"10.0.0.2","metric":5,"onlink":true}],
+			"rules":[{"priority":100,"from":"10.0.0.0/24","table":100,"iif":"net1","fwmark":1,"fwmask":255}],
+			"neighbors":[{"address":"10.0.0.1","mac":"02:00:00:00:00:01"}],"sysctls":{"ipv4.rp_filter":2,"ipv6.accept_ra":0},
+			"txqueuelen":5000,"gsoMaxSize":196608,"groMaxSize":196608,"gsoIPv4MaxSize":196608,"groIPv4MaxSize":196608,
+			"features":{"rx-gro":false},"privateFlags":{"legacy-rx":true},"ebpfPrograms":false}`,
+		`{"sysctls":{"ipv4.rp_filter":1,"ipv4.rp_filter":2}}`, `{"apiVersion":"v2"}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -77,7 +84,32 @@ func paramsOf(cfg *devicev1.DeviceConfig) *Params {
 		}
 	}
 	for _, r := range cfg.GetRoutes() {
-		p.Routes = append(p.Routes, Route{Destination: r.GetDestination(), Gateway: r.GetGateway()})
+		route := Route{Destination: r.GetDestination(), Gateway: r.GetGateway(), Table: r.GetTable(), Source: r.GetSource(),
+			Metric: r.GetMetric(), OnLink: r.GetOnlink()}
+		for name, v := range routeScopes {
+			if v == r.GetScope() {
+				route.Scope = name
+			}
+		}
+		p.Routes = append(p.Routes, route)
+	}
+	for _, r := range cfg.GetRules() {
+		p.Rules = append(p.Rules, Rule{Priority: r.GetPriority(), From: r.GetFrom(), To: r.GetTo(), Table: r.GetTable(),
+			IIf: r.GetIif(), OIf: r.GetOif(), FwMark: r.Fwmark, FwMask: r.Fwmask})
+	}
+	for _, n := range cfg.GetNeighbors() {
+		p.Neighbors = append(p.Neighbors, Neighbor{Address: n.GetAddress(), MAC: n.GetMacAddress()})
+	}
+	if v := cfg.GetVrf(); v != nil {
+		p.VRF = &VRF{Name: v.GetName(), Table: v.GetTable()}
+	}
+	if s := cfg.GetLinkSettings(); s != nil {
+		p.TxQueueLen, p.GSOMaxSize, p.GROMaxSize, p.GSOIPv4MaxSize, p.GROIPv4MaxSize = s.Txqueuelen, s.GsoMaxSize, s.GroMaxSize, s.GsoIpv4MaxSize, s.GroIpv4MaxSize
+		p.Features, p.PrivateFlags, p.Sysctls = s.GetFeatures(), s.GetPrivateFlags(), s.GetSysctls()
+	}
+	if cfg.GetEbpfDisabled() {
+		no := false
+		p.EbpfPrograms = &no
 	}
 	return p
 }
