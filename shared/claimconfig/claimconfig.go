@@ -208,10 +208,13 @@ func checkObjectKeys(dec *json.Decoder, field string, s keySchema) error {
 		if field != "" {
 			name = field + "." + key
 		}
-		if c, isMap := s[anyKey]; isMap {
-			child, known, name = c, true, fmt.Sprintf("%s[%q]", field, key)
+		c, isMap := s[anyKey]
+		if isMap { // the map is named, its key said
+			child, known, name = c, true, field
 		}
 		switch {
+		case isMap && seen[key]:
+			return fielderr.New(name, "%q given twice", key)
 		case key == "":
 			return fielderr.New(cmp.Or(field, "parameters"), `unknown field ""`)
 		case !known:
@@ -261,7 +264,7 @@ func (p *Params) Config() (*devicev1.DeviceConfig, error) {
 		Vfio: p.Vfio, Routes: routes,
 	}
 	p.Network.into(c)
-	if err := ValidateNetwork(c); err != nil {
+	if err := ValidateNetwork(c, ""); err != nil {
 		return nil, err
 	}
 	return c, nil

@@ -98,7 +98,7 @@ func paramsOf(cfg *devicev1.DeviceConfig) *Params {
 			IIf: r.GetIif(), OIf: r.GetOif(), FwMark: r.Fwmark, FwMask: r.Fwmask})
 	}
 	for _, n := range cfg.GetNeighbors() {
-		p.Neighbors = append(p.Neighbors, Neighbor{Address: n.GetAddress(), MAC: n.GetMacAddress()})
+		p.Neighbors = append(p.Neighbors, Neighbor{Address: n.GetAddress(), MAC: n.GetMac()})
 	}
 	if v := cfg.GetVrf(); v != nil {
 		p.VRF = &VRF{Name: v.GetName(), Table: v.GetTable()}

@@ -157,7 +157,7 @@ func (n *Network) into(c *devicev1.DeviceConfig) {
 			Iif: r.IIf, Oif: r.OIf, Fwmark: r.FwMark, Fwmask: r.FwMask})
 	}
 	for _, nb := range n.Neighbors {
-		c.Neighbors = append(c.Neighbors, &devicev1.Neighbor{Address: nb.Address, MacAddress: strings.ToLower(nb.MAC)})
+		c.Neighbors = append(c.Neighbors, &devicev1.Neighbor{Address: nb.Address, Mac: strings.ToLower(nb.MAC)})
 	}
 	if n.VRF != nil {
 		c.Vrf = &devicev1.Vrf{Name: n.VRF.Name, Table: n.VRF.Table}
@@ -179,11 +179,12 @@ func settingsEmpty(s *devicev1.LinkSettings) bool {
 // ValidateNetwork checks what a DeviceConfig says of the pod's network
 // beyond the interface's own identity: the routes' table, scope, source
 // and onlink (their destination and gateway are checked with the rest),
-// the rules, neighbours, VRF and link settings. Errors are
-// *fielderr.Error named as the parameters are ("routes[1].table",
-// "sysctls[\"ipv4.foo\"]"); the provisioner checks every request's
-// config with it too.
-func ValidateNetwork(c *devicev1.DeviceConfig) error {
+// the rules, neighbours and VRF, and its link settings (their fields
+// under settingsPrefix: "" as a claim writes them, "linkSettings." as a
+// DeviceConfig has them). Errors are *fielderr.Error ("routes[1].table";
+// "sysctls" with the key in the reason); the provisioner checks every
+// request's config with it too.
+func ValidateNetwork(c *devicev1.DeviceConfig, settingsPrefix string) error {
 	for i, r := range c.GetRoutes() {
 		if err := validRouteExtras(fmt.Sprintf("routes[%d]", i), r); err != nil {
 			return err
@@ -202,7 +203,7 @@ func ValidateNetwork(c *devicev1.DeviceConfig) error {
 	if err := validVRF(c); err != nil {
 		return err
 	}
-	return ValidateLinkSettings("", c.GetLinkSettings())
+	return ValidateLinkSettings(settingsPrefix, c.GetLinkSettings())
 }
 
 // validTable checks a routing table number: 253 (default) and 255 (local)
@@ -298,12 +299,12 @@ func validNeighbor(field string, n *devicev1.Neighbor) error {
 	if !ippool.Unicast(a) {
 		return fielderr.New(field+".address", "%q is not a unicast address", n.GetAddress())
 	}
-	mac, err := net.ParseMAC(n.GetMacAddress())
+	mac, err := net.ParseMAC(n.GetMac())
 	switch {
 	case err != nil || len(mac) != 6:
-		return fielderr.New(field+".mac", "%q is not a 48-bit MAC address", n.GetMacAddress())
+		return fielderr.New(field+".mac", "%q is not a 48-bit MAC address", n.GetMac())
 	case mac.String() == "00:00:00:00:00:00":
-		return fielderr.New(field+".mac", "%q is all zeros", n.GetMacAddress())
+		return fielderr.New(field+".mac", "%q is all zeros", n.GetMac())
 	}
 	return nil
 }
@@ -348,12 +349,12 @@ func ValidateLinkSettings(prefix string, s *devicev1.LinkSettings) error {
 	}
 	for _, k := range sortedKeys(s.GetSysctls()) {
 		r, ok := Sysctls[k]
-		field := fmt.Sprintf("%ssysctls[%q]", prefix, k)
+		field := name("sysctls")
 		if !ok {
-			return fielderr.New(field, "not a per-interface sysctl a claim may set (%s)", strings.Join(sortedKeys(Sysctls), ", "))
+			return fielderr.New(field, "%q is not a per-interface sysctl a claim may set (%s)", k, strings.Join(sortedKeys(Sysctls), ", "))
 		}
 		if v := s.GetSysctls()[k]; v < r.min || v > r.max {
-			return fielderr.New(field, "%d is out of range %d..%d", v, r.min, r.max)
+			return fielderr.New(field, "%q: %d is out of range %d..%d", k, v, r.min, r.max)
 		}
 	}
 	for _, m := range []struct {
@@ -361,7 +362,7 @@ func ValidateLinkSettings(prefix string, s *devicev1.LinkSettings) error {
 		keys []string
 	}{{"features", sortedKeys(s.GetFeatures())}, {"privateFlags", sortedKeys(s.GetPrivateFlags())}} {
 		for _, k := range m.keys {
-			if err := validEthtoolName(fmt.Sprintf("%s%s[%q]", prefix, m.name, k), k); err != nil {
+			if err := validEthtoolName(name(m.name), k); err != nil {
 				return err
 			}
 		}
@@ -373,7 +374,7 @@ func ValidateLinkSettings(prefix string, s *devicev1.LinkSettings) error {
 // drivers name them, in letters, digits, '-', '_' and '.'.
 func validEthtoolName(field, k string) error {
 	if k == "" || len(k) > maxEthtoolName {
-		return fielderr.New(field, "a name of 1..%d bytes", maxEthtoolName)
+		return fielderr.New(field, "%q: a name is 1..%d bytes", k, maxEthtoolName)
 	}
 	if strings.IndexFunc(k, func(c rune) bool {
 		return !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.')

@@ -1078,7 +1078,7 @@ func (x *Rule) GetFwmask() uint32 {
 type Neighbor struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Address       string                 `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
-	MacAddress    string                 `protobuf:"bytes,2,opt,name=mac_address,json=macAddress,proto3" json:"mac_address,omitempty"`
+	Mac           string                 `protobuf:"bytes,2,opt,name=mac,proto3" json:"mac,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1120,9 +1120,9 @@ func (x *Neighbor) GetAddress() string {
 	return ""
 }
 
-func (x *Neighbor) GetMacAddress() string {
+func (x *Neighbor) GetMac() string {
 	if x != nil {
-		return x.MacAddress
+		return x.Mac
 	}
 	return ""
 }
@@ -2108,11 +2108,10 @@ const file_netdra_device_v1_device_proto_rawDesc = "" +
 	"\x06fwmark\x18\a \x01(\rH\x00R\x06fwmark\x88\x01\x01\x12\x1b\n" +
 	"\x06fwmask\x18\b \x01(\rH\x01R\x06fwmask\x88\x01\x01B\t\n" +
 	"\a_fwmarkB\t\n" +
-	"\a_fwmask\"E\n" +
+	"\a_fwmask\"6\n" +
 	"\bNeighbor\x12\x18\n" +
-	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x1f\n" +
-	"\vmac_address\x18\x02 \x01(\tR\n" +
-	"macAddress\"/\n" +
+	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x10\n" +
+	"\x03mac\x18\x02 \x01(\tR\x03mac\"/\n" +
 	"\x03Vrf\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05table\x18\x02 \x01(\rR\x05table\"\xe0\x05\n" +
