@@ -26,6 +26,9 @@ require (
 )
 
 require (
+	github.com/mdlayher/ethtool v0.7.0
+	github.com/mdlayher/genetlink v1.4.0
+	github.com/mdlayher/netlink v1.11.2
 	gonum.org/v1/plot v0.17.0
 	tags.cncf.io/container-device-interface v1.1.1
 )
@@ -37,9 +40,6 @@ require (
 	git.sr.ht/~sbinet/gg v0.7.0 // indirect
 	github.com/ajstarks/svgo v0.0.0-20211024235047-1546f124cd8b // indirect
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
-	github.com/mdlayher/ethtool v0.7.0 // indirect
-	github.com/mdlayher/genetlink v1.4.0 // indirect
-	github.com/mdlayher/netlink v1.11.2 // indirect
 	github.com/mdlayher/socket v0.6.1 // indirect
 	golang.org/x/image v0.30.0 // indirect
 )

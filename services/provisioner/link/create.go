@@ -91,7 +91,7 @@ func (m *Mover) Create(ctx context.Context, orig *devicev1.LinkSnapshot, netnsPa
 		return nil
 	}
 	err = fmt.Errorf("creating %s in %s: %w", podName, netnsPath, err)
-	if derr := pod.del(l); derr != nil {
+	if derr := errors.Join(pod.del(l), pod.unpod(want)); derr != nil {
 		log.Error("deleting the link after a failed create", "error", err, "deleteError", derr)
 		return errors.Join(err, derr)
 	}
@@ -157,7 +157,7 @@ func (m *Mover) removeCreated(ctx context.Context, orig *devicev1.LinkSnapshot, 
 		return err
 	case l == nil:
 		log.Debug("removed already")
-		return nil
+		return unpodCfg(pod, cfg)
 	case !ours(l):
 		log.Warn("not deleting the link: netdra did not create it", "type", l.Type(), "alias", l.Attrs().Alias)
 		return nil
@@ -165,8 +165,20 @@ func (m *Mover) removeCreated(ctx context.Context, orig *devicev1.LinkSnapshot, 
 	if err := pod.del(l); err != nil {
 		return fmt.Errorf("removing %s from %s: %w", podName, netnsPath, err)
 	}
+	if err := unpodCfg(pod, cfg); err != nil {
+		return fmt.Errorf("removing %s from %s: %w", podName, netnsPath, err)
+	}
 	log.Debug(what + " removed from the pod")
 	return nil
+}
+
+// unpodCfg is unpod for cfg, which passed Validate.
+func unpodCfg(pod *conn, cfg *devicev1.DeviceConfig) error {
+	want, err := parseConfig(cfg)
+	if err != nil {
+		return err
+	}
+	return pod.unpod(want)
 }
 
 // created reports whether l is a link Create made: of its kind, marked.

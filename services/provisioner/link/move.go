@@ -7,6 +7,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 )
 
 // place is where a link is now and what it is called there. Attach and
@@ -23,6 +25,9 @@ type state struct {
 	mac  net.HardwareAddr // nil: leave
 	mtu  int              // 0: leave
 	up   bool
+	// settings are the link settings to set back (nil: none), the
+	// sysctls once the link is in the host.
+	settings *devicev1.LinkSettings
 }
 
 func stateOf(l netlink.Link) state {
@@ -118,11 +123,15 @@ func otherCrossingName(src, dst *conn, cur string) (string, error) {
 }
 
 // restore brings the link at p back into the host namespace as want: set
-// down, MAC and MTU restored where it is (they survive the move), moved (when
-// in a pod) or renamed (when in the host) to want.name, set up if want.up.
-// The kernel drops a link's addresses and routes when it leaves a namespace,
-// so restore does not delete them one by one. Nothing is changed when
-// want.name is held by another host link (ErrNameClash).
+// down, MAC, MTU and the settings that travel restored where it is (they
+// survive the move), moved (when in a pod) or renamed (when in the host)
+// to want.name, its sysctls written back in the host, set up if want.up.
+// The kernel drops a link's addresses, routes and neighbours and takes it
+// out of its VRF when it leaves a namespace, so restore does not delete
+// them one by one. Nothing is changed when want.name is held by another
+// host link (ErrNameClash). A setting that cannot be set back does not
+// keep the link out of the host: it is the error restore returns once the
+// link is back, so that a Detach is asked again.
 func restore(p *place, host *conn, want state) error {
 	l, err := p.at.link(p.name)
 	if err != nil {
@@ -141,6 +150,7 @@ func restore(p *place, host *conn, want state) error {
 	if err := p.at.setL2(l, want.mac, want.mtu); err != nil {
 		return err
 	}
+	serr := p.at.restoreSettings(l, want.settings)
 	if p.at == host {
 		if err := host.rename(l, want.name); err != nil {
 			return err
@@ -149,8 +159,13 @@ func restore(p *place, host *conn, want state) error {
 	} else if l, err = move(p, host, l, want.name); err != nil {
 		return err
 	}
-	if want.up {
-		return host.setUp(l)
+	if err := host.writeSysctls(want.name, want.settings.GetSysctls()); err != nil {
+		serr = errors.Join(serr, fmt.Errorf("restoring the sysctls of %s: %w", want.name, err))
 	}
-	return nil
+	if want.up {
+		if err := host.setUp(l); err != nil {
+			return errors.Join(serr, err)
+		}
+	}
+	return serr
 }

@@ -184,6 +184,9 @@ func (m *Mover) Attach(ctx context.Context, hostIfName string, orig *devicev1.Li
 		return fmt.Errorf("attaching %s to %s: %w", hostIfName, netnsPath, err)
 	}
 	before := stateOf(l)
+	if before.settings, err = host.readSettings(l, want.settings); err != nil {
+		return fmt.Errorf("attaching %s to %s: %w", hostIfName, netnsPath, err)
+	}
 	p := &place{at: host, name: hostIfName}
 	err = attach(ctx, p, pod, l, podName, want)
 	if err == nil {
@@ -191,7 +194,11 @@ func (m *Mover) Attach(ctx context.Context, hostIfName string, orig *devicev1.Li
 		return nil
 	}
 	err = fmt.Errorf("attaching %s to %s as %s: %w", hostIfName, netnsPath, podName, err)
-	if rerr := restore(p, host, before); rerr != nil {
+	rerr := restore(p, host, before)
+	if uerr := pod.unpod(want); uerr != nil {
+		rerr = errors.Join(rerr, uerr)
+	}
+	if rerr != nil {
 		log.Error("restoring link after a failed attach", "error", err, "restoreError", rerr, "at", p.at.name, "as", p.name)
 		return errors.Join(err, fmt.Errorf("restoring %s: %w", hostIfName, rerr))
 	}
@@ -255,16 +262,25 @@ func reattach(ctx context.Context, log *slog.Logger, host, pod *conn, hostIfName
 	if perr == nil {
 		perr = restore(&place{at: pod, name: podName}, host, back)
 	}
+	perr = errors.Join(perr, pod.unpod(want))
 	if perr != nil {
 		return errors.Join(err, fmt.Errorf("restoring %s: %w", orig.GetName(), perr))
 	}
 	return err
 }
 
-// configure adds want's addresses to l in pod, sets l up, adds want's
-// routes and announces the addresses (see announce). Addresses and routes
-// that exist already are fine.
+// configure applies want's link settings to l in pod (sysctls first, so
+// that one like disable_ipv6 or accept_dad holds before the addresses),
+// enslaves it to want's VRF, adds its addresses, sets it up, adds its
+// routes, neighbours and rules, and announces the addresses (see
+// announce). Addresses, routes and rules that exist already are fine.
 func configure(pod *conn, l netlink.Link, want config) error {
+	if err := pod.applySettings(l, want.settings); err != nil {
+		return err
+	}
+	if err := pod.enslave(l, want.vrf); err != nil {
+		return err
+	}
 	a := l.Attrs()
 	for _, addr := range want.addresses {
 		if err := pod.h.AddrAdd(l, addr); err != nil && !errors.Is(err, unix.EEXIST) {
@@ -277,8 +293,14 @@ func configure(pod *conn, l netlink.Link, want config) error {
 	for _, r := range want.routes {
 		r.LinkIndex = a.Index
 		if err := pod.h.RouteAdd(r); err != nil && !errors.Is(err, unix.EEXIST) {
-			return fmt.Errorf("adding route %s via %s dev %s: %w", r.Dst, r.Gw, a.Name, err)
+			return fmt.Errorf("adding route %s via %s dev %s table %d: %w", r.Dst, r.Gw, a.Name, r.Table, err)
 		}
+	}
+	if err := pod.addNeighbors(l, want.neighbors); err != nil {
+		return err
+	}
+	if err := pod.addRules(want.rules); err != nil {
+		return err
 	}
 	// Telling the neighbours is best effort, as in the SR-IOV CNI: they
 	// learn the address anyway, only later.
@@ -354,8 +376,17 @@ func (m *Mover) Detach(ctx context.Context, orig *devicev1.LinkSnapshot, netnsPa
 		if p, err = inHost(host, podName, cfg, back); err != nil {
 			return err
 		}
+	} else if err := pod.leaveVRF(l); err != nil {
+		return err
 	}
 	if err := restore(p, host, back); err != nil {
+		return fmt.Errorf("detaching %s from %s: %w", podName, netnsPath, err)
+	}
+	want, err := parseConfig(cfg)
+	if err == nil {
+		err = pod.unpod(want)
+	}
+	if err != nil {
 		return fmt.Errorf("detaching %s from %s: %w", podName, netnsPath, err)
 	}
 	log.Debug("detached")
@@ -454,6 +485,10 @@ type config struct {
 	mtu       int
 	addresses []*netlink.Addr
 	routes    []*netlink.Route
+	rules     []*netlink.Rule
+	neighbors []*netlink.Neigh
+	vrf       *devicev1.Vrf
+	settings  *devicev1.LinkSettings
 }
 
 // parseConfig converts a cfg that Validate accepted.
@@ -485,8 +520,13 @@ func parseConfig(cfg *devicev1.DeviceConfig) (config, error) {
 		} else if dst.Addr().Is4() {
 			route.Scope = netlink.SCOPE_LINK // as `ip route add <dst> dev <link>` does
 		}
+		parseRouteExtras(route, r, cfg.GetVrf())
 		c.routes = append(c.routes, route)
 	}
+	c.rules = parseRules(cfg.GetRules())
+	c.neighbors = parseNeighbors(cfg.GetNeighbors())
+	c.vrf = cfg.GetVrf()
+	c.settings = cfg.GetLinkSettings()
 	return c, nil
 }
 
@@ -499,7 +539,7 @@ func parseSnapshot(s *devicev1.LinkSnapshot) (state, error) {
 	if err := validateSnapshot(s); err != nil {
 		return state{}, err
 	}
-	st := state{name: s.GetName(), mtu: int(s.GetMtu()), up: s.GetUp()}
+	st := state{name: s.GetName(), mtu: int(s.GetMtu()), up: s.GetUp(), settings: s.GetSettings()}
 	if s.GetMacAddress() != "" {
 		st.mac, _ = net.ParseMAC(s.GetMacAddress()) // validateSnapshot parsed it
 	}

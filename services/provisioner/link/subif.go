@@ -69,7 +69,7 @@ func (m *Mover) CreateSub(ctx context.Context, sub *devicev1.SubInterface, orig 
 	if l == nil {
 		return err
 	}
-	if derr := pod.del(l); derr != nil {
+	if derr := errors.Join(pod.del(l), pod.unpod(want)); derr != nil {
 		log.Error("deleting the sub-interface after a failed create", "error", err, "deleteError", derr)
 		return errors.Join(err, derr)
 	}

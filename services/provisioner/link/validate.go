@@ -22,7 +22,8 @@ const (
 type FieldError = fielderr.Error
 
 // Validate checks the fields of cfg that Attach applies (podIfName,
-// macAddress, mtu, addresses, routes) without touching anything, and returns
+// macAddress, mtu, addresses, routes, rules, neighbors, vrf,
+// linkSettings) without touching anything, and returns
 // a *FieldError for the first bad one. Empty values mean "leave as is". A nil
 // cfg is valid. The provisioner's server runs it on every request that
 // carries a config (Setup, Attach, Detach) and the Mover trusts what passed,
@@ -53,7 +54,7 @@ func Validate(cfg *devicev1.DeviceConfig) error {
 			return err
 		}
 	}
-	return nil
+	return claimconfig.ValidateNetwork(cfg, "linkSettings.")
 }
 
 // validateSnapshot checks a LinkSnapshot that Detach restores.

@@ -13,6 +13,7 @@ import (
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	"github.com/netdra/netdra/services/provisioner/ebpf"
 	"github.com/netdra/netdra/shared/fielderr"
+	"github.com/netdra/netdra/shared/managername"
 )
 
 // Programs puts netdra's eBPF programs (counters, software VLAN, spoof
@@ -60,6 +61,13 @@ func (s *Server) policy(pd *devicev1.PreparedDevice, cfg *devicev1.DeviceConfig)
 		return ebpf.Policy{}, nil
 	}
 	soft := softwareConfig(pd, cfg).GetVlan() != 0 || cfg.GetSpoofChk()
+	if cfg.GetEbpfDisabled() {
+		if soft {
+			return ebpf.Policy{}, fielderr.New("config.ebpfDisabled", "a %s device enforces vlan and spoofChk with netdra's eBPF programs, which the claim turns off",
+				managername.Of(pd.GetDevice().GetManager()))
+		}
+		return ebpf.Policy{}, nil
+	}
 	if s.programs == nil {
 		if soft {
 			return ebpf.Policy{}, status.Error(codes.FailedPrecondition, "software VLAN and spoof check need the provisioner's eBPF programs, which are not set up")
@@ -97,7 +105,7 @@ func movesWhole(pd *devicev1.PreparedDevice) bool {
 // does. A failure is logged and changes nothing: Attach then puts the
 // programs on in the pod, and fails closed if it cannot.
 func (s *Server) armPrograms(pd *devicev1.PreparedDevice, cfg *devicev1.DeviceConfig, unlock func()) {
-	if s.programs == nil || !movesWhole(pd) {
+	if s.programs == nil || !movesWhole(pd) || cfg.GetEbpfDisabled() {
 		unlock()
 		return
 	}
@@ -137,15 +145,15 @@ func (s *Server) removeInBackground(pd *devicev1.PreparedDevice, unlock func()) 
 }
 
 // attachPrograms is Attach's last step: the programs go on the device in
-// the pod; when they cannot, the device is taken out again (fail closed:
+// the pod, unless its claim turns them off (ebpfDisabled); when they cannot, the device is taken out again (fail closed:
 // moved back to the host, or deleted when it was created in the pod),
 // except on a kernel without tcx for a device that only gets counters.
 // A kernel without tcx is FailedPrecondition, other failures Internal.
 func (s *Server) attachPrograms(ctx context.Context, req *provisionerv1.AttachRequest, pol ebpf.Policy) error {
-	if s.programs == nil {
+	pd, cfg := req.GetPreparedDevice(), req.GetConfig()
+	if s.programs == nil || cfg.GetEbpfDisabled() {
 		return nil
 	}
-	pd, cfg := req.GetPreparedDevice(), req.GetConfig()
 	podIf := cfg.GetPodIfName()
 	if podIf == "" {
 		podIf = pd.GetDevice().GetKernelIfName()

@@ -94,3 +94,19 @@ func (s *Server) detachLink(ctx context.Context, pd *devicev1.PreparedDevice, ne
 	}
 	return nil
 }
+
+// readSettings reads, before Setup, what the host link of a device that
+// moves whole (a host interface, a VF's netdev) has of the link settings
+// cfg asks: what Detach sets back, kept in the prepared device's
+// original_link. A link made in the pod has nothing to set back: nil.
+func (s *Server) readSettings(ctx context.Context, dev *devicev1.Device, cfg *devicev1.DeviceConfig) (*devicev1.LinkSettings, error) {
+	switch dev.GetManager() {
+	case devicev1.DeviceManager_DEVICE_MANAGER_HOST, devicev1.DeviceManager_DEVICE_MANAGER_SRIOV:
+	default:
+		return nil, nil
+	}
+	if dev.GetKernelIfName() == "" || cfg.GetLinkSettings() == nil {
+		return nil, nil
+	}
+	return s.mover.ReadSettings(ctx, dev.GetKernelIfName(), cfg.GetLinkSettings())
+}

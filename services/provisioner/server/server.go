@@ -55,6 +55,9 @@ type Mover interface {
 	Create(ctx context.Context, orig *devicev1.LinkSnapshot, netnsPath string, cfg *devicev1.DeviceConfig) error
 	Remove(ctx context.Context, orig *devicev1.LinkSnapshot, netnsPath string, cfg *devicev1.DeviceConfig) error
 	CheckBack(ctx context.Context, orig *devicev1.LinkSnapshot, cfg *devicev1.DeviceConfig) error
+	// ReadSettings reads what the host link has of the settings want
+	// names (nil for none): what Detach restores.
+	ReadSettings(ctx context.Context, hostIfName string, want *devicev1.LinkSettings) (*devicev1.LinkSettings, error)
 	// HostNetns is a path to the host's network namespace.
 	HostNetns() string
 }
@@ -233,10 +236,18 @@ func (s *Server) Setup(ctx context.Context, req *provisionerv1.SetupRequest) (*p
 	// it (the programs of its last Setup or Free) does not wait for it.
 	exit := s.calls.enter()
 	defer exit()
+	settings, err := s.readSettings(ctx, dev, req.GetConfig())
+	if err != nil {
+		unlock()
+		return nil, linkStatus(fmt.Errorf("setting up %s: %w", name, err))
+	}
 	pd, err := mgr.Setup(ctx, dev, req.GetConfig(), req.GetPool())
 	if err != nil {
 		unlock()
 		return nil, fmt.Errorf("setting up %s: %w", name, err)
+	}
+	if settings != nil && pd.GetOriginalLink() != nil {
+		pd.OriginalLink.Settings = settings
 	}
 	if kind == devicev1.DeviceManager_DEVICE_MANAGER_SRIOV {
 		s.managers.vfs.prepared(name)
@@ -613,6 +624,9 @@ func validatePrepared(field string, pd *devicev1.PreparedDevice) error {
 		}
 	}
 	if err := validateSub(field+".device.subInterface", pd.GetDevice().GetSubInterface()); err != nil {
+		return err
+	}
+	if err := claimconfig.ValidateLinkSettings(field+".originalLink.settings.", pd.GetOriginalLink().GetSettings()); err != nil {
 		return err
 	}
 	if err := validateVFSnapshot(field+".originalVf", pd.GetOriginalVf()); err != nil {

@@ -107,6 +107,10 @@ func (f fakeMover) AttachRDMA(_ context.Context, dev, netns string) error {
 
 func (fakeMover) HostNetns() string { return "/proc/self/ns/net" }
 
+func (f fakeMover) ReadSettings(context.Context, string, *devicev1.LinkSettings) (*devicev1.LinkSettings, error) {
+	return nil, nil
+}
+
 func (f fakeMover) CheckBack(context.Context, *devicev1.LinkSnapshot, *devicev1.DeviceConfig) error {
 	return nil
 }
