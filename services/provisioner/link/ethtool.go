@@ -211,11 +211,16 @@ func onOff(b bool) string {
 }
 
 // execute sends an ethtool command for the link index and returns the
-// kernel's answer.
+// kernel's answer. A set asks for no reply but the acknowledgement
+// (ETHTOOL_FLAG_OMIT_REPLY): a reply left unread would answer the next
+// request.
 func (e *ethtoolConn) execute(cmd uint8, flags mnl.HeaderFlags, index int, params func(*mnl.AttributeEncoder)) ([]genetlink.Message, error) {
 	ae := mnl.NewAttributeEncoder()
 	ae.Nested(unix.ETHTOOL_A_FEATURES_HEADER, func(h *mnl.AttributeEncoder) error {
 		h.Uint32(unix.ETHTOOL_A_HEADER_DEV_INDEX, uint32(index))
+		if cmd == unix.ETHTOOL_MSG_FEATURES_SET {
+			h.Uint32(unix.ETHTOOL_A_HEADER_FLAGS, unix.ETHTOOL_FLAG_OMIT_REPLY)
+		}
 		return nil
 	})
 	if params != nil {

@@ -132,17 +132,18 @@ func (c *conn) applyLinkAttrs(l netlink.Link, s *devicev1.LinkSettings) error {
 		want  *uint32
 		have  uint32
 		set   func(netlink.Link, int) error
+		since bool // a kernel without the attribute reports 0
 	}{
-		{"txqueuelen", s.Txqueuelen, uint32(a.TxQLen), c.h.LinkSetTxQLen},
-		{"gsoMaxSize", s.GsoMaxSize, a.GSOMaxSize, c.h.LinkSetGSOMaxSize},
-		{"groMaxSize", s.GroMaxSize, a.GROMaxSize, c.h.LinkSetGROMaxSize},
-		{"gsoIPv4MaxSize", s.GsoIpv4MaxSize, a.GSOIPv4MaxSize, c.h.LinkSetGSOIPv4MaxSize},
-		{"groIPv4MaxSize", s.GroIpv4MaxSize, a.GROIPv4MaxSize, c.h.LinkSetGROIPv4MaxSize},
+		{"txqueuelen", s.Txqueuelen, uint32(a.TxQLen), c.h.LinkSetTxQLen, false},
+		{"gsoMaxSize", s.GsoMaxSize, a.GSOMaxSize, c.h.LinkSetGSOMaxSize, false},
+		{"groMaxSize", s.GroMaxSize, a.GROMaxSize, c.h.LinkSetGROMaxSize, false},
+		{"gsoIPv4MaxSize", s.GsoIpv4MaxSize, a.GSOIPv4MaxSize, c.h.LinkSetGSOIPv4MaxSize, true},
+		{"groIPv4MaxSize", s.GroIpv4MaxSize, a.GROIPv4MaxSize, c.h.LinkSetGROIPv4MaxSize, true},
 	} {
 		if f.want == nil || *f.want == f.have {
 			continue
 		}
-		if f.have == 0 { // the kernel reports no such attribute
+		if f.since && f.have == 0 {
 			return fielderr.New(f.field, "the kernel has none for %s (the IPv4 sizes are Linux 6.3's)", a.Name)
 		}
 		if err := f.set(l, int(*f.want)); err != nil {

@@ -1,0 +1,264 @@
+//go:build !kernelrig
+
+package link
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	"github.com/netdra/netdra/services/provisioner/hostns"
+	"github.com/netdra/netdra/services/provisioner/netnstest"
+	"github.com/netdra/netdra/shared/fielderr"
+)
+
+func u32p(v uint32) *uint32 { return &v }
+
+// networkCfg sets everything a claim sets around its interface but the VRF
+// (the host kernel has no vrf module).
+func networkCfg() *devicev1.DeviceConfig {
+	return &devicev1.DeviceConfig{
+		PodIfName: "net1",
+		Addresses: []string{"192.0.2.10/24", "2001:db8::10/64"},
+		Routes: []*devicev1.Route{
+			{Destination: "0.0.0.0/0", Gateway: "192.0.2.1", Table: 100, Metric: 10, Source: "192.0.2.10"},
+			{Destination: "::/0", Gateway: "2001:db8::1", Table: 100},
+			{Destination: "2001:db8:5::/48", Gateway: "2001:db8::1", Metric: 5, Scope: devicev1.RouteScope_ROUTE_SCOPE_UNIVERSE},
+			{Destination: "203.0.113.0/24", Gateway: "10.99.0.1", Onlink: true},
+			{Destination: "198.51.100.0/24", Scope: devicev1.RouteScope_ROUTE_SCOPE_LINK},
+		},
+		Rules: []*devicev1.Rule{
+			{Priority: 100, From: "192.0.2.0/24", Table: 100},
+			{Priority: 101, Table: 100, Fwmark: u32p(7), Fwmask: u32p(0xff)}, // both families
+			{Priority: 102, Iif: "net1", To: "2001:db8:7::/48", Table: 100},
+		},
+		Neighbors: []*devicev1.Neighbor{
+			{Address: "192.0.2.1", Mac: "02:00:00:00:00:99"},
+			{Address: "2001:db8::1", Mac: "02:00:00:00:00:98"},
+		},
+		LinkSettings: &devicev1.LinkSettings{
+			Txqueuelen: u32p(5000), GsoMaxSize: u32p(32000), GroMaxSize: u32p(32000),
+			Sysctls:  map[string]int32{"ipv4.rp_filter": 1, "ipv4.arp_ignore": 1, "ipv4.arp_announce": 2, "ipv6.accept_ra": 0, "ipv6.forwarding": 1},
+			Features: map[string]bool{"rx-checksum": false, "tx-scatter-gather": false},
+		},
+	}
+}
+
+// netView is what a test compares of a namespace's network around a
+// link: the link's settings, its sysctls, its features, and every rule,
+// route and permanent neighbour of the namespace.
+type netView struct {
+	Settings  string
+	Sysctls   map[string]string
+	Features  map[string]bool
+	Rules     []string
+	Routes    []string
+	Neighbors []string
+}
+
+var probeSysctls = []string{"ipv4.rp_filter", "ipv4.arp_ignore", "ipv4.arp_announce", "ipv6.accept_ra", "ipv6.forwarding"}
+
+func netViewOf(t *testing.T, path string, h *netlink.Handle, name string) netView {
+	t.Helper()
+	var v netView
+	if l, err := h.LinkByName(name); err == nil {
+		a := l.Attrs()
+		v.Settings = fmt.Sprintf("txqlen %d gso %d gro %d", a.TxQLen, a.GSOMaxSize, a.GROMaxSize)
+		v.Sysctls = map[string]string{}
+		netnstest.Do(t, path, func() {
+			for _, k := range probeSysctls {
+				fam, key, _ := strings.Cut(k, ".")
+				b, err := os.ReadFile(filepath.Join("/proc/sys/net", fam, "conf", name, key))
+				if err != nil {
+					t.Fatal(err)
+				}
+				v.Sysctls[k] = strings.TrimSpace(string(b))
+			}
+		})
+		v.Features = featuresOf(t, path, a.Index, "rx-checksum", "tx-scatter-gather")
+	}
+	for _, r := range retryDump(t, func() ([]netlink.Rule, error) { return h.RuleList(netlink.FAMILY_ALL) }) {
+		v.Rules = append(v.Rules, r.String())
+	}
+	for _, r := range retryDump(t, func() ([]netlink.Route, error) {
+		return h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
+	}) {
+		if r.Protocol == unix.RTPROT_STATIC {
+			v.Routes = append(v.Routes, fmt.Sprintf("%s via %s table %d metric %d src %s scope %d", r.Dst, r.Gw, r.Table, r.Priority, r.Src, r.Scope))
+		}
+	}
+	for _, n := range retryDump(t, func() ([]netlink.Neigh, error) { return h.NeighList(0, netlink.FAMILY_ALL) }) {
+		if n.State&netlink.NUD_PERMANENT != 0 {
+			v.Neighbors = append(v.Neighbors, fmt.Sprintf("%s %s %d", n.IP, n.HardwareAddr, n.LinkIndex))
+		}
+	}
+	slices.Sort(v.Rules)
+	slices.Sort(v.Routes)
+	slices.Sort(v.Neighbors)
+	return v
+}
+
+func featuresOf(t *testing.T, path string, index int, names ...string) map[string]bool {
+	t.Helper()
+	ns, err := hostns.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := dial(testLogger(t), path, ns, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	e, err := c.ethtool()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	fs, err := e.features(index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, n := range names {
+		got[n] = fs.active[n]
+	}
+	return got
+}
+
+// writeSysctl sets a sysctl of the link name in the namespace at path.
+func writeSysctl(t *testing.T, path, name, key, value string) {
+	t.Helper()
+	netnstest.Do(t, path, func() {
+		fam, k, _ := strings.Cut(key, ".")
+		if err := os.WriteFile(filepath.Join("/proc/sys/net", fam, "conf", name, k), []byte(value), 0); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestMover_NetworkAttachDetach applies every setting but the VRF to a
+// moved link and checks that Detach leaves the pod's and the host's
+// network as they were before Attach: the rules gone from the pod (which
+// lives on), the routes and neighbours with the link, and the link's
+// settings, sysctls and features back to the host's, the sysctls being
+// ones the host had changed from its defaults. The Detach runs on a new
+// Mover, with the originals only from the snapshot Setup would keep, as
+// after a provisioner restart.
+func TestMover_NetworkAttachDetach(t *testing.T) {
+	r, _, orig := rigWithDevice(t)
+	writeSysctl(t, r.hostPath, "ndv0", "ipv4.rp_filter", "2")
+	writeSysctl(t, r.hostPath, "ndv0", "ipv6.accept_ra", "2")
+	cfg := networkCfg()
+	settings, err := r.mover.ReadSettings(t.Context(), "ndv0", cfg.GetLinkSettings())
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig.Settings = settings
+	hostBefore, podBefore := netViewOf(t, r.hostPath, r.host, "ndv0"), netViewOf(t, r.podPath, r.pod, "net1")
+
+	if err := r.mover.Attach(t.Context(), "ndv0", orig, r.podPath, cfg); err != nil {
+		t.Fatal(err)
+	}
+	in := netViewOf(t, r.podPath, r.pod, "net1")
+	wantSysctls := map[string]string{"ipv4.rp_filter": "1", "ipv4.arp_ignore": "1", "ipv4.arp_announce": "2", "ipv6.accept_ra": "0", "ipv6.forwarding": "1"}
+	if diff := cmp.Diff(wantSysctls, in.Sysctls); diff != "" {
+		t.Errorf("sysctls in the pod (-want +got):\n%s", diff)
+	}
+	if want := "txqlen 5000 gso 32000 gro 32000"; in.Settings != want {
+		t.Errorf("settings in the pod = %q, want %q", in.Settings, want)
+	}
+	if diff := cmp.Diff(map[string]bool{"rx-checksum": false, "tx-scatter-gather": false}, in.Features); diff != "" {
+		t.Errorf("features in the pod (-want +got):\n%s", diff)
+	}
+	if got := len(in.Rules) - len(podBefore.Rules); got != 4 {
+		t.Errorf("the pod has %d rules more, want 4:\n%s", got, strings.Join(in.Rules, "\n"))
+	}
+	for _, want := range []string{
+		"0.0.0.0/0 via 192.0.2.1 table 100 metric 10 src 192.0.2.10 scope 0",
+		"::/0 via 2001:db8::1 table 100 metric 1024 src <nil> scope 0",
+		"2001:db8:5::/48 via 2001:db8::1 table 254 metric 5 src <nil> scope 0",
+		"203.0.113.0/24 via 10.99.0.1 table 254 metric 0 src <nil> scope 0",
+		"198.51.100.0/24 via <nil> table 254 metric 0 src <nil> scope 253",
+	} {
+		if !slices.Contains(in.Routes, want) {
+			t.Errorf("no route %q in the pod:\n%s", want, strings.Join(in.Routes, "\n"))
+		}
+	}
+	if len(in.Neighbors) != 2 {
+		t.Errorf("permanent neighbours in the pod: %v, want 2", in.Neighbors)
+	}
+	// Attach again is a no-op.
+	if err := r.mover.Attach(t.Context(), "ndv0", orig, r.podPath, cfg); err != nil {
+		t.Fatalf("Attach again: %v", err)
+	}
+
+	restarted, err := NewMover(testLogger(t), WithHostNetns(r.hostPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer restarted.Close()
+	if err := restarted.Detach(t.Context(), orig, r.podPath, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(hostBefore, netViewOf(t, r.hostPath, r.host, "ndv0")); diff != "" {
+		t.Errorf("the host after Detach (-before +after):\n%s", diff)
+	}
+	if diff := cmp.Diff(podBefore, netViewOf(t, r.podPath, r.pod, "net1")); diff != "" {
+		t.Errorf("the pod after Detach (-before +after):\n%s", diff)
+	}
+	if err := restarted.Detach(t.Context(), orig, r.podPath, cfg); err != nil {
+		t.Fatalf("Detach again: %v", err)
+	}
+}
+
+// TestMover_NetworkRefused checks that what the kernel refuses fails
+// Attach naming the field, and leaves the host and the pod as they were:
+// the settings applied before it set back, the link in the host.
+func TestMover_NetworkRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		edit      func(*devicev1.DeviceConfig)
+		wantField string
+		wantIn    string
+	}{
+		{"fixed feature", func(c *devicev1.DeviceConfig) { c.LinkSettings.Features["loopback"] = true }, "features", "loopback"},
+		{"unknown private flag", func(c *devicev1.DeviceConfig) { c.LinkSettings.PrivateFlags = map[string]bool{"legacy-rx": true} }, "privateFlags", "legacy-rx"},
+		{"gso above the device's", func(c *devicev1.DeviceConfig) { c.LinkSettings.GsoMaxSize = u32p(maxGSO + 1) }, "gsoMaxSize", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, _, orig := rigWithDevice(t)
+			writeSysctl(t, r.hostPath, "ndv0", "ipv4.rp_filter", "2")
+			cfg := networkCfg()
+			tc.edit(cfg)
+			settings, err := r.mover.ReadSettings(t.Context(), "ndv0", cfg.GetLinkSettings())
+			if err != nil && !errors.Is(err, fielderr.ErrInvalid) {
+				t.Fatal(err)
+			}
+			orig.Settings = settings
+			hostBefore, podBefore := netViewOf(t, r.hostPath, r.host, "ndv0"), netViewOf(t, r.podPath, r.pod, "net1")
+			err = r.mover.Attach(t.Context(), "ndv0", orig, r.podPath, cfg)
+			var fe *fielderr.Error
+			if !errors.As(err, &fe) || fe.Field != tc.wantField || !strings.Contains(fe.Reason, tc.wantIn) {
+				t.Fatalf("Attach error = %v, want a field error for %s naming %q", err, tc.wantField, tc.wantIn)
+			}
+			if diff := cmp.Diff(hostBefore, netViewOf(t, r.hostPath, r.host, "ndv0")); diff != "" {
+				t.Errorf("the host after a refused Attach (-before +after):\n%s", diff)
+			}
+			if diff := cmp.Diff(podBefore, netViewOf(t, r.podPath, r.pod, "net1")); diff != "" {
+				t.Errorf("the pod after a refused Attach (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
+
+// maxGSO is above what a veth takes (its tso_max_size).
+const maxGSO = 524280
