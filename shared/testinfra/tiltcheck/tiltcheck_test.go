@@ -3,6 +3,7 @@ package tiltcheck
 import (
 	"bytes"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -95,7 +96,7 @@ func TestTiltfile(t *testing.T) {
 		}
 		builds := w.all("custom_build_with_restart")
 		for _, img := range kust.Images {
-			svc := strings.TrimPrefix(img.Name, "netdra/")
+			svc := path.Base(img.Name) // ghcr.io/netdra/<service>
 			i := slices.IndexFunc(builds, func(c call) bool { return c.str("ref") == img.NewName })
 			if i < 0 {
 				t.Errorf("image %s (%s) is not built", img.NewName, img.Name)
