@@ -45,8 +45,8 @@ func main() {
 	fs.StringVar(&cfg.NRI.Index, "plugin-index", "50", "NRI plugin index (two digits): the order among plugins")
 	cfg.Peers.Register(fs)
 	fs.StringVar(&cfg.Metrics, "metrics-address", "127.0.0.1:9652", "where to serve Prometheus metrics (empty: nowhere)")
-	fs.StringVar(&cfg.Gate.Hook, "gate-hook", "", "the netdra-hook binary's path on the host (installed there by the DaemonSet with `nri install-hook`, as for dra's -netns-hook): a container created while its pod's devices are still being attached gets `netdra-hook wait-attached` as an OCI createRuntime hook, which waits for them outside the runtime's NRI lock; empty: CreateContainer waits, holding the runtime's lock (set it empty when the runtime's NRI validator rejects OCI hook adjustments). Needs -gate-socket")
-	fs.StringVar(&cfg.Gate.Socket, "gate-socket", "/run/netdra-gate/nri.sock", "the unix socket the gate hook calls (WaitAttached), at a path the host sees: a hostPath, not the emptyDir of -socket")
+	fs.StringVar(&cfg.Gate.Hook, "gate-hook", "", "the netdra-hook binary's path on the host, the OCI hook in which a container waits for its pod's devices; empty: CreateContainer waits, holding the runtime's lock. Needs -gate-socket")
+	fs.StringVar(&cfg.Gate.Socket, "gate-socket", "/run/netdra-gate/nri.sock", "the unix socket the gate hook calls, at a path the host sees (a hostPath)")
 	os.Exit(process.Main(fs, os.Args[1:], &cfg.Flags, cfg.run))
 }
 

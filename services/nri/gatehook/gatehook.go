@@ -24,9 +24,9 @@ const Subcommand = "wait-attached"
 // HookTimeout is the gate hook's OCI timeout, in seconds: the runtime
 // kills the hook after it, and the container's creation fails. The hook's
 // own wait (-wait) ends a second before, with the reason. It is long
-// enough for a burst: the kernel moves about 50 links a second (RTNL), so
-// 64 pods of 8 devices started at once take 10-15 s to have theirs; the
-// wait holds only the container's own creation.
+// enough for a burst of pods started at once: the kernel moves their links
+// one at a time (RTNL), so the last pod's devices come in well after its
+// container is created; the wait holds only that container's creation.
 const HookTimeout = 30
 
 // method is NriService's WaitAttached (protos/netdra/nri/v1/nri.proto).

@@ -88,11 +88,10 @@ func (c Check) Run(stdin io.Reader) error {
 }
 
 // The check looks again after firstPause, then after pauses that double up
-// to maxPause. The container waits until the look after its devices are
-// in: with a fixed 50 ms, a container whose pod's attach ended right after
-// the first look waited 50 ms more, on the start of nearly every pod whose
-// containers are created while its attach runs. A look reads one small
-// /proc file (tens of microseconds).
+// to maxPause. A container waits until the first look after its devices
+// are in, so the pauses start short: a long fixed pause would be added to
+// the start of nearly every pod whose containers are created while its
+// attach runs. A look reads one small /proc file, so looking often is cheap.
 const (
 	firstPause = time.Millisecond
 	maxPause   = 10 * time.Millisecond

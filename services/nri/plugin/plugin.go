@@ -99,17 +99,13 @@ type Plugin struct {
 
 // MaxCalls is how many devices the pods' background attaches and detaches
 // attach or detach at once, across the node; the others wait, pod by pod in
-// the order the pods came (fanout.Limit). The provisioner moves 8 links at
-// once (the kernel serializes them anyway), and a device's attach is more
-// than its move (the state's MarkAttached, a detach's ListAllocations and
-// MarkDetached): with 16, the 64-pod burst of 8 devices moved 0.76x the
-// kernel's links a second (make bench's attach, one run), with 32 0.88x
-// and 0.92x (two runs; the unbounded code 0.94x in the same conditions),
-// so 64: a slot is held across the state's calls too, which wait on the
-// disk, while the provisioner's 8 moves need enough devices queued behind
-// them. Unbounded, that burst had 512 calls in flight, each a goroutine
-// and a gRPC stream in nri and in the provisioner: nri's peak RSS 41-43
-// MiB, with 32 26-27 (bench/RESULTS.md has the figures with 64).
+// the order the pods came (fanout.Limit). It is well above the
+// provisioner's own bound on moves (its server.MaxMoves), because a slot
+// is also held across the state service's calls (MarkAttached,
+// ListAllocations, MarkDetached), which wait on the disk, and the moves
+// need devices queued behind them to keep the kernel busy. Without a bound,
+// a burst of pods holds a goroutine and a gRPC stream in nri and in the
+// provisioner for every device; bench/RESULTS.md measures the trade-off.
 const MaxCalls = 64
 
 // HookTimeout bounds the work of one hook, below the runtime's 2 s request

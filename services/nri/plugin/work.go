@@ -93,8 +93,9 @@ func (w *podWork) ended() bool {
 }
 
 // workTimeout bounds one background attach or detach of a pod: long
-// enough for many pods' moves at once, which the kernel serializes (about
-// 60 a second, shared/RIGS.md), and for a provisioner restart.
+// enough for many pods' moves at once, which the kernel serializes under
+// RTNL (so a pod's moves wait behind every other pod's), and for a
+// provisioner restart.
 const workTimeout = 30 * time.Second
 
 // detachRetries are the waits between the attempts of a background

@@ -235,7 +235,8 @@ func TestWork_BoundsCalls(t *testing.T) {
 	w := newWorld(allocs...)
 	// Long enough that every pod's calls are queued before the first
 	// ones end, so that the bound, not the test's pace, sets how many
-	// run at once (with 2 ms a loaded machine reached 53 of 64).
+	// run at once: with a short pause, a loaded machine ends calls before
+	// the last pods queue theirs and never reaches the bound.
 	w.pause = 50 * time.Millisecond
 	p := newPlugin(t, w)
 	p.conn.connected.Store(true) // as after Synchronize
