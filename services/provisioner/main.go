@@ -32,7 +32,8 @@ type config struct {
 	SysfsRoot string
 	// DevRoot is where the host's device nodes are, as the container
 	// runtime sees them: the host paths of the device nodes a prepared
-	// device names (a vfio VF's /dev/vfio/<group>) are under it.
+	// device names (a vfio VF's /dev/vfio/<group>, an RDMA device's
+	// /dev/infiniband nodes) are under it. The provisioner never opens them.
 	DevRoot string
 	// Resync is how often the managers rediscover besides link events.
 	Resync time.Duration
@@ -40,8 +41,11 @@ type config struct {
 	// pins its eBPF programs; "" runs without them.
 	BPFFS string
 	// NetnsPinDir is where the pod namespaces of attached devices are
-	// pinned (bind mounts), so that a restarted provisioner still holds
-	// them; "" keeps them in memory only.
+	// pinned (bind mounts), so that a restarted provisioner can still take
+	// a device back from a pod the runtime tore down meanwhile; "" keeps
+	// them in memory only. In a pod it must be a hostPath mounted with
+	// mountPropagation Bidirectional, or the pins stay in the container's
+	// mount namespace and go with it.
 	NetnsPinDir string
 	handoff     *ebpf.Handoff
 }
@@ -51,10 +55,10 @@ func main() {
 	fs := flag.NewFlagSet("provisioner", flag.ContinueOnError)
 	cfg.Register(fs, "provisioner")
 	fs.StringVar(&cfg.SysfsRoot, "sysfs-root", "/sys", "where the host's sysfs is mounted")
-	fs.StringVar(&cfg.DevRoot, "dev-root", sriov.DefaultDevRoot, "where the host's device nodes are for the container runtime (the host paths of a vfio VF's /dev/vfio nodes and of an RDMA device's /dev/infiniband nodes in the CDI spec); never opened by the provisioner")
+	fs.StringVar(&cfg.DevRoot, "dev-root", sriov.DefaultDevRoot, "where the host's device nodes are, as the container runtime sees them (vfio, infiniband); never opened")
 	fs.DurationVar(&cfg.Resync, "resync", 30*time.Second, "how often device managers rediscover, besides link events")
 	fs.StringVar(&cfg.BPFFS, "bpffs", ebpf.DefaultBPFFS, "where to mount a bpffs (if none is there) and pin the eBPF programs on devices; empty: no eBPF (no counters, software VLAN, spoof check or hand-off)")
-	fs.StringVar(&cfg.NetnsPinDir, "netns-pin-dir", "", "where to pin the pod network namespaces of attached devices (bind mounts), so that a restarted provisioner can still take a device back from a pod the runtime tore down meanwhile; in a pod, a hostPath with mountPropagation Bidirectional; empty: the handles live in memory only")
+	fs.StringVar(&cfg.NetnsPinDir, "netns-pin-dir", "", "where to pin the pod netns of attached devices, so a restarted provisioner can take them back; empty: memory only")
 	os.Exit(process.Main(fs, os.Args[1:], &cfg.Flags, cfg.run))
 }
 

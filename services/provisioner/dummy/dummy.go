@@ -5,8 +5,8 @@
 // pod has it. Setup only records what the link will be; the provisioner
 // creates the link directly inside the pod's network namespace at Attach and
 // deletes it there at Detach (or the kernel does, with the namespace), so a
-// dummy device costs no namespace move at all (a move holds the kernel's
-// RTNL lock for about 16 ms). A link called dummyN in the host namespace is
+// dummy device costs no namespace move at all (moves are serialized by the
+// kernel's RTNL lock). A link called dummyN in the host namespace is
 // not the device and is left alone. Dummy links carry no traffic off the
 // node: they are for testing the whole claim path and for workloads that
 // only need an interface.

@@ -87,8 +87,8 @@ func (m *Manager) Setup(ctx context.Context, dev *devicev1.Device, cfg *devicev1
 // hostLinks returns the host's links for Setup's uplink check: those Run's
 // link cache holds (the last dump and the link events since: what
 // discovery offered the device by), or, when Run does not follow the
-// events, a dump. A dump of every link of a host with 1,024 of them made
-// 7.5 MB of garbage a Setup, most of the provisioner's heap in a burst of
+// events, a dump. The cache matters on a host with many links (VFs): a
+// dump a Setup would be most of the provisioner's garbage in a burst of
 // prepares. The device's own link is read afresh by the caller, and the
 // default routes by uplinks.
 func (m *Manager) hostLinks(h *netlink.Handle) ([]netlink.Link, error) {

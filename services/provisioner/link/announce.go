@@ -32,8 +32,8 @@ func announce(pod *conn, l netlink.Link, addrs []*netlink.Addr) error {
 	if err != nil {
 		return fmt.Errorf("announcing the addresses of %s: %w", a.Name, err)
 	}
-	// Closing a packet socket waits for the kernel's synchronize_net
-	// (about 10 ms here), after the frames are sent: not on the attach's
+	// Closing a packet socket waits for the kernel's synchronize_net (an
+	// RCU grace period), after the frames are sent: not on the attach's
 	// path.
 	defer func() { go unix.Close(fd) }()
 	for _, addr := range addrs {

@@ -6,11 +6,11 @@
 // place in the provisioner that calls netlink for this, and it never
 // switches a thread's namespace itself but to send an RDMA device's move,
 // which the kernel requires (rdma.go): every socket is opened inside the
-// namespace it talks to. Moving a link
-// between namespaces is the expensive step (about 16 ms of the kernel's RTNL
-// lock), so Attach and Detach move a link exactly once each and do
-// everything else while the link is down, on whichever side is cheaper; a
-// virtual link (a dummy) never moves at all: Create makes it inside the pod
+// namespace it talks to. Moving a link between namespaces is the expensive
+// step (it holds the kernel's RTNL lock, so moves never run in parallel),
+// so Attach and Detach move a link exactly once each and do everything
+// else while the link is down, on whichever side is cheaper; a virtual
+// link (a dummy) never moves at all: Create makes it inside the pod
 // namespace and Remove deletes it there.
 //
 // Validate is the one check of a DeviceConfig. The provisioner's server

@@ -5,9 +5,8 @@
 // derives (every DRA driver that uses it, a GPU driver's say), so that a
 // claim can align a NIC with a GPU by matchAttribute; a test holds Read to
 // deviceattribute's results. The provisioner does not link deviceattribute
-// itself: it brings k8s.io/api and apimachinery along, 9 MB of the binary's
-// 24 MB of loaded code and data, and those pages are most of an idle
-// process's RSS (issue 21 point 5).
+// itself: it brings k8s.io/api and apimachinery along, whose code and data
+// would be most of the idle provisioner's memory.
 package pcitopo
 
 import (

@@ -45,10 +45,9 @@ func (h *netnsHandles) keep(pd *devicev1.PreparedDevice, path string, cfg *devic
 	if err != nil {
 		return nil, fmt.Errorf("keeping a handle on netns %s: %w", path, err)
 	}
-	// The pins are made one at a time (under h.mu): made at once, the
-	// fsyncs and bind mounts of 8 devices' pins slowed their moves, which
-	// the pins now run beside (Server.keepHandle), by 20 ms (make bench,
-	// 178 against 157 ms for 8 devices).
+	// The pins are made one at a time (under h.mu): they run beside the
+	// moves (Server.keepHandle), and many pins' fsyncs and bind mounts at
+	// once slow those moves down.
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.pins != nil {

@@ -12,9 +12,9 @@ import (
 
 // createdInPod reports whether pd's link is made inside the pod at Attach
 // and deleted there at Detach instead of moved: link_created, which the
-// dummy manager sets. A namespace move holds the kernel's RTNL lock for
-// about 16 ms, so a dummy device costs none; an SR-IOV VF or a host
-// interface moves once in and once out.
+// dummy manager sets. Namespace moves are serialized by the kernel's RTNL
+// and are the expensive step of an attach, so a dummy device skips them;
+// an SR-IOV VF or a host interface moves once in and once out.
 func createdInPod(pd *devicev1.PreparedDevice) bool {
 	return pd.GetLinkCreated()
 }
