@@ -56,12 +56,12 @@ func main() {
 	cfg.Peers.Register(fs)
 	fs.StringVar(&cfg.PluginDir, "plugin-dir", "/var/lib/kubelet/plugins", "parent of the kubelet plugin's data directory (<dir>/<driver>)")
 	fs.StringVar(&cfg.RegistrarDir, "registrar-dir", "/var/lib/kubelet/plugins_registry", "the kubelet's plugin registration directory")
-	fs.StringVar(&cfg.CDIDir, "cdi-dir", cdispec.DefaultDir, "the CDI spec directory the container runtime reads: netdra's per-claim specs (vfio device nodes, PCI address variables) and the device metadata specs go there; empty: no CDI and no device metadata")
-	fs.StringVar(&cfg.NetnsHook, "netns-hook", "", "the netdra-hook binary's path on the host (installed there by the DaemonSet with `nri install-hook`): each device with an interface gets `netdra-hook check-netns` as a CDI createRuntime hook, so that no container of its claim starts without it, even while nri is away; empty: no hook (nri's CreateContainer gate and the runtime's required-plugin validator only). Needs -cdi-dir")
+	fs.StringVar(&cfg.CDIDir, "cdi-dir", cdispec.DefaultDir, "the CDI spec directory the container runtime reads, for the claims' and the device metadata specs; empty: no CDI")
+	fs.StringVar(&cfg.NetnsHook, "netns-hook", "", "the netdra-hook binary's path on the host, a CDI hook that keeps a container from starting without its devices; empty: none. Needs -cdi-dir")
 	fs.StringVar(&cfg.Metrics, "metrics-address", "127.0.0.1:9651", "where to serve Prometheus metrics (empty: nowhere)")
 	fs.Float64Var(&cfg.KubeQPS, "kube-api-qps", 50, "queries per second to the apiserver (client-side rate limit; the kubelet's default)")
 	fs.IntVar(&cfg.KubeBurst, "kube-api-burst", 100, "burst of queries to the apiserver above -kube-api-qps")
-	fs.DurationVar(&cfg.Debounce, "publish-debounce", 200*time.Millisecond, "the longest a burst of changes is gathered into one publication (it is published once it pauses for 20 ms), and the shortest time between two")
+	fs.DurationVar(&cfg.Debounce, "publish-debounce", 200*time.Millisecond, "the longest a burst of changes is gathered into one publication, and the shortest time between two")
 	os.Exit(process.Main(fs, os.Args[1:], &cfg.Flags, func(ctx context.Context, log *slog.Logger) error {
 		return run(ctx, log, &cfg)
 	}))
@@ -91,8 +91,8 @@ func run(ctx context.Context, log *slog.Logger, cfg *config) error {
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
-	// client-go's default (5 per second, bursts of 10) makes back-to-back
-	// prepares wait about 200 ms a request (bench/RESULTS.md).
+	// client-go's default rate limit makes back-to-back prepares wait on
+	// the client rather than the apiserver (bench/RESULTS.md).
 	rc.QPS, rc.Burst = float32(cfg.KubeQPS), cfg.KubeBurst
 	kc, err := kubernetes.NewForConfig(builtinTypes(rc))
 	if err != nil {

@@ -65,13 +65,19 @@ type Config struct {
 	// claims' CDI specs (package cdispec) and the kubelet plugin helper's
 	// device metadata specs (KEP-5304) go there. Empty: neither.
 	CDIDir string
-	// NetnsHook is the netdra-hook binary on the host, put on each device with an
-	// interface as a CDI createRuntime hook that keeps a container from
-	// starting without its devices even when nri is away; "" for none.
+	// NetnsHook is the netdra-hook binary on the host (the DaemonSet
+	// installs it with `nri install-hook`), put on each device with an
+	// interface as a CDI createRuntime hook, `netdra-hook check-netns`,
+	// that keeps a container from starting without its devices even when
+	// nri is away; "" for none, leaving nri's CreateContainer gate and the
+	// runtime's required-plugin validator. It needs CDIDir.
 	NetnsHook string
-	Debounce  time.Duration
-	Metrics   *Metrics
-	Logger    *slog.Logger
+	// Debounce is the longest a burst of changes is gathered into one
+	// publication (it is published once the changes pause, or when
+	// Debounce ends), and the shortest time between two publications.
+	Debounce time.Duration
+	Metrics  *Metrics
+	Logger   *slog.Logger
 	// Waiting, when set, says which peers dra cannot reach and why
 	// (process.Peers.Watch): Status reports it.
 	Waiting func() []string

@@ -31,13 +31,11 @@ import (
 
 // SliceSyncDelay is how soon dra puts back a ResourceSlice that someone
 // else changed or deleted. The kubelet deletes every slice of its node when
-// it starts; a long delay (the resourceslice controller's default is 30 s)
-// left new pods unschedulable that long after a kubelet restart (found on
-// the real node: the first pod with a claim took 24.9 s instead of 0.7 s).
-// A short delay only coalesces a burst of deletions: the kubelet's is one
-// DeleteCollection, whose events come within milliseconds of each other.
-// Every millisecond of it is on the path of the first pods with claims
-// after a kubelet restart (issue 21 point 4).
+// it starts, and until they are back new pods with claims cannot be
+// scheduled, so the whole delay is on their path: it is short, long enough
+// only to coalesce a burst of deletions (the kubelet's is one
+// DeleteCollection, whose events come close together), unlike the
+// resourceslice controller's default.
 const SliceSyncDelay = 50 * time.Millisecond
 
 // What dra writes on each of its slices, and what only its informer's
@@ -60,17 +58,15 @@ const writeParallelism = 8
 // slicePublisher publishes one driver's ResourceSlices for the node.
 //
 // It is netdra's own, not the resourceslice controller that the kubelet
-// plugin helper offers, for memory (issue 21 point 5): that controller
-// keeps a deep copy of every published device, an informer cache of every
-// slice as the apiserver returns it, and for a minute each slice it wrote
-// (its mutation cache): for 1,024 devices, a heap profile of dra showed
-// 5.1 MB of the copy and 4.1 MB of decoded slices live, and dra's RSS was
-// 55-61 MiB. This one keeps the pools it was given (the publisher's
-// devices, shared) and, of each slice, its name, place, resource version
-// and hashes: it builds the slices' devices again at each sync, and its
-// informer drops the devices of what it receives (dra's RSS 45-49 MiB).
-// It also writes the slices of a sync in parallel (the 1,024 devices in
-// 8 slices published in 0.56-0.67 s, median of 5 rounds, against 0.70).
+// plugin helper offers, for memory: that controller keeps a deep copy of
+// every published device, an informer cache of every slice as the
+// apiserver returns it, and for a minute each slice it wrote (its mutation
+// cache), which on a node with many VFs is most of dra's heap. This one
+// keeps the pools it was given (the publisher's devices, shared) and, of
+// each slice, its name, place, resource version and hashes: it builds the
+// slices' devices again at each sync, and its informer drops the devices
+// of what it receives. It also writes the slices of a sync in parallel
+// (writeParallelism), so a pool of many slices publishes sooner.
 //
 // A pool's slices share a generation; as the resourceslice controller
 // does, an update of at most one existing slice keeps it, anything else

@@ -339,10 +339,10 @@ func specUID(name string) (string, bool) {
 // writeAtomic writes data to path so that a reader sees the old file or
 // the new one, never part of one: a hidden temporary file beside it (not
 // *.json, which the runtime would read), mode 0644, renamed over path.
-// Nothing is fsynced, on every prepare's path (two syncs were 2-11 ms of
-// a prepare on the test world's disk): the specs are the state service's
-// rows written out, and dra writes every prepared claim's spec again and
-// sweeps the rest before it registers with the kubelet (Driver.Recover),
+// Nothing is fsynced, since this is on every prepare's path and a sync
+// waits on the disk: the specs are the state service's rows written out,
+// and dra writes every prepared claim's spec again and sweeps the rest
+// before it registers with the kubelet (Driver.Recover),
 // so a spec a node crash cut or lost is rewritten before a container can
 // ask for it. The DaemonSet's directory, /var/run/cdi, is a tmpfs anyway.
 func writeAtomic(path string, data []byte) error {

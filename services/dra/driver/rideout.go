@@ -13,8 +13,8 @@ import (
 
 // DefaultRideOut is how long the process's prepares ride out a restart
 // of the state service or the provisioner: well inside the kubelet's 45 s
-// NodePrepareResources timeout, and longer than either takes to come back
-// (under 2 s, measured by the chaos test).
+// NodePrepareResources timeout, and well beyond what either takes to come
+// back (the chaos test kills and restarts them under load).
 const DefaultRideOut = 20 * time.Second
 
 // rideOutPace bounds the pause between two attempts of a prepare.

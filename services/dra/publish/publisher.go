@@ -168,9 +168,9 @@ func (p *Publisher) Run(ctx context.Context) error {
 }
 
 // quietPeriod is how long the changes must pause before they are
-// published (at most debounce after the first): the 1,024 device events of
-// an inventory, or a claim's allocation rows, come within a few
-// milliseconds of each other.
+// published (at most debounce after the first): the device events of an
+// inventory, or a claim's allocation rows, come close together, so a
+// short pause means the burst is over.
 const quietPeriod = 20 * time.Millisecond
 
 // coalesce waits, from the first change at first, until the changes are
