@@ -89,15 +89,17 @@ func (s *Server) DeleteAllocation(_ context.Context, req *statev1.DeleteAllocati
 	return call(s.store.DeleteAllocation, req)
 }
 
-// Dump implements StateServiceServer.
+// ReplaceIPPools implements StateServiceServer.
 func (s *Server) ReplaceIPPools(_ context.Context, req *statev1.ReplaceIPPoolsRequest) (*statev1.ReplaceIPPoolsResponse, error) {
 	return call(s.store.ReplaceIPPools, req)
 }
 
+// ListIPPools implements StateServiceServer.
 func (s *Server) ListIPPools(context.Context, *statev1.ListIPPoolsRequest) (*statev1.ListIPPoolsResponse, error) {
 	return s.store.ListIPPools(), nil
 }
 
+// Dump implements StateServiceServer.
 func (s *Server) Dump(context.Context, *statev1.DumpRequest) (*statev1.DumpResponse, error) {
 	return s.store.Dump(), nil
 }

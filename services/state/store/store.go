@@ -146,12 +146,12 @@ type writer struct {
 //
 // Writes are committed in groups: whoever holds mu next commits every
 // write queued meanwhile in one file transaction, one fsync pair for all,
-// where each used to wait for its own (about 4 ms on the test world's
-// disk: eight devices' MarkAttached were eight in a row). The group runs
-// the writes in the order they queued, each as if alone: one that fails
-// is dropped and the others run again without it (a write's fn depends
-// only on the tables and its request), so a group changes nothing a write
-// sees or returns, but when it returns.
+// so that a pod's devices' MarkAttached, which come at once, do not wait
+// on the disk one after the other. The group runs the writes in the order
+// they queued, each as if alone: one that fails is dropped and the others
+// run again without it (a write's fn depends only on the tables and its
+// request), so a group changes nothing a write sees or returns, but when
+// it returns.
 func (s *Store) write(fn func(w *writer) error) (uint64, error) {
 	c := &queuedWrite{fn: fn, done: make(chan struct{})}
 	s.qmu.Lock()

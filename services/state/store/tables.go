@@ -30,9 +30,9 @@ type allocRow struct{ *statev1.Allocation }
 // shallowCopy returns a new row with a's fields, sharing its messages
 // (the config, the prepared device) and lists: a change to a row sets
 // whole fields on such a copy, and leaves what it shares as it is. A deep
-// copy gave each version of a row (the watch log keeps up to 2,048) its
-// own config and prepared device, 1.4 KB a version of the state service's
-// heap under churn (issue 21 point 5).
+// copy would give each version of a row that the watch log keeps its own
+// config and prepared device, a large part of the state service's heap
+// under churn.
 func shallowCopy(a *statev1.Allocation) *statev1.Allocation {
 	src := a.ProtoReflect()
 	dst := src.New()

@@ -9,11 +9,10 @@ import (
 // changeLogSize is how many changes a watcher can fall behind, or be
 // disconnected for, and still resume without a full snapshot (the log
 // keeps between one and two times as many). Each change keeps its own
-// copy of the row: with 4096, the log was most of the service's heap
-// under churn (about 8,000 allocation versions, 4-5 MB live, twice that
-// in heap at GOGC=100; issue 21 point 5). A publication of 1,024 devices
-// still fits in it; a watcher further behind gets a snapshot, which is
-// about as large as the changes it missed.
+// copy of the row, so a longer log would be most of the service's heap
+// under churn; this one still holds the publication of a large node's
+// inventory. A watcher further behind gets a snapshot, which is about as
+// large as the changes it missed.
 const changeLogSize = 1024
 
 // changeLog is the recent changes, each with its own revision, and a
