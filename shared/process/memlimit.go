@@ -13,23 +13,16 @@ import (
 // runtime's, debug.SetMemoryLimit); a process not listed has none. The
 // limit bounds what the runtime manages (heap, stacks, its own
 // structures), not the binary's code and data, whose pages are most of an
-// idle process's RSS (15 MiB for state, nri and the provisioner here).
-// Without a limit a process under churn lets its heap grow to twice what
-// it holds (GOGC=100) and keeps the pages; under one the collector runs
-// sooner instead, and a process that holds more is not stopped, it
-// collects more often (the runtime caps that at about half a CPU).
+// idle process's RSS. Without a limit a process under churn lets its heap
+// grow to twice what it holds (GOGC=100) and keeps the pages; under one
+// the collector runs sooner instead, and a process that holds more is not
+// stopped, it collects more often (the runtime caps that at about half a
+// CPU).
 //
-// Measured under the attach benchmark's churn of 64 pods (bench/, 1 and 8
-// devices a pod, one run each on a shared 2-core machine): with no limit
-// the peak RSS was state 32, provisioner 39, nri 28 MiB and the pipeline
-// moved 17.8 and 18.4 links a second; with 12 MiB for all three, 25, 28
-// and 23 MiB but 14.7 and 11.7 links a second; with 12 MiB for state and
-// nri only, 25, 39 and 23 MiB and 15.5 and 13.9 links a second (one hook
-// failed). The provisioner allocates fast (link dumps of every host link)
-// and a limit near what a process holds makes it collect all the time. A
-// limit costs speed here, so none is set by default: -memory-limit=12MiB
-// (or $GOMEMLIMIT) trades it for memory where that matters more (issue 21
-// point 5).
+// None is set by default: a limit near what a process holds makes it
+// collect all the time, which slows the attach pipeline under churn (the
+// provisioner allocates fast: link dumps of every host link). -memory-limit
+// (or $GOMEMLIMIT) trades that speed for memory where memory matters more.
 var MemoryLimits = map[string]ByteSize{}
 
 // ByteSize is a flag.Value holding a size in bytes, written as a number

@@ -1,8 +1,8 @@
 // Package metrics serves a node process's Prometheus metrics over HTTP,
 // as an actor of its run group. It is apart from package process so that
 // the processes that serve no metrics (state, the provisioner) do not link
-// the Prometheus client: its code and its collectors made at init were
-// 0.9 MiB of their RSS (issue 21 point 5).
+// the Prometheus client, whose code and init-time collectors would add to
+// their resident memory for nothing.
 package metrics
 
 import (
