@@ -37,8 +37,7 @@ var (
 	besideRounds = envCount("NETDRA_BENCH_BESIDE_ROUNDS", 3)
 )
 
-// besideDevices is how many netdra devices each extra pod's claim has
-// (issue 21 point 3: pods with 8 devices each).
+// besideDevices is how many netdra devices each extra pod's claim has.
 const besideDevices = 8
 
 // envCount is the positive integer in $name, or def.
@@ -51,8 +50,8 @@ func envCount(name string, def int) int {
 
 // BenchmarkWorld_PodBesideDevicePods measures how much a pod without
 // netdra devices is delayed by pods with 8 devices each starting beside it
-// on the real node (issue 21 point 3): besidePlain pods without a claim are
-// created at once, alone ("alone"), with besideExtra pods without a claim
+// on the real node: besidePlain pods without a claim are created at
+// once, alone ("alone"), with besideExtra pods without a claim
 // created at the same moment ("beside-plain": as many pods, no devices),
 // and with besideExtra pods each with a claim of 8 host veths created at
 // the same moment ("beside-devices"). Each pod is timed from its create

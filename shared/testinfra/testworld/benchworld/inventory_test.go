@@ -94,9 +94,8 @@ func BenchmarkWorld_Inventory_1024VFs(b *testing.B) {
 }
 
 // inventoryRounds is how many times the benchmark enables the sr-iov
-// manager and times the publication: one sample of a second on a shared
-// 2-core machine is noise (0.65 to 1.42 s for the same code); the median
-// (an odd count: the middle round) is the figure.
+// manager and times the publication: one sample on a shared machine is
+// noise, so the median (an odd count: the middle round) is the figure.
 const inventoryRounds = 5
 
 // timePublication runs change and returns how long until a watch of the

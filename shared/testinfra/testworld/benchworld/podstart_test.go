@@ -26,7 +26,7 @@ import (
 )
 
 // startupPods is how many pods each phase of BenchmarkWorld_PodStartup
-// starts (issue 21 point 4: 100 at once and 100 one after the other);
+// starts (at once, and one after the other);
 // $NETDRA_BENCH_STARTUP_PODS sets another number, for a quick look.
 var startupPods = 100
 

@@ -128,9 +128,9 @@ func buildSteps(src string, b *Binaries) []goInstall {
 		// GOFLAGS as the environment says: make sets CGO_ENABLED=0 and
 		// -trimpath for every build), so that the Kubernetes packages both
 		// link are compiled once: a build in another configuration changes
-		// the cache key of everything above package runtime and compiled
-		// most of Kubernetes a second time (12 minutes here). It runs on
-		// the host, so a dynamically linked one is fine too.
+		// the cache key of everything above package runtime and compiles
+		// most of Kubernetes a second time. It runs on the host, so a
+		// dynamically linked one is fine too.
 		{what: "kubelet v1.37.2 (the first build compiles the kubelet's part of Kubernetes: minutes)", dir: src, gobin: b.Dir, cgo: true,
 			args: []string{"-ldflags=-s -w " + controlplane.LDFlags, "k8s.io/kubernetes/cmd/kubelet"}},
 		{what: "kubectl v1.37.2", dir: src, gobin: b.Dir, cgo: true,

@@ -12,13 +12,14 @@ import (
 // containerdConfig is containerd 2.4's configuration (version 4) for one
 // node: CRI and NRI on, every path under the node's directory, runc from
 // Debian with cgroupfs, the pause image pinned as the sandbox image, CDI
-// specs read from the node's cdi directory. Pitfalls of this machine (see
-// RIGS.md, "The real node"): the socket addresses belong in the server
-// plugins' blocks; restrict_oom_score_adj because the bounding set lacks
-// CAP_SYS_RESOURCE (runc fails with "can't get final child's PID from pipe"
-// otherwise); no AppArmor. NRI's default validator is on, so that a pod
-// annotated required-plugins.noderesource.dev/pod: '["netdra"]' gets no
-// container started while netdra's nri plugin is not connected (RequiredPlugins).
+// specs read from the node's cdi directory. Pitfalls: in version 4 the
+// socket addresses belong in the server plugins' blocks (a top-level
+// [grpc] is ignored); restrict_oom_score_adj because the bounding set of
+// a test machine may lack CAP_SYS_RESOURCE (runc fails with "can't get
+// final child's PID from pipe" otherwise); no AppArmor. NRI's default
+// validator is on, so that a pod annotated
+// required-plugins.noderesource.dev/pod: '["netdra"]' gets no container
+// started while netdra's nri plugin is not connected (RequiredPlugins).
 const containerdConfig = `version = 4
 root = '{{dir}}/containerd/root'
 state = '{{dir}}/containerd/state'
