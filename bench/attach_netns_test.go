@@ -31,13 +31,13 @@ import (
 	"github.com/netdra/netdra/shared/testinfra/testenv"
 )
 
-// The configurations of point 1 of issue 10: devices per pod, concurrent
+// The attach benchmark's configurations: devices per pod, concurrent
 // pods, how many pod lifecycles each concurrent worker runs in a turn, and
 // how many turns the baseline and the pipeline (and for 1 pod the
 // provisioner and no-hook-exec modes) take in alternation, their samples
-// pooled: one run of each after the other put whatever else the machine
-// did in either on one side only (the same code measured 0.82x and 0.97x
-// the baseline's moves a second).
+// pooled: one run of each after the other would put whatever else the
+// machine did in either on one side only, and the ratio would measure the
+// machine rather than the code.
 var attachConfigs = []struct{ devices, pods, rounds, turns int }{
 	{1, 1, 10, 3}, {1, 16, 1, 3}, {1, 64, 1, 3},
 	{8, 1, 7, 3}, {8, 16, 1, 2}, {8, 64, 1, 2},
@@ -64,9 +64,9 @@ const maxPods, maxDevices = 64, 8
 // each worker attaches its pod, detaches it, and starts over) it reports
 // the p50 and p99 of attach and detach and the namespace moves a second,
 // and writes them for bench/RESULTS.md, with how long each of netdra's
-// hooks held the runtime's NRI lock (figures.Hooks). The RSS of the node processes idle
-// and under this churn is recorded too (point 5), and the moves one pod
-// lifecycle makes, counted from the host netns's link events (point 3).
+// hooks held the runtime's NRI lock (figures.Hooks). The RSS of the node
+// processes idle and under this churn is recorded too, and the moves one
+// pod lifecycle makes, counted from the host netns's link events.
 func BenchmarkAttach_PipelineVsBaseline(b *testing.B) {
 	testenv.RequireRoot(b, "creates network namespaces and moves links between them")
 	t0 := time.Now()
@@ -778,8 +778,9 @@ func startRuntime(b *testing.B, dir string) *adaptation.Adaptation {
 }
 
 // waitPluginSynced waits until the nri process connected and was
-// synchronized, then blocks plugin sync so that events reach it (see
-// shared/RIGS.md).
+// synchronized, then blocks plugin sync so that events reach it: the
+// runtime side adds a plugin only after its sync callback ran for it, and
+// silently skips the events it gets before.
 func waitPluginSynced(b *testing.B, r *adaptation.Adaptation) {
 	b.Helper()
 	select {

@@ -7,13 +7,13 @@
 // bench/RESULTS.md and bench/latency.png. Figures are reported, never
 // asserted.
 //
-//   - BenchmarkAttach_PipelineVsBaseline (issue 10, points 1, 3 and 5): a
-//     pod's attach and detach through the real NRI runtime side, nri,
-//     state and provisioner processes, against the same netlink calls made
-//     directly; 1 and 8 devices a pod, 1, 16 and 64 concurrent pods; the
-//     namespace moves counted from link events; the processes' RSS.
-//   - BenchmarkSriov_Discover_1024VFs (point 4): one sr-iov discovery of
-//     the fake sysfs tree the inventory benchmark publishes.
+//   - BenchmarkAttach_PipelineVsBaseline: a pod's attach and detach
+//     through the real NRI runtime side, nri, state and provisioner
+//     processes, against the same netlink calls made directly; 1 and 8
+//     devices a pod, 1, 16 and 64 concurrent pods; the namespace moves
+//     counted from link events; the processes' RSS.
+//   - BenchmarkSriov_Discover_1024VFs: one sr-iov discovery of the fake
+//     sysfs tree the inventory benchmark publishes.
 //   - BenchmarkState_Prepare_SocketVsDirect: a claim's prepare bookkeeping
 //     through the state socket against the store in process.
 //

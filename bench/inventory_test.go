@@ -12,7 +12,7 @@ import (
 // BenchmarkSriov_Discover_1024VFs times one sr-iov discovery (what the
 // provisioner's sr-iov manager runs at start and on every rescan) of the
 // fake sysfs tree of 1,024 VFs that BenchmarkWorld_Inventory_1024VFs
-// publishes: the provisioner's share of point 4.
+// publishes: the provisioner's share of that publication.
 func BenchmarkSriov_Discover_1024VFs(b *testing.B) {
 	root := b.TempDir()
 	must(b, fakesysfs.Write(root, fakesysfs.PFs, fakesysfs.VFsPerPF))

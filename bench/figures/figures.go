@@ -24,17 +24,17 @@ const OutEnv = "NETDRA_BENCH_OUT"
 
 // Files the benchmarks write, one JSON record a line.
 const (
-	AttachFile    = "attach.jsonl"    // Attach records (point 1)
-	RSSFile       = "rss.jsonl"       // RSS records (point 5)
-	MovesFile     = "moves.jsonl"     // Moves records (point 3)
-	PrepareFile   = "prepare.jsonl"   // Prepare records (point 2)
-	InventoryFile = "inventory.jsonl" // Inventory records (point 4)
-	DiscoverFile  = "discover.jsonl"  // a Summary of sr-iov discoveries of the same tree (point 4)
-	SubifFile     = "subif.jsonl"     // Subif records (point 3, the sub-interface's attach cost)
-	HooksFile     = "hooks.jsonl"     // Hooks records (issue 21: the time the NRI hooks hold the runtime's lock)
-	PodStartFile  = "podstart.jsonl"  // PodStart records (issue 21 point 4, the real node)
-	RestartFile   = "restart.jsonl"   // KubeletRestart records (issue 21 point 4)
-	BesideFile    = "beside.jsonl"    // Beside records (issue 21 point 3, a pod without devices beside 8-device pods)
+	AttachFile    = "attach.jsonl"    // Attach records
+	RSSFile       = "rss.jsonl"       // RSS records
+	MovesFile     = "moves.jsonl"     // Moves records
+	PrepareFile   = "prepare.jsonl"   // Prepare records
+	InventoryFile = "inventory.jsonl" // Inventory records
+	DiscoverFile  = "discover.jsonl"  // a Summary of sr-iov discoveries of the same tree
+	SubifFile     = "subif.jsonl"     // Subif records (the sub-interface's attach cost)
+	HooksFile     = "hooks.jsonl"     // Hooks records (the time the NRI hooks hold the runtime's lock)
+	PodStartFile  = "podstart.jsonl"  // PodStart records (the real node)
+	RestartFile   = "restart.jsonl"   // KubeletRestart records (the real node)
+	BesideFile    = "beside.jsonl"    // Beside records (a pod without devices beside 8-device pods)
 )
 
 // Beside is one phase of benchworld's BenchmarkWorld_PodBesideDevicePods on
@@ -184,8 +184,8 @@ func Percentile(sorted []float64, p float64) float64 {
 	return sorted[max(0, min(rank, len(sorted)-1))]
 }
 
-// Attach is one configuration of point 1: a mode ("baseline" or
-// "pipeline"), devices per pod, concurrent pods.
+// Attach is one configuration of the attach benchmark: a mode
+// ("baseline" or "pipeline"), devices per pod, concurrent pods.
 type Attach struct {
 	Mode         string  `json:"mode"`
 	Devices      int     `json:"devices"`
@@ -246,8 +246,8 @@ type Moves struct {
 	How     string `json:"how"` // "measured: ..." or "read from the code: ..."
 }
 
-// Prepare is point 2: NodePrepareResources of one claim with Devices
-// devices, to the claim status in the apiserver.
+// Prepare is the NodePrepareResources of one claim with Devices devices,
+// to the claim status in the apiserver.
 type Prepare struct {
 	Devices int `json:"devices"`
 	// Paced: claims were spaced out so that dra's client-side rate limiter
@@ -257,7 +257,7 @@ type Prepare struct {
 	Unprepare Summary `json:"unprepare"`
 }
 
-// Inventory is point 4: devices discovered to every ResourceSlice
+// Inventory is the time from devices discovered to every ResourceSlice
 // published.
 type Inventory struct {
 	Devices      int       `json:"devices"`

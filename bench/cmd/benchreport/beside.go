@@ -33,9 +33,9 @@ func besideDelay(x, alone figures.Beside) (p50, p99 float64) {
 	return x.Ready.P50 - alone.Ready.P50, x.Ready.P99 - alone.Ready.P99
 }
 
-// writeBeside is issue 21 point 3's second half: pods without netdra
-// devices started alone, beside as many pods without devices, and beside
-// pods with 8 devices each, on the real node.
+// writeBeside writes the section on pods without netdra devices started
+// alone, beside as many pods without devices, and beside pods with 8
+// devices each, on the real node.
 func writeBeside(p func(string, ...any), bs []figures.Beside) {
 	if !section(p, "## A pod without netdra devices beside pods with 8 devices, on the real node (issue 21 point 3)", len(bs) > 0) {
 		return

@@ -17,8 +17,8 @@ import (
 )
 
 // The plot's size (one panel is 6 x 4.25 in), its resolution and its
-// colours: one per mode of point 1, and one for pods with and without a
-// netdra claim.
+// colours: one per mode of the attach benchmark, and one for pods with
+// and without a netdra claim.
 const (
 	panelW, panelH = 6 * vg.Inch, 4.25 * vg.Inch
 	dpi            = 96

@@ -8,8 +8,8 @@ import (
 	"github.com/netdra/netdra/bench/figures"
 )
 
-// writePodStart is issue 21 point 4: pod startup on the real node with a
-// netdra claim and without, and the kubelet's restart.
+// writePodStart writes the section on pod startup on the real node with
+// a netdra claim and without, and on the kubelet's restart.
 func writePodStart(p func(string, ...any), ps []figures.PodStart, rs []figures.KubeletRestart) {
 	if !section(p, "## Pod startup on the real node (issue 21 point 4)", len(ps) > 0 || len(rs) > 0) {
 		return

@@ -74,7 +74,7 @@ func writeRecords(t *testing.T, dir string) {
 	}
 }
 
-// TestRun_ReportAndPlot: the report lists each target of issue 21 with
+// TestRun_ReportAndPlot: the report lists each target with
 // the figure and its verdict from the records, and the plot is a PNG of
 // the grid of panels with the modes' and the claims' colours drawn in it.
 func TestRun_ReportAndPlot(t *testing.T) {

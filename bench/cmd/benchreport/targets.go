@@ -8,7 +8,7 @@ import (
 	"github.com/netdra/netdra/bench/figures"
 )
 
-// row is one line of the targets table: an issue 21 point, what it wants,
+// row is one line of the targets table: a numbered target, what it wants,
 // what this run measured and whether that meets it; a target of which
 // nothing was measured says so and is not met.
 type row struct {

@@ -20,7 +20,7 @@ import (
 	"github.com/netdra/netdra/bench/figures"
 )
 
-// The fake node of point 4: pfs SR-IOV physical functions with vfsPerPF
+// The fake node the inventory benchmark publishes: pfs SR-IOV physical functions with vfsPerPF
 // virtual functions each, bound to iavf, in a fake sysfs tree.
 const pfs, vfsPerPF = fakesysfs.PFs, fakesysfs.VFsPerPF
 
