@@ -35,6 +35,7 @@ const (
 type Handoff struct {
 	log  *slog.Logger
 	root string
+	own  *owner
 }
 
 // NewHandoff returns a Handoff that pins under
@@ -48,7 +49,11 @@ func NewHandoff(log *slog.Logger, bpffs string) (*Handoff, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Handoff{log: log, root: root}, nil
+	own, err := newOwner(bpffs)
+	if err != nil {
+		return nil, err
+	}
+	return &Handoff{log: log, root: root, own: own}, nil
 }
 
 // Root is the directory the devices' programs are pinned under.
@@ -62,8 +67,11 @@ func (h *Handoff) Root() string { return h.root }
 // bpf_link is detached from it (BPF_LINK_DETACH); Give attaches it again
 // without a link. Programs an earlier Take of the device pinned and no
 // Give returned (its record lost with a Setup reply) are returned too, so a
-// retried Setup loses nothing. On error, what this Take had detached is put
-// back.
+// retried Setup loses nothing. netdra's own programs (owner: left by a
+// provisioner killed before it took them off) are no host's: Take detaches
+// them and neither pins nor returns them, and drops their pins an earlier
+// Take made. On error, what this Take had detached is put back (netdra's
+// own programs stay off).
 func (h *Handoff) Take(ctx context.Context, device string, ns netns.NsHandle, ifName string) ([]*devicev1.EbpfProgram, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -73,18 +81,22 @@ func (h *Handoff) Take(ctx context.Context, device string, ns netns.NsHandle, if
 		return nil, fmt.Errorf("creating pin directory: %w", err)
 	}
 	// Programs an earlier Take pinned, whose record was lost.
-	earlier := fromPins(dir)
-	var taken []*devicev1.EbpfProgram
+	earlier := h.fromPins(device, dir)
+	var taken, removed []*devicev1.EbpfProgram
 	err := inNetns(ns, func() error {
-		t, err := newTaker(dir, ifName)
+		t, err := newTaker(dir, ifName, h.own)
 		if err != nil {
 			return err
 		}
 		defer t.h.Close()
 		err = errors.Join(t.tcx(), t.tc(), t.xdp())
-		taken = t.taken
+		taken, removed = t.taken, t.removed
 		return err
 	})
+	for _, p := range removed {
+		h.log.Warn("removed an eBPF program of netdra's left on a host interface (a provisioner stopped before it took it off): it is not handed off", "device", device, "interface", ifName,
+			"attachPoint", p.GetAttachPoint().String(), "program", p.GetName(), "id", p.GetProgramId())
+	}
 	if err != nil {
 		if fails := h.Give(ctx, device, ns, ifName, taken); len(fails) > 0 {
 			err = errors.Join(append([]error{err}, fails...)...)
@@ -108,13 +120,15 @@ func (h *Handoff) Take(ctx context.Context, device string, ns netns.NsHandle, if
 
 // taker does Take's work on a thread in the interface's namespace.
 type taker struct {
-	dir   string
-	h     *netlink.Handle
-	link  netlink.Link
-	taken []*devicev1.EbpfProgram
+	dir     string
+	own     *owner
+	h       *netlink.Handle
+	link    netlink.Link
+	taken   []*devicev1.EbpfProgram
+	removed []*devicev1.EbpfProgram // netdra's own, detached and not taken
 }
 
-func newTaker(dir, ifName string) (*taker, error) {
+func newTaker(dir, ifName string, own *owner) (*taker, error) {
 	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
 	if err != nil {
 		return nil, fmt.Errorf("netlink socket: %w", err)
@@ -124,12 +138,13 @@ func newTaker(dir, ifName string) (*taker, error) {
 		h.Close()
 		return nil, fmt.Errorf("interface %s: %w", ifName, err)
 	}
-	return &taker{dir: dir, h: h, link: l}, nil
+	return &taker{dir: dir, own: own, h: h, link: l}, nil
 }
 
 // keep pins the program rec names under the device's directory (the pin's
 // name records where it was, see pinName) and detaches it with detach; rec
-// gets the program's name (unless it has one) and the pin.
+// gets the program's name (unless it has one) and the pin. A program of
+// netdra's own is detached only, and counted in removed.
 func (t *taker) keep(rec *devicev1.EbpfProgram, detach func(*ebpf.Program) error) error {
 	id := rec.GetProgramId()
 	prog, err := ebpf.NewProgramFromID(ebpf.ProgramID(id))
@@ -137,8 +152,19 @@ func (t *taker) keep(rec *devicev1.EbpfProgram, detach func(*ebpf.Program) error
 		return fmt.Errorf("opening program %d: %w", id, err)
 	}
 	defer prog.Close()
-	if info, err := prog.Info(); err == nil && rec.Name == "" {
-		rec.Name = info.Name
+	if info, err := prog.Info(); err == nil {
+		if rec.Name == "" {
+			rec.Name = info.Name
+		}
+		// A program that cannot be told netdra's is handed off as the
+		// host's: it is put back at Free.
+		if ours, _ := t.own.ours(info); ours {
+			if err := detach(prog); err != nil {
+				return fmt.Errorf("detaching netdra's program %d (%s) left on the interface: %w", id, rec.Name, err)
+			}
+			t.removed = append(t.removed, rec)
+			return nil
+		}
 	}
 	rec.Pin = filepath.Join(t.dir, pinName(rec))
 	if err := prog.Pin(rec.Pin); err != nil && !errors.Is(err, fs.ErrExist) {
@@ -165,8 +191,10 @@ func pinName(p *devicev1.EbpfProgram) string {
 }
 
 // fromPins rebuilds the records of the programs pinned in dir by an
-// earlier Take, in the order Take took them (by attach point).
-func fromPins(dir string) []*devicev1.EbpfProgram {
+// earlier Take, in the order Take took them (by attach point). Pins of
+// netdra's own programs (an earlier build's Take took them for the
+// host's) are removed and left out.
+func (h *Handoff) fromPins(device, dir string) []*devicev1.EbpfProgram {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil
@@ -179,6 +207,11 @@ func fromPins(dir string) []*devicev1.EbpfProgram {
 		}
 		rec := &devicev1.EbpfProgram{AttachPoint: devicev1.EbpfAttachPoint(point), ProgramId: id, Pin: filepath.Join(dir, e.Name()),
 			TcPriority: prio, TcHandle: handle, TcDirectAction: da == 1, TcProtocol: proto, XdpFlags: xdp}
+		if h.pinnedOurs(rec.Pin) {
+			h.log.Warn("dropped the pin of an eBPF program of netdra's that an earlier hand-off took for the host's", "device", device, "pin", rec.Pin)
+			_ = os.Remove(rec.Pin)
+			continue
+		}
 		if prog, err := ebpf.LoadPinnedProgram(rec.Pin, nil); err == nil {
 			if info, err := prog.Info(); err == nil {
 				rec.Name = info.Name
@@ -318,9 +351,11 @@ func detachXDPLink(ifindex int) error {
 // network namespace ns again, in order: tcx programs without a link (they
 // stay until detached), tc filters with their priority, handle, protocol
 // and mode (on a clsact qdisc, added when missing), XDP in its mode. Each
-// program given back is unpinned. It returns one error for each program it
-// could not give back (its pin gone after a reboot, the interface gone, the
-// kernel refusing), and unpins those too: there is nothing more it can do.
+// program given back is unpinned. A program of netdra's own (owner: one
+// an earlier build's Take took for the host's) is not given back, only
+// unpinned. It returns one error for each program it could not give back
+// (its pin gone after a reboot, the interface gone, the kernel refusing),
+// and unpins those too: there is nothing more it can do.
 func (h *Handoff) Give(ctx context.Context, device string, ns netns.NsHandle, ifName string, progs []*devicev1.EbpfProgram) []error {
 	dir := filepath.Join(h.root, device)
 	if len(progs) == 0 {
@@ -341,6 +376,11 @@ func (h *Handoff) Give(ctx context.Context, device string, ns netns.NsHandle, if
 		for _, p := range progs {
 			if pin := p.GetPin(); pin != "" && filepath.Dir(pin) != dir {
 				fails = append(fails, fmt.Errorf("%s program %q (id %d): its pin %s is not in %s, where the hand-off keeps them", p.GetAttachPoint(), p.GetName(), p.GetProgramId(), pin, dir))
+				continue
+			}
+			if h.pinnedOurs(p.GetPin()) {
+				h.log.Warn("not given back: an eBPF program of netdra's that a hand-off took for the host's", "device", device, "interface", ifName,
+					"attachPoint", p.GetAttachPoint().String(), "program", p.GetName(), "id", p.GetProgramId())
 				continue
 			}
 			if err := give(nh, l, p); err != nil {
@@ -364,6 +404,25 @@ func (h *Handoff) Give(ctx context.Context, device string, ns netns.NsHandle, if
 		h.log.Warn("could not give a host eBPF program back", "device", device, "interface", ifName, "error", f)
 	}
 	return fails
+}
+
+// pinnedOurs reports whether the program pinned at pin is one of
+// netdra's own (false when there is none, or it cannot be told).
+func (h *Handoff) pinnedOurs(pin string) bool {
+	if pin == "" {
+		return false
+	}
+	prog, err := ebpf.LoadPinnedProgram(pin, nil)
+	if err != nil {
+		return false
+	}
+	defer prog.Close()
+	info, err := prog.Info()
+	if err != nil {
+		return false
+	}
+	ours, _ := h.own.ours(info)
+	return ours
 }
 
 func give(h *netlink.Handle, l netlink.Link, p *devicev1.EbpfProgram) error {
