@@ -198,3 +198,61 @@ func TestHandoff_GiveKeepsNetdrasOwnOff(t *testing.T) {
 		t.Errorf("the pin is left after Take: %v", err)
 	}
 }
+
+// TestPrograms_RemoveStraysAndTidy: the sweep takes off netdra's programs
+// that no link holds and leaves those of a pinned link (a device's, which
+// Remove takes off) and the host's own; Tidy then leaves nothing of
+// netdra's on the bpffs.
+func TestPrograms_RemoveStraysAndTidy(t *testing.T) {
+	w := newOrphanWorld(t)
+	host := ebpftest.PassProgram(t, "agent_raw")
+	hostID := cebpf.ProgramID(ebpftest.AttachTCXRaw(t, w.host, "eth8", host, true))
+	p, err := ebpf.New(nil, w.bpffs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	strays, err := p.RemoveStrays(context.Background(), w.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []ebpf.Stray{
+		{Interface: "eth8", AttachPoint: "tcx ingress", Name: "netdra_ingress", ID: w.raw[0]},
+		{Interface: "eth8", AttachPoint: "tcx egress", Name: "netdra_egress", ID: w.raw[1]},
+	}
+	if diff := cmp.Diff(want, strays); diff != "" {
+		t.Errorf("strays (-want +got):\n%s", diff)
+	}
+	in, eg := ebpftest.TCX(t, w.host, "eth8")
+	if diff := cmp.Diff([]cebpf.ProgramID{hostID}, slices.Concat(in, eg)); diff != "" {
+		t.Errorf("eth8 after RemoveStrays (-want +got):\n%s", diff)
+	}
+	in, eg = ebpftest.TCX(t, w.host, "eth9")
+	if diff := cmp.Diff(w.linked[:], slices.Concat(in, eg)); diff != "" {
+		t.Errorf("eth9 after RemoveStrays (-want +got):\n%s", diff)
+	}
+
+	if err := p.Remove("eth9"); err != nil {
+		t.Fatal(err)
+	}
+	if in, eg := ebpftest.TCX(t, w.host, "eth9"); len(in)+len(eg) != 0 {
+		t.Errorf("eth9 after Remove: ingress %v, egress %v", in, eg)
+	}
+	h, err := ebpf.NewHandoff(nil, w.bpffs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(h.Root(), "eth9"), 0o700); err != nil { // a Take killed before it pinned
+		t.Fatal(err)
+	}
+	if err := p.Tidy(); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Tidy(); err != nil {
+		t.Fatal(err)
+	}
+	left, err := filepath.Glob(filepath.Join(w.bpffs, "netdra*"))
+	if err != nil || len(left) != 0 {
+		t.Errorf("left on the bpffs after Tidy: %v %v", left, err)
+	}
+}

@@ -35,6 +35,7 @@ type Programs struct {
 	log  *slog.Logger
 	root string
 	spec *ebpf.CollectionSpec // parsed once; copied for each load
+	own  *owner
 
 	mu     sync.Mutex
 	loaded map[string]*netdraObjects // by device, until Remove
@@ -60,7 +61,11 @@ func New(log *slog.Logger, bpffs string) (*Programs, error) {
 	for _, m := range spec.Maps {
 		m.Pinning = ebpf.PinByName
 	}
-	return &Programs{log: log, root: root, spec: spec, loaded: map[string]*netdraObjects{}}, nil
+	own, err := newOwner(bpffs)
+	if err != nil {
+		return nil, err
+	}
+	return &Programs{log: log, root: root, spec: spec, own: own, loaded: map[string]*netdraObjects{}}, nil
 }
 
 // Close releases the programs and maps this process holds loaded. What is
