@@ -107,11 +107,12 @@ func (p *Pump) Configure(ctx context.Context, cfg *provisionerv1.ConfigureReques
 // the provisioner.
 const listWait = 5 * time.Second
 
-// withPrepared is cfg with the SR-IOV VFs the state service records as
+// withPrepared is cfg with the devices the state service records as
 // allocated (in any phase: from the intent before Setup to a Free that
-// failed), read now. When they cannot be read within listWait, cfg goes
-// without them: the provisioner keeps the last list it got, and
-// re-creates no PF's VFs before it has one.
+// failed), read now: the SR-IOV VFs among them, and all of them. When
+// they cannot be read within listWait, cfg goes without them: the
+// provisioner keeps the last lists it got, re-creates no PF's VFs and
+// sweeps no device's eBPF programs before it has them.
 func (p *Pump) withPrepared(ctx context.Context, cfg *provisionerv1.ConfigureRequest) *provisionerv1.ConfigureRequest {
 	lctx, cancel := context.WithTimeout(ctx, listWait)
 	defer cancel()
@@ -120,17 +121,19 @@ func (p *Pump) withPrepared(ctx context.Context, cfg *provisionerv1.ConfigureReq
 		p.log.Warn("Configuring the provisioner without the allocated VFs: the state service did not list them", "error", err)
 		return cfg
 	}
-	seen := map[string]bool{}
-	list := &provisionerv1.PreparedVfs{Devices: []string{}}
+	vfs := &provisionerv1.PreparedVfs{Devices: []string{}}
+	all := &provisionerv1.PreparedDevices{Devices: []string{}}
 	for _, a := range resp.GetAllocations() {
-		if a.GetManager() == devicev1.DeviceManager_DEVICE_MANAGER_SRIOV && !seen[a.GetDeviceName()] {
-			seen[a.GetDeviceName()] = true
-			list.Devices = append(list.Devices, a.GetDeviceName())
+		all.Devices = append(all.Devices, a.GetDeviceName())
+		if a.GetManager() == devicev1.DeviceManager_DEVICE_MANAGER_SRIOV {
+			vfs.Devices = append(vfs.Devices, a.GetDeviceName())
 		}
 	}
-	slices.Sort(list.Devices)
+	slices.Sort(vfs.Devices)
+	slices.Sort(all.Devices)
+	vfs.Devices, all.Devices = slices.Compact(vfs.Devices), slices.Compact(all.Devices)
 	out := proto.CloneOf(cfg)
-	out.PreparedVfs = list
+	out.PreparedVfs, out.PreparedDevices = vfs, all
 	return out
 }
 

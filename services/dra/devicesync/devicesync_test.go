@@ -145,8 +145,8 @@ func TestPump(t *testing.T) {
 	prov.feed <- &provisionerv1.WatchDevicesResponse{Manager: dummy, Devices: []*devicev1.Device{{Name: "dummy0"}}}
 	prov.feed <- nil // the provisioner restarts
 	prov.feed <- &provisionerv1.WatchDevicesResponse{Manager: dummy, Devices: []*devicev1.Device{{Name: "dummy0"}, {Name: "dummy1"}}}
-	good := "configure " + withList(cfg).String()
-	want := []string{good, "configure " + withList(bad).String(),
+	good := "configure " + withList(cfg, nil).String()
+	want := []string{good, "configure " + withList(bad, nil).String(),
 		good, "watch", "replace DEVICE_MANAGER_DUMMY dummy0",
 		good, "watch", "replace DEVICE_MANAGER_DUMMY dummy0 dummy1"}
 	if diff := cmp.Diff(want, waitCalls(t, c, len(want))); diff != "" {
@@ -179,10 +179,12 @@ func TestPump_ResendAfterStateRestart(t *testing.T) {
 	}
 }
 
-// withList is cfg as the pump sends it when nothing is allocated.
-func withList(cfg *provisionerv1.ConfigureRequest, devices ...string) *provisionerv1.ConfigureRequest {
+// withList is cfg as the pump sends it with the VFs vfs and the devices
+// all allocated.
+func withList(cfg *provisionerv1.ConfigureRequest, vfs []string, all ...string) *provisionerv1.ConfigureRequest {
 	out := proto.CloneOf(cfg)
-	out.PreparedVfs = &provisionerv1.PreparedVfs{Devices: append([]string{}, devices...)}
+	out.PreparedVfs = &provisionerv1.PreparedVfs{Devices: append([]string{}, vfs...)}
+	out.PreparedDevices = &provisionerv1.PreparedDevices{Devices: append([]string{}, all...)}
 	return out
 }
 
@@ -191,9 +193,10 @@ func alloc(m devicev1.DeviceManager, device string) *statev1.Allocation {
 }
 
 // TestPump_PreparedVFs: every configuration sent, the first and each
-// re-sent one, lists the SR-IOV VFs the state service has allocations of
-// as it is sent, once each, sorted; when they cannot be listed it goes
-// without the list (the provisioner keeps its last one).
+// re-sent one, lists the devices the state service has allocations of as
+// it is sent, and the SR-IOV VFs among them, once each, sorted; when they
+// cannot be listed it goes without the lists (the provisioner keeps its
+// last ones).
 func TestPump_PreparedVFs(t *testing.T) {
 	c := &calls{}
 	prov := &fakeProvisioner{calls: c, feed: make(chan *provisionerv1.WatchDevicesResponse, 8)}
@@ -213,8 +216,8 @@ func TestPump_PreparedVFs(t *testing.T) {
 	waitCalls(t, c, 3)
 	st.set(errors.New("state down"))
 	prov.feed <- nil // the provisioner restarts
-	want := []string{"configure " + withList(cfg, "vf-a", "vf-b").String(),
-		"configure " + withList(cfg, "vf-c").String(), "watch",
+	want := []string{"configure " + withList(cfg, []string{"vf-a", "vf-b"}, "dummy0", "vf-a", "vf-b").String(),
+		"configure " + withList(cfg, []string{"vf-c"}, "vf-c").String(), "watch",
 		"configure " + cfg.String(), "watch"}
 	if diff := cmp.Diff(want, waitCalls(t, c, len(want))); diff != "" {
 		t.Errorf("calls (-want +got):\n%s", diff)

@@ -556,9 +556,18 @@ type ConfigureRequest struct {
 	// prepared by a Setup of its own that no Free has undone; before the
 	// first list after its start it re-creates none (a VF prepared before
 	// it started may be in a pod).
-	PreparedVfs   *PreparedVfs `protobuf:"bytes,3,opt,name=prepared_vfs,json=preparedVfs,proto3" json:"prepared_vfs,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	PreparedVfs *PreparedVfs `protobuf:"bytes,3,opt,name=prepared_vfs,json=preparedVfs,proto3" json:"prepared_vfs,omitempty"`
+	// Every device prepared for claims on the node, of any manager, as the
+	// caller's record of the allocations has them (read with prepared_vfs).
+	// Absent: the last list stays. At the first list after its start, and
+	// at its clean stop, the provisioner takes netdra's eBPF programs off
+	// every device that is neither in this list nor prepared by a Setup of
+	// its own that no Free has undone, nor in a pod it holds, and off any
+	// interface where no device holds them: what a provisioner killed before
+	// it took them off left.
+	PreparedDevices *PreparedDevices `protobuf:"bytes,4,opt,name=prepared_devices,json=preparedDevices,proto3" json:"prepared_devices,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ConfigureRequest) Reset() {
@@ -612,6 +621,13 @@ func (x *ConfigureRequest) GetPreparedVfs() *PreparedVfs {
 	return nil
 }
 
+func (x *ConfigureRequest) GetPreparedDevices() *PreparedDevices {
+	if x != nil {
+		return x.PreparedDevices
+	}
+	return nil
+}
+
 // PreparedVfs names SR-IOV VFs prepared for claims.
 type PreparedVfs struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -658,6 +674,52 @@ func (x *PreparedVfs) GetDevices() []string {
 	return nil
 }
 
+// PreparedDevices names the devices prepared for claims.
+type PreparedDevices struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Device names, as the inventory has them; at most 65536.
+	Devices       []string `protobuf:"bytes,1,rep,name=devices,proto3" json:"devices,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PreparedDevices) Reset() {
+	*x = PreparedDevices{}
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PreparedDevices) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PreparedDevices) ProtoMessage() {}
+
+func (x *PreparedDevices) ProtoReflect() protoreflect.Message {
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PreparedDevices.ProtoReflect.Descriptor instead.
+func (*PreparedDevices) Descriptor() ([]byte, []int) {
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *PreparedDevices) GetDevices() []string {
+	if x != nil {
+		return x.Devices
+	}
+	return nil
+}
+
 // ManagerStatus is one manager's state after Configure.
 type ManagerStatus struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
@@ -672,7 +734,7 @@ type ManagerStatus struct {
 
 func (x *ManagerStatus) Reset() {
 	*x = ManagerStatus{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[9]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -684,7 +746,7 @@ func (x *ManagerStatus) String() string {
 func (*ManagerStatus) ProtoMessage() {}
 
 func (x *ManagerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[9]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -697,7 +759,7 @@ func (x *ManagerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ManagerStatus.ProtoReflect.Descriptor instead.
 func (*ManagerStatus) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{9}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ManagerStatus) GetManager() v1.DeviceManager {
@@ -730,7 +792,7 @@ type ConfigureResponse struct {
 
 func (x *ConfigureResponse) Reset() {
 	*x = ConfigureResponse{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[10]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -742,7 +804,7 @@ func (x *ConfigureResponse) String() string {
 func (*ConfigureResponse) ProtoMessage() {}
 
 func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[10]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -755,7 +817,7 @@ func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureResponse.ProtoReflect.Descriptor instead.
 func (*ConfigureResponse) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{10}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ConfigureResponse) GetManagers() []*ManagerStatus {
@@ -773,7 +835,7 @@ type WatchDevicesRequest struct {
 
 func (x *WatchDevicesRequest) Reset() {
 	*x = WatchDevicesRequest{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[11]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -785,7 +847,7 @@ func (x *WatchDevicesRequest) String() string {
 func (*WatchDevicesRequest) ProtoMessage() {}
 
 func (x *WatchDevicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[11]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -798,7 +860,7 @@ func (x *WatchDevicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchDevicesRequest.ProtoReflect.Descriptor instead.
 func (*WatchDevicesRequest) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{11}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{12}
 }
 
 type WatchDevicesResponse struct {
@@ -816,7 +878,7 @@ type WatchDevicesResponse struct {
 
 func (x *WatchDevicesResponse) Reset() {
 	*x = WatchDevicesResponse{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[12]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -828,7 +890,7 @@ func (x *WatchDevicesResponse) String() string {
 func (*WatchDevicesResponse) ProtoMessage() {}
 
 func (x *WatchDevicesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[12]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -841,7 +903,7 @@ func (x *WatchDevicesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchDevicesResponse.ProtoReflect.Descriptor instead.
 func (*WatchDevicesResponse) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{12}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *WatchDevicesResponse) GetManager() v1.DeviceManager {
@@ -881,7 +943,7 @@ type SetupRequest struct {
 
 func (x *SetupRequest) Reset() {
 	*x = SetupRequest{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[13]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -893,7 +955,7 @@ func (x *SetupRequest) String() string {
 func (*SetupRequest) ProtoMessage() {}
 
 func (x *SetupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[13]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -906,7 +968,7 @@ func (x *SetupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetupRequest.ProtoReflect.Descriptor instead.
 func (*SetupRequest) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{13}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SetupRequest) GetDevice() *v1.Device {
@@ -946,7 +1008,7 @@ type SetupResponse struct {
 
 func (x *SetupResponse) Reset() {
 	*x = SetupResponse{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[14]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -958,7 +1020,7 @@ func (x *SetupResponse) String() string {
 func (*SetupResponse) ProtoMessage() {}
 
 func (x *SetupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[14]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -971,7 +1033,7 @@ func (x *SetupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetupResponse.ProtoReflect.Descriptor instead.
 func (*SetupResponse) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{14}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SetupResponse) GetPreparedDevice() *v1.PreparedDevice {
@@ -991,7 +1053,7 @@ type FreeRequest struct {
 
 func (x *FreeRequest) Reset() {
 	*x = FreeRequest{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[15]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1003,7 +1065,7 @@ func (x *FreeRequest) String() string {
 func (*FreeRequest) ProtoMessage() {}
 
 func (x *FreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[15]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1016,7 +1078,7 @@ func (x *FreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreeRequest.ProtoReflect.Descriptor instead.
 func (*FreeRequest) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{15}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *FreeRequest) GetPreparedDevice() *v1.PreparedDevice {
@@ -1046,7 +1108,7 @@ type FreeResponse struct {
 
 func (x *FreeResponse) Reset() {
 	*x = FreeResponse{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[16]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1058,7 +1120,7 @@ func (x *FreeResponse) String() string {
 func (*FreeResponse) ProtoMessage() {}
 
 func (x *FreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[16]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1071,7 +1133,7 @@ func (x *FreeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreeResponse.ProtoReflect.Descriptor instead.
 func (*FreeResponse) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{16}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *FreeResponse) GetDeviceLost() bool {
@@ -1093,7 +1155,7 @@ type AttachRequest struct {
 
 func (x *AttachRequest) Reset() {
 	*x = AttachRequest{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[17]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1105,7 +1167,7 @@ func (x *AttachRequest) String() string {
 func (*AttachRequest) ProtoMessage() {}
 
 func (x *AttachRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[17]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1118,7 +1180,7 @@ func (x *AttachRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachRequest.ProtoReflect.Descriptor instead.
 func (*AttachRequest) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{17}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AttachRequest) GetPreparedDevice() *v1.PreparedDevice {
@@ -1151,7 +1213,7 @@ type AttachResponse struct {
 
 func (x *AttachResponse) Reset() {
 	*x = AttachResponse{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[18]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1163,7 +1225,7 @@ func (x *AttachResponse) String() string {
 func (*AttachResponse) ProtoMessage() {}
 
 func (x *AttachResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[18]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1176,7 +1238,7 @@ func (x *AttachResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachResponse.ProtoReflect.Descriptor instead.
 func (*AttachResponse) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{18}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AttachResponse) GetPreparedDevice() *v1.PreparedDevice {
@@ -1197,7 +1259,7 @@ type DetachRequest struct {
 
 func (x *DetachRequest) Reset() {
 	*x = DetachRequest{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[19]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1209,7 +1271,7 @@ func (x *DetachRequest) String() string {
 func (*DetachRequest) ProtoMessage() {}
 
 func (x *DetachRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[19]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1222,7 +1284,7 @@ func (x *DetachRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetachRequest.ProtoReflect.Descriptor instead.
 func (*DetachRequest) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{19}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DetachRequest) GetPreparedDevice() *v1.PreparedDevice {
@@ -1258,7 +1320,7 @@ type DetachResponse struct {
 
 func (x *DetachResponse) Reset() {
 	*x = DetachResponse{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[20]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1270,7 +1332,7 @@ func (x *DetachResponse) String() string {
 func (*DetachResponse) ProtoMessage() {}
 
 func (x *DetachResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[20]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1283,7 +1345,7 @@ func (x *DetachResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetachResponse.ProtoReflect.Descriptor instead.
 func (*DetachResponse) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{20}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DetachResponse) GetDeviceLost() bool {
@@ -1303,7 +1365,7 @@ type RestoreRequest struct {
 
 func (x *RestoreRequest) Reset() {
 	*x = RestoreRequest{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[21]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1315,7 +1377,7 @@ func (x *RestoreRequest) String() string {
 func (*RestoreRequest) ProtoMessage() {}
 
 func (x *RestoreRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[21]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1328,7 +1390,7 @@ func (x *RestoreRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreRequest.ProtoReflect.Descriptor instead.
 func (*RestoreRequest) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{21}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RestoreRequest) GetData() []byte {
@@ -1347,7 +1409,7 @@ type RestoreResponse struct {
 
 func (x *RestoreResponse) Reset() {
 	*x = RestoreResponse{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[22]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1359,7 +1421,7 @@ func (x *RestoreResponse) String() string {
 func (*RestoreResponse) ProtoMessage() {}
 
 func (x *RestoreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[22]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1372,7 +1434,7 @@ func (x *RestoreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreResponse.ProtoReflect.Descriptor instead.
 func (*RestoreResponse) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{22}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RestoreResponse) GetPreparedDevice() *v1.PreparedDevice {
@@ -1392,7 +1454,7 @@ type DeviceCountersRequest struct {
 
 func (x *DeviceCountersRequest) Reset() {
 	*x = DeviceCountersRequest{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[23]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1404,7 +1466,7 @@ func (x *DeviceCountersRequest) String() string {
 func (*DeviceCountersRequest) ProtoMessage() {}
 
 func (x *DeviceCountersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[23]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1417,7 +1479,7 @@ func (x *DeviceCountersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceCountersRequest.ProtoReflect.Descriptor instead.
 func (*DeviceCountersRequest) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{23}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DeviceCountersRequest) GetDevices() []string {
@@ -1441,7 +1503,7 @@ type PolicyDrops struct {
 
 func (x *PolicyDrops) Reset() {
 	*x = PolicyDrops{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[24]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1453,7 +1515,7 @@ func (x *PolicyDrops) String() string {
 func (*PolicyDrops) ProtoMessage() {}
 
 func (x *PolicyDrops) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[24]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1466,7 +1528,7 @@ func (x *PolicyDrops) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyDrops.ProtoReflect.Descriptor instead.
 func (*PolicyDrops) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{24}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PolicyDrops) GetPolicy() string {
@@ -1507,7 +1569,7 @@ type DeviceCounters struct {
 
 func (x *DeviceCounters) Reset() {
 	*x = DeviceCounters{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[25]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1519,7 +1581,7 @@ func (x *DeviceCounters) String() string {
 func (*DeviceCounters) ProtoMessage() {}
 
 func (x *DeviceCounters) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[25]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1532,7 +1594,7 @@ func (x *DeviceCounters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceCounters.ProtoReflect.Descriptor instead.
 func (*DeviceCounters) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{25}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DeviceCounters) GetDevice() string {
@@ -1586,7 +1648,7 @@ type DeviceCountersResponse struct {
 
 func (x *DeviceCountersResponse) Reset() {
 	*x = DeviceCountersResponse{}
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[26]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1598,7 +1660,7 @@ func (x *DeviceCountersResponse) String() string {
 func (*DeviceCountersResponse) ProtoMessage() {}
 
 func (x *DeviceCountersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[26]
+	mi := &file_netdra_provisioner_v1_provisioner_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1611,7 +1673,7 @@ func (x *DeviceCountersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceCountersResponse.ProtoReflect.Descriptor instead.
 func (*DeviceCountersResponse) Descriptor() ([]byte, []int) {
-	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{26}
+	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DeviceCountersResponse) GetDevices() []*DeviceCounters {
@@ -1663,13 +1725,16 @@ const file_netdra_provisioner_v1_provisioner_proto_rawDesc = "" +
 	"\x05sriov\x18\x01 \x01(\v2\".netdra.provisioner.v1.SriovConfigR\x05sriov\x128\n" +
 	"\x05dummy\x18\x02 \x01(\v2\".netdra.provisioner.v1.DummyConfigR\x05dummy\x125\n" +
 	"\x04host\x18\x03 \x01(\v2!.netdra.provisioner.v1.HostConfigR\x04host\x128\n" +
-	"\x05subif\x18\x04 \x01(\v2\".netdra.provisioner.v1.SubifConfigR\x05subif\"\xbb\x01\n" +
+	"\x05subif\x18\x04 \x01(\v2\".netdra.provisioner.v1.SubifConfigR\x05subif\"\x8e\x02\n" +
 	"\x10ConfigureRequest\x12A\n" +
 	"\bmanagers\x18\x01 \x01(\v2%.netdra.provisioner.v1.ManagerConfigsR\bmanagers\x12\x1d\n" +
 	"\n" +
 	"sysfs_root\x18\x02 \x01(\tR\tsysfsRoot\x12E\n" +
-	"\fprepared_vfs\x18\x03 \x01(\v2\".netdra.provisioner.v1.PreparedVfsR\vpreparedVfs\"'\n" +
+	"\fprepared_vfs\x18\x03 \x01(\v2\".netdra.provisioner.v1.PreparedVfsR\vpreparedVfs\x12Q\n" +
+	"\x10prepared_devices\x18\x04 \x01(\v2&.netdra.provisioner.v1.PreparedDevicesR\x0fpreparedDevices\"'\n" +
 	"\vPreparedVfs\x12\x18\n" +
+	"\adevices\x18\x01 \x03(\tR\adevices\"+\n" +
+	"\x0fPreparedDevices\x12\x18\n" +
 	"\adevices\x18\x01 \x03(\tR\adevices\"~\n" +
 	"\rManagerStatus\x129\n" +
 	"\amanager\x18\x01 \x01(\x0e2\x1f.netdra.device.v1.DeviceManagerR\amanager\x12\x18\n" +
@@ -1754,7 +1819,7 @@ func file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP() []byte {
 	return file_netdra_provisioner_v1_provisioner_proto_rawDescData
 }
 
-var file_netdra_provisioner_v1_provisioner_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_netdra_provisioner_v1_provisioner_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_netdra_provisioner_v1_provisioner_proto_goTypes = []any{
 	(*SriovInterface)(nil),         // 0: netdra.provisioner.v1.SriovInterface
 	(*SriovConfig)(nil),            // 1: netdra.provisioner.v1.SriovConfig
@@ -1765,36 +1830,37 @@ var file_netdra_provisioner_v1_provisioner_proto_goTypes = []any{
 	(*ManagerConfigs)(nil),         // 6: netdra.provisioner.v1.ManagerConfigs
 	(*ConfigureRequest)(nil),       // 7: netdra.provisioner.v1.ConfigureRequest
 	(*PreparedVfs)(nil),            // 8: netdra.provisioner.v1.PreparedVfs
-	(*ManagerStatus)(nil),          // 9: netdra.provisioner.v1.ManagerStatus
-	(*ConfigureResponse)(nil),      // 10: netdra.provisioner.v1.ConfigureResponse
-	(*WatchDevicesRequest)(nil),    // 11: netdra.provisioner.v1.WatchDevicesRequest
-	(*WatchDevicesResponse)(nil),   // 12: netdra.provisioner.v1.WatchDevicesResponse
-	(*SetupRequest)(nil),           // 13: netdra.provisioner.v1.SetupRequest
-	(*SetupResponse)(nil),          // 14: netdra.provisioner.v1.SetupResponse
-	(*FreeRequest)(nil),            // 15: netdra.provisioner.v1.FreeRequest
-	(*FreeResponse)(nil),           // 16: netdra.provisioner.v1.FreeResponse
-	(*AttachRequest)(nil),          // 17: netdra.provisioner.v1.AttachRequest
-	(*AttachResponse)(nil),         // 18: netdra.provisioner.v1.AttachResponse
-	(*DetachRequest)(nil),          // 19: netdra.provisioner.v1.DetachRequest
-	(*DetachResponse)(nil),         // 20: netdra.provisioner.v1.DetachResponse
-	(*RestoreRequest)(nil),         // 21: netdra.provisioner.v1.RestoreRequest
-	(*RestoreResponse)(nil),        // 22: netdra.provisioner.v1.RestoreResponse
-	(*DeviceCountersRequest)(nil),  // 23: netdra.provisioner.v1.DeviceCountersRequest
-	(*PolicyDrops)(nil),            // 24: netdra.provisioner.v1.PolicyDrops
-	(*DeviceCounters)(nil),         // 25: netdra.provisioner.v1.DeviceCounters
-	(*DeviceCountersResponse)(nil), // 26: netdra.provisioner.v1.DeviceCountersResponse
-	(v1.SubInterfaceKind)(0),       // 27: netdra.device.v1.SubInterfaceKind
-	(v1.SubInterfaceMode)(0),       // 28: netdra.device.v1.SubInterfaceMode
-	(v1.DeviceManager)(0),          // 29: netdra.device.v1.DeviceManager
-	(*v1.Device)(nil),              // 30: netdra.device.v1.Device
-	(*v1.DeviceConfig)(nil),        // 31: netdra.device.v1.DeviceConfig
-	(*v1.Share)(nil),               // 32: netdra.device.v1.Share
-	(*v1.PreparedDevice)(nil),      // 33: netdra.device.v1.PreparedDevice
+	(*PreparedDevices)(nil),        // 9: netdra.provisioner.v1.PreparedDevices
+	(*ManagerStatus)(nil),          // 10: netdra.provisioner.v1.ManagerStatus
+	(*ConfigureResponse)(nil),      // 11: netdra.provisioner.v1.ConfigureResponse
+	(*WatchDevicesRequest)(nil),    // 12: netdra.provisioner.v1.WatchDevicesRequest
+	(*WatchDevicesResponse)(nil),   // 13: netdra.provisioner.v1.WatchDevicesResponse
+	(*SetupRequest)(nil),           // 14: netdra.provisioner.v1.SetupRequest
+	(*SetupResponse)(nil),          // 15: netdra.provisioner.v1.SetupResponse
+	(*FreeRequest)(nil),            // 16: netdra.provisioner.v1.FreeRequest
+	(*FreeResponse)(nil),           // 17: netdra.provisioner.v1.FreeResponse
+	(*AttachRequest)(nil),          // 18: netdra.provisioner.v1.AttachRequest
+	(*AttachResponse)(nil),         // 19: netdra.provisioner.v1.AttachResponse
+	(*DetachRequest)(nil),          // 20: netdra.provisioner.v1.DetachRequest
+	(*DetachResponse)(nil),         // 21: netdra.provisioner.v1.DetachResponse
+	(*RestoreRequest)(nil),         // 22: netdra.provisioner.v1.RestoreRequest
+	(*RestoreResponse)(nil),        // 23: netdra.provisioner.v1.RestoreResponse
+	(*DeviceCountersRequest)(nil),  // 24: netdra.provisioner.v1.DeviceCountersRequest
+	(*PolicyDrops)(nil),            // 25: netdra.provisioner.v1.PolicyDrops
+	(*DeviceCounters)(nil),         // 26: netdra.provisioner.v1.DeviceCounters
+	(*DeviceCountersResponse)(nil), // 27: netdra.provisioner.v1.DeviceCountersResponse
+	(v1.SubInterfaceKind)(0),       // 28: netdra.device.v1.SubInterfaceKind
+	(v1.SubInterfaceMode)(0),       // 29: netdra.device.v1.SubInterfaceMode
+	(v1.DeviceManager)(0),          // 30: netdra.device.v1.DeviceManager
+	(*v1.Device)(nil),              // 31: netdra.device.v1.Device
+	(*v1.DeviceConfig)(nil),        // 32: netdra.device.v1.DeviceConfig
+	(*v1.Share)(nil),               // 33: netdra.device.v1.Share
+	(*v1.PreparedDevice)(nil),      // 34: netdra.device.v1.PreparedDevice
 }
 var file_netdra_provisioner_v1_provisioner_proto_depIdxs = []int32{
 	0,  // 0: netdra.provisioner.v1.SriovConfig.ifaces:type_name -> netdra.provisioner.v1.SriovInterface
-	27, // 1: netdra.provisioner.v1.SubifParent.kind:type_name -> netdra.device.v1.SubInterfaceKind
-	28, // 2: netdra.provisioner.v1.SubifParent.mode:type_name -> netdra.device.v1.SubInterfaceMode
+	28, // 1: netdra.provisioner.v1.SubifParent.kind:type_name -> netdra.device.v1.SubInterfaceKind
+	29, // 2: netdra.provisioner.v1.SubifParent.mode:type_name -> netdra.device.v1.SubInterfaceMode
 	4,  // 3: netdra.provisioner.v1.SubifConfig.parents:type_name -> netdra.provisioner.v1.SubifParent
 	1,  // 4: netdra.provisioner.v1.ManagerConfigs.sriov:type_name -> netdra.provisioner.v1.SriovConfig
 	2,  // 5: netdra.provisioner.v1.ManagerConfigs.dummy:type_name -> netdra.provisioner.v1.DummyConfig
@@ -1802,45 +1868,46 @@ var file_netdra_provisioner_v1_provisioner_proto_depIdxs = []int32{
 	5,  // 7: netdra.provisioner.v1.ManagerConfigs.subif:type_name -> netdra.provisioner.v1.SubifConfig
 	6,  // 8: netdra.provisioner.v1.ConfigureRequest.managers:type_name -> netdra.provisioner.v1.ManagerConfigs
 	8,  // 9: netdra.provisioner.v1.ConfigureRequest.prepared_vfs:type_name -> netdra.provisioner.v1.PreparedVfs
-	29, // 10: netdra.provisioner.v1.ManagerStatus.manager:type_name -> netdra.device.v1.DeviceManager
-	9,  // 11: netdra.provisioner.v1.ConfigureResponse.managers:type_name -> netdra.provisioner.v1.ManagerStatus
-	29, // 12: netdra.provisioner.v1.WatchDevicesResponse.manager:type_name -> netdra.device.v1.DeviceManager
-	30, // 13: netdra.provisioner.v1.WatchDevicesResponse.devices:type_name -> netdra.device.v1.Device
-	30, // 14: netdra.provisioner.v1.SetupRequest.device:type_name -> netdra.device.v1.Device
-	31, // 15: netdra.provisioner.v1.SetupRequest.config:type_name -> netdra.device.v1.DeviceConfig
-	32, // 16: netdra.provisioner.v1.SetupRequest.share:type_name -> netdra.device.v1.Share
-	33, // 17: netdra.provisioner.v1.SetupResponse.prepared_device:type_name -> netdra.device.v1.PreparedDevice
-	33, // 18: netdra.provisioner.v1.FreeRequest.prepared_device:type_name -> netdra.device.v1.PreparedDevice
-	31, // 19: netdra.provisioner.v1.FreeRequest.config:type_name -> netdra.device.v1.DeviceConfig
-	33, // 20: netdra.provisioner.v1.AttachRequest.prepared_device:type_name -> netdra.device.v1.PreparedDevice
-	31, // 21: netdra.provisioner.v1.AttachRequest.config:type_name -> netdra.device.v1.DeviceConfig
-	33, // 22: netdra.provisioner.v1.AttachResponse.prepared_device:type_name -> netdra.device.v1.PreparedDevice
-	33, // 23: netdra.provisioner.v1.DetachRequest.prepared_device:type_name -> netdra.device.v1.PreparedDevice
-	31, // 24: netdra.provisioner.v1.DetachRequest.config:type_name -> netdra.device.v1.DeviceConfig
-	33, // 25: netdra.provisioner.v1.RestoreResponse.prepared_device:type_name -> netdra.device.v1.PreparedDevice
-	24, // 26: netdra.provisioner.v1.DeviceCounters.drops:type_name -> netdra.provisioner.v1.PolicyDrops
-	25, // 27: netdra.provisioner.v1.DeviceCountersResponse.devices:type_name -> netdra.provisioner.v1.DeviceCounters
-	7,  // 28: netdra.provisioner.v1.ProvisionerService.Configure:input_type -> netdra.provisioner.v1.ConfigureRequest
-	11, // 29: netdra.provisioner.v1.ProvisionerService.WatchDevices:input_type -> netdra.provisioner.v1.WatchDevicesRequest
-	13, // 30: netdra.provisioner.v1.ProvisionerService.Setup:input_type -> netdra.provisioner.v1.SetupRequest
-	15, // 31: netdra.provisioner.v1.ProvisionerService.Free:input_type -> netdra.provisioner.v1.FreeRequest
-	17, // 32: netdra.provisioner.v1.ProvisionerService.Attach:input_type -> netdra.provisioner.v1.AttachRequest
-	19, // 33: netdra.provisioner.v1.ProvisionerService.Detach:input_type -> netdra.provisioner.v1.DetachRequest
-	21, // 34: netdra.provisioner.v1.ProvisionerService.Restore:input_type -> netdra.provisioner.v1.RestoreRequest
-	23, // 35: netdra.provisioner.v1.ProvisionerService.DeviceCounters:input_type -> netdra.provisioner.v1.DeviceCountersRequest
-	10, // 36: netdra.provisioner.v1.ProvisionerService.Configure:output_type -> netdra.provisioner.v1.ConfigureResponse
-	12, // 37: netdra.provisioner.v1.ProvisionerService.WatchDevices:output_type -> netdra.provisioner.v1.WatchDevicesResponse
-	14, // 38: netdra.provisioner.v1.ProvisionerService.Setup:output_type -> netdra.provisioner.v1.SetupResponse
-	16, // 39: netdra.provisioner.v1.ProvisionerService.Free:output_type -> netdra.provisioner.v1.FreeResponse
-	18, // 40: netdra.provisioner.v1.ProvisionerService.Attach:output_type -> netdra.provisioner.v1.AttachResponse
-	20, // 41: netdra.provisioner.v1.ProvisionerService.Detach:output_type -> netdra.provisioner.v1.DetachResponse
-	22, // 42: netdra.provisioner.v1.ProvisionerService.Restore:output_type -> netdra.provisioner.v1.RestoreResponse
-	26, // 43: netdra.provisioner.v1.ProvisionerService.DeviceCounters:output_type -> netdra.provisioner.v1.DeviceCountersResponse
-	36, // [36:44] is the sub-list for method output_type
-	28, // [28:36] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	9,  // 10: netdra.provisioner.v1.ConfigureRequest.prepared_devices:type_name -> netdra.provisioner.v1.PreparedDevices
+	30, // 11: netdra.provisioner.v1.ManagerStatus.manager:type_name -> netdra.device.v1.DeviceManager
+	10, // 12: netdra.provisioner.v1.ConfigureResponse.managers:type_name -> netdra.provisioner.v1.ManagerStatus
+	30, // 13: netdra.provisioner.v1.WatchDevicesResponse.manager:type_name -> netdra.device.v1.DeviceManager
+	31, // 14: netdra.provisioner.v1.WatchDevicesResponse.devices:type_name -> netdra.device.v1.Device
+	31, // 15: netdra.provisioner.v1.SetupRequest.device:type_name -> netdra.device.v1.Device
+	32, // 16: netdra.provisioner.v1.SetupRequest.config:type_name -> netdra.device.v1.DeviceConfig
+	33, // 17: netdra.provisioner.v1.SetupRequest.share:type_name -> netdra.device.v1.Share
+	34, // 18: netdra.provisioner.v1.SetupResponse.prepared_device:type_name -> netdra.device.v1.PreparedDevice
+	34, // 19: netdra.provisioner.v1.FreeRequest.prepared_device:type_name -> netdra.device.v1.PreparedDevice
+	32, // 20: netdra.provisioner.v1.FreeRequest.config:type_name -> netdra.device.v1.DeviceConfig
+	34, // 21: netdra.provisioner.v1.AttachRequest.prepared_device:type_name -> netdra.device.v1.PreparedDevice
+	32, // 22: netdra.provisioner.v1.AttachRequest.config:type_name -> netdra.device.v1.DeviceConfig
+	34, // 23: netdra.provisioner.v1.AttachResponse.prepared_device:type_name -> netdra.device.v1.PreparedDevice
+	34, // 24: netdra.provisioner.v1.DetachRequest.prepared_device:type_name -> netdra.device.v1.PreparedDevice
+	32, // 25: netdra.provisioner.v1.DetachRequest.config:type_name -> netdra.device.v1.DeviceConfig
+	34, // 26: netdra.provisioner.v1.RestoreResponse.prepared_device:type_name -> netdra.device.v1.PreparedDevice
+	25, // 27: netdra.provisioner.v1.DeviceCounters.drops:type_name -> netdra.provisioner.v1.PolicyDrops
+	26, // 28: netdra.provisioner.v1.DeviceCountersResponse.devices:type_name -> netdra.provisioner.v1.DeviceCounters
+	7,  // 29: netdra.provisioner.v1.ProvisionerService.Configure:input_type -> netdra.provisioner.v1.ConfigureRequest
+	12, // 30: netdra.provisioner.v1.ProvisionerService.WatchDevices:input_type -> netdra.provisioner.v1.WatchDevicesRequest
+	14, // 31: netdra.provisioner.v1.ProvisionerService.Setup:input_type -> netdra.provisioner.v1.SetupRequest
+	16, // 32: netdra.provisioner.v1.ProvisionerService.Free:input_type -> netdra.provisioner.v1.FreeRequest
+	18, // 33: netdra.provisioner.v1.ProvisionerService.Attach:input_type -> netdra.provisioner.v1.AttachRequest
+	20, // 34: netdra.provisioner.v1.ProvisionerService.Detach:input_type -> netdra.provisioner.v1.DetachRequest
+	22, // 35: netdra.provisioner.v1.ProvisionerService.Restore:input_type -> netdra.provisioner.v1.RestoreRequest
+	24, // 36: netdra.provisioner.v1.ProvisionerService.DeviceCounters:input_type -> netdra.provisioner.v1.DeviceCountersRequest
+	11, // 37: netdra.provisioner.v1.ProvisionerService.Configure:output_type -> netdra.provisioner.v1.ConfigureResponse
+	13, // 38: netdra.provisioner.v1.ProvisionerService.WatchDevices:output_type -> netdra.provisioner.v1.WatchDevicesResponse
+	15, // 39: netdra.provisioner.v1.ProvisionerService.Setup:output_type -> netdra.provisioner.v1.SetupResponse
+	17, // 40: netdra.provisioner.v1.ProvisionerService.Free:output_type -> netdra.provisioner.v1.FreeResponse
+	19, // 41: netdra.provisioner.v1.ProvisionerService.Attach:output_type -> netdra.provisioner.v1.AttachResponse
+	21, // 42: netdra.provisioner.v1.ProvisionerService.Detach:output_type -> netdra.provisioner.v1.DetachResponse
+	23, // 43: netdra.provisioner.v1.ProvisionerService.Restore:output_type -> netdra.provisioner.v1.RestoreResponse
+	27, // 44: netdra.provisioner.v1.ProvisionerService.DeviceCounters:output_type -> netdra.provisioner.v1.DeviceCountersResponse
+	37, // [37:45] is the sub-list for method output_type
+	29, // [29:37] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_netdra_provisioner_v1_provisioner_proto_init() }
@@ -1854,7 +1921,7 @@ func file_netdra_provisioner_v1_provisioner_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_netdra_provisioner_v1_provisioner_proto_rawDesc), len(file_netdra_provisioner_v1_provisioner_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   27,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
