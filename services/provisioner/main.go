@@ -106,6 +106,7 @@ func (cfg *config) run(ctx context.Context, log *slog.Logger) error {
 	svc := server.New(log, cfg.factories(log), mover)
 	if programs != nil {
 		svc.SetPrograms(programs, programs)
+		svc.SetSweeper(programs)
 	}
 	if cfg.NetnsPinDir != "" {
 		if err := svc.UseNetnsPins(ctx, cfg.NetnsPinDir); err != nil {
@@ -120,5 +121,25 @@ func (cfg *config) run(ctx context.Context, log *slog.Logger) error {
 	// managers, so the graceful stop does not wait for them.
 	err = process.RunServer(ctx, log, srv, process.OnStop(svc.Close))
 	svc.Wait() // the eBPF work Setup and Free left running, before the programs close
+	if programs != nil {
+		cfg.tidy(ctx, log, svc, programs)
+	}
 	return err
+}
+
+// stopSweepWait bounds the sweep at a clean stop.
+const stopSweepWait = 10 * time.Second
+
+// tidy is the clean stop's last step: netdra's eBPF programs off what no
+// allocation holds (server.Sweep), then the empty directories of the
+// bpffs removed; what devices still hold stays pinned for the next start.
+func (cfg *config) tidy(ctx context.Context, log *slog.Logger, svc *server.Server, programs *ebpf.Programs) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopSweepWait)
+	defer cancel()
+	svc.Sweep(sctx)
+	for _, tidy := range []func() error{programs.Tidy, cfg.handoff.Tidy} {
+		if err := tidy(); err != nil {
+			log.Warn("bpffs not tidied", "error", err)
+		}
+	}
 }

@@ -29,4 +29,13 @@
 // needs none of that. The bpffs must outlive the provisioner's container:
 // in a pod, mount the host's /sys/fs/bpf. A node reboot clears the bpffs
 // and the devices alike.
+//
+// What a killed provisioner leaves: the programs of a device freed before
+// they came off stay on its link, held by its pinned links. netdra knows
+// its own programs by name and kernel tag, or by a pinned link of its own
+// holding them (own.go): the hand-off never takes them for a host's (Take
+// detaches them, Give never attaches them), RemoveStrays takes off the
+// ones no link holds, and the provisioner's sweep removes the pinned ones
+// of the devices without an allocation. Tidy removes the empty
+// directories a stop leaves.
 package ebpf

@@ -47,6 +47,8 @@ type ebpfWorld struct {
 	handoff          *ebpf.Handoff
 	hostMAC, podMAC  net.HardwareAddr
 	hostPath, podDir string
+	bpffs            string
+	log              *slog.Logger
 }
 
 func newEBPFWorld(t *testing.T, keepPools ...string) *ebpfWorld {
@@ -62,14 +64,25 @@ func newEBPFWorld(t *testing.T, keepPools ...string) *ebpfWorld {
 	nodetest.IP(t, "-n", w.host, "link", "add", "eth1", "address", w.hostMAC.String(), "type", "veth", "peer", "name", "wire0", "netns", w.wire)
 	nodetest.IP(t, "-n", w.wire, "link", "set", "wire0", "up")
 
-	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	fs := ebpftest.BPFFS(t)
+	w.log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	w.bpffs = ebpftest.BPFFS(t)
+	w.start(t, &provisionerv1.ConfigureRequest{Managers: &provisionerv1.ManagerConfigs{
+		Host: &provisionerv1.HostConfig{Enabled: true, IfNames: []string{"eth1"}, KeepEbpfProgramsPools: keepPools}}})
+	return w
+}
+
+// start starts a provisioner (its eBPF, mover and server) on the world's
+// host netns and bpffs, configured with req: the world's first, or one
+// after the last was killed (kill).
+func (w *ebpfWorld) start(t *testing.T, req *provisionerv1.ConfigureRequest) {
+	t.Helper()
+	log := w.log
 	var err error
-	if w.programs, err = ebpf.New(log, fs); err != nil {
+	if w.programs, err = ebpf.New(log, w.bpffs); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.programs.Close)
-	if w.handoff, err = ebpf.NewHandoff(log, fs); err != nil {
+	if w.handoff, err = ebpf.NewHandoff(log, w.bpffs); err != nil {
 		t.Fatal(err)
 	}
 	mover, err := link.NewMover(log, link.WithHostNetns(w.hostPath))
@@ -84,13 +97,12 @@ func newEBPFWorld(t *testing.T, keepPools ...string) *ebpfWorld {
 		},
 	}, mover)
 	w.srv.SetPrograms(w.programs, w.programs)
+	w.srv.SetSweeper(w.programs)
 	t.Cleanup(w.srv.Wait) // the eBPF work Setup and Free leave running
 	t.Cleanup(w.srv.Close)
-	if _, err := w.srv.Configure(ctxFor(t), &provisionerv1.ConfigureRequest{Managers: &provisionerv1.ManagerConfigs{
-		Host: &provisionerv1.HostConfig{Enabled: true, IfNames: []string{"eth1"}, KeepEbpfProgramsPools: keepPools}}}); err != nil {
+	if _, err := w.srv.Configure(ctxFor(t), req); err != nil {
 		t.Fatal(err)
 	}
-	return w
 }
 
 func (w *ebpfWorld) device(t *testing.T) *devicev1.Device {

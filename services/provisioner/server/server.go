@@ -78,6 +78,13 @@ type Server struct {
 	// counters reads what they counted (SetPrograms).
 	programs Programs
 	counters CounterReader
+	// sweeper takes netdra's programs off what no allocation holds
+	// (sweep.go), alloc says what does.
+	sweeper Sweeper
+	alloc   allocated
+	// life ends at Close: the background sweep stops.
+	life context.Context
+	stop context.CancelFunc
 	// handles holds the pod netns of each device moved into one, until
 	// it is out again (handles.go).
 	handles netnsHandles
@@ -112,9 +119,12 @@ var _ provisionerv1.ProvisionerServiceServer = (*Server)(nil)
 // New returns a server with no manager running until Configure.
 func New(log *slog.Logger, factories Factories, mover Mover) *Server {
 	inv := newInventory()
+	life, stop := context.WithCancel(context.Background())
 	return &Server{
 		log:    log,
 		inv:    inv,
+		life:   life,
+		stop:   stop,
 		mover:  mover,
 		moving: make(slots, MaxMoves),
 		managers: &managers{log: log, inv: inv, new: factories, vfs: newPreparedVFs(),
@@ -132,6 +142,7 @@ func (s *Server) Wait() { s.background.Wait() }
 
 // Close ends the WatchDevices streams and stops every manager. Idempotent.
 func (s *Server) Close() {
+	s.stop()
 	s.inv.close()
 	s.managers.stopAll()
 	s.handles.closeAll()
@@ -139,17 +150,22 @@ func (s *Server) Close() {
 
 // Configure implements ProvisionerServiceServer. A sysfs root that is set
 // must be a clean absolute path to an existing directory, and the prepared
-// VFs listed must be device names; nothing changes otherwise. The list
-// replaces the last one (preparedVFs) before the managers are configured,
-// whether their configuration is then taken or not.
+// VFs and devices listed must be device names; nothing changes otherwise.
+// The lists replace the last ones (preparedVFs, allocated) before the
+// managers are configured, whether their configuration is then taken or
+// not; the first list of prepared devices starts a sweep (Sweep).
 func (s *Server) Configure(_ context.Context, req *provisionerv1.ConfigureRequest) (*provisionerv1.ConfigureResponse, error) {
 	if err := validateSysfsRoot("sysfsRoot", req.GetSysfsRoot()); err != nil {
 		return nil, err
 	}
-	if err := validatePreparedVFs("preparedVfs", req.GetPreparedVfs()); err != nil {
+	if err := validatePreparedList("preparedVfs", req.GetPreparedVfs().GetDevices()); err != nil {
+		return nil, err
+	}
+	if err := validatePreparedList("preparedDevices", req.GetPreparedDevices().GetDevices()); err != nil {
 		return nil, err
 	}
 	s.managers.vfs.list(req.GetPreparedVfs())
+	s.listPrepared(req.GetPreparedDevices())
 	st, err := s.managers.configure(req.GetManagers(), req.GetSysfsRoot())
 	if err != nil {
 		return nil, err
@@ -253,6 +269,7 @@ func (s *Server) Setup(ctx context.Context, req *provisionerv1.SetupRequest) (*p
 	if kind == devicev1.DeviceManager_DEVICE_MANAGER_SRIOV {
 		s.managers.vfs.prepared(name)
 	}
+	s.alloc.prepared(slot(pd))
 	s.armPrograms(pd, req.GetConfig(), unlock)
 	return &provisionerv1.SetupResponse{PreparedDevice: pd}, nil
 }
@@ -292,6 +309,7 @@ func (s *Server) Free(ctx context.Context, req *provisionerv1.FreeRequest) (*pro
 		unlock()
 		return nil, err
 	}
+	s.alloc.freed(slot(pd))
 	resp := &provisionerv1.FreeResponse{DeviceLost: lost}
 	// A freed VF no longer keeps its PF's VFs from being re-created, once
 	// nothing runs on it any more.
@@ -548,6 +566,7 @@ func (s *Server) Restore(ctx context.Context, req *provisionerv1.RestoreRequest)
 	if pd.GetDevice().GetManager() == devicev1.DeviceManager_DEVICE_MANAGER_SRIOV {
 		s.managers.vfs.restored(pd.GetDevice().GetName())
 	}
+	s.alloc.prepared(slot(pd))
 	return &provisionerv1.RestoreResponse{PreparedDevice: pd}, nil
 }
 

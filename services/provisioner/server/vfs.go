@@ -24,7 +24,8 @@ type PreparedVFs interface {
 	Changed() <-chan struct{}
 }
 
-// maxPreparedVFs bounds ConfigureRequest.prepared_vfs.
+// maxPreparedVFs bounds ConfigureRequest.prepared_vfs and
+// prepared_devices.
 const maxPreparedVFs = 65536
 
 // preparedVFs is what the provisioner knows of the SR-IOV VFs prepared for
@@ -167,13 +168,13 @@ func (p *preparedVFs) list(l *provisionerv1.PreparedVfs) {
 	p.changedLocked()
 }
 
-// validatePreparedVFs checks a Configure's list: device names (as
-// validateDevice has them), at most maxPreparedVFs.
-func validatePreparedVFs(field string, l *provisionerv1.PreparedVfs) error {
-	if n := len(l.GetDevices()); n > maxPreparedVFs {
+// validatePreparedList checks a Configure's list of prepared VFs or devices:
+// device names (as validateDevice has them), at most maxPreparedVFs.
+func validatePreparedList(field string, devices []string) error {
+	if n := len(devices); n > maxPreparedVFs {
 		return fielderr.New(field+".devices", "%d devices; at most %d", n, maxPreparedVFs)
 	}
-	for i, d := range l.GetDevices() {
+	for i, d := range devices {
 		if !dnsLabel.MatchString(d) {
 			return fielderr.New(fmt.Sprintf("%s.devices[%d]", field, i), "%q is not a device name (a DNS label: lower-case letters, digits and '-', at most 63)", d)
 		}

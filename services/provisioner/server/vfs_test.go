@@ -111,7 +111,7 @@ func TestValidatePreparedVFs(t *testing.T) {
 		{list: &provisionerv1.PreparedVfs{Devices: []string{"0000-03-10-0", "0000:03:10.1"}}, wantField: "preparedVfs.devices[1]"},
 		{list: &provisionerv1.PreparedVfs{Devices: make([]string, maxPreparedVFs+1)}, wantField: "preparedVfs.devices"},
 	} {
-		err := validatePreparedVFs("preparedVfs", tc.list)
+		err := validatePreparedList("preparedVfs", tc.list.GetDevices())
 		if tc.wantField == "" && err != nil || tc.wantField != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.wantField+":")) {
 			t.Errorf("%d devices: error %v, want one for %q", len(tc.list.GetDevices()), err, tc.wantField)
 		}
