@@ -7,7 +7,6 @@ import (
 	"slices"
 	"testing"
 
-	cebpf "github.com/cilium/ebpf"
 	cmp "github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/testing/protocmp"
 
@@ -30,18 +29,18 @@ func hostConfig(prepared []string) *provisionerv1.ConfigureRequest {
 
 // armed sets eth1 up and waits until netdra's programs are on it, and
 // returns their IDs (ingress, egress).
-func (w *ebpfWorld) armed(t *testing.T) (*devicev1.PreparedDevice, [2]cebpf.ProgramID) {
+func (w *ebpfWorld) armed(t *testing.T) (*devicev1.PreparedDevice, []uint32) {
 	t.Helper()
 	setup, err := w.srv.Setup(ctxFor(t), &provisionerv1.SetupRequest{Device: w.device(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	w.srv.Wait() // the programs go on in the background
-	in, eg := ebpftest.TCX(t, w.host, "eth1")
-	if len(in) != 1 || len(eg) != 1 {
-		t.Fatalf("netdra's programs on eth1 after Setup: ingress %v, egress %v", in, eg)
+	on := w.onEth(t, "eth1")
+	if len(on) != 2 {
+		t.Fatalf("netdra's programs on eth1 after Setup: %v, want ingress and egress", on)
 	}
-	return setup.GetPreparedDevice(), [2]cebpf.ProgramID{in[0], eg[0]}
+	return setup.GetPreparedDevice(), on
 }
 
 // kill drops the provisioner as a kill -9 does: its process state goes,
@@ -52,11 +51,16 @@ func (w *ebpfWorld) kill() {
 	w.programs.Close()
 }
 
-// onEth returns the programs on a host interface, ingress then egress.
-func (w *ebpfWorld) onEth(t *testing.T, ifName string) []cebpf.ProgramID {
+// onEth returns the IDs of the tcx programs on a host interface, ingress
+// then egress.
+func (w *ebpfWorld) onEth(t *testing.T, ifName string) []uint32 {
 	t.Helper()
 	in, eg := ebpftest.TCX(t, w.host, ifName)
-	return slices.Concat(in, eg)
+	var out []uint32
+	for _, id := range slices.Concat(in, eg) {
+		out = append(out, uint32(id))
+	}
+	return out
 }
 
 // TestSweep_RemovesWhatAKilledProvisionerLeft: a provisioner killed while
@@ -71,23 +75,18 @@ func TestSweep_RemovesWhatAKilledProvisionerLeft(t *testing.T) {
 	nodetest.IP(t, "-n", w.host, "link", "add", "eth2", "type", "veth", "peer", "name", "eth2p")
 	_, netdra := w.armed(t)
 	for i, id := range netdra {
-		prog, err := cebpf.NewProgramFromID(id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ebpftest.AttachTCXRaw(t, w.host, "eth2", prog, i == 0)
-		prog.Close()
+		ebpftest.AttachTCXRaw(t, w.host, "eth2", ebpftest.ProgramFromID(t, id), i == 0)
 	}
-	agent := cebpf.ProgramID(ebpftest.AttachTCXRaw(t, w.host, "eth2", ebpftest.PassProgram(t, "agent"), true))
+	agent := ebpftest.AttachTCXRaw(t, w.host, "eth2", ebpftest.PassProgram(t, "agent"), true)
 	w.kill()
 
 	// eth1 still prepared (its claim's Free to come): its programs stay.
 	w.start(t, hostConfig([]string{"eth1"}))
 	w.srv.Wait() // the sweep
-	if diff := cmp.Diff(netdra[:], w.onEth(t, "eth1")); diff != "" {
+	if diff := cmp.Diff(netdra, w.onEth(t, "eth1")); diff != "" {
 		t.Errorf("eth1, prepared, after the sweep (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]cebpf.ProgramID{agent}, w.onEth(t, "eth2")); diff != "" {
+	if diff := cmp.Diff([]uint32{agent}, w.onEth(t, "eth2")); diff != "" {
 		t.Errorf("eth2 after the sweep (-want +got):\n%s", diff)
 	}
 	w.kill()
@@ -98,7 +97,7 @@ func TestSweep_RemovesWhatAKilledProvisionerLeft(t *testing.T) {
 	if got := w.onEth(t, "eth1"); len(got) != 0 {
 		t.Errorf("eth1, freed, after the sweep: %v, want nothing", got)
 	}
-	if diff := cmp.Diff([]cebpf.ProgramID{agent}, w.onEth(t, "eth2")); diff != "" {
+	if diff := cmp.Diff([]uint32{agent}, w.onEth(t, "eth2")); diff != "" {
 		t.Errorf("eth2 after the sweep (-want +got):\n%s", diff)
 	}
 	if ents, err := os.ReadDir(w.programs.Root()); err != nil || len(ents) != 0 {
@@ -119,8 +118,8 @@ func TestSweep_SetupAfterAKillHandsOffTheHostsAlone(t *testing.T) {
 	w.srv.Wait()
 	_, netdra := w.armed(t)
 	w.kill() // after the claim's Free, before its programs came off
-	agent := cebpf.ProgramID(ebpftest.AttachTCXRaw(t, w.host, "eth1", ebpftest.PassProgram(t, "agent"), true))
-	if diff := cmp.Diff([]cebpf.ProgramID{netdra[0], agent, netdra[1]}, w.onEth(t, "eth1")); diff != "" {
+	agent := ebpftest.AttachTCXRaw(t, w.host, "eth1", ebpftest.PassProgram(t, "agent"), true)
+	if diff := cmp.Diff([]uint32{netdra[0], agent, netdra[1]}, w.onEth(t, "eth1")); diff != "" {
 		t.Fatalf("eth1 before the restart (-want +got):\n%s", diff)
 	}
 
@@ -130,7 +129,7 @@ func TestSweep_SetupAfterAKillHandsOffTheHostsAlone(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []*devicev1.EbpfProgram{{AttachPoint: devicev1.EbpfAttachPoint_EBPF_ATTACH_POINT_TCX_INGRESS, ProgramId: uint32(agent), Name: "agent"}}
+		want := []*devicev1.EbpfProgram{{AttachPoint: devicev1.EbpfAttachPoint_EBPF_ATTACH_POINT_TCX_INGRESS, ProgramId: agent, Name: "agent"}}
 		if diff := cmp.Diff(want, setup.GetPreparedDevice().GetDetachedEbpfPrograms(), protocmp.Transform(), protocmp.IgnoreFields(&devicev1.EbpfProgram{}, "pin")); diff != "" {
 			t.Errorf("detached programs (-want +got):\n%s", diff)
 		}
@@ -139,7 +138,7 @@ func TestSweep_SetupAfterAKillHandsOffTheHostsAlone(t *testing.T) {
 			t.Fatal(err)
 		}
 		w.srv.Wait()
-		if diff := cmp.Diff([]cebpf.ProgramID{agent}, w.onEth(t, "eth1")); diff != "" {
+		if diff := cmp.Diff([]uint32{agent}, w.onEth(t, "eth1")); diff != "" {
 			t.Errorf("eth1 after Free (-want +got):\n%s", diff)
 		}
 	}

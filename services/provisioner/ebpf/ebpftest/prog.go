@@ -40,3 +40,15 @@ func load(t testing.TB, spec *ebpf.ProgramSpec) *ebpf.Program {
 	t.Cleanup(func() { p.Close() })
 	return p
 }
+
+// ProgramFromID opens the loaded program id, closed at the end of the
+// test.
+func ProgramFromID(t testing.TB, id uint32) *ebpf.Program {
+	t.Helper()
+	p, err := ebpf.NewProgramFromID(ebpf.ProgramID(id))
+	if err != nil {
+		t.Fatalf("opening program %d: %v", id, err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
