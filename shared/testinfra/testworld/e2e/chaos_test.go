@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+	"github.com/netdra/netdra/services/provisioner/ebpf/ebpftest"
 	"github.com/netdra/netdra/shared/rpc"
 	"github.com/netdra/netdra/shared/testinfra/nodetest"
 	"github.com/netdra/netdra/shared/testinfra/testworld/realnode"
@@ -35,6 +36,11 @@ const (
 	// chaosPodTimeout bounds one pod's way to Running: a pod whose start
 	// a kill hit may wait for the kubelet's retries.
 	chaosPodTimeout = 3 * time.Minute
+	// chaosSettle bounds how long netdra's programs may stay on a device
+	// without an allocation: Free takes them off in the background, and
+	// a provisioner killed before that sweeps them once dra configures it
+	// again after its restart.
+	chaosSettle = time.Minute
 )
 
 // The victims, and how often each comes up in a round of kills: nri,
@@ -136,6 +142,9 @@ func (cs *chaos) run() {
 			for i := range next {
 				if err := cs.lifecycle(ctx, fmt.Sprintf("chaos-%03d", i)); err != nil {
 					t.Error(err)
+				}
+				if err := cs.checkPrograms(ctx); err != nil {
+					t.Errorf("after lifecycle %d: %v", i, err)
 				}
 			}
 		})
@@ -520,11 +529,52 @@ func (cs *chaos) reportedLost(dev string) bool {
 	return false
 }
 
+// checkPrograms waits, at most chaosSettle, until none of netdra's eBPF
+// programs is on an interface of the host netns other than a device with
+// an allocation, and says what stayed. The programs are read before the
+// allocations: a device's programs go on after its allocation row is
+// written and come off after its Free; a read in between (a Free whose
+// programs are still coming off, a provisioner restarting) is read again.
+func (cs *chaos) checkPrograms(ctx context.Context) error {
+	var last []string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, chaosSettle, true, func(ctx context.Context) (bool, error) {
+		on, err := ebpftest.Attached(cs.nn.hostNS, ebpftest.Netdra)
+		if err != nil {
+			last = []string{err.Error()}
+			return false, nil
+		}
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		resp, err := cs.nn.stateClient.ListAllocations(actx, &statev1.ListAllocationsRequest{})
+		if err != nil {
+			last = []string{"listing the allocations: " + err.Error()}
+			return false, nil // the state service may be down
+		}
+		allocated := map[string]bool{}
+		for _, a := range resp.GetAllocations() {
+			allocated[a.GetDeviceName()] = true
+		}
+		last = slices.DeleteFunc(on, func(p string) bool {
+			ifName, _, _ := strings.Cut(p, " ")
+			return allocated[ifName]
+		})
+		return len(last) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("netdra's eBPF programs on interfaces without an allocation after %s: %v", chaosSettle, last)
+	}
+	return nil
+}
+
 // checkLeft checks the end state: every device that is in the host netns
-// is there under its own name, MTU and up state; no pod netns is left;
-// no invariant broke along the way.
+// is there under its own name, MTU and up state, and none of netdra's
+// programs is on any interface there; no pod netns is left; no invariant
+// broke along the way.
 func (cs *chaos) checkLeft() {
 	t := cs.t
+	if err := cs.checkPrograms(context.Background()); err != nil {
+		t.Error(err)
+	}
 	links, err := netnsLinks(cs.nn.hostNS)
 	if err != nil {
 		t.Fatal(err)

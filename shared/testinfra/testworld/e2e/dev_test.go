@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -36,7 +37,8 @@ type devRun struct {
 	dir, hostNS, linkPrefix string
 	args                    []string
 	stdout                  io.Reader
-	podNetns                string // as devdemo showed it, made by containerd
+	podNetns                string   // as devdemo showed it, made by containerd
+	bpfBefore               []string // netdra's pins on the host's bpffs before (bpfTree)
 }
 
 var (
@@ -77,6 +79,7 @@ func newDevRun(t *testing.T, extra ...string) *devRun {
 		dir:        filepath.Join(os.TempDir(), "nddev-"+s),
 		hostNS:     "nddh-" + s,
 		linkPrefix: "nd" + s,
+		bpfBefore:  bpfTree(),
 	}
 	r.args = append([]string{"-dir", r.dir, "-bin", bins, "-testworld", tw, "-grpcurl", grpcurltest.Binary(t),
 		"-crds", "../../../../pods/chart/netdra/files/crds", "-host-netns", r.hostNS,
@@ -147,9 +150,15 @@ func (r *devRun) notePodNetns(out string) bool {
 // checkNothingLeft checks, independently of devdemo, that it left nothing:
 // no netns of its (the host stand-in, the pod's), no demo link in the host
 // netns, no folder, no mount under it, no process (the real node's
-// kubelet, containerd and shims name the folder).
+// kubelet, containerd and shims name the folder), nothing new of netdra's
+// on the host's bpffs (the provisioner's folders included).
 func (r *devRun) checkNothingLeft(t *testing.T) {
 	t.Helper()
+	for _, p := range bpfTree() {
+		if !slices.Contains(r.bpfBefore, p) {
+			t.Errorf("left on the host's bpffs: %s", p)
+		}
+	}
 	for _, ns := range []string{r.hostNS, r.podNetns} {
 		if _, err := os.Stat(filepath.Join("/var/run/netns", ns)); ns != "" && err == nil {
 			t.Errorf("network namespace %s left", ns)

@@ -77,6 +77,6 @@ metrics: {draAddress: "127.0.0.1:%d", nriAddress: "127.0.0.1:%d"}
 	in.run(t, 4*time.Minute, helm, "uninstall", "netdra", "-n", "netdra-system", "--wait")
 	in.k(t, "delete", "-k", filepath.Join(in.repo, "pods/chart/netdra/files/crds"))
 	in.k(t, "delete", "namespace", "netdra-system") // made by --create-namespace, not the release
-	in.checkNothingLeft(t, nodePod, bpfBefore)
+	in.checkNothingLeft(t, nodePod, bpfBefore, links)
 	t.Logf("installed with Helm, used, upgraded to a new tag and uninstalled in %s", time.Since(t0).Round(time.Millisecond))
 }

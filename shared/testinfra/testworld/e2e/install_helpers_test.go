@@ -16,6 +16,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/netdra/netdra/services/provisioner/ebpf/ebpftest"
 	"github.com/netdra/netdra/shared/testinfra/testworld/controlplane"
 	"github.com/netdra/netdra/shared/testinfra/testworld/crds"
 	"github.com/netdra/netdra/shared/testinfra/testworld/realnode"
@@ -228,6 +229,15 @@ func freePort(t *testing.T) int {
 // device manager), with what it must have again once given back.
 type hostVeth struct{ name, peer, mac string }
 
+// names are the veths' host ends.
+func names(links []hostVeth) []string {
+	var out []string
+	for _, l := range links {
+		out = append(out, l.name)
+	}
+	return out
+}
+
 // hostVeths creates n veth pairs in the host's network namespace (the
 // kernel here has no dummy module), removed at the end of the test.
 func hostVeths(t *testing.T, prefix string, n int) []hostVeth {
@@ -269,6 +279,25 @@ func (l hostVeth) asBefore() error {
 		return fmt.Errorf("%s has another MAC: %s", l.name, s)
 	}
 	return nil
+}
+
+// netdraPrograms lists netdra's eBPF programs (by name) attached, with
+// tcx or as tc filters, to the interfaces of the named network namespace
+// ns ("": the host's); with ifNames, to those interfaces only (the host's
+// other interfaces may be other runs' on a shared machine).
+func netdraPrograms(t *testing.T, ns string, ifNames ...string) []string {
+	t.Helper()
+	on, err := ebpftest.Attached(ns, ebpftest.Netdra)
+	if err != nil {
+		t.Fatalf("listing the eBPF programs on the interfaces: %v", err)
+	}
+	if len(ifNames) == 0 {
+		return on
+	}
+	return slices.DeleteFunc(on, func(p string) bool {
+		name, _, _ := strings.Cut(p, " ")
+		return !slices.Contains(ifNames, name)
+	})
 }
 
 // bpfTree lists the paths under the host's bpffs netdra pins in.

@@ -66,7 +66,7 @@ func TestE2E_Install(t *testing.T) {
 
 	step = time.Now()
 	in.uninstall(t, overlay, links)
-	in.checkNothingLeft(t, nodePod, bpfBefore)
+	in.checkNothingLeft(t, nodePod, bpfBefore, links)
 	t.Logf("uninstalled in %s; whole walkthrough %s", time.Since(step).Round(time.Millisecond), time.Since(t0).Round(time.Millisecond))
 }
 
@@ -327,6 +327,11 @@ func (in *installer) uninstall(t *testing.T, overlay string, links []hostVeth) {
 			t.Errorf("after the demo pod's deletion: %v", err)
 		}
 	}
+	// Free takes netdra's programs off in the background, after it
+	// returned.
+	waitFor(t, "netdra's eBPF programs off the freed devices", time.Minute, func(context.Context) (bool, error) {
+		return len(netdraPrograms(t, "", names(links)...)) == 0, nil
+	})
 	in.k(t, "delete", "-f", filepath.Join(in.repo, "pods/examples/device-classes.yaml"), "--ignore-not-found")
 	in.k(t, "delete", "-f", filepath.Join(in.dir, "cluster-config.yaml"), "--ignore-not-found")
 	in.run(t, 4*time.Minute, in.kubectl, "delete", "-k", overlay, "--timeout=3m")
@@ -334,8 +339,9 @@ func (in *installer) uninstall(t *testing.T, overlay string, links []hostVeth) {
 
 // checkNothingLeft checks the node after the uninstall: no netdra pod or
 // container, dra's sockets gone from the kubelet's directories, nothing
-// new on the bpffs, the devices as before, and the state file kept.
-func (in *installer) checkNothingLeft(t *testing.T, nodePod *corev1.Pod, bpfBefore []string) {
+// new on the bpffs, none of netdra's programs on any interface of the
+// host (tcx, tc), the devices as before, and the state file kept.
+func (in *installer) checkNothingLeft(t *testing.T, nodePod *corev1.Pod, bpfBefore []string, links []hostVeth) {
 	t.Helper()
 	waitFor(t, "the netdra-node pod gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		_, err := in.cp.Client().CoreV1().Pods("netdra-system").Get(ctx, nodePod.Name, metav1.GetOptions{})
@@ -353,6 +359,9 @@ func (in *installer) checkNothingLeft(t *testing.T, nodePod *corev1.Pod, bpfBefo
 		if !slices.Contains(bpfBefore, p) {
 			t.Errorf("left on the host's bpffs: %s", p)
 		}
+	}
+	for _, p := range netdraPrograms(t, "", names(links)...) {
+		t.Errorf("left on an interface of the host: %s", p)
 	}
 	if _, err := os.Stat(filepath.Join(in.node.Dir(), "netdra-state", "state.db")); err != nil {
 		t.Errorf("the state file is not kept: %v", err)

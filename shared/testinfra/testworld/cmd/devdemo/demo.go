@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -46,6 +47,8 @@ type demo struct {
 	podNetns, podLog, podView string
 	// madeAny is set once preflight passed: from then on, things are made.
 	madeAny bool
+	// bpfBefore is what netdra had pinned on the host's bpffs before.
+	bpfBefore []string
 }
 
 type undoStep struct {
@@ -178,6 +181,7 @@ func (d *demo) preflight(context.Context) error {
 			}
 		}
 	}
+	d.bpfBefore = bpfPins()
 	return nil
 }
 
@@ -468,7 +472,30 @@ func (d *demo) checkNothingLeft() error {
 	if d.world != nil && d.world.running() {
 		errs = append(errs, fmt.Errorf("testworld (pid %d) still runs", d.world.pid()))
 	}
+	for _, p := range bpfPins() {
+		if !slices.Contains(d.bpfBefore, p) {
+			errs = append(errs, fmt.Errorf("%s left on the bpffs", p))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// bpfRoots are where the provisioner pins on the host's bpffs (its
+// -bpffs default).
+var bpfRoots = []string{"/sys/fs/bpf/netdra", "/sys/fs/bpf/netdra-handoff"}
+
+// bpfPins lists the paths under bpfRoots, the roots included.
+func bpfPins() []string {
+	var out []string
+	for _, root := range bpfRoots {
+		_ = filepath.WalkDir(root, func(p string, _ os.DirEntry, err error) error {
+			if err == nil {
+				out = append(out, p)
+			}
+			return nil
+		})
+	}
+	return out
 }
 
 // processesUnder lists the processes whose command line names dir or a
