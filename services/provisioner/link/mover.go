@@ -111,25 +111,31 @@ func (m *Mover) Close() error {
 // name, MAC, MTU and whether it is administratively up. A missing link is
 // ErrLinkNotFound.
 func (m *Mover) Snapshot(ctx context.Context, hostIfName string) (*devicev1.LinkSnapshot, error) {
+	var snap *devicev1.LinkSnapshot
+	err := m.withHostLink(ctx, hostIfName, func(_ *conn, l netlink.Link) error {
+		s := stateOf(l)
+		snap = &devicev1.LinkSnapshot{Name: s.name, MacAddress: s.mac.String(), Mtu: uint32(s.mtu), Up: s.up}
+		return nil
+	})
+	return snap, err
+}
+
+// withHostLink runs fn with a connection to the host namespace and its
+// link hostIfName. A missing link is ErrLinkNotFound.
+func (m *Mover) withHostLink(ctx context.Context, hostIfName string, fn func(host *conn, l netlink.Link) error) error {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return err
 	}
 	host, err := dial(m.log, "host", m.hostNs, false)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer host.Close()
 	l, err := host.link(hostIfName)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	s := stateOf(l)
-	return &devicev1.LinkSnapshot{
-		Name:       s.name,
-		MacAddress: s.mac.String(),
-		Mtu:        uint32(s.mtu),
-		Up:         s.up,
-	}, nil
+	return fn(host, l)
 }
 
 // Attach moves the host link hostIfName into the network namespace at

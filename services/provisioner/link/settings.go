@@ -34,19 +34,12 @@ func (m *Mover) ReadSettings(ctx context.Context, hostIfName string, want *devic
 	if settingsEmpty(want) {
 		return nil, nil
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	host, err := dial(m.log, "host", m.hostNs, false)
-	if err != nil {
-		return nil, err
-	}
-	defer host.Close()
-	l, err := host.link(hostIfName)
-	if err != nil {
-		return nil, err
-	}
-	return host.readSettings(l, want)
+	var got *devicev1.LinkSettings
+	err := m.withHostLink(ctx, hostIfName, func(host *conn, l netlink.Link) (err error) {
+		got, err = host.readSettings(l, want)
+		return err
+	})
+	return got, err
 }
 
 func settingsEmpty(s *devicev1.LinkSettings) bool {
