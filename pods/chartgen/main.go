@@ -3,6 +3,8 @@
 //
 //   - the table of values in the chart's README.md, from values.yaml and
 //     its comments (the comment above a key describes it);
+//   - files/claim-validations.yaml, the validations of the claims'
+//     admission policy, from shared/claimconfig;
 //   - pods/base, the kustomize base: the chart rendered by helm template
 //     with its default values into the namespace netdra-system, which it
 //     makes (namespace.create=true), one file per template, and a
@@ -60,6 +62,17 @@ func run(args []string, stderr io.Writer) error {
 		return err
 	}
 	files[filepath.Join(chartDir, "README.md")] = readme
+	validations, err := ClaimValidations()
+	if err != nil {
+		return err
+	}
+	files[claimValidationsFile] = validations
+	if !*check {
+		// The chart includes it: written first, pods/base renders it.
+		if err := os.WriteFile(filepath.Join(*root, claimValidationsFile), validations, 0o644); err != nil {
+			return err
+		}
+	}
 	base, err := Base(*root, *helm)
 	if err != nil {
 		return err

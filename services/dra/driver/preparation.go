@@ -238,7 +238,7 @@ func (d *Driver) configFor(configs []resourceapi.DeviceAllocationConfiguration, 
 }
 
 // maxStatusIPs is how many IPs a claim status entry's networkData holds.
-const maxStatusIPs = 16
+const maxStatusIPs = claimconfig.MaxStatusIPs
 
 // fitsStatus checks what the claim status must be able to hold: the
 // addresses go to networkData.ips, a set of at most 16.

@@ -1,0 +1,43 @@
+package claimconfig
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestValidations checks that the admission policy has a validation for
+// every parameter of Reference, and only for those (and the parameters'
+// keys), each with a check and a message, and that the parameters with no
+// rule at apply are said in PrepareOnly.
+func TestValidations(t *testing.T) {
+	want := []string{"parameters"}
+	for _, p := range Reference {
+		want = append(want, p.Name)
+		if _, ok := fields[p.Name]; !ok {
+			t.Errorf("%s has no check for the admission policy", p.Name)
+		}
+	}
+	for name := range fields {
+		if !slices.ContainsFunc(Reference, func(p Param) bool { return p.Name == name }) {
+			t.Errorf("the admission policy checks %s, which Reference does not have", name)
+		}
+	}
+	slices.Sort(want)
+	if diff := cmp.Diff(want, validationParams()); diff != "" {
+		t.Errorf("validations (-want +got):\n%s", diff)
+	}
+	for _, v := range Validations() {
+		if v.Expression == "" || v.MessageExpression == "" || v.Reason != "Invalid" {
+			t.Errorf("%s: %+v", v.Param, v)
+		}
+		if s := v.Expression + v.MessageExpression; strings.Contains(s, "$v") || strings.Contains(s, "$o") {
+			t.Errorf("%s: a placeholder is left: %s", v.Param, v.Expression)
+		}
+	}
+	if len(PrepareOnly) == 0 {
+		t.Error("PrepareOnly is empty")
+	}
+}
