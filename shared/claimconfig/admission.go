@@ -137,7 +137,7 @@ var (
 )
 
 func and(c check, cond, msg string) check {
-	return check{ok: c.ok + " && (" + cond + ")", msg: fmt.Sprintf("!(%s) ? %s : %s", c.ok, c.msg, msg), sep: c.sep}
+	return check{ok: c.ok + " && (" + cond + ")", msg: fmt.Sprintf("(!(%s) ? (%s) : (%s))", c.ok, c.msg, msg), sep: c.sep}
 }
 
 // validTableCheck is validTable: not 253 or 255; nonZero: not 0 either.
