@@ -1,6 +1,7 @@
 package claimconfig
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -39,5 +40,34 @@ func TestValidations(t *testing.T) {
 	}
 	if len(PrepareOnly) == 0 {
 		t.Error("PrepareOnly is empty")
+	}
+}
+
+// TestPrepareOnlyREADME checks that README's list of what only prepare
+// refuses is PrepareOnly.
+func TestPrepareOnlyREADME(t *testing.T) {
+	const begin, end = "<!-- prepare-only:begin -->\n", "<!-- prepare-only:end -->"
+	b, err := os.ReadFile(readme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, rest, ok1 := strings.Cut(string(b), begin)
+	_, after, ok2 := strings.Cut(rest, end)
+	if !ok1 || !ok2 {
+		t.Fatalf("%s has no %q ... %q", readme, begin, end)
+	}
+	var list strings.Builder
+	for _, p := range PrepareOnly {
+		list.WriteString("- " + p + "\n")
+	}
+	want := before + begin + list.String() + end + after
+	if *update {
+		if err := os.WriteFile(readme, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if want != string(b) {
+		t.Errorf("README's prepare-only list is stale: go test ./shared/claimconfig -run TestPrepareOnlyREADME -update")
 	}
 }
