@@ -237,7 +237,8 @@ func decodeError(err error) error {
 	case errors.As(err, &typeErr) && typeErr.Field == "":
 		return fielderr.New("parameters", "%s is not a JSON object", typeErr.Value)
 	case errors.As(err, &typeErr):
-		return fielderr.New(typeErr.Field, "%s is not a %s", typeErr.Value, typeErr.Type)
+		// encoding/json names a field of the embedded Network through it.
+		return fielderr.New(strings.TrimPrefix(typeErr.Field, "Network."), "%s is not a %s", typeErr.Value, typeErr.Type)
 	case errors.As(err, &syntaxErr):
 		return fielderr.New("parameters", "not JSON: %v", err)
 	}
