@@ -95,7 +95,7 @@ func TestChart_ReleaseNamespace(t *testing.T) {
 					t.Errorf("%s is in namespace %q, not the release's %s", describe(o), o.GetNamespace(), ns)
 				}
 			}
-			if o.GetKind() == "ValidatingAdmissionPolicy" && !strings.Contains(string(j), `\"system:serviceaccount:`+ns+`:netdra-dra\"`) {
+			if o.GetKind() == "ValidatingAdmissionPolicy" && o.GetName() == "netdra-resourceslices" && !strings.Contains(string(j), `\"system:serviceaccount:`+ns+`:netdra-dra\"`) {
 				t.Errorf("%s does not match the requests of dra's ServiceAccount in %s: %s", describe(o), ns, j)
 			}
 			if o.GetKind() == "ClusterRoleBinding" || o.GetKind() == "RoleBinding" {
@@ -279,7 +279,9 @@ func TestChart_Defaults(t *testing.T) {
 		}
 		return m
 	}
-	off := kinds(renderChart(t, "--set", "crds.install=false,deviceClass.create=false,resourceSlicePolicy.enabled=false"))
+	find(t, objs, "ValidatingAdmissionPolicy", "netdra-claims")
+	find(t, objs, "ValidatingAdmissionPolicyBinding", "netdra-claims")
+	off := kinds(renderChart(t, "--set", "crds.install=false,deviceClass.create=false,resourceSlicePolicy.enabled=false,claimPolicy.enabled=false"))
 	for _, k := range []string{"CustomResourceDefinition", "DeviceClass", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
 		if off[k] {
 			t.Errorf("a %s is rendered with its switch off", k)
