@@ -120,7 +120,7 @@ func run(ctx context.Context, log *slog.Logger, cfg *config) error {
 		PluginDir: cfg.PluginDir, RegistrarDir: cfg.RegistrarDir, CDIDir: cfg.CDIDir, NetnsHook: cfg.NetnsHook, Debounce: cfg.Debounce,
 		Metrics: agent.NewMetrics(reg), Logger: log, Waiting: peers.Waiting})
 
-	srv := rpc.NewServer(cfg.ServerConfig(log))
+	srv := rpc.NewServer(metrics.NewGRPC(reg).Server(cfg.ServerConfig(log)))
 	drav1.RegisterDraServiceServer(srv.GRPC(), a)
 	srv.SetServing(drav1.DraService_ServiceDesc.ServiceName, true)
 	ctx, cancel := context.WithCancel(ctx)

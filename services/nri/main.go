@@ -82,7 +82,8 @@ func (cfg *config) run(ctx context.Context, log *slog.Logger) error {
 	}
 
 	// The admin socket: health, reflection and Status.
-	srv := rpc.NewServer(cfg.ServerConfig(log))
+	calls := metrics.NewGRPC(reg)
+	srv := rpc.NewServer(calls.Server(cfg.ServerConfig(log)))
 	nriv1.RegisterNriServiceServer(srv.GRPC(), p.StatusServer())
 	srv.SetServing(nriv1.NriService_ServiceDesc.ServiceName, true)
 	ctx, cancel := context.WithCancel(ctx)
@@ -93,7 +94,7 @@ func (cfg *config) run(ctx context.Context, log *slog.Logger) error {
 	}
 	actors := []process.Actor{nri, serveMetrics}
 	if cfg.Gate.Hook != "" {
-		gate := rpc.NewServer(rpc.ServerConfig{SocketPath: cfg.Gate.Socket, AllowedUIDs: cfg.AllowedUIDs, Logger: log})
+		gate := rpc.NewServer(calls.Server(rpc.ServerConfig{SocketPath: cfg.Gate.Socket, AllowedUIDs: cfg.AllowedUIDs, Logger: log}))
 		nriv1.RegisterNriServiceServer(gate.GRPC(), p.StatusServer())
 		gate.SetServing(nriv1.NriService_ServiceDesc.ServiceName, true)
 		actors = append(actors, process.Actor{Execute: gate.Serve, Interrupt: func(error) { gate.Stop() }})

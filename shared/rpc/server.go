@@ -39,6 +39,11 @@ type ServerConfig struct {
 	// StopTimeout bounds the graceful part of Stop. Zero means
 	// DefaultStopTimeout.
 	StopTimeout time.Duration
+	// Unary and Stream are interceptors that run first, around every call
+	// (the health service's too, and calls the uid allow-list refuses):
+	// metrics, say. Nil: none.
+	Unary  grpc.UnaryServerInterceptor
+	Stream grpc.StreamServerInterceptor
 }
 
 // Server is a gRPC server on a unix socket that also answers grpc.health.v1
@@ -85,22 +90,30 @@ func NewServer(cfg ServerConfig) *Server {
 		return status.Errorf(codes.Internal, "panic in %s: %v", method, p)
 	})
 
+	unary := []grpc.UnaryServerInterceptor{
+		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(slogAdapter(log), logOpts...), notHealth),
+		gate.unary,
+		recovery.UnaryServerInterceptor(recoverOpt),
+	}
+	if cfg.Unary != nil {
+		unary = append([]grpc.UnaryServerInterceptor{cfg.Unary}, unary...)
+	}
+	stream := []grpc.StreamServerInterceptor{
+		selector.StreamServerInterceptor(logging.StreamServerInterceptor(slogAdapter(log), logOpts...), notHealth),
+		gate.stream,
+		recovery.StreamServerInterceptor(recoverOpt),
+	}
+	if cfg.Stream != nil {
+		stream = append([]grpc.StreamServerInterceptor{cfg.Stream}, stream...)
+	}
 	s := &Server{
 		cfg:    cfg,
 		log:    log,
 		health: health.NewServer(),
 		grpc: grpc.NewServer(
 			grpc.Creds(peerCreds{}),
-			grpc.ChainUnaryInterceptor(
-				selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(slogAdapter(log), logOpts...), notHealth),
-				gate.unary,
-				recovery.UnaryServerInterceptor(recoverOpt),
-			),
-			grpc.ChainStreamInterceptor(
-				selector.StreamServerInterceptor(logging.StreamServerInterceptor(slogAdapter(log), logOpts...), notHealth),
-				gate.stream,
-				recovery.StreamServerInterceptor(recoverOpt),
-			),
+			grpc.ChainUnaryInterceptor(unary...),
+			grpc.ChainStreamInterceptor(stream...),
 		),
 	}
 	healthpb.RegisterHealthServer(s.grpc, s.health)

@@ -1,8 +1,8 @@
 // Package metrics serves a node process's Prometheus metrics over HTTP,
-// as an actor of its run group. It is apart from package process so that
-// the processes that serve no metrics (state, the provisioner) do not link
-// the Prometheus client, whose code and init-time collectors would add to
-// their resident memory for nothing.
+// as an actor of its run group, and times its gRPC calls. It is apart
+// from package process so that the binaries that serve no metrics (the
+// hooks the runtime runs) do not link the Prometheus client, whose code
+// and init-time collectors would add to their start time and memory.
 package metrics
 
 import (
@@ -28,9 +28,18 @@ func NewRegistry() *prometheus.Registry {
 	return reg
 }
 
-// Serve is an actor serving reg on http://addr/metrics until the
-// group stops. An empty addr serves nothing. Bind it to localhost: metrics
-// are for the node's own scraper.
+// Handler serves reg's metrics at /metrics, in the text or protobuf
+// exposition format the scraper asks for.
+func Handler(reg *prometheus.Registry) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	return mux
+}
+
+// Serve is an actor serving reg on http://addr/metrics until the group
+// stops. An empty addr serves nothing. The metrics are counts, states and
+// latencies, no secrets: they are served in plain HTTP, to whoever reaches
+// addr (a loopback address keeps them on the node).
 func Serve(addr string, reg *prometheus.Registry) (process.Actor, error) {
 	if addr == "" {
 		return process.OnStop(func() {}), nil
@@ -39,9 +48,7 @@ func Serve(addr string, reg *prometheus.Registry) (process.Actor, error) {
 	if err != nil {
 		return process.Actor{}, fmt.Errorf("metrics listener: %w", err)
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: Handler(reg), ReadHeaderTimeout: 5 * time.Second}
 	return process.Actor{
 		Execute: func() error {
 			if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
