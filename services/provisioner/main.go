@@ -23,6 +23,7 @@ import (
 	"github.com/netdra/netdra/services/provisioner/sriov"
 	"github.com/netdra/netdra/services/provisioner/subif"
 	"github.com/netdra/netdra/shared/process"
+	"github.com/netdra/netdra/shared/process/metrics"
 	"github.com/netdra/netdra/shared/rpc"
 )
 
@@ -47,7 +48,9 @@ type config struct {
 	// mountPropagation Bidirectional, or the pins stay in the container's
 	// mount namespace and go with it.
 	NetnsPinDir string
-	handoff     *ebpf.Handoff
+	// Metrics is where Prometheus metrics are served; empty for none.
+	Metrics string
+	handoff *ebpf.Handoff
 }
 
 func main() {
@@ -59,6 +62,7 @@ func main() {
 	fs.DurationVar(&cfg.Resync, "resync", 30*time.Second, "how often device managers rediscover, besides link events")
 	fs.StringVar(&cfg.BPFFS, "bpffs", ebpf.DefaultBPFFS, "where to mount a bpffs (if none is there) and pin the eBPF programs on devices; empty: no eBPF (no counters, software VLAN, spoof check or hand-off)")
 	fs.StringVar(&cfg.NetnsPinDir, "netns-pin-dir", "", "where to pin the pod netns of attached devices, so a restarted provisioner can take them back; empty: memory only")
+	fs.StringVar(&cfg.Metrics, "metrics-address", "127.0.0.1:9654", "where to serve Prometheus metrics (empty: nowhere)")
 	os.Exit(process.Main(fs, os.Args[1:], &cfg.Flags, cfg.run))
 }
 
@@ -113,13 +117,18 @@ func (cfg *config) run(ctx context.Context, log *slog.Logger) error {
 			return err
 		}
 	}
-	srv := rpc.NewServer(cfg.ServerConfig(log))
+	reg := metrics.NewRegistry()
+	serveMetrics, err := metrics.Serve(cfg.Metrics, reg)
+	if err != nil {
+		return err
+	}
+	srv := rpc.NewServer(metrics.NewGRPC(reg).Server(cfg.ServerConfig(log)))
 	provisionerv1.RegisterProvisionerServiceServer(srv.GRPC(), svc)
 	srv.SetServing(provisionerv1.ProvisionerService_ServiceDesc.ServiceName, true)
-	log.Info("Serving", "socket", cfg.Socket, "sysfs", cfg.SysfsRoot)
+	log.Info("Serving", "socket", cfg.Socket, "sysfs", cfg.SysfsRoot, "metrics", cfg.Metrics)
 	// Closing the service first ends the watch streams and stops the
 	// managers, so the graceful stop does not wait for them.
-	err = process.RunServer(ctx, log, srv, process.OnStop(svc.Close))
+	err = process.RunServer(ctx, log, srv, process.OnStop(svc.Close), serveMetrics)
 	svc.Wait() // the eBPF work Setup and Free left running, before the programs close
 	if programs != nil {
 		cfg.tidy(ctx, log, svc, programs)

@@ -16,6 +16,7 @@ import (
 	"github.com/netdra/netdra/services/state/api"
 	"github.com/netdra/netdra/services/state/store"
 	"github.com/netdra/netdra/shared/process"
+	"github.com/netdra/netdra/shared/process/metrics"
 	"github.com/netdra/netdra/shared/rpc"
 )
 
@@ -23,6 +24,8 @@ type config struct {
 	process.Flags
 	// DB is the bbolt file the allocations are written through to.
 	DB string
+	// Metrics is where Prometheus metrics are served; empty for none.
+	Metrics string
 }
 
 func main() {
@@ -33,6 +36,7 @@ func main() {
 	fs := flag.NewFlagSet("state", flag.ContinueOnError)
 	cfg.Register(fs, "state")
 	fs.StringVar(&cfg.DB, "db", "/var/lib/netdra/state.db", "bbolt file holding the allocations")
+	fs.StringVar(&cfg.Metrics, "metrics-address", "127.0.0.1:9653", "where to serve Prometheus metrics (empty: nowhere)")
 	os.Exit(process.Main(fs, os.Args[1:], &cfg.Flags, cfg.run))
 }
 
@@ -45,13 +49,19 @@ func (cfg *config) run(ctx context.Context, log *slog.Logger) error {
 		return err
 	}
 	defer st.Close()
-	srv := rpc.NewServer(cfg.ServerConfig(log))
+	reg := metrics.NewRegistry()
+	reg.MustRegister(store.NewCollector(st))
+	serveMetrics, err := metrics.Serve(cfg.Metrics, reg)
+	if err != nil {
+		return err
+	}
+	srv := rpc.NewServer(metrics.NewGRPC(reg).Server(cfg.ServerConfig(log)))
 	statev1.RegisterStateServiceServer(srv.GRPC(), api.New(st))
 	srv.SetServing(statev1.StateService_ServiceDesc.ServiceName, true)
-	log.Info("Serving", "socket", cfg.Socket, "db", cfg.DB)
+	log.Info("Serving", "socket", cfg.Socket, "db", cfg.DB, "metrics", cfg.Metrics)
 	// Closing the store first ends the watch streams, so the graceful stop
 	// does not wait for them.
-	return process.RunServer(ctx, log, srv, process.OnStop(func() { _ = st.Close() }))
+	return process.RunServer(ctx, log, srv, process.OnStop(func() { _ = st.Close() }), serveMetrics)
 }
 
 // initDir is `state init-dir [-db FILE] [-group GID] [-socket-dir DIR]`, the node pod's init

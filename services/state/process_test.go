@@ -48,9 +48,10 @@ func newDirs(t *testing.T) (sock, db string) {
 }
 
 // startState starts the service and waits until its health says SERVING.
-func startState(t *testing.T, sock, db string) *stateProc {
+// It serves no metrics unless args (flags after the others) say where.
+func startState(t *testing.T, sock, db string, args ...string) *stateProc {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-socket", sock, "-db", db, "-log-level", "warn")
+	cmd := exec.Command(os.Args[0], append([]string{"-socket", sock, "-db", db, "-log-level", "warn", "-metrics-address="}, args...)...)
 	cmd.Env = append(os.Environ(), runStateEnv+"=1")
 	cmd.Stderr = logWriter{t}
 	if err := cmd.Start(); err != nil {

@@ -141,13 +141,15 @@ func (p *Proc) Log() string { return p.logs.String() }
 // Start runs a node process (a binary from Binaries) with args, in the
 // netns hostNS when it is not empty (and in a mount namespace of its own,
 // kept across restarts: MountNS), with its socket in dir, and waits until
-// it serves. The process is killed at the end of the test; its log is
-// printed when the test failed.
+// it serves. It serves no metrics unless args give a -metrics-address
+// (the binaries' default ports would collide between tests running at
+// once). The process is killed at the end of the test; its log is printed
+// when the test failed.
 func Start(t testing.TB, name, dir, hostNS string, args ...string) *Proc {
 	t.Helper()
 	p := &Proc{t: t, Name: name, Socket: filepath.Join(dir, name+".sock")}
 	bin := filepath.Join(Binaries(t), name)
-	p.args = append([]string{bin, "-socket", p.Socket, "-log-level", "debug"}, args...)
+	p.args = append([]string{bin, "-socket", p.Socket, "-log-level", "debug", "-metrics-address="}, args...)
 	if hostNS != "" {
 		mnt := MountNS(t, dir, name, hostNS)
 		p.args = append([]string{"nsenter", "--mount=" + mnt, "--net=/var/run/netns/" + hostNS, "--"}, p.args...)
