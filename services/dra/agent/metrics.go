@@ -10,6 +10,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
 	"github.com/netdra/netdra/services/dra/pools"
+	"github.com/netdra/netdra/services/dra/publish"
 )
 
 // Metrics are dra's Prometheus metrics.
@@ -17,6 +18,7 @@ type Metrics struct {
 	calls       *prometheus.CounterVec
 	latency     *prometheus.HistogramVec
 	devices     *prometheus.GaugeVec
+	tainted     *prometheus.GaugeVec
 	lastPublish prometheus.Gauge
 	lost        prometheus.Counter
 }
@@ -30,12 +32,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Prepare and unprepare call latency.", Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12)}, []string{"op"}),
 		devices: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "netdra", Subsystem: "dra", Name: "published_devices",
 			Help: "Devices published, by pool."}, []string{"pool"}),
+		tainted: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "netdra", Subsystem: "dra", Name: "tainted_devices",
+			Help: "Devices published with the unhealthy taint (their link is down), by pool."}, []string{"pool"}),
 		lastPublish: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "netdra", Subsystem: "dra", Name: "last_publish_timestamp_seconds",
 			Help: "When ResourceSlices were last published."}),
 		lost: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "netdra", Subsystem: "dra", Name: "devices_lost_total",
 			Help: "Devices the provisioner found lost at unprepare (Free): a link destroyed with a pod netns the runtime tore down while netdra held no handle on it."}),
 	}
-	reg.MustRegister(m.calls, m.latency, m.devices, m.lastPublish, m.lost)
+	reg.MustRegister(m.calls, m.latency, m.devices, m.tainted, m.lastPublish, m.lost)
 	return m
 }
 
@@ -57,8 +61,16 @@ func (m *Metrics) published(ps []pools.Pool) {
 		return
 	}
 	m.devices.Reset()
+	m.tainted.Reset()
 	for _, p := range ps {
 		m.devices.WithLabelValues(p.Name).Set(float64(len(p.Devices)))
+		tainted := 0
+		for _, d := range p.Devices {
+			if len(publish.Taints(p.TaintEffect, d)) > 0 {
+				tainted++
+			}
+		}
+		m.tainted.WithLabelValues(p.Name).Set(float64(tainted))
 	}
 	m.lastPublish.SetToCurrentTime()
 }

@@ -45,7 +45,8 @@ func claim(name string) *resourceapi.ResourceClaim {
 
 // TestMetrics: prepare and unprepare counted per claim and result, timed
 // per call; published devices per pool (a pool that is gone is dropped)
-// and the time of the last publication; devices found lost.
+// and those tainted unhealthy, the time of the last publication; devices
+// found lost.
 func TestMetrics(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	m := NewMetrics(reg)
@@ -64,7 +65,9 @@ func TestMetrics(t *testing.T) {
 		return pools.Pool{Name: name, Devices: make([]*devicev1.Device, n)}
 	}
 	m.published([]pools.Pool{pool("red", 2), pool("gone", 1)})
-	m.published([]pools.Pool{pool("red", 3), pool("empty", 0)})
+	red := pool("red", 3)
+	red.Devices[2] = &devicev1.Device{Name: "down", LinkState: devicev1.LinkState_LINK_STATE_DOWN}
+	m.published([]pools.Pool{red, pool("empty", 0)})
 	m.deviceLost()
 	(*Metrics)(nil).deviceLost() // a driver without metrics
 
@@ -102,6 +105,8 @@ func TestMetrics(t *testing.T) {
 		"netdra_dra_call_duration_seconds op=unprepare count": 2,
 		"netdra_dra_published_devices pool=empty":             0,
 		"netdra_dra_published_devices pool=red":               3,
+		"netdra_dra_tainted_devices pool=empty":               0,
+		"netdra_dra_tainted_devices pool=red":                 1,
 		"netdra_dra_devices_lost_total":                       1,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

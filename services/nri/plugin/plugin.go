@@ -119,8 +119,12 @@ const rollbackTimeout = 2 * time.Second
 // New returns the plugin. Its metrics are registered with reg when it is
 // not nil.
 func New(log *slog.Logger, state StateClient, provisioner ProvisionerClient, reg prometheus.Registerer) *Plugin {
-	return &Plugin{log: log, state: state, provisioner: provisioner, netns: map[string]string{},
+	p := &Plugin{log: log, state: state, provisioner: provisioner, netns: map[string]string{},
 		attaching: map[string]*podWork{}, detaching: map[string]*podWork{}, calls: fanout.NewLimit(MaxCalls), metrics: newMetrics(reg)}
+	if reg != nil {
+		reg.MustRegister(p.conn.collectors()...)
+	}
+	return p
 }
 
 // lockPod takes the pod's lock and returns its unlock. It waits as long as

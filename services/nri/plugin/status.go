@@ -75,6 +75,26 @@ type conn struct {
 	connections atomic.Uint32
 }
 
+// collectors read c at each scrape: netdra_nri_runtime_connected is 1
+// while the plugin is synchronized with the runtime (between Synchronize
+// and the connection's close), netdra_nri_runtime_connections_total counts
+// the synchronizations since the process started.
+func (c *conn) collectors() []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "netdra", Subsystem: "nri", Name: "runtime_connected",
+			Help: "1 while the plugin is connected to the container runtime and synchronized with it, else 0: pods started meanwhile run without their devices until it reconnects."},
+			func() float64 {
+				if c.connected.Load() {
+					return 1
+				}
+				return 0
+			}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "netdra", Subsystem: "nri", Name: "runtime_connections_total",
+			Help: "Connections to the container runtime that reached Synchronize."},
+			func() float64 { return float64(c.connections.Load()) }),
+	}
+}
+
 // StatusServer is the plugin's admin API.
 type StatusServer struct {
 	nriv1.UnimplementedNriServiceServer
