@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -39,12 +41,14 @@ func Handler(reg *prometheus.Registry) http.Handler {
 // Serve is an actor serving reg on http://addr/metrics until the group
 // stops. An empty addr serves nothing. The metrics are counts, states and
 // latencies, no secrets: they are served in plain HTTP, to whoever reaches
-// addr (a loopback address keeps them on the node).
+// addr (a loopback address keeps them on the node). An IPv6 host may be
+// written without brackets (fd00::1:9651), as a pod's status.podIP
+// substitutes into a flag: the port is after the last colon.
 func Serve(addr string, reg *prometheus.Registry) (process.Actor, error) {
 	if addr == "" {
 		return process.OnStop(func() {}), nil
 	}
-	l, err := net.Listen("tcp", addr)
+	l, err := net.Listen("tcp", bracketed(addr))
 	if err != nil {
 		return process.Actor{}, fmt.Errorf("metrics listener: %w", err)
 	}
@@ -62,4 +66,20 @@ func Serve(addr string, reg *prometheus.Registry) (process.Actor, error) {
 			_ = srv.Shutdown(ctx)
 		},
 	}, nil
+}
+
+// bracketed is addr with its host in brackets when it is a bare IPv6
+// address followed by :port; any other addr as it is.
+func bracketed(addr string) string {
+	if _, _, err := net.SplitHostPort(addr); err == nil {
+		return addr
+	}
+	i := strings.LastIndexByte(addr, ':')
+	if i < 0 {
+		return addr
+	}
+	if ip, err := netip.ParseAddr(addr[:i]); err == nil && ip.Is6() {
+		return net.JoinHostPort(addr[:i], addr[i+1:])
+	}
+	return addr
 }

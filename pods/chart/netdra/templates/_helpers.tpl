@@ -23,13 +23,52 @@ imagePullPolicy: {{ . }}
 {{- end }}
 {{- end }}
 
-{{/* netdra.metricsArg: the -metrics-address flag of dra or nri, when not the default. */}}
+{{/*
+netdra.metricsArg: the -metrics-address flag of a process (name: dra, nri,
+state, provisioner): none served when metrics are off; else its address
+value, or 127.0.0.1 (loopback) or the pod's IP ($(POD_IP), the node's on
+the host network) with its port.
+*/}}
 {{- define "netdra.metricsArg" -}}
-{{- if not .root.Values.metrics.enabled }}
+{{- $m := .root.Values.metrics -}}
+{{- $addr := index $m (printf "%sAddress" .name) -}}
+{{- if not $m.enabled }}
 - -metrics-address=
-{{- else if .address }}
-- -metrics-address={{ .address }}
+{{- else if $addr }}
+- -metrics-address={{ $addr }}
+{{- else if $m.loopback }}
+- -metrics-address=127.0.0.1:{{ index $m.ports .name }}
+{{- else }}
+- -metrics-address=$(POD_IP):{{ index $m.ports .name }}
 {{- end }}
+{{- end }}
+
+{{/* netdra.metricsPortName: a process's metrics port name (at most 15 characters). */}}
+{{- define "netdra.metricsPortName" -}}
+metrics-{{ eq .name "provisioner" | ternary "prov" .name }}
+{{- end }}
+
+{{/*
+netdra.metricsPort: a container's ports list with its metrics port, when
+metrics are on: the port of its address value, else of metrics.ports.
+*/}}
+{{- define "netdra.metricsPort" -}}
+{{- $m := .root.Values.metrics -}}
+{{- if $m.enabled }}
+{{- $addr := index $m (printf "%sAddress" .name) }}
+ports:
+  - name: {{ include "netdra.metricsPortName" . }}
+    containerPort: {{ if $addr }}{{ splitList ":" $addr | last }}{{ else }}{{ index $m.ports .name }}{{ end }}
+    protocol: TCP
+{{- end }}
+{{- end }}
+
+{{/* netdra.podIPEnv: the POD_IP variable the metrics address may name. */}}
+{{- define "netdra.podIPEnv" -}}
+- name: POD_IP
+  valueFrom:
+    fieldRef:
+      fieldPath: status.podIP
 {{- end }}
 
 {{/*
