@@ -202,8 +202,8 @@ func TestChart_Values(t *testing.T) {
 		if c.Image != wantImage[c.Name] || c.ImagePullPolicy != "Always" {
 			t.Errorf("%s: image %s, pull policy %q; want %s, Always", c.Name, c.Image, c.ImagePullPolicy, wantImage[c.Name])
 		}
-		if (c.Name == "dra" || c.Name == "nri") && !slices.Contains(c.Args, "-metrics-address=") {
-			t.Errorf("%s: metrics not off: %q", c.Name, c.Args)
+		if slices.Contains(nodeContainers, c.Name) && (!slices.Contains(c.Args, "-metrics-address=") || len(c.Ports) > 0) {
+			t.Errorf("%s: metrics not off: %q, ports %v", c.Name, c.Args, c.Ports)
 		}
 		if slices.Contains(nodeContainers, c.Name) && !slices.Contains(c.Args, "-log-level=debug") {
 			t.Errorf("%s: no -log-level=debug: %q", c.Name, c.Args)
