@@ -40,8 +40,8 @@ kubeletRootDir: %s
 nriSocketDir: %s
 stateDir: %s
 cdiDir: %s
-metrics: {draAddress: "127.0.0.1:%d", nriAddress: "127.0.0.1:%d"}
-`, tag, n.KubeletDir(), n.NRIDir(), filepath.Join(n.Dir(), "netdra-state"), n.CDIDir(), in.ports[0], in.ports[1]))
+metrics: {draAddress: "127.0.0.1:%d", nriAddress: "127.0.0.1:%d", stateAddress: "127.0.0.1:%d", provisionerAddress: "127.0.0.1:%d"}
+`, tag, n.KubeletDir(), n.NRIDir(), filepath.Join(n.Dir(), "netdra-state"), n.CDIDir(), in.ports[0], in.ports[1], in.ports[2], in.ports[3]))
 	chart := filepath.Join(in.repo, "pods/chart/netdra")
 	t.Cleanup(func() {
 		if t.Failed() {

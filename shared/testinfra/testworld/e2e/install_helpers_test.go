@@ -36,7 +36,7 @@ type installer struct {
 	kubectl string
 	ctr     string
 	dir     string // the user's overlay (my-netdra), the test's manifests
-	ports   [2]int // dra's and nri's metrics ports on the node
+	ports   [4]int // dra's, nri's, state's and the provisioner's metrics ports on the node
 }
 
 func newInstaller(t *testing.T, cp *controlplane.ControlPlane, n *realnode.Node) *installer {
@@ -180,7 +180,7 @@ func (in *installer) nodePatch(t *testing.T) string {
 				op(fmt.Sprintf("/spec/template/spec/containers/%d/args/%d", ci, ai), "-registrar-dir="+kubelet+"/plugins_registry")
 			}
 		}
-		if i := slices.Index([]string{"dra", "nri"}, c.Name); i >= 0 {
+		if i := slices.Index([]string{"dra", "nri", "state", "provisioner"}, c.Name); i >= 0 {
 			ops = append(ops, fmt.Sprintf("- {op: add, path: /spec/template/spec/containers/%d/args/-, value: -metrics-address=127.0.0.1:%d}", ci, in.ports[i]))
 		}
 	}

@@ -296,7 +296,7 @@ func (in *installer) lookInside(t *testing.T, nodePod, pod *corev1.Pod) {
 		string(pod.UID))
 	grpcurltest.Call(t, g, filepath.Join(s, "dra.sock"), "", "netdra.dra.v1.DraService/Status")
 	grpcurltest.Call(t, g, filepath.Join(s, "nri.sock"), "", "netdra.nri.v1.NriService/Status")
-	for i, who := range []string{"dra", "nri"} {
+	for i, who := range []string{"dra", "nri", "state", "provisioner"} {
 		body := httpGet(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", in.ports[i]))
 		if !strings.Contains(body, "\nnetdra_") {
 			t.Errorf("%s's metrics have no netdra_ series:\n%.2000s", who, body)
