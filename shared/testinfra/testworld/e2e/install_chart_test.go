@@ -51,6 +51,16 @@ metrics: {draAddress: "127.0.0.1:%d", nriAddress: "127.0.0.1:%d", stateAddress: 
 		_, _ = in.try(time.Minute, in.kubectl, "delete", "-k", filepath.Join(in.repo, "pods/chart/netdra/files/crds"), "--ignore-not-found")
 		_, _ = in.try(time.Minute, in.kubectl, "delete", "namespace", "netdra-system", "--ignore-not-found")
 	})
+	// The shared control plane has netdra's CRDs from the tests before
+	// (applied, not Helm's): given to the release as the chart's README
+	// tells a user who applied them otherwise.
+	for _, crd := range []string{"nodeconfigs.netdra.io", "clusterconfigs.netdra.io"} {
+		if _, err := in.try(time.Minute, in.kubectl, "get", "crd", crd); err != nil {
+			continue
+		}
+		in.k(t, "label", "--overwrite", "crd", crd, "app.kubernetes.io/managed-by=Helm")
+		in.k(t, "annotate", "--overwrite", "crd", crd, "meta.helm.sh/release-name=netdra", "meta.helm.sh/release-namespace=netdra-system")
+	}
 	in.run(t, 4*time.Minute, helm, "install", "netdra", chart, "-n", "netdra-system", "--create-namespace", "-f", values)
 	in.k(t, "-n", "netdra-system", "rollout", "status", "ds/netdra-node", "--timeout=3m")
 	in.k(t, "-n", "netdra-system", "rollout", "status", "deploy/netdra-operator", "--timeout=3m")
