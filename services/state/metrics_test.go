@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -14,18 +13,8 @@ import (
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+	"github.com/netdra/netdra/shared/testinfra/testenv"
 )
-
-// freePort is a TCP port on 127.0.0.1 nothing listens on now.
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
 
 // scrape gets addr's /metrics as a Prometheus server does and returns
 // every sample as "name label=value ..." (labels sorted by name) to its value; a histogram gives its count as name_count.
@@ -72,7 +61,7 @@ func scrape(t *testing.T, addr string) map[string]float64 {
 // latencies.
 func TestMetrics(t *testing.T) {
 	sock, db := newDirs(t)
-	addr := freePort(t)
+	addr := testenv.FreeAddr(t)
 	startState(t, sock, db, "-metrics-address="+addr)
 	c, _ := dialState(t, sock)
 	ctx := testCtx(t, time.Minute)

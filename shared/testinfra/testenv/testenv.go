@@ -6,7 +6,9 @@
 package testenv
 
 import (
+	"net"
 	"os"
+	"strconv"
 	"testing"
 )
 
@@ -28,4 +30,30 @@ func RequireRoot(t testing.TB, why string) {
 		t.Fatalf("needs root (%s), and %s=1 forbids skipping: run the tests as root", why, StrictEnv)
 	}
 	t.Skipf("needs root: %s", why)
+}
+
+// FreeAddr returns a loopback TCP address ("127.0.0.1:port") whose port
+// nothing listens on now, for a process the test starts to listen on.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// FreePort is FreeAddr's port.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	_, p, err := net.SplitHostPort(FreeAddr(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -3,7 +3,6 @@ package benchworld
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -21,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/netdra/netdra/bench/figures"
+	"github.com/netdra/netdra/shared/testinfra/testenv"
 	"github.com/netdra/netdra/shared/testinfra/testworld/realnode"
 	"github.com/netdra/netdra/shared/testinfra/testworld/worldtest"
 )
@@ -85,7 +85,7 @@ func startStartupWorld(b *testing.B) *startupWorld {
 // selecting it, the claim template that template makes in the namespace,
 // and an informer on the namespace's pods; the node is drained at the end.
 func startPodWorld(b *testing.B, veths int, class string, template func(c kubernetes.Interface, ns, class string) string) *startupWorld {
-	w := &startupWorld{nriMet: freeAddr(b), draMet: freeAddr(b)}
+	w := &startupWorld{nriMet: testenv.FreeAddr(b), draMet: testenv.FreeAddr(b)}
 	w.nn = startNetdraOpts(b, netdraOpts{nriMetrics: w.nriMet, draMetrics: w.draMet, netnsHook: true})
 	var batch strings.Builder
 	for i := range veths {
@@ -316,15 +316,4 @@ func podReady(p *corev1.Pod) bool {
 		}
 	}
 	return false
-}
-
-// freeAddr returns a loopback address with a port free now.
-func freeAddr(b *testing.B) string {
-	b.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }

@@ -7,7 +7,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -246,7 +245,7 @@ func processesNaming(dir string) []int {
 // devdemo itself, cleaned up, and nothing left.
 func TestE2E_DevOneshot(t *testing.T) {
 	// With dra's metrics on a free port: the device's eBPF counters show.
-	r := newDevRun(t, "-oneshot", "-dra-metrics", freeAddr(t))
+	r := newDevRun(t, "-oneshot", "-dra-metrics", testenv.FreeAddr(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	out, err := r.command(ctx).CombinedOutput()
@@ -261,17 +260,6 @@ func TestE2E_DevOneshot(t *testing.T) {
 		t.Errorf("the output shows no device counters:\n%s", out)
 	}
 	r.checkNothingLeft(t)
-}
-
-// freeAddr is a localhost address with a port nothing listens on now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // TestE2E_DevCtrlC is `make dev` and a Ctrl-C: it runs until SIGINT, then

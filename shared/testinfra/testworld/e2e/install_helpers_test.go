@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/netdra/netdra/services/provisioner/ebpf/ebpftest"
+	"github.com/netdra/netdra/shared/testinfra/testenv"
 	"github.com/netdra/netdra/shared/testinfra/testworld/controlplane"
 	"github.com/netdra/netdra/shared/testinfra/testworld/crds"
 	"github.com/netdra/netdra/shared/testinfra/testworld/realnode"
@@ -58,7 +58,7 @@ func newInstaller(t *testing.T, cp *controlplane.ControlPlane, n *realnode.Node)
 	b := worldtest.Binaries(t)
 	in := &installer{cp: cp, node: n, repo: repo, kubectl: b.Kubectl(), ctr: b.Ctr(), dir: worldtest.TempDir(t)}
 	for i := range in.ports {
-		in.ports[i] = freePort(t)
+		in.ports[i] = testenv.FreePort(t)
 	}
 	return in
 }
@@ -213,16 +213,6 @@ func write(t *testing.T, path, content string) {
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // hostVeth is a veth of the host netns handed to pods whole (the host

@@ -3,7 +3,6 @@ package operatortest
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/netdra/netdra/services/operator/controller"
 	"github.com/netdra/netdra/shared/testinfra/nodetest"
+	"github.com/netdra/netdra/shared/testinfra/testenv"
 	"github.com/netdra/netdra/shared/testinfra/testworld/worldtest"
 )
 
@@ -129,7 +129,7 @@ func TestOperator_Binary(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	health := freePort(t)
+	health := testenv.FreeAddr(t)
 	logPath := filepath.Join(t.TempDir(), "operator.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -190,14 +190,4 @@ func TestOperator_Binary(t *testing.T) {
 	if h := l.Spec.HolderIdentity; h != nil && *h != "" {
 		t.Errorf("the Lease is still held by %q after a clean stop", *h)
 	}
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
