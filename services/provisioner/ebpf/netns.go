@@ -46,8 +46,8 @@ func inNetns(ns netns.NsHandle, fn func() error) error {
 // ifIndex returns the index of the interface ifName in the calling
 // thread's network namespace. It asks the kernel for that one name
 // (SIOCGIFINDEX) where net.InterfaceByName dumps every link of the
-// namespace and parses them all: in a host netns of 1,024 links that was
-// about 7 MB of garbage an attach (issue 21 point 5).
+// namespace and parses them all, garbage that grows with the host's links
+// on every attach.
 func ifIndex(ifName string) (int, error) {
 	ifr, err := unix.NewIfreq(ifName)
 	if err != nil {

@@ -124,8 +124,8 @@ func (p *Programs) Attach(ctx context.Context, device, netnsPath, ifName string,
 		if err != nil {
 			return fmt.Errorf("interface %s in %s: %w", ifName, netnsPath, err)
 		}
-		// Each tcx attachment waits for an RCU grace period (about 13 ms
-		// here): the two wait together.
+		// Each tcx attachment waits for an RCU grace period: the two
+		// wait together.
 		return bothAtOnce(
 			func() error {
 				return attachTCX(dir, pinIngress, idx, objs.NetdraIngress, ebpf.AttachTCXIngress)

@@ -95,8 +95,7 @@ func movesWhole(pd *devicev1.PreparedDevice) bool {
 // namespace moves, so that Attach only checks they are there and sets the
 // policy, and Detach leaves them on. Each tcx attachment and detachment
 // waits for an RCU grace period, which on some kernels is most of an
-// attach's cost (28 ms of 56 on 6.18, issue 21); here it is paid at
-// prepare instead of in the runtime's RunPodSandbox hook, which blocks
+// attach's cost; here it is paid at prepare instead of in the runtime's RunPodSandbox hook, which blocks
 // every pod of the node while it runs. It runs in the background, holding
 // the device's lock that Setup hands over (unlock), so an Attach or Free
 // of the device waits for it; it starts once no Setup or Free has run
@@ -129,13 +128,14 @@ func (s *Server) armPrograms(pd *devicev1.PreparedDevice, cfg *devicev1.DeviceCo
 // removeInBackground is Free's last step for a link that moved whole:
 // netdra's programs and counters taken off it. It carries its programs
 // until here (armPrograms), and their two tcx detachments wait for RCU
-// grace periods under the kernel's RTNL, 20-25 ms a device here; so they
-// are taken off in the background, holding the device's lock that Free
+// grace periods under the kernel's RTNL; so they are taken off in the background, holding the device's lock that Free
 // hands over (unlock): the next Setup, Attach or Free of the device waits
 // for it, the kubelet's unprepare does not. It waits for the programs
 // being put on and the Setups and Frees in flight (foreground.go), or
 // for a call for the device. A failure is logged; the next
-// Setup's armPrograms finds what is left and reuses or replaces it.
+// Setup's armPrograms finds what is left and reuses or replaces it, and a
+// provisioner killed before the removal leaves them to the sweep of its
+// next start.
 func (s *Server) removeInBackground(pd *devicev1.PreparedDevice, unlock func()) {
 	s.inBackground(pd.GetDevice().GetName(), false, unlock, func() {
 		if err := s.programs.Remove(slot(pd)); err != nil {
@@ -145,9 +145,10 @@ func (s *Server) removeInBackground(pd *devicev1.PreparedDevice, unlock func()) 
 }
 
 // attachPrograms is Attach's last step: the programs go on the device in
-// the pod, unless its claim turns them off (ebpfDisabled); when they cannot, the device is taken out again (fail closed:
-// moved back to the host, or deleted when it was created in the pod),
-// except on a kernel without tcx for a device that only gets counters.
+// the pod, unless its claim turns them off (ebpfDisabled); when they
+// cannot, the device is taken out again (fail closed: moved back to the
+// host, or deleted when it was created in the pod), except on a kernel
+// without tcx for a device that only gets counters.
 // A kernel without tcx is FailedPrecondition, other failures Internal.
 func (s *Server) attachPrograms(ctx context.Context, req *provisionerv1.AttachRequest, pol ebpf.Policy) error {
 	pd, cfg := req.GetPreparedDevice(), req.GetConfig()

@@ -8,25 +8,19 @@ import (
 
 // The eBPF work Setup and Free leave running (armPrograms,
 // removeInBackground) attaches and detaches tcx programs, and the kernel
-// holds RTNL across each of those while it waits for an RCU grace period
-// (tcx_entry_sync): 8-16 ms here. A Setup needs RTNL too (the handoff's
-// look at the programs already on its link), so the Setups of a claim's
-// devices, which dra sends at once, queued behind the programs put on the
-// devices set up before them: a prepare of 8 host devices took p50 126 ms
-// in Setup (BenchmarkWorld_Prepare, steps in dra's log), 8.6 ms without
-// the programs. The background work now waits until no Setup or Free has
-// run for a moment (armQuiet), at most armMaxWait, so the calls the
-// kubelet waits for go first (dra frees a claim's devices one after the
-// other: each Free waited for the removal of the programs of the device
-// freed before it) and the programs go on while the pod's sandbox is made.
-// It holds its device's lock meanwhile, so a call for that device stops
-// the wait (bgJob.hurry), and a Free cancels programs not put on yet.
+// holds RTNL across each while it waits for an RCU grace period
+// (tcx_entry_sync). Setup and Free need RTNL too, so the calls the kubelet
+// waits for would queue behind the programs of the devices before them.
+// The background work therefore waits until no Setup or Free has run for
+// armQuiet, at most armMaxWait: the calls go first, and the programs go on
+// while the pod's sandbox is made. It holds its device's lock meanwhile,
+// so a call for that device ends the wait (bgJob.hurry), and a Free
+// cancels programs not put on yet.
 //
-// Taking programs off a freed device (removeInBackground) waits for the
-// programs being put on too, at most removeMaxWait: a claim unprepared
-// right after its prepare (a pod deleted at once) waits in Free for each
-// device's programs to go on, and the removals of the devices freed first
-// went in front of the rest of them (8 devices: unprepare p50 320 ms).
+// Taking programs off a freed device (removeInBackground) also waits for
+// the programs being put on, at most removeMaxWait, so that a claim
+// unprepared right after its prepare does not put each removal in front of
+// the arming its Free waits for. bench/RESULTS.md has what this saves.
 const (
 	armQuiet      = 10 * time.Millisecond
 	armMaxWait    = 100 * time.Millisecond
