@@ -37,6 +37,6 @@ func TestMetrics_RuntimeConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(1, 1)
-	p.conn.connected.Store(false) // what the stub's close callback does
+	p.conn.setConnected(false) // what the stub's close callback does
 	check(0, 1)
 }

@@ -78,15 +78,13 @@ func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 	if p.freshAttach(pod.GetUid(), netns) {
 		return nil, nil, nil // its attach has just put every device there
 	}
-	allocs, err := retry(ctx, func(ctx context.Context) (*statev1.ListAllocationsResponse, error) {
-		return p.state.ListAllocations(ctx, &statev1.ListAllocationsRequest{PodUid: pod.GetUid()})
-	})
+	allocs, err := p.podAllocations(ctx, pod.GetUid(), statev1.Phase_PHASE_UNSPECIFIED)
 	if err != nil {
 		return nil, nil, refuse(fmt.Errorf("listing the devices of the pod: %w", err))
 	}
 	// While the pod's attach or detach runs, the rows say what was, not
 	// what will be: wait for it, unless the pod has no device at all.
-	if len(allocs.GetAllocations()) == 0 || !p.hasWork(pod.GetUid()) && len(notInPlace(allocs.GetAllocations(), netns)) == 0 {
+	if len(allocs) == 0 || !p.hasWork(pod.GetUid()) && len(notInPlace(allocs, netns)) == 0 {
 		return nil, nil, nil
 	}
 	log := p.podLog(pod)
@@ -114,16 +112,14 @@ func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 // was not found otherwise (netnsOf): nil when the pod has no devices (a
 // dra that refuses host-network pods made none), else its refusal.
 func (p *Plugin) refuseUndescribed(ctx context.Context, pod *api.PodSandbox, refuse func(error) error) error {
-	allocs, err := retry(ctx, func(ctx context.Context) (*statev1.ListAllocationsResponse, error) {
-		return p.state.ListAllocations(ctx, &statev1.ListAllocationsRequest{PodUid: pod.GetUid()})
-	})
+	allocs, err := p.podAllocations(ctx, pod.GetUid(), statev1.Phase_PHASE_UNSPECIFIED)
 	switch {
 	case err != nil:
 		return refuse(fmt.Errorf("listing the devices of the pod: %w", err))
-	case len(allocs.GetAllocations()) == 0:
+	case len(allocs) == 0:
 		return nil
 	}
-	err = refuse(fmt.Errorf("%s: %w", deviceList(allocs.GetAllocations()), errUndescribed))
+	err = refuse(fmt.Errorf("%s: %w", deviceList(allocs), errUndescribed))
 	p.podLog(pod).Error("Container refused", "error", err)
 	return err
 }
@@ -138,13 +134,11 @@ func (p *Plugin) await(ctx context.Context, uid, netns string, w *podWork) error
 		}
 		return err
 	}
-	allocs, err := retry(ctx, func(ctx context.Context) (*statev1.ListAllocationsResponse, error) {
-		return p.state.ListAllocations(ctx, &statev1.ListAllocationsRequest{PodUid: uid})
-	})
+	allocs, err := p.podAllocations(ctx, uid, statev1.Phase_PHASE_UNSPECIFIED)
 	if err != nil {
 		return fmt.Errorf("listing the devices of the pod: %w", err)
 	}
-	if missing := notInPlace(allocs.GetAllocations(), netns); len(missing) > 0 {
+	if missing := notInPlace(allocs, netns); len(missing) > 0 {
 		p.forget(uid, w)
 		return fmt.Errorf("%s not in the pod's network namespace", deviceList(missing))
 	}
@@ -167,12 +161,9 @@ func (p *Plugin) liveAttach(uid, netns string) *podWork {
 // that reaches a plugin just restarted waits for that instead of finding
 // no sandbox.
 func (p *Plugin) awaitSynchronized(ctx context.Context) {
-	for !p.conn.connected.Load() {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(20 * time.Millisecond):
-		}
+	select {
+	case <-p.conn.readyChan():
+	case <-ctx.Done():
 	}
 }
 

@@ -140,7 +140,7 @@ func (p *Plugin) lockPod(uid string) (unlock func()) {
 // sandbox started while this plugin was not connected) are attached.
 func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, _ []*api.Container) ([]*api.ContainerUpdate, error) {
 	defer p.metrics.observe("Synchronize", time.Now(), nil)
-	p.conn.connected.Store(true)
+	p.conn.setConnected(true)
 	p.conn.connections.Add(1)
 	live := map[string]string{}
 	for _, pod := range pods {
@@ -367,6 +367,16 @@ func (p *Plugin) reconcileAttach(ctx context.Context, a *statev1.Allocation) {
 	}
 	p.log.Warn("Attached a device of a pod that ran without it: its sandbox started while netdra's NRI plugin was not connected",
 		"device", a.GetDeviceName(), "uid", a.GetPodUid(), "netns", netns)
+}
+
+// podAllocations returns the pod's allocations from the state service,
+// only those in phase unless it is PHASE_UNSPECIFIED, retrying while the
+// service is unavailable (retry). An error is the last call's, or ctx's.
+func (p *Plugin) podAllocations(ctx context.Context, uid string, phase statev1.Phase) ([]*statev1.Allocation, error) {
+	resp, err := retry(ctx, func(ctx context.Context) (*statev1.ListAllocationsResponse, error) {
+		return p.state.ListAllocations(ctx, &statev1.ListAllocationsRequest{PodUid: uid, Phase: phase})
+	})
+	return resp.GetAllocations(), err
 }
 
 // retry calls f again while it fails with Unavailable, until ctx ends: the

@@ -31,7 +31,7 @@ func (p *Plugin) Serve(ctx context.Context, c Connection) error {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		closed := func() {
-			p.conn.connected.Store(false)
+			p.conn.setConnected(false)
 			cancel()
 		}
 		p.conn.socket.Store(c.Socket)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -73,6 +74,43 @@ type conn struct {
 	socket      atomic.Value // string
 	connected   atomic.Bool
 	connections atomic.Uint32
+
+	mu    sync.Mutex
+	ready chan struct{} // closed while connected; replaced when it drops
+}
+
+// setConnected records whether the plugin is synchronized with the
+// runtime, and wakes the callers of readyChan when it becomes so.
+func (c *conn) setConnected(up bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.connected.Store(up)
+	ch := c.readyLocked()
+	select {
+	case <-ch:
+		if !up {
+			c.ready = make(chan struct{})
+		}
+	default:
+		if up {
+			close(ch)
+		}
+	}
+}
+
+// readyChan returns a channel closed once the plugin is synchronized with
+// the runtime (already closed when it is now).
+func (c *conn) readyChan() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.readyLocked()
+}
+
+func (c *conn) readyLocked() chan struct{} {
+	if c.ready == nil {
+		c.ready = make(chan struct{})
+	}
+	return c.ready
 }
 
 // collectors read c at each scrape: netdra_nri_runtime_connected is 1

@@ -254,13 +254,11 @@ func (p *Plugin) attachPod(ctx context.Context, log *slog.Logger, w *podWork, ui
 		return errSandboxStopped
 	}
 	w.at("listing the pod's devices")
-	allocs, err := retry(ctx, func(ctx context.Context) (*statev1.ListAllocationsResponse, error) {
-		return p.state.ListAllocations(ctx, &statev1.ListAllocationsRequest{PodUid: uid})
-	})
+	allocs, err := p.podAllocations(ctx, uid, statev1.Phase_PHASE_UNSPECIFIED)
 	if err != nil {
 		return fmt.Errorf("listing the devices of pod %s: %w", uid, err)
 	}
-	todo := notInPlace(allocs.GetAllocations(), netns)
+	todo := notInPlace(allocs, netns)
 	if len(todo) == 0 {
 		return nil
 	}
@@ -298,15 +296,13 @@ func (p *Plugin) attachPod(ctx context.Context, log *slog.Logger, w *podWork, ui
 func (p *Plugin) detachPod(ctx context.Context, log *slog.Logger, uid, netns string) error {
 	unlock := p.lockPod(uid)
 	defer unlock()
-	allocs, err := retry(ctx, func(ctx context.Context) (*statev1.ListAllocationsResponse, error) {
-		return p.state.ListAllocations(ctx, &statev1.ListAllocationsRequest{PodUid: uid, Phase: statev1.Phase_PHASE_ATTACHED})
-	})
+	allocs, err := p.podAllocations(ctx, uid, statev1.Phase_PHASE_ATTACHED)
 	if err != nil {
 		return fmt.Errorf("listing the devices of pod %s: %w", uid, err)
 	}
 	var todo []*statev1.Allocation
 	var nss []string
-	for _, a := range allocs.GetAllocations() {
+	for _, a := range allocs {
 		ns := netns
 		switch {
 		case ns == "":

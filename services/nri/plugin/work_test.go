@@ -43,7 +43,7 @@ func TestHooks_ReturnWhileMovesHeld(t *testing.T) {
 	w := newWorld(alloc("a", "pod1", prepared))
 	w.hold = make(chan struct{})
 	p := newPlugin(t, w).WithGate(Gate{Hook: "/opt/netdra/bin/netdra-hook", Socket: "/run/netdra-gate/nri.sock"})
-	p.conn.connected.Store(true) // as after Synchronize
+	p.conn.setConnected(true) // as after Synchronize
 	ctx, sb := context.Background(), pod("pod1", "/var/run/netns/p1")
 	returns(t, "RunPodSandbox", func() error { return p.RunPodSandbox(ctx, sb) })
 	var adj *api.ContainerAdjustment
@@ -87,7 +87,7 @@ func TestWaitAttached_Refusals(t *testing.T) {
 	w := newWorld(alloc("a", "pod1", prepared))
 	w.failAttach["a"] = errors.New("link busy")
 	p := newPlugin(t, w).WithGate(Gate{Hook: "/opt/netdra/bin/netdra-hook", Socket: "/run/netdra-gate/nri.sock"})
-	p.conn.connected.Store(true) // as after Synchronize
+	p.conn.setConnected(true) // as after Synchronize
 	ctx, srv := context.Background(), p.StatusServer()
 	for _, tc := range []struct {
 		req  *nriv1.WaitAttachedRequest
@@ -239,7 +239,7 @@ func TestWork_BoundsCalls(t *testing.T) {
 	// the last pods queue theirs and never reaches the bound.
 	w.pause = 50 * time.Millisecond
 	p := newPlugin(t, w)
-	p.conn.connected.Store(true) // as after Synchronize
+	p.conn.setConnected(true) // as after Synchronize
 	ctx := context.Background()
 	sandbox := func(i int) *api.PodSandbox { return pod(fmt.Sprintf("pod%d", i), fmt.Sprintf("/var/run/netns/p%d", i)) }
 	for i := range pods {
