@@ -307,8 +307,27 @@ images-load: images ## Import _output/images/*.tar into containerd's k8s.io name
 	done
 
 .PHONY: test-images
-test-images: ## Run pods/images' tests: the builder, pods/Dockerfile and pods/base describe the same images; one image read back.
-	cd pods/images && $(GO) vet ./... && $(GO) test -vet=off -count=1 -p 1 ./...
+test-images: $(TOOLS)/stamps/helm-$(HELM_VERSION) ## Run pods/images' tests: the builder, pods/Dockerfile and pods/base describe the same images; one image read back; a release pushed to a registry.
+	cd pods/images && $(GO) vet ./... && HELM=$(HELM) $(GO) test -vet=off -count=1 -p 1 ./...
+
+# A release: `make release VERSION=v0.4.0` builds every image for
+# RELEASE_ARCHS as one OCI index each (_output/release/<service>.tar),
+# tagged VERSION under RELEASE_REGISTRY, and packages the chart with
+# version 0.4.0, appVersion v0.4.0, image.registry RELEASE_REGISTRY and
+# every image pinned to its index's digest (_output/release/
+# netdra-0.4.0.tgz, and images.txt). PUSH=1 pushes the images and then the
+# chart to oci://RELEASE_REGISTRY/charts (credentials from docker login;
+# plain HTTP to a registry on localhost).
+RELEASE_REGISTRY ?= $(IMAGE_PREFIX)
+RELEASE_ARCHS    ?= amd64,arm64
+PUSH             ?= 0
+
+.PHONY: release
+release: $(TOOLS)/stamps/helm-$(HELM_VERSION) ## Build a release (VERSION=vX.Y.Z): multi-arch images as OCI indexes and the chart pinned to them; PUSH=1 pushes both to RELEASE_REGISTRY.
+	@test -n "$(VERSION)" || { echo "usage: make release VERSION=vX.Y.Z [RELEASE_REGISTRY=$(IMAGE_PREFIX)] [RELEASE_ARCHS=$(RELEASE_ARCHS)] [PUSH=1]" >&2; exit 2; }
+	$(GO) run -C pods/images . -root $(CURDIR) -out $(OUT)/release -release $(VERSION) \
+		-prefix $(RELEASE_REGISTRY) -arch $(RELEASE_ARCHS) -licenses '$(IMAGE_LICENSES)' -go $(GO) -helm $(HELM) \
+		$(if $(filter 1,$(PUSH)),-push)
 
 .PHONY: images-engine
 images-engine: ## Build every service's image from pods/Dockerfile with a container engine; fails clearly without one.

@@ -93,12 +93,49 @@ func newImage(img image, layer v1.Layer, arch string, p provenance) (v1.Image, e
 	return mutate.ConfigFile(withLayer, cfg)
 }
 
-// writeArchive writes img as an OCI image layout (oci-layout, index.json
-// naming the image, blobs/sha256/) in one tar file, out: the format
-// `ctr images import` reads. go-containerregistry writes the layout into a
-// directory beside out; this packs that directory with every entry at
-// mtime and owned by root, so that the same image gives the same bytes.
-func writeArchive(img v1.Image, name reference.NamedTagged, arch string, mtime time.Time, out string) error {
+// artifact is what one service's archive holds and a push writes: one
+// image for one architecture, or an OCI index of one image per
+// architecture.
+type artifact struct {
+	image v1.Image // when index is nil
+	arch  string   // image's
+	index v1.ImageIndex
+}
+
+// newArtifact makes images (one per arch, in that order) an artifact: an
+// OCI index when asIndex, else the one image.
+func newArtifact(images []v1.Image, archs []string, asIndex bool) (artifact, error) {
+	if !asIndex {
+		if len(images) != 1 {
+			return artifact{}, fmt.Errorf("%d architectures need an index", len(images))
+		}
+		return artifact{image: images[0], arch: archs[0]}, nil
+	}
+	adds := make([]mutate.IndexAddendum, len(images))
+	for i, img := range images {
+		adds[i] = mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{
+			MediaType: types.OCIManifestSchema1,
+			Platform:  &v1.Platform{OS: "linux", Architecture: archs[i]},
+		}}
+	}
+	return artifact{index: mutate.AppendManifests(mutate.IndexMediaType(empty.Index, types.OCIImageIndex), adds...)}, nil
+}
+
+// Digest is the digest a registry names the artifact by: the index's, or
+// the image manifest's.
+func (a artifact) Digest() (v1.Hash, error) {
+	if a.index != nil {
+		return a.index.Digest()
+	}
+	return a.image.Digest()
+}
+
+// writeArchive writes a as an OCI image layout (oci-layout, index.json
+// naming the image or index, blobs/sha256/) in one tar file, out: the
+// format `ctr images import` reads. go-containerregistry writes the layout
+// into a directory beside out; this packs that directory with every entry
+// at mtime and owned by root, so that the same image gives the same bytes.
+func writeArchive(a artifact, name reference.NamedTagged, mtime time.Time, out string) error {
 	dir, err := os.MkdirTemp(filepath.Dir(out), ".layout-")
 	if err != nil {
 		return err
@@ -108,9 +145,12 @@ func writeArchive(img v1.Image, name reference.NamedTagged, arch string, mtime t
 	if err != nil {
 		return fmt.Errorf("OCI layout: %w", err)
 	}
-	err = p.AppendImage(img,
-		layout.WithPlatform(v1.Platform{OS: "linux", Architecture: arch}),
-		layout.WithAnnotations(map[string]string{annotationImageName: name.String(), annotationRefName: name.Tag()}))
+	annotations := layout.WithAnnotations(map[string]string{annotationImageName: name.String(), annotationRefName: name.Tag()})
+	if a.index != nil {
+		err = p.AppendIndex(a.index, annotations)
+	} else {
+		err = p.AppendImage(a.image, layout.WithPlatform(v1.Platform{OS: "linux", Architecture: a.arch}), annotations)
+	}
 	if err != nil {
 		return fmt.Errorf("OCI layout: %w", err)
 	}

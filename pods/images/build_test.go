@@ -38,7 +38,7 @@ func TestBuild_ReadBack(t *testing.T) {
 	if err := buildBinaries(context.Background(), "go", repoRoot, dir, runtime.GOARCH, []string{img.service}); err != nil {
 		t.Fatal(err)
 	}
-	c := config{out: filepath.Join(dir, "a"), prefix: "registry.example.com/netdra", tag: "v9.9.9", arch: runtime.GOARCH, prov: provenance{
+	c := config{out: filepath.Join(dir, "a"), prefix: "registry.example.com/netdra", tag: "v9.9.9", archs: []string{runtime.GOARCH}, prov: provenance{
 		source: "https://example.com/netdra", version: "v9.9.9", revision: "0123456789abcdef", licenses: "Apache-2.0",
 		created: time.Unix(1700000000, 0).UTC(),
 	}}
@@ -97,27 +97,7 @@ func checkArchiveEntries(t *testing.T, archive string, created time.Time) {
 // annotations and platform index.json gives it.
 func readLayout(t *testing.T, archive string, annotations map[string]string) v1.Image {
 	t.Helper()
-	dir := t.TempDir()
-	forEachEntry(t, archive, func(h *tar.Header, r io.Reader) {
-		p := filepath.Join(dir, filepath.FromSlash(h.Name))
-		if h.Typeflag == tar.TypeDir {
-			if err := os.MkdirAll(p, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			return
-		}
-		b, err := io.ReadAll(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	})
-	idx, err := layout.ImageIndexFromPath(dir)
-	if err != nil {
-		t.Fatalf("reading the OCI layout: %v", err)
-	}
+	idx := unpackLayout(t, archive)
 	im, err := idx.IndexManifest()
 	if err != nil {
 		t.Fatal(err)
@@ -145,14 +125,41 @@ func readLayout(t *testing.T, archive string, annotations map[string]string) v1.
 	return oci
 }
 
+// unpackLayout unpacks the archive's OCI layout and returns its index.json.
+func unpackLayout(t *testing.T, archive string) v1.ImageIndex {
+	t.Helper()
+	dir := t.TempDir()
+	forEachEntry(t, archive, func(h *tar.Header, r io.Reader) {
+		p := filepath.Join(dir, filepath.FromSlash(h.Name))
+		if h.Typeflag == tar.TypeDir {
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		b, err := io.ReadAll(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	})
+	idx, err := layout.ImageIndexFromPath(dir)
+	if err != nil {
+		t.Fatalf("reading the OCI layout: %v", err)
+	}
+	return idx
+}
+
 func checkConfig(t *testing.T, oci v1.Image, img image, c config) {
 	t.Helper()
 	cfg, err := oci.ConfigFile()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.OS != "linux" || cfg.Architecture != c.arch || !cfg.Created.Time.Equal(c.prov.created) {
-		t.Errorf("config: %s/%s created %s; want linux/%s created %s", cfg.OS, cfg.Architecture, cfg.Created.Time, c.arch, c.prov.created)
+	if cfg.OS != "linux" || cfg.Architecture != c.archs[0] || !cfg.Created.Time.Equal(c.prov.created) {
+		t.Errorf("config: %s/%s created %s; want linux/%s created %s", cfg.OS, cfg.Architecture, cfg.Created.Time, c.archs[0], c.prov.created)
 	}
 	if cfg.Config.User != "65532:65532" {
 		t.Errorf("config user %q, want 65532:65532", cfg.Config.User)

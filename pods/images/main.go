@@ -22,6 +22,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/distribution/reference"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -41,10 +43,13 @@ type config struct {
 	out      string // where <service>.tar and bin/ go
 	prefix   string
 	tag      string
-	arch     string
+	archs    []string // GOARCH of each image; more than one makes an index
+	index    bool     // an OCI index even for one arch
+	push     bool     // push each image to <prefix>/<service>:<tag>
 	goCmd    string
 	services []string
 	prov     provenance
+	release  releaseConfig
 }
 
 // DefaultPrefix is where the images are published, the chart's default
@@ -64,12 +69,16 @@ const DefaultLicenses = "Apache-2.0"
 func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("images", flag.ContinueOnError)
 	var c config
-	var services, epoch string
+	var services, epoch, archs string
 	fs.StringVar(&c.root, "root", "../..", "the repository")
 	fs.StringVar(&c.out, "out", "", "output directory (default <root>/_output/images)")
 	fs.StringVar(&c.prefix, "prefix", DefaultPrefix, "image name prefix: images are <prefix>/<service>:<tag>")
 	fs.StringVar(&c.tag, "tag", "", "image tag (default the chart's appVersion, "+chartFile+")")
-	fs.StringVar(&c.arch, "arch", runtime.GOARCH, "GOARCH of the binaries and the images")
+	fs.StringVar(&archs, "arch", runtime.GOARCH, "comma-separated GOARCHes of the binaries and images; more than one makes each image an OCI index")
+	fs.BoolVar(&c.index, "index", false, "make each image an OCI index even for one -arch")
+	fs.BoolVar(&c.push, "push", false, "push each image to <prefix>/<service>:<tag> (credentials from the Docker config; plain HTTP to a registry on localhost)")
+	fs.StringVar(&c.release.version, "release", "", "make a release of this version (vX.Y.Z): every image an OCI index, and the chart packaged into <out>/ with that version, its images' digests and -prefix as its registry (pushed with -push)")
+	fs.StringVar(&c.release.helm, "helm", "helm", "the helm command (-release)")
 	fs.StringVar(&c.goCmd, "go", "go", "the go command")
 	fs.StringVar(&services, "services", "", "comma-separated services to build (default all)")
 	fs.StringVar(&c.prov.source, "source", "https://github.com/netdra/netdra", "org.opencontainers.image.source")
@@ -98,6 +107,18 @@ func parseFlags(args []string) (config, error) {
 	if c.services, err = selectServices(services); err != nil {
 		return c, err
 	}
+	if c.archs, err = selectArchs(archs); err != nil {
+		return c, err
+	}
+	if c.release.version != "" {
+		if err := c.release.check(); err != nil {
+			return c, err
+		}
+		c.tag, c.index = c.release.version, true
+		if c.prov.version == "" {
+			c.prov.version = c.release.version
+		}
+	}
 	return c, fillProvenance(c.root, &c.prov, epoch)
 }
 
@@ -114,6 +135,25 @@ func appVersion(root string) (string, error) {
 		return "", fmt.Errorf("the default tag: %s has no appVersion (%v)", chartFile, err)
 	}
 	return chart.AppVersion, nil
+}
+
+// goarches are the architectures an image may be built for: those
+// Kubernetes nodes run and the provisioner's netlink code is built for.
+var goarches = map[string]bool{"amd64": true, "arm64": true}
+
+func selectArchs(list string) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	for _, a := range strings.Split(list, ",") {
+		if !goarches[a] {
+			return nil, fmt.Errorf("-arch: %q is not one of amd64, arm64", a)
+		}
+		if !seen[a] {
+			seen[a] = true
+			out = append(out, a)
+		}
+	}
+	return out, nil
 }
 
 func selectServices(list string) ([]string, error) {
@@ -175,22 +215,45 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	t0 := time.Now()
 	bins := filepath.Join(c.out, "bin")
-	if err := os.MkdirAll(bins, 0o755); err != nil {
-		return err
+	for _, arch := range c.archs {
+		dir := binDirOf(bins, arch, c.archs)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		if err := buildBinaries(ctx, c.goCmd, c.root, dir, arch, c.services); err != nil {
+			return err
+		}
 	}
-	if err := buildBinaries(ctx, c.goCmd, c.root, bins, c.arch, c.services); err != nil {
-		return err
-	}
+	digests := map[string]string{}
 	for _, s := range c.services {
 		img, _ := lookup(s)
 		res, err := pack(img, bins, c)
 		if err != nil {
 			return fmt.Errorf("image %s: %w", s, err)
 		}
+		if c.push {
+			if err := push(ctx, res); err != nil {
+				return fmt.Errorf("image %s: %w", s, err)
+			}
+		}
+		digests[s] = res.digest
 		fmt.Fprintf(stdout, "%-40s %s  %5.1f MB  %s\n", res.name, res.digest, float64(res.size)/1e6, res.path)
 	}
-	fmt.Fprintf(stdout, "%d images in %s (%s, %s)\n", len(c.services), time.Since(t0).Round(100*time.Millisecond), c.prov.version, c.prov.created.Format(time.RFC3339))
+	fmt.Fprintf(stdout, "%d images for %s in %s (%s, %s)\n", len(c.services), strings.Join(c.archs, ","), time.Since(t0).Round(100*time.Millisecond), c.prov.version, c.prov.created.Format(time.RFC3339))
+	if c.release.version != "" {
+		return c.release.packageChart(ctx, c, digests, stdout)
+	}
 	return nil
+}
+
+// binDirOf is where the binaries for arch are built: dir itself for a
+// single-architecture build (the layout make images always had), else
+// dir/<arch>.
+func binDirOf(dir, arch string, archs []string) string {
+	if len(archs) == 1 {
+		return dir
+	}
+	return filepath.Join(dir, arch)
 }
 
 // buildTags are the shipped binaries' build tags (the Makefile's GO_TAGS):
@@ -223,38 +286,50 @@ func buildBinaries(ctx context.Context, goCmd, root, dir, arch string, services 
 	return nil
 }
 
-// packed is one written archive.
+// packed is one written archive: an image, or an index of one image per
+// architecture.
 type packed struct {
 	name, digest, path string
 	size               int64
+	ref                reference.NamedTagged
+	artifact           artifact
 }
 
-// pack writes the image of img, whose binaries are in dir, to
-// <c.out>/<service>.tar.
+// pack writes the image of img, whose binaries are under dir (binDirOf),
+// to <c.out>/<service>.tar: one image for a single arch, else (or with
+// c.index) an OCI index of one image per arch.
 func pack(img image, dir string, c config) (packed, error) {
 	name, err := imageName(c.prefix, img.service, c.tag)
 	if err != nil {
 		return packed{}, err
 	}
-	layer, err := newLayer(img, dir, c.prov.created)
+	var images []v1.Image
+	for _, arch := range c.archs {
+		layer, err := newLayer(img, binDirOf(dir, arch, c.archs), c.prov.created)
+		if err != nil {
+			return packed{}, err
+		}
+		oci, err := newImage(img, layer, arch, c.prov)
+		if err != nil {
+			return packed{}, err
+		}
+		images = append(images, oci)
+	}
+	a, err := newArtifact(images, c.archs, c.index || len(c.archs) > 1)
 	if err != nil {
 		return packed{}, err
 	}
-	oci, err := newImage(img, layer, c.arch, c.prov)
-	if err != nil {
-		return packed{}, err
-	}
-	digest, err := oci.Digest()
+	digest, err := a.Digest()
 	if err != nil {
 		return packed{}, err
 	}
 	out := filepath.Join(c.out, img.service+".tar")
-	if err := writeArchive(oci, name, c.arch, c.prov.created, out); err != nil {
+	if err := writeArchive(a, name, c.prov.created, out); err != nil {
 		return packed{}, err
 	}
 	fi, err := os.Stat(out)
 	if err != nil {
 		return packed{}, err
 	}
-	return packed{name: name.String(), digest: digest.String(), path: out, size: fi.Size()}, nil
+	return packed{name: name.String(), digest: digest.String(), path: out, size: fi.Size(), ref: name, artifact: a}, nil
 }
