@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -161,7 +162,7 @@ func Start(t testing.TB, name, dir, hostNS string, args ...string) *Proc {
 			t.Logf("%s log:\n%s", name, p.Log())
 			return
 		}
-		if line, ok := oneFormat(p.Log()); !ok {
+		if line, ok := oneFormat(p.Log(), p.logs.cutLines()); !ok {
 			t.Errorf("%s wrote a log line that is not JSON (every library's lines go through the process's logger): %q", name, line)
 		}
 	})
@@ -170,8 +171,16 @@ func Start(t testing.TB, name, dir, hostNS string, args ...string) *Proc {
 
 // oneFormat reports whether every line of log is a JSON object, the node
 // processes' default log format, and otherwise the first line that is not.
-func oneFormat(log string) (string, bool) {
+// A line that starts at an offset in cut is one a SIGKILL cut short (Kill)
+// and is not judged.
+func oneFormat(log string, cut map[int]bool) (string, bool) {
+	off := 0
 	for line := range strings.Lines(log) {
+		start := off
+		off += len(line)
+		if cut[start] {
+			continue
+		}
 		if line = strings.TrimSpace(line); line != "" && !(strings.HasPrefix(line, "{") && json.Valid([]byte(line))) {
 			return line, false
 		}
@@ -247,6 +256,10 @@ func (p *Proc) Kill() {
 		_ = p.cmd.Process.Signal(syscall.SIGKILL)
 	}
 	<-p.exited
+	// A process killed in the middle of a write (a long line into a full
+	// pipe) leaves half a line: end it, so that the next start's lines
+	// begin on their own, and mark it as cut.
+	p.logs.endCutLine()
 }
 
 // Restart starts the process again with the same arguments.
@@ -257,8 +270,32 @@ func (p *Proc) Restart() {
 }
 
 type lockedWriter struct {
-	mu sync.Mutex
-	b  strings.Builder
+	mu  sync.Mutex
+	b   strings.Builder
+	cut map[int]bool // offsets of the lines a kill cut short
+}
+
+// endCutLine ends the log's last line when it has no newline, and records
+// it as cut.
+func (w *lockedWriter) endCutLine() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := w.b.String()
+	if s == "" || strings.HasSuffix(s, "\n") {
+		return
+	}
+	if w.cut == nil {
+		w.cut = map[int]bool{}
+	}
+	w.cut[strings.LastIndexByte(s, '\n')+1] = true
+	w.b.WriteByte('\n')
+}
+
+// cutLines returns the offsets of the lines a kill cut short.
+func (w *lockedWriter) cutLines() map[int]bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return maps.Clone(w.cut)
 }
 
 func (w *lockedWriter) String() string {

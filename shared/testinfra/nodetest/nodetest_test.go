@@ -36,3 +36,21 @@ func TestBinaries_AsShipped(t *testing.T) {
 		}
 	}
 }
+
+// TestOneFormat_CutLine: a line a kill cut short is not judged, and the
+// next start's first line is judged on its own; any other line that is not
+// JSON is reported.
+func TestOneFormat_CutLine(t *testing.T) {
+	w := &lockedWriter{}
+	_, _ = w.Write([]byte("{\"msg\":\"a\"}\n{\"msg\":\"cut sh"))
+	w.endCutLine()
+	w.endCutLine() // a second kill with nothing written: nothing more cut
+	_, _ = w.Write([]byte("{\"msg\":\"restarted\"}\n"))
+	if line, ok := oneFormat(w.String(), w.cutLines()); !ok {
+		t.Errorf("oneFormat refused %q of a log whose only bad line a kill cut", line)
+	}
+	_, _ = w.Write([]byte("I1205 a klog line\n"))
+	if line, ok := oneFormat(w.String(), w.cutLines()); ok || line != "I1205 a klog line" {
+		t.Errorf("oneFormat = %q, %v; want the klog line refused", line, ok)
+	}
+}
