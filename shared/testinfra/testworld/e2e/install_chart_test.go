@@ -2,54 +2,68 @@ package e2e
 
 import (
 	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-containerregistry/pkg/registry"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/netdra/netdra/shared/testinfra/testenv"
 	helmbin "github.com/netdra/netdra/shared/testinfra/testworld/internal/helm"
 	"github.com/netdra/netdra/shared/testinfra/testworld/worldtest"
 )
 
-// TestE2E_InstallChart installs netdra with the Helm chart on a real node,
-// as the README's "Install with Helm" says, the node's paths given as
-// values (kubeletRootDir, nriSocketDir, stateDir, cdiDir) instead of the
-// kustomize overlay's patch: both rollouts, a pod with a claim Running
-// with net1, health through kubectl exec, a helm upgrade to a new image
-// tag while the pod holds its device (it keeps it; a pod created after
-// gets the other); then helm uninstall, the CRDs (which the release keeps)
-// deleted with kubectl delete -k pods/chart/netdra/files/crds and the
-// namespace: every device back, nothing left on the node but the state
-// file. The chart's ResourceSlice policy is on throughout: dra publishes
-// its node's slices through it.
+// TestE2E_InstallChart installs a netdra release with the Helm chart on a
+// real node, as a user installs one: `make release` builds the images as
+// OCI indexes and the chart pinned to their digests and pushes both to a
+// registry (go-containerregistry's, served by the test on a loopback
+// port); helm installs the chart from that registry into netdra-e2e, not
+// netdra-system, the node's paths given as values (kubeletRootDir,
+// nriSocketDir, stateDir, cdiDir) instead of the kustomize overlay's
+// patch; the node's containerd pulls every image from the registry. Then:
+// both rollouts, a pod with a claim Running with net1, health through
+// kubectl exec, a helm upgrade to the next release while the pod holds its
+// device (it keeps it; a pod created after gets the other); then helm
+// uninstall, the CRDs (which the release keeps) deleted with kubectl delete
+// -k pods/chart/netdra/files/crds and the namespace: every device back,
+// nothing left on the node but the state file. The chart's ResourceSlice
+// policy is on throughout: dra publishes its node's slices through it.
 func TestE2E_InstallChart(t *testing.T) {
 	testenv.RequireRoot(t, "runs a real node and hands host veths to pods")
 	t0 := time.Now()
 	cp := worldtest.ControlPlane(t)
 	n := worldtest.Node(t, cp)
 	in := newInstaller(t, cp, n)
+	in.ns = "netdra-e2e"
 	links := hostVeths(t, "ndch", 2)
 	bpfBefore := bpfTree()
 	helm := helmbin.Binary(t)
+	reg := serveRegistry(t)
 
-	const tag = "e2e-chart"
-	in.loadImages(t, tag)
+	const first, next = "v0.0.1-e2e", "v0.0.2-e2e"
+	in.release(t, reg, first)
 	values := filepath.Join(in.dir, "values.yaml")
-	write(t, values, fmt.Sprintf(`image: {registry: localhost/netdra, tag: %s}
-kubeletRootDir: %s
+	write(t, values, fmt.Sprintf(`kubeletRootDir: %s
 nriSocketDir: %s
 stateDir: %s
 cdiDir: %s
-metrics: {draAddress: "127.0.0.1:%d", nriAddress: "127.0.0.1:%d", stateAddress: "127.0.0.1:%d", provisionerAddress: "127.0.0.1:%d"}
-`, tag, n.KubeletDir(), n.NRIDir(), filepath.Join(n.Dir(), "netdra-state"), n.CDIDir(), in.ports[0], in.ports[1], in.ports[2], in.ports[3]))
-	chart := filepath.Join(in.repo, "pods/chart/netdra")
+metrics: {ports: {dra: %d, nri: %d, state: %d, provisioner: %d}}
+`, n.KubeletDir(), n.NRIDir(), filepath.Join(n.Dir(), "netdra-state"), n.CDIDir(), in.ports[0], in.ports[1], in.ports[2], in.ports[3]))
+	chart := "oci://" + reg + "/netdra/charts/netdra"
 	t.Cleanup(func() {
 		if t.Failed() {
 			in.forceUninstall(t, "")
 		}
-		_, _ = in.try(2*time.Minute, helm, "uninstall", "netdra", "-n", "netdra-system", "--ignore-not-found")
+		_, _ = in.try(2*time.Minute, helm, "uninstall", "netdra", "-n", in.ns, "--ignore-not-found")
 		_, _ = in.try(time.Minute, in.kubectl, "delete", "-k", filepath.Join(in.repo, "pods/chart/netdra/files/crds"), "--ignore-not-found")
-		_, _ = in.try(time.Minute, in.kubectl, "delete", "namespace", "netdra-system", "--ignore-not-found")
+		_, _ = in.try(time.Minute, in.kubectl, "delete", "namespace", in.ns, "--ignore-not-found")
 	})
 	// The shared control plane has netdra's CRDs from the tests before
 	// (applied, not Helm's): given to the release as the chart's README
@@ -59,20 +73,28 @@ metrics: {draAddress: "127.0.0.1:%d", nriAddress: "127.0.0.1:%d", stateAddress: 
 			continue
 		}
 		in.k(t, "label", "--overwrite", "crd", crd, "app.kubernetes.io/managed-by=Helm")
-		in.k(t, "annotate", "--overwrite", "crd", crd, "meta.helm.sh/release-name=netdra", "meta.helm.sh/release-namespace=netdra-system")
+		in.k(t, "annotate", "--overwrite", "crd", crd, "meta.helm.sh/release-name=netdra", "meta.helm.sh/release-namespace="+in.ns)
 	}
-	in.run(t, 4*time.Minute, helm, "install", "netdra", chart, "-n", "netdra-system", "--create-namespace", "-f", values)
-	in.k(t, "-n", "netdra-system", "rollout", "status", "ds/netdra-node", "--timeout=3m")
-	in.k(t, "-n", "netdra-system", "rollout", "status", "deploy/netdra-operator", "--timeout=3m")
+	in.run(t, 4*time.Minute, helm, "install", "netdra", chart, "--version", chartVersion(first), "--plain-http",
+		"-n", in.ns, "--create-namespace", "-f", values)
+	in.k(t, "-n", in.ns, "rollout", "status", "ds/netdra-node", "--timeout=3m")
+	in.k(t, "-n", in.ns, "rollout", "status", "deploy/netdra-operator", "--timeout=3m")
 	nodePod := in.nodePod(t)
+	for _, c := range append(nodePod.Spec.InitContainers, nodePod.Spec.Containers...) {
+		if !strings.HasPrefix(c.Image, reg+"/netdra/") || !strings.Contains(c.Image, ":"+first+"@sha256:") {
+			t.Errorf("container %s runs %s, want the release's %s/netdra/<service>:%s@sha256:...", c.Name, c.Image, reg, first)
+		}
+	}
 
 	in.configure(t, links)
 	pod := in.demoPod(t)
-	in.k(t, "-n", "netdra-system", "exec", "ds/netdra-node", "-c", "dra", "--", "/usr/local/bin/dra", "health", "-socket=/run/netdra/dra.sock")
+	in.k(t, "-n", in.ns, "exec", "ds/netdra-node", "-c", "dra", "--", "/usr/local/bin/dra", "health", "-socket=/run/netdra/dra.sock")
+	in.scrapeLikePrometheus(t, nodePod)
 
-	// helm upgrade to a new image tag while the pod holds a device.
-	nodePod = in.roll(t, tag+"-2", nodePod, pod, func(tag string) {
-		in.run(t, 4*time.Minute, helm, "upgrade", "netdra", chart, "-n", "netdra-system", "-f", values, "--set", "image.tag="+tag)
+	// helm upgrade to the next release while the pod holds a device.
+	in.release(t, reg, next)
+	nodePod = in.roll(t, ":"+next+"@sha256:", nodePod, pod, func() {
+		in.run(t, 4*time.Minute, helm, "upgrade", "netdra", chart, "--version", chartVersion(next), "--plain-http", "-n", in.ns, "-f", values)
 	})
 
 	// Both manifests hold the demo namespace: the second finds it going.
@@ -84,9 +106,66 @@ metrics: {draAddress: "127.0.0.1:%d", nriAddress: "127.0.0.1:%d", stateAddress: 
 		}
 	}
 	in.k(t, "delete", "-f", filepath.Join(in.repo, "pods/examples/device-classes.yaml"), "-f", filepath.Join(in.dir, "cluster-config.yaml"))
-	in.run(t, 4*time.Minute, helm, "uninstall", "netdra", "-n", "netdra-system", "--wait")
+	in.run(t, 4*time.Minute, helm, "uninstall", "netdra", "-n", in.ns, "--wait")
 	in.k(t, "delete", "-k", filepath.Join(in.repo, "pods/chart/netdra/files/crds"))
-	in.k(t, "delete", "namespace", "netdra-system") // made by --create-namespace, not the release
+	in.k(t, "delete", "namespace", in.ns) // made by --create-namespace, not the release
 	in.checkNothingLeft(t, nodePod, bpfBefore, links)
-	t.Logf("installed with Helm, used, upgraded to a new tag and uninstalled in %s", time.Since(t0).Round(time.Millisecond))
+	t.Logf("released to a registry, installed from it with Helm, used, upgraded to the next release and uninstalled in %s", time.Since(t0).Round(time.Millisecond))
+}
+
+// release runs `make release VERSION=version PUSH=1` for this machine's
+// architecture, into the registry at reg (host:port) under netdra/.
+func (in *installer) release(t *testing.T, reg, version string) {
+	t.Helper()
+	t0 := time.Now()
+	out := in.run(t, 15*time.Minute, "make", "-C", in.repo, "release", "VERSION="+version, "RELEASE_REGISTRY="+reg+"/netdra",
+		"RELEASE_ARCHS="+runtime.GOARCH, "PUSH=1")
+	t.Logf("make release VERSION=%s: %s\n%s", version, time.Since(t0).Round(time.Millisecond), out)
+}
+
+// chartVersion is the chart version of a release's version: without the v.
+func chartVersion(version string) string { return strings.TrimPrefix(version, "v") }
+
+// serveRegistry serves an OCI registry (go-containerregistry's, in
+// memory) on a loopback port until the test ends, and returns its
+// host:port: plain HTTP, which helm (--plain-http), go-containerregistry
+// and containerd speak to a loopback registry.
+func serveRegistry(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: registry.New(registry.Logger(log.New(io.Discard, "", 0))), ReadHeaderTimeout: time.Minute}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return l.Addr().String()
+}
+
+// scrapeLikePrometheus scrapes every process's metrics as the chart's
+// PodMonitor has Prometheus do: the node pod's named metrics ports, on the
+// pod's IP (the node's, not loopback: the chart binds $(POD_IP)).
+func (in *installer) scrapeLikePrometheus(t *testing.T, nodePod *corev1.Pod) {
+	t.Helper()
+	ports := map[string]int32{}
+	for _, c := range nodePod.Spec.Containers {
+		for _, p := range c.Ports {
+			ports[p.Name] = p.ContainerPort
+		}
+	}
+	ip := nodePod.Status.PodIP
+	if ip == "" || net.ParseIP(ip).IsLoopback() {
+		t.Fatalf("the node pod's IP is %q, want the node's address", ip)
+	}
+	for i, who := range []string{"dra", "nri", "state", "prov"} {
+		port, ok := ports["metrics-"+who]
+		if !ok || int(port) != in.ports[i] {
+			t.Errorf("the node pod's port metrics-%s is %d (%v), want %d", who, port, ok, in.ports[i])
+			continue
+		}
+		body := httpGet(t, fmt.Sprintf("http://%s/metrics", net.JoinHostPort(ip, fmt.Sprint(port))))
+		if !strings.Contains(body, "\nnetdra_") {
+			t.Errorf("%s's metrics on %s:%d have no netdra_ series:\n%.2000s", who, ip, port, body)
+		}
+	}
 }

@@ -37,6 +37,7 @@ type installer struct {
 	ctr     string
 	dir     string // the user's overlay (my-netdra), the test's manifests
 	ports   [4]int // dra's, nri's, state's and the provisioner's metrics ports on the node
+	ns      string // the namespace netdra is installed into
 }
 
 func newInstaller(t *testing.T, cp *controlplane.ControlPlane, n *realnode.Node) *installer {
@@ -56,7 +57,7 @@ func newInstaller(t *testing.T, cp *controlplane.ControlPlane, n *realnode.Node)
 		}
 	})
 	b := worldtest.Binaries(t)
-	in := &installer{cp: cp, node: n, repo: repo, kubectl: b.Kubectl(), ctr: b.Ctr(), dir: worldtest.TempDir(t)}
+	in := &installer{cp: cp, node: n, repo: repo, kubectl: b.Kubectl(), ctr: b.Ctr(), dir: worldtest.TempDir(t), ns: "netdra-system"}
 	for i := range in.ports {
 		in.ports[i] = testenv.FreePort(t)
 	}

@@ -46,10 +46,10 @@ func TestE2E_Install(t *testing.T) {
 	t.Cleanup(func() { in.forceUninstall(t, overlay) })
 	step := time.Now()
 	in.k(t, "apply", "--server-side", "-k", overlay)
-	in.k(t, "-n", "netdra-system", "rollout", "status", "ds/netdra-node", "--timeout=3m")
-	in.k(t, "-n", "netdra-system", "rollout", "status", "deploy/netdra-operator", "--timeout=3m")
+	in.k(t, "-n", in.ns, "rollout", "status", "ds/netdra-node", "--timeout=3m")
+	in.k(t, "-n", in.ns, "rollout", "status", "deploy/netdra-operator", "--timeout=3m")
 	t.Logf("installed and rolled out in %s:\n%s", time.Since(step).Round(time.Millisecond),
-		in.k(t, "-n", "netdra-system", "get", "pods", "-o", "wide"))
+		in.k(t, "-n", in.ns, "get", "pods", "-o", "wide"))
 	nodePod := in.nodePod(t)
 
 	step = time.Now()
@@ -59,8 +59,9 @@ func TestE2E_Install(t *testing.T) {
 	in.lookInside(t, nodePod, pod)
 
 	step = time.Now()
-	nodePod = in.roll(t, "e2e-2", nodePod, pod, func(tag string) {
-		in.k(t, "apply", "--server-side", "-k", in.writeOverlay(t, tag))
+	in.loadImages(t, "e2e-2")
+	nodePod = in.roll(t, ":e2e-2", nodePod, pod, func() {
+		in.k(t, "apply", "--server-side", "-k", in.writeOverlay(t, "e2e-2"))
 	})
 	t.Logf("rolled to a new image tag with a pod holding a device, a new pod served, in %s", time.Since(step).Round(time.Millisecond))
 
@@ -74,7 +75,7 @@ func TestE2E_Install(t *testing.T) {
 // ready (their probes run each binary's health subcommand).
 func (in *installer) nodePod(t *testing.T) *corev1.Pod {
 	t.Helper()
-	pods, err := in.cp.Client().CoreV1().Pods("netdra-system").List(context.Background(), metav1.ListOptions{
+	pods, err := in.cp.Client().CoreV1().Pods(in.ns).List(context.Background(), metav1.ListOptions{
 		LabelSelector: "app.kubernetes.io/name=netdra-node", FieldSelector: "spec.nodeName=" + in.node.Name()})
 	if err != nil || len(pods.Items) != 1 {
 		t.Fatalf("the node's netdra-node pod: %v (%d pods)", err, len(pods.Items))
@@ -134,18 +135,18 @@ spec:
 // the demo pod holds a device: the pod keeps it (its container still sees
 // net1 after the roll), and a pod created after the roll gets the other
 // device. It returns the new node pod.
-// roll rolls the DaemonSet and the operator to the images of tag while
-// pod holds a device: the pod keeps it (its container still sees net1 after
-// the roll) and a pod created after the roll gets one. upgrade applies the
-// new tag: kustomize's overlay (applyOverlay) or helm upgrade.
-func (in *installer) roll(t *testing.T, tag string, old, pod *corev1.Pod, upgrade func(tag string)) *corev1.Pod {
+// roll rolls the DaemonSet and the operator to new images while pod holds
+// a device: the pod keeps it (its container still sees net1 after the
+// roll) and a pod created after the roll gets one. upgrade applies the new
+// images (kustomize's overlay, or helm upgrade), whose references contain
+// image.
+func (in *installer) roll(t *testing.T, image string, old, pod *corev1.Pod, upgrade func()) *corev1.Pod {
 	t.Helper()
-	in.loadImages(t, tag)
-	upgrade(tag)
-	in.k(t, "-n", "netdra-system", "rollout", "status", "ds/netdra-node", "--timeout=3m")
-	in.k(t, "-n", "netdra-system", "rollout", "status", "deploy/netdra-operator", "--timeout=3m")
+	upgrade()
+	in.k(t, "-n", in.ns, "rollout", "status", "ds/netdra-node", "--timeout=3m")
+	in.k(t, "-n", in.ns, "rollout", "status", "deploy/netdra-operator", "--timeout=3m")
 	cur := in.nodePod(t)
-	if cur.UID == old.UID || !strings.HasSuffix(cur.Spec.Containers[0].Image, ":"+tag) {
+	if cur.UID == old.UID || !strings.Contains(cur.Spec.Containers[0].Image, image) {
 		t.Fatalf("the DaemonSet did not roll: pod %s runs %s", cur.Name, cur.Spec.Containers[0].Image)
 	}
 	rolled := time.Now()
@@ -276,7 +277,7 @@ spec:
 func (in *installer) lookInside(t *testing.T, nodePod, pod *corev1.Pod) {
 	t.Helper()
 	for _, c := range []string{"provisioner", "state", "dra", "nri"} {
-		in.k(t, "-n", "netdra-system", "exec", "ds/netdra-node", "-c", c, "--",
+		in.k(t, "-n", in.ns, "exec", "ds/netdra-node", "-c", c, "--",
 			"/usr/local/bin/"+c, "health", "-socket=/run/netdra/"+c+".sock")
 	}
 	// Through a short link to the emptyDir's host path (the README's
@@ -344,7 +345,7 @@ func (in *installer) uninstall(t *testing.T, overlay string, links []hostVeth) {
 func (in *installer) checkNothingLeft(t *testing.T, nodePod *corev1.Pod, bpfBefore []string, links []hostVeth) {
 	t.Helper()
 	waitFor(t, "the netdra-node pod gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		_, err := in.cp.Client().CoreV1().Pods("netdra-system").Get(ctx, nodePod.Name, metav1.GetOptions{})
+		_, err := in.cp.Client().CoreV1().Pods(in.ns).Get(ctx, nodePod.Name, metav1.GetOptions{})
 		return err != nil, nil
 	})
 	if out := in.run(t, time.Minute, in.ctr, "--address", in.node.ContainerdSocket(), "-n", "k8s.io", "tasks", "ls"); strings.Contains(out, "netdra") {
@@ -374,7 +375,7 @@ func (in *installer) checkNothingLeft(t *testing.T, nodePod *corev1.Pod, bpfBefo
 func (in *installer) forceUninstall(t *testing.T, overlay string) {
 	if t.Failed() {
 		for _, sel := range []string{"ds/netdra-node", "deploy/netdra-operator"} {
-			out, _ := in.try(time.Minute, in.kubectl, "-n", "netdra-system", "logs", sel, "--all-containers", "--prefix", "--tail=40")
+			out, _ := in.try(time.Minute, in.kubectl, "-n", in.ns, "logs", sel, "--all-containers", "--prefix", "--tail=40")
 			t.Logf("kubectl logs %s:\n%s", sel, out)
 		}
 	}
