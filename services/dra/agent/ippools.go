@@ -35,24 +35,37 @@ func (a *Agent) syncIPPools(ctx context.Context, spec *v1alpha1.NodeConfigSpec) 
 // to a cluster address pool running low) current:
 // True, naming the pools, while pools removed from the spec or shrunk still
 // hold addresses (they keep them until their claims are unprepared); False
-// otherwise. It looks after each apply and every ipPoolsCheck.
+// otherwise. It looks after each apply and every ipPoolsCheck. It also
+// gives the publisher the pools with no free address (their devices are
+// tainted), at those times and after each change of the allocations or
+// devices the publisher sees (a claim prepared or unprepared takes or
+// gives back addresses).
 func (a *Agent) watchIPPools(ctx context.Context) error {
 	t := time.NewTicker(ipPoolsCheck)
 	defer t.Stop()
 	last := ""
+	_, changed := a.pub.View()
 	for {
+		onlyTaints := false
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
 		case <-a.ipKick:
+		case <-changed:
+			onlyTaints = true // the status's counts keep to their own pace
 		}
+		_, changed = a.pub.View()
 		a.mu.Lock()
 		spec, generation := a.spec, a.generation
 		a.mu.Unlock()
 		resp, err := a.cfg.State.ListIPPools(ctx, &statev1.ListIPPoolsRequest{})
 		if err != nil {
 			a.log.Warn("Listing the ip pools", "error", err)
+			continue
+		}
+		a.pub.SetExhaustedIPPools(config.ExhaustedIPPools(resp.GetPools()))
+		if onlyTaints {
 			continue
 		}
 		if spec != nil {

@@ -3,6 +3,8 @@
 package config
 
 import (
+	"slices"
+
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	"github.com/netdra/netdra/services/dra/pools"
 	"github.com/netdra/netdra/shared/apis/v1alpha1"
@@ -49,7 +51,8 @@ func Managers(spec *v1alpha1.NodeConfigSpec) *provisionerv1.ManagerConfigs {
 func Pools(spec *v1alpha1.NodeConfigSpec) []pools.Spec {
 	var out []pools.Spec
 	for _, p := range spec.Pools {
-		s := pools.Spec{Name: p.Name, TaintEffect: string(p.UnhealthyTaintEffect), MultusResourceName: p.MultusResourceName}
+		s := pools.Spec{Name: p.Name, TaintEffect: string(p.UnhealthyTaintEffect), MultusResourceName: p.MultusResourceName,
+			IPPools: slices.Clone(p.IPPools)}
 		if f := p.Filter; f != nil {
 			for _, m := range f.DeviceManagers {
 				s.Filter.DeviceManagers = append(s.Filter.DeviceManagers, string(m))

@@ -56,3 +56,15 @@ func IPPoolUsage(pools []*statev1.IPPoolStatus) []v1alpha1.IPPoolUsage {
 	}
 	return out
 }
+
+// ExhaustedIPPools are the names of the configured pools (retired ones
+// left out) with no free address, in the state service's order.
+func ExhaustedIPPools(pools []*statev1.IPPoolStatus) []string {
+	var out []string
+	for _, p := range pools {
+		if !p.GetRetired() && p.GetFree() == "0" {
+			out = append(out, p.GetPool().GetName())
+		}
+	}
+	return out
+}

@@ -48,6 +48,9 @@ type Spec struct {
 	// MultusResourceName, when not "", is published on the pool's devices
 	// with their Multus device IDs (see publish.MultusAttributes).
 	MultusResourceName string
+	// IPPools are the address pools the claims for the pool's devices
+	// take addresses from (see MarkExhausted).
+	IPPools []string
 }
 
 // Pool is a pool to publish.
@@ -58,6 +61,27 @@ type Pool struct {
 	// no longer configured).
 	TaintEffect        string
 	MultusResourceName string
+	// ExhaustedIPPools are the Spec's IPPools that have no free address,
+	// sorted (MarkExhausted).
+	ExhaustedIPPools []string
+}
+
+// MarkExhausted sets each pool's ExhaustedIPPools: the IPPools of its
+// spec that exhausted holds.
+func MarkExhausted(ps []Pool, specs []Spec, exhausted map[string]bool) {
+	byName := map[string]Spec{}
+	for _, s := range specs {
+		byName[s.Name] = s
+	}
+	for i := range ps {
+		ps[i].ExhaustedIPPools = nil
+		for _, n := range byName[ps[i].Name].IPPools {
+			if exhausted[n] {
+				ps[i].ExhaustedIPPools = append(ps[i].ExhaustedIPPools, n)
+			}
+		}
+		slices.Sort(ps[i].ExhaustedIPPools)
+	}
 }
 
 // Matches reports whether f selects d.

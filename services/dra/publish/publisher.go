@@ -35,6 +35,9 @@ type Publisher struct {
 
 	mu      sync.Mutex
 	specs   []pools.Spec
+	// exhausted are the address pools with no free address
+	// (SetExhaustedIPPools).
+	exhausted map[string]bool
 	devices map[string]*devicev1.Device
 	allocs  map[string]*statev1.Allocation
 	synced  bool
@@ -112,6 +115,23 @@ func (p *Publisher) SetPools(specs []pools.Spec) {
 	p.specs = slices.Clone(specs)
 	p.mu.Unlock()
 	p.poke()
+}
+
+// SetExhaustedIPPools replaces the set of address pools that have no free
+// address, and republishes when it changed: the devices of the pools that
+// name one of them in their ipPools are tainted (ExhaustedTaints).
+func (p *Publisher) SetExhaustedIPPools(names []string) {
+	set := map[string]bool{}
+	for _, n := range names {
+		set[n] = true
+	}
+	p.mu.Lock()
+	same := maps.Equal(set, p.exhausted)
+	p.exhausted = set
+	p.mu.Unlock()
+	if !same {
+		p.poke()
+	}
 }
 
 // Republish has the current view published again even when it is what
@@ -225,11 +245,12 @@ func (p *Publisher) publishOnce(ctx context.Context) (bool, error) {
 	}
 	devs := slices.SortedFunc(maps.Values(p.devices), func(a, b *devicev1.Device) int { return strings.Compare(a.GetName(), b.GetName()) })
 	allocs := slices.Collect(maps.Values(p.allocs))
-	specs, force, last := p.specs, p.force, p.last
+	specs, force, last, exhausted := p.specs, p.force, p.last, p.exhausted
 	p.force = false
 	p.mu.Unlock()
 	devs = withAllocated(devs, allocs)
 	assigned := pools.Assign(p.log, specs, devs, allocs)
+	pools.MarkExhausted(assigned, specs, exhausted)
 	if !force && !last.Time.IsZero() && samePools(assigned, last.Pools) {
 		p.log.Debug("ResourceSlices unchanged", "pools", Summary(assigned))
 		return false, nil
@@ -252,10 +273,11 @@ func (p *Publisher) publishOnce(ctx context.Context) (bool, error) {
 
 // samePools reports whether a and b publish the same slices: Resources
 // builds them from nothing else than the pools' names, devices, taint
-// effects and Multus resource names.
+// effects, exhausted address pools and Multus resource names.
 func samePools(a, b []pools.Pool) bool {
 	return slices.EqualFunc(a, b, func(x, y pools.Pool) bool {
 		return x.Name == y.Name && x.TaintEffect == y.TaintEffect && x.MultusResourceName == y.MultusResourceName &&
+			slices.Equal(x.ExhaustedIPPools, y.ExhaustedIPPools) &&
 			slices.EqualFunc(x.Devices, y.Devices, func(d, e *devicev1.Device) bool { return d == e || proto.Equal(d, e) })
 	})
 }

@@ -133,18 +133,18 @@ func TestPublisher(t *testing.T) {
 	st.events <- &statev1.WatchResponse{Type: statev1.EventType_EVENT_TYPE_SYNCED, Revision: 1}
 	waitFor(t, "the first publication", func() bool { return rec.lastShape() == "dummies:[1] empty:[0]" })
 
-	// A burst of 199 more devices: coalesced, and split into slices of 128.
+	// A burst of 199 more devices: coalesced, and split into slices of 64.
 	before := rec.count()
 	for i := 1; i < 200; i++ {
 		st.events <- upsert(&devicev1.Device{Name: fmt.Sprintf("dummy%d", i), Manager: devicev1.DeviceManager_DEVICE_MANAGER_DUMMY})
 	}
-	waitFor(t, "the burst", func() bool { return rec.lastShape() == "dummies:[128 72] empty:[0]" })
+	waitFor(t, "the burst", func() bool { return rec.lastShape() == "dummies:[64 64 64 8] empty:[0]" })
 	if n := rec.count() - before; n > 20 {
 		t.Errorf("199 changes gave %d publications; want them coalesced", n)
 	}
 	// A config change republishes.
 	p.SetPools([]pools.Spec{{Name: "all"}})
-	waitFor(t, "the new pools", func() bool { return rec.lastShape() == "all:[128 72]" })
+	waitFor(t, "the new pools", func() bool { return rec.lastShape() == "all:[64 64 64 8]" })
 	if diff := cmp.Diff("all=200", Summary(p.Last().Pools)); diff != "" {
 		t.Errorf("Last (-want +got):\n%s", diff)
 	}

@@ -21,8 +21,12 @@ import (
 	"github.com/netdra/netdra/shared/managername"
 )
 
-// MaxDevicesPerSlice is the most devices one ResourceSlice holds.
-const MaxDevicesPerSlice = 128
+// MaxDevicesPerSlice is the most devices one ResourceSlice holds: the
+// API's limit for a slice whose devices have taints. Any device may be
+// tainted at any moment (its link goes down, an address pool runs out),
+// and a slice of more would then be refused, so every slice keeps to it
+// rather than being cut again when a taint comes or goes.
+const MaxDevicesPerSlice = resourceapi.ResourceSliceMaxDevicesWithAdvancedFeatures
 
 // The driver's own attributes, unqualified: in the driver's domain
 // (netdra.io/pool). The standard ones are deviceattribute's.
@@ -60,7 +64,7 @@ func Resources(ps []pools.Pool) *resourceslice.DriverResources {
 		var devices []resourceapi.Device
 		for _, d := range p.Devices {
 			dev := Device(p.Name, d)
-			dev.Taints = Taints(p.TaintEffect, d)
+			dev.Taints = append(Taints(p.TaintEffect, d), ExhaustedTaints(p.ExhaustedIPPools)...)
 			maps.Copy(dev.Attributes, MultusAttributes(p.MultusResourceName, d))
 			devices = append(devices, dev)
 		}
@@ -85,6 +89,21 @@ const TaintUnhealthy = "netdra.io/unhealthy"
 
 // TaintValueNoCarrier is the taint's value: what the provisioner saw.
 const TaintValueNoCarrier = "link-down"
+
+// TaintIPPoolExhausted is the key of the taint on every device of a pool
+// one of whose address pools (the NodeConfig pool's ipPools) has no free
+// address; its value is that address pool's name.
+const TaintIPPoolExhausted = "netdra.io/ip-pool-exhausted"
+
+// ExhaustedTaints are the NoSchedule taints, one per address pool named,
+// that keep new claims off devices whose claims could get no address.
+func ExhaustedTaints(ipPools []string) []resourceapi.DeviceTaint {
+	var out []resourceapi.DeviceTaint
+	for _, n := range ipPools {
+		out = append(out, resourceapi.DeviceTaint{Key: TaintIPPoolExhausted, Value: n, Effect: resourceapi.DeviceTaintEffectNoSchedule})
+	}
+	return out
+}
 
 // Taints are d's taints in a pool whose unhealthy-taint effect is effect
 // ("" is NoSchedule, "None" none): one TaintUnhealthy while d's link is

@@ -68,3 +68,43 @@ func TestResources_Taints(t *testing.T) {
 		t.Errorf("healed (-want +got):\n%s", diff)
 	}
 }
+
+// TestResources_IPPoolExhausted: while an address pool its NodeConfig pool
+// names has no free address, every device of that pool carries one
+// NoSchedule taint per such address pool (beside its unhealthy taint);
+// the pools that name none of them are untouched; a free address again
+// takes the taints off.
+func TestResources_IPPoolExhausted(t *testing.T) {
+	down := &devicev1.Device{Name: "a", LinkState: devicev1.LinkState_LINK_STATE_DOWN}
+	up := &devicev1.Device{Name: "b", LinkState: devicev1.LinkState_LINK_STATE_UP}
+	other := &devicev1.Device{Name: "c", LinkState: devicev1.LinkState_LINK_STATE_UP}
+	specs := []pools.Spec{{Name: "net", IPPools: []string{"blue", "red", "green"}}, {Name: "plain", IPPools: []string{"white"}}}
+	ps := []pools.Pool{{Name: "net", Devices: []*devicev1.Device{down, up}}, {Name: "plain", Devices: []*devicev1.Device{other}}}
+	pools.MarkExhausted(ps, specs, map[string]bool{"red": true, "blue": true, "black": true})
+	res := Resources(ps)
+	exhausted := func(pool string) map[string][]string {
+		out := map[string][]string{}
+		for _, d := range res.Pools[pool].Slices[0].Devices {
+			out[d.Name] = []string{}
+			for _, taint := range d.Taints {
+				out[d.Name] = append(out[d.Name], taint.Key+"="+taint.Value+":"+string(taint.Effect))
+			}
+		}
+		return out
+	}
+	want := map[string][]string{
+		"a": {TaintUnhealthy + "=" + TaintValueNoCarrier + ":NoSchedule", TaintIPPoolExhausted + "=blue:NoSchedule", TaintIPPoolExhausted + "=red:NoSchedule"},
+		"b": {TaintIPPoolExhausted + "=blue:NoSchedule", TaintIPPoolExhausted + "=red:NoSchedule"},
+	}
+	if diff := cmp.Diff(want, exhausted("net")); diff != "" {
+		t.Errorf("net (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string][]string{"c": {}}, exhausted("plain")); diff != "" {
+		t.Errorf("plain (-want +got):\n%s", diff)
+	}
+	pools.MarkExhausted(ps, specs, map[string]bool{})
+	res = Resources(ps)
+	if diff := cmp.Diff(map[string][]string{"a": {TaintUnhealthy + "=" + TaintValueNoCarrier + ":NoSchedule"}, "b": {}}, exhausted("net")); diff != "" {
+		t.Errorf("net after an address was freed (-want +got):\n%s", diff)
+	}
+}

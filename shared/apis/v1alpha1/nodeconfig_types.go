@@ -193,6 +193,23 @@ type Pool struct {
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`
 	MultusResourceName string `json:"multusResourceName,omitempty"`
+
+	// IPPools names the address pools (of spec.ipPools, or cluster
+	// address pools, which reach the node under the same names) that the
+	// claims for this pool's devices take their addresses from. While one
+	// of them has no free address, dra taints every device of the pool
+	// netdra.io/ip-pool-exhausted=<pool name>:NoSchedule, so that the
+	// scheduler places new claims on a node that can address them instead
+	// of on one whose prepare would fail; the taint goes when an address
+	// is free again. A name no pool of the node has is never exhausted.
+	//
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$`
+	IPPools []string `json:"ipPools,omitempty"`
 }
 
 // MaxMultusResourceNameLen is the longest MultusResourceName: a

@@ -89,6 +89,9 @@ func validatePools(pools []Pool) error {
 				return fielderr.New(field+".multusResourceName", "%s", err)
 			}
 		}
+		if err := validatePoolIPPools(field+".ipPools", p.IPPools); err != nil {
+			return err
+		}
 		if p.Filter == nil {
 			continue
 		}
@@ -102,6 +105,25 @@ func validatePools(pools []Pool) error {
 			}
 			ifNames[n] = i
 		}
+	}
+	return nil
+}
+
+// validatePoolIPPools checks a pool's ipPools: at most ippool.MaxPools
+// names, each an address pool's name, none twice.
+func validatePoolIPPools(field string, names []string) error {
+	if len(names) > ippool.MaxPools {
+		return fielderr.New(field, "%d names, more than %d", len(names), ippool.MaxPools)
+	}
+	seen := map[string]bool{}
+	for i, n := range names {
+		if !ippool.NameRE.MatchString(n) {
+			return fielderr.New(fmt.Sprintf("%s[%d]", field, i), "%q is not a pool name: lower-case letters, digits, '-' and '.', at most 63, starting and ending with a letter or digit", n)
+		}
+		if seen[n] {
+			return fielderr.New(fmt.Sprintf("%s[%d]", field, i), "%q is listed twice", n)
+		}
+		seen[n] = true
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -71,6 +72,13 @@ func TestValidate(t *testing.T) {
 		{"multus name ending in '_'", func(s *NodeConfigSpec) { s.Pools[1].MultusResourceName = "intel.com/vf_" }, "pools[1].multusResourceName", "starting and ending with a letter or digit"},
 		{"multus name empty after prefix", func(s *NodeConfigSpec) { s.Pools[1].MultusResourceName = "intel.com/" }, "pools[1].multusResourceName", `"" is not a name`},
 		{"long multus name", func(s *NodeConfigSpec) { s.Pools[1].MultusResourceName = "intel.com/" + strings.Repeat("v", 55) }, "pools[1].multusResourceName", "more than 64"},
+		{"ip pool name with upper case", func(s *NodeConfigSpec) { s.Pools[1].IPPools = []string{"net-a", "Net-B"} }, "pools[1].ipPools[1]", `"Net-B" is not a pool name`},
+		{"ip pool named twice", func(s *NodeConfigSpec) { s.Pools[0].IPPools = []string{"net-a", "net-a"} }, "pools[0].ipPools[1]", "listed twice"},
+		{"too many ip pools", func(s *NodeConfigSpec) {
+			for i := 0; i <= 32; i++ {
+				s.Pools[0].IPPools = append(s.Pools[0].IPPools, fmt.Sprintf("p%d", i))
+			}
+		}, "pools[0].ipPools", "more than 32"},
 		{"multus name of 64", func(s *NodeConfigSpec) { s.Pools[1].MultusResourceName = "intel.com/" + strings.Repeat("v", 54) }, "", ""},
 		{"slash in pool name", func(s *NodeConfigSpec) { s.Pools[1].Name = "a/b" }, "pools[1].name", "contains '/'"},
 		{"empty pool name", func(s *NodeConfigSpec) { s.Pools[1].Name = "" }, "pools[1].name", "required"},
