@@ -26,7 +26,7 @@ type Validation struct {
 // PrepareOnly is what Parse checks that the admission policy does not,
 // each with why: README's list of them is this.
 var PrepareOnly = []string{
-	"Rules between two top-level parameters (vlanQoS and vlanProto need a vlan; minTxRate at most maxTxRate; apiVersion with kind; vfio with none of the interface's parameters; vrf.name not podIfName): dra merges every config entry of the driver that applies to a request, the DeviceClass's first, so one entry may hold what another completes.",
+	"Rules between two top-level parameters (vlanQoS and vlanProto need a vlan; minTxRate at most maxTxRate; apiVersion with kind; vfio with none of the interface's parameters; dhcp with neither addresses nor ipPools; vrf.name not podIfName): dra merges every config entry of the driver that applies to a request, the DeviceClass's first, so one entry may hold what another completes.",
 	"A key given twice in one object: the apiserver decodes the parameters before the policy sees them, and keeps one.",
 	"A value only the node knows: a pool that exists, a feature the device can change, a private flag its driver has, a gsoMaxSize within the device's TSO maximum.",
 }
@@ -243,6 +243,7 @@ var fields = map[string]field{
 		[2]string{"$v.all(i, a, !$v.exists(j, b, j < i && b == a))", `$v.transformList(i, a, $v.exists(j, b, j < i && b == a), "[" + string(i) + "]: " + a + " is given twice")[0]`})},
 	"ipPools":              {c: listOf(and(stringCheck, `$v.matches("`+poolNameRE.String()+`")`, `"\"" + $v + "\" is not a pool name"`), [2]string{"size($v) <= 2", `": at most two pools (one per IP family), got " + string(size($v))`})},
 	"vfio":                 {c: boolCheck},
+	"dhcp":                 {c: boolCheck},
 	"routes":               {c: objectsOf(reflect.TypeFor[Route]())},
 	"routes[].destination": {c: prefixCheck, required: true},
 	"routes[].gateway":     {c: sameFamily(unicastIPCheck, "destination", "destination", "ip($v)")},

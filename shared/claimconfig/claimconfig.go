@@ -19,6 +19,8 @@
 //	vfio        true: the pod wants a VF bound to vfio-pci (DPDK), its /dev/vfio
 //	            device nodes and no netdev, so none of podIfName, mtu, addresses,
 //	            routes, ipPools; false: a device with a netdev; absent: either
+//	dhcp        true: the IPv4 address, routes and MTU from a DHCP server on the
+//	            interface's network; exclusive with addresses and ipPools
 //
 // and the rest of the pod's network (network.go): routes' table, scope,
 // source, metric and onlink; policy rules; permanent neighbours; a VRF;
@@ -63,6 +65,7 @@ type Params struct {
 	Routes     []Route  `json:"routes,omitempty"`
 	IPPools    []string `json:"ipPools,omitempty"`
 	Vfio       *bool    `json:"vfio,omitempty"`
+	DHCP       bool     `json:"dhcp,omitempty"`
 	Network
 }
 
@@ -262,7 +265,7 @@ func (p *Params) Config() (*devicev1.DeviceConfig, error) {
 		PodIfName: p.PodIfName, Vlan: p.Vlan, VlanQos: p.VlanQoS, VlanProto: vlanProtos[strings.ToLower(p.VlanProto)],
 		MacAddress: strings.ToLower(p.MAC), SpoofChk: p.SpoofChk, Trust: p.Trust, LinkState: linkStates[p.LinkState],
 		MinTxRate: p.MinTxRate, MaxTxRate: p.MaxTxRate, Mtu: p.MTU, Addresses: p.Addresses, IpPools: p.IPPools,
-		Vfio: p.Vfio, Routes: routes,
+		Vfio: p.Vfio, Routes: routes, Dhcp: p.DHCP,
 	}
 	p.Network.into(c)
 	if err := ValidateNetwork(c, ""); err != nil {
@@ -308,6 +311,9 @@ func (p *Params) validate() error {
 	if err := validPools(p.IPPools); err != nil {
 		return err
 	}
+	if err := ValidateDHCP("", p.DHCP, p.Addresses, p.IPPools); err != nil {
+		return err
+	}
 	return p.validateVfio()
 }
 
@@ -322,7 +328,7 @@ func (p *Params) validateVfio() error {
 		set  bool
 	}{
 		{"podIfName", p.PodIfName != ""}, {"mtu", p.MTU != 0}, {"addresses", len(p.Addresses) > 0},
-		{"routes", len(p.Routes) > 0}, {"ipPools", len(p.IPPools) > 0},
+		{"routes", len(p.Routes) > 0}, {"ipPools", len(p.IPPools) > 0}, {"dhcp", p.DHCP},
 		{"rules", len(p.Rules) > 0}, {"neighbors", len(p.Neighbors) > 0}, {"vrf", p.VRF != nil},
 		{"sysctls", len(p.Sysctls) > 0}, {"txqueuelen", p.TxQueueLen != nil},
 		{"gsoMaxSize", p.GSOMaxSize != nil}, {"groMaxSize", p.GROMaxSize != nil},
@@ -332,6 +338,21 @@ func (p *Params) validateVfio() error {
 		if f.set {
 			return fielderr.New(f.name, "a vfio device (vfio: true) has no interface in the pod to take it")
 		}
+	}
+	return nil
+}
+
+// ValidateDHCP refuses dhcp with static addresses or address pools: the
+// interface's IPv4 address is the DHCP server's to give. prefix goes
+// before the field's name ("config." in a provisioner request).
+func ValidateDHCP(prefix string, dhcp bool, addresses, pools []string) error {
+	switch {
+	case !dhcp:
+		return nil
+	case len(addresses) > 0:
+		return fielderr.New(prefix+"dhcp", "exclusive with addresses: the address comes from the DHCP server")
+	case len(pools) > 0:
+		return fielderr.New(prefix+"dhcp", "exclusive with ipPools: the address comes from the DHCP server")
 	}
 	return nil
 }

@@ -31,6 +31,7 @@ var Reference = []Param{
 	{"mtu", "68..65535", "The interface's MTU.", `"mtu": 9000`},
 	{"addresses", "[CIDR]", "Addresses of the interface.", `"addresses": ["10.0.0.2/24", "fd00::2/64"]`},
 	{"ipPools", "[name]", "At most two node-local address pools (one per family) to take an address from.", `"ipPools": ["v4"]`},
+	{"dhcp", "bool", "true: the interface takes its IPv4 address, its routes (router, classless static routes) and its MTU from a DHCP server on its network, and keeps the lease while the pod lives (renewed; released at detach; removed when it expires unrenewed). Attach fails, with nothing left configured, when no server answers in time. Exclusive with addresses and ipPools; not for a link created in the pod (dummy, sub-interface). The claim's mtu, when set, wins over the server's.", `"dhcp": true`},
 	{"vfio", "bool", "true: a VF bound to vfio-pci (DPDK), with its /dev/vfio nodes and no interface, so none of the interface's parameters; false: a device with an interface.", `"vfio": true`},
 	{"routes", "[object]", "Routes through the interface; `0.0.0.0/0` and `::/0` are default routes.", `"routes": [{"destination": "0.0.0.0/0", "gateway": "10.0.0.1"}]`},
 	{"routes[].destination", "prefix", "Required; no host bits.", `"destination": "10.1.0.0/16"`},

@@ -22,7 +22,7 @@ const (
 type FieldError = fielderr.Error
 
 // Validate checks the fields of cfg that Attach applies (podIfName,
-// macAddress, mtu, addresses, routes, rules, neighbors, vrf,
+// macAddress, mtu, addresses, routes, dhcp, rules, neighbors, vrf,
 // linkSettings) without touching anything, and returns
 // a *FieldError for the first bad one. Empty values mean "leave as is". A nil
 // cfg is valid. The provisioner's server runs it on every request that
@@ -53,6 +53,9 @@ func Validate(cfg *devicev1.DeviceConfig) error {
 		if _, _, err := parseRoute(fmt.Sprintf("routes[%d]", i), r); err != nil {
 			return err
 		}
+	}
+	if err := claimconfig.ValidateDHCP("", cfg.GetDhcp(), cfg.GetAddresses(), cfg.GetIpPools()); err != nil {
+		return err
 	}
 	return claimconfig.ValidateNetwork(cfg, "linkSettings.")
 }

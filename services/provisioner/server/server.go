@@ -571,14 +571,21 @@ func (s *Server) Restore(ctx context.Context, req *provisionerv1.RestoreRequest)
 }
 
 // validateConfig is Setup's check of cfg for dev: the fields every device
-// takes (link.Validate), vfio only for an SR-IOV VF, then the manager's
-// own.
+// takes (link.Validate), vfio only for an SR-IOV VF, dhcp only for a link
+// that moves, then the manager's own.
 func validateConfig(mgr manager.Manager, dev *devicev1.Device, cfg *devicev1.DeviceConfig) error {
 	if err := link.Validate(cfg); err != nil {
 		return fielderr.Prefix("config", err)
 	}
 	if cfg.GetVfio() && dev.GetManager() != devicev1.DeviceManager_DEVICE_MANAGER_SRIOV {
 		return fielderr.New("config.vfio", "device %s is a %s device; only an SR-IOV VF bound to vfio-pci has a vfio device",
+			dev.GetName(), managername.Of(dev.GetManager()))
+	}
+	if cfg.GetDhcp() && (dev.GetManager() == devicev1.DeviceManager_DEVICE_MANAGER_DUMMY || dev.GetManager() == devicev1.DeviceManager_DEVICE_MANAGER_SUBIF) {
+		// The lease's client lives from Attach to Detach; a link made in
+		// the pod can go with its netns without a Detach, and the client
+		// would then hold that netns.
+		return fielderr.New("config.dhcp", "device %s is a %s device, made in the pod; only a link that moves into the pod (host, SR-IOV) takes DHCP",
 			dev.GetName(), managername.Of(dev.GetManager()))
 	}
 	return mgr.Validate(dev, cfg)

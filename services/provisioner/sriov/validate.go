@@ -105,6 +105,8 @@ func validateNoNetdev(dev *devicev1.Device, cfg *devicev1.DeviceConfig) error {
 		return fielderr.New("config.routes", "%s", why)
 	case len(cfg.GetIpPools()) > 0:
 		return fielderr.New("config.ipPools", "%s", why)
+	case cfg.GetDhcp():
+		return fielderr.New("config.dhcp", "%s", why)
 	}
 	return nil
 }

@@ -1333,7 +1333,11 @@ type DeviceConfig struct {
 	LinkSettings *LinkSettings `protobuf:"bytes,19,opt,name=link_settings,json=linkSettings,proto3" json:"link_settings,omitempty"`
 	// netdra's eBPF programs are not put on the device (no counters, no
 	// software VLAN or spoof check).
-	EbpfDisabled  bool `protobuf:"varint,20,opt,name=ebpf_disabled,json=ebpfDisabled,proto3" json:"ebpf_disabled,omitempty"`
+	EbpfDisabled bool `protobuf:"varint,20,opt,name=ebpf_disabled,json=ebpfDisabled,proto3" json:"ebpf_disabled,omitempty"`
+	// The interface takes its IPv4 address, routes and MTU from a DHCP
+	// server on its network, and keeps the lease while it is in the pod
+	// (renewed, released at Detach). Exclusive with addresses and ip_pools.
+	Dhcp          bool `protobuf:"varint,21,opt,name=dhcp,proto3" json:"dhcp,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1504,6 +1508,13 @@ func (x *DeviceConfig) GetLinkSettings() *LinkSettings {
 func (x *DeviceConfig) GetEbpfDisabled() bool {
 	if x != nil {
 		return x.EbpfDisabled
+	}
+	return false
+}
+
+func (x *DeviceConfig) GetDhcp() bool {
+	if x != nil {
+		return x.Dhcp
 	}
 	return false
 }
@@ -2141,7 +2152,7 @@ const file_netdra_device_v1_device_proto_rawDesc = "" +
 	"\r_gso_max_sizeB\x0f\n" +
 	"\r_gro_max_sizeB\x14\n" +
 	"\x12_gso_ipv4_max_sizeB\x14\n" +
-	"\x12_gro_ipv4_max_size\"\xf0\x06\n" +
+	"\x12_gro_ipv4_max_size\"\x84\a\n" +
 	"\fDeviceConfig\x12\x1e\n" +
 	"\vpod_if_name\x18\x01 \x01(\tR\tpodIfName\x12\x17\n" +
 	"\x04vlan\x18\x02 \x01(\rH\x00R\x04vlan\x88\x01\x01\x12\x1e\n" +
@@ -2166,7 +2177,8 @@ const file_netdra_device_v1_device_proto_rawDesc = "" +
 	"\tneighbors\x18\x11 \x03(\v2\x1a.netdra.device.v1.NeighborR\tneighbors\x12'\n" +
 	"\x03vrf\x18\x12 \x01(\v2\x15.netdra.device.v1.VrfR\x03vrf\x12C\n" +
 	"\rlink_settings\x18\x13 \x01(\v2\x1e.netdra.device.v1.LinkSettingsR\flinkSettings\x12#\n" +
-	"\rebpf_disabled\x18\x14 \x01(\bR\febpfDisabledB\a\n" +
+	"\rebpf_disabled\x18\x14 \x01(\bR\febpfDisabled\x12\x12\n" +
+	"\x04dhcp\x18\x15 \x01(\bR\x04dhcpB\a\n" +
 	"\x05_vlanB\v\n" +
 	"\t_vlan_qosB\f\n" +
 	"\n" +
