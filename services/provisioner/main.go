@@ -61,7 +61,7 @@ func main() {
 	fs.StringVar(&cfg.DevRoot, "dev-root", sriov.DefaultDevRoot, "where the host's device nodes are, as the container runtime sees them (vfio, infiniband); never opened")
 	fs.DurationVar(&cfg.Resync, "resync", 30*time.Second, "how often device managers rediscover, besides link events")
 	fs.StringVar(&cfg.BPFFS, "bpffs", ebpf.DefaultBPFFS, "where to mount a bpffs (if none is there) and pin the eBPF programs on devices; empty: no eBPF (no counters, software VLAN, spoof check or hand-off)")
-	fs.StringVar(&cfg.NetnsPinDir, "netns-pin-dir", "", "where to pin the pod netns of attached devices, so a restarted provisioner can take them back; empty: memory only")
+	fs.StringVar(&cfg.NetnsPinDir, "netns-pin-dir", "", "where to pin the pod netns of attached devices, and keep their DHCP leases, so a restarted provisioner can take them back; empty: memory only")
 	fs.StringVar(&cfg.Metrics, "metrics-address", "127.0.0.1:9654", "where to serve Prometheus metrics (empty: nowhere)")
 	os.Exit(process.Main(fs, os.Args[1:], &cfg.Flags, cfg.run))
 }
@@ -92,7 +92,12 @@ func (cfg *config) factories(log *slog.Logger) server.Factories {
 }
 
 func (cfg *config) run(ctx context.Context, log *slog.Logger) error {
-	mover, err := link.NewMover(log.With("component", "link"))
+	var moverOpts []link.Option
+	if cfg.NetnsPinDir != "" {
+		// The DHCP leases outlive the provisioner as the pins do.
+		moverOpts = append(moverOpts, link.WithLeaseDir(server.LeaseDir(cfg.NetnsPinDir)))
+	}
+	mover, err := link.NewMover(log.With("component", "link"), moverOpts...)
 	if err != nil {
 		return err
 	}

@@ -30,4 +30,8 @@ var (
 	// the user contexts open on it, as soft-RoCE (rdma_rxe) cannot, so in
 	// the exclusive RDMA netns mode no pod can have it.
 	ErrRDMANotMovable = errors.New("RDMA device cannot change network namespace")
+
+	// ErrNoLease means no DHCP server gave the interface a lease within
+	// DHCPTimeout: Attach fails, with nothing left configured.
+	ErrNoLease = errors.New("no DHCP lease")
 )

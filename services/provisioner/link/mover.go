@@ -30,6 +30,7 @@ import (
 	"net"
 	"net/netip"
 	"runtime"
+	"sync"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -49,6 +50,11 @@ type Mover struct {
 	// type they report.
 	virtual func(netlink.LinkAttrs) netlink.Link
 	kind    string
+	// leases are the DHCP lease keepers, by host interface name
+	// (dhcp.go); leaseDir is where they persist their leases ("": not).
+	leasesMu sync.Mutex
+	leases   map[string]*leaseKeeper
+	leaseDir string
 }
 
 // Option configures a Mover.
@@ -99,8 +105,11 @@ func NewMover(log *slog.Logger, opts ...Option) (*Mover, error) {
 // /proc/self/fd), valid until Close.
 func (m *Mover) HostNetns() string { return fmt.Sprintf("/proc/self/fd/%d", int(m.hostNs)) }
 
-// Close releases the host namespace. The Mover must not be used afterwards.
+// Close stops the DHCP lease keepers, without releasing their leases (a
+// restarted provisioner picks them up again: ResumeLease), and releases
+// the host namespace. The Mover must not be used afterwards.
 func (m *Mover) Close() error {
+	m.stopLeases()
 	if !m.hostNs.IsOpen() {
 		return nil
 	}
@@ -160,11 +169,34 @@ func (m *Mover) withHostLink(ctx context.Context, hostIfName string, fn func(hos
 // IPv6 addresses are added with duplicate address detection, as the kernel
 // does by default: they stay tentative (not bindable) for about a second
 // after Attach returns.
+//
+// With cfg.Dhcp, the link takes its IPv4 address, routes and MTU from a
+// DHCP server once it is up, before the claim's routes (dhcp.go), and a
+// lease keeper holds the lease from then until Detach. No lease within
+// DHCPTimeout fails the Attach (ErrNoLease, the error naming DHCP and the
+// interface), which is undone as any other failure.
 func (m *Mover) Attach(ctx context.Context, hostIfName string, orig *devicev1.LinkSnapshot, netnsPath string, cfg *devicev1.DeviceConfig) error {
 	want, err := parseConfig(cfg)
 	if err != nil {
 		return err
 	}
+	if want.dhcp != nil {
+		want.dhcp.m, want.dhcp.key = m, cmp.Or(orig.GetName(), hostIfName)
+	}
+	if err := m.attachLink(ctx, hostIfName, orig, netnsPath, cfg, want); err != nil {
+		return err
+	}
+	if want.dhcp != nil && want.dhcp.lease != nil {
+		podName := cmp.Or(cfg.GetPodIfName(), hostIfName)
+		if err := m.keep(want.dhcp.key, netnsPath, podName, want.dhcp.lease, want); err != nil {
+			m.log.Error("DHCP lease not kept: it ends unrenewed", "link", hostIfName, "error", err)
+		}
+	}
+	return nil
+}
+
+// attachLink is Attach with cfg parsed (want).
+func (m *Mover) attachLink(ctx context.Context, hostIfName string, orig *devicev1.LinkSnapshot, netnsPath string, cfg *devicev1.DeviceConfig, want config) error {
 	if hostIfName == "" {
 		return fmt.Errorf("attaching to %s: empty host interface name: %w", netnsPath, ErrLinkNotFound)
 	}
@@ -277,10 +309,11 @@ func reattach(ctx context.Context, log *slog.Logger, host, pod *conn, hostIfName
 
 // configure applies want's link settings to l in pod (sysctls first, so
 // that one like disable_ipv6 or accept_dad holds before the addresses),
-// enslaves it to want's VRF, adds its addresses, sets it up, adds its
-// routes, neighbours and rules, and announces the addresses (see
-// announce). Addresses, routes and rules that exist already are fine.
-func configure(pod *conn, l netlink.Link, want config) error {
+// enslaves it to want's VRF, adds its addresses, sets it up, takes a DHCP
+// lease (want.dhcp), adds its routes, neighbours and rules, and announces
+// the addresses (see announce). Addresses, routes and rules that exist
+// already are fine. A failure after the lease releases it again.
+func configure(pod *conn, l netlink.Link, want config) (err error) {
 	if err := pod.applySettings(l, want.settings); err != nil {
 		return err
 	}
@@ -295,6 +328,17 @@ func configure(pod *conn, l netlink.Link, want config) error {
 	}
 	if err := pod.setUp(l); err != nil {
 		return err
+	}
+	if j := want.dhcp; j != nil {
+		if err := j.run(context.Background(), pod, l, want); err != nil {
+			return err
+		}
+		defer func() {
+			if err != nil && j.lease != nil {
+				err = errors.Join(err, j.undo(pod, a.Name, j.lease, want))
+				j.lease = nil
+			}
+		}()
 	}
 	for _, r := range want.routes {
 		r.LinkIndex = a.Index
@@ -341,6 +385,10 @@ func (m *Mover) Detach(ctx context.Context, orig *devicev1.LinkSnapshot, netnsPa
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	want, err := parseConfig(cfg)
+	if err != nil {
+		return err
+	}
 	podName := cmp.Or(cfg.GetPodIfName(), orig.GetName())
 	log := m.log.With("link", orig.GetName(), "netns", netnsPath, "podIfName", podName)
 	host, err := dial(m.log, "host", m.hostNs, false)
@@ -352,6 +400,9 @@ func (m *Mover) Detach(ctx context.Context, orig *devicev1.LinkSnapshot, netnsPa
 	pod, err := m.dialPod(netnsPath)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, hostns.ErrNotNetns) {
 		log.Debug("netns is gone", "reason", err)
+		if err := m.dropLease(orig.GetName(), nil, "", want); err != nil {
+			return err
+		}
 		return detachGone(host, podName, cfg, back)
 	}
 	if err != nil {
@@ -379,20 +430,26 @@ func (m *Mover) Detach(ctx context.Context, orig *devicev1.LinkSnapshot, netnsPa
 	}
 	if l == nil {
 		// Detached already, or never attached: the link is in the host.
+		if err := m.dropLease(orig.GetName(), nil, "", want); err != nil {
+			return err
+		}
 		if p, err = inHost(host, podName, cfg, back); err != nil {
 			return err
 		}
-	} else if err := pod.leaveVRF(l); err != nil {
-		return err
+	} else {
+		// The lease is released while the link is still in the pod,
+		// on its network.
+		if err := m.dropLease(orig.GetName(), pod, p.name, want); err != nil {
+			return fmt.Errorf("detaching %s from %s: %w", podName, netnsPath, err)
+		}
+		if err := pod.leaveVRF(l); err != nil {
+			return err
+		}
 	}
 	if err := restore(p, host, back); err != nil {
 		return fmt.Errorf("detaching %s from %s: %w", podName, netnsPath, err)
 	}
-	want, err := parseConfig(cfg)
-	if err == nil {
-		err = pod.unpod(want)
-	}
-	if err != nil {
+	if err := pod.unpod(want); err != nil {
 		return fmt.Errorf("detaching %s from %s: %w", podName, netnsPath, err)
 	}
 	log.Debug("detached")
@@ -495,6 +552,8 @@ type config struct {
 	neighbors []*netlink.Neigh
 	vrf       *devicev1.Vrf
 	settings  *devicev1.LinkSettings
+	// dhcp is set when the claim asks for DHCP; Attach fills it in.
+	dhcp *dhcpJob
 }
 
 // parseConfig converts a cfg that Validate accepted.
@@ -533,6 +592,9 @@ func parseConfig(cfg *devicev1.DeviceConfig) (config, error) {
 	c.neighbors = parseNeighbors(cfg.GetNeighbors())
 	c.vrf = cfg.GetVrf()
 	c.settings = cfg.GetLinkSettings()
+	if cfg.GetDhcp() {
+		c.dhcp = &dhcpJob{}
+	}
 	return c, nil
 }
 

@@ -37,6 +37,11 @@ type pinStore struct {
 	dir string
 }
 
+// LeaseDir is where, under a pin directory, the provisioner keeps the DHCP
+// leases of the devices in pods (link.WithLeaseDir): beside the pins,
+// which a restarted provisioner reopens before it picks the leases up.
+func LeaseDir(pinDir string) string { return filepath.Join(pinDir, "leases") }
+
 // pinRecord is a pin's <device>.json.
 type pinRecord struct {
 	NetnsPath      string          `json:"netnsPath"`
@@ -118,6 +123,9 @@ func (p *pinStore) load() (pins []pinned, errs []error) {
 		return nil, []error{fmt.Errorf("netns pin directory: %w", err)}
 	}
 	for _, e := range entries {
+		if e.IsDir() {
+			continue // not a pin: the DHCP leases' directory (LeaseDir)
+		}
 		name, isRecord := strings.CutSuffix(e.Name(), ".json")
 		if isRecord {
 			if _, err := os.Lstat(p.pinPath(name)); errors.Is(err, fs.ErrNotExist) {

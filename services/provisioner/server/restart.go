@@ -13,7 +13,8 @@ import (
 // pins an earlier run left, and takes back at once the device of each pin
 // whose pod's netns path is gone or names another namespace: the runtime
 // tore the pod down while the provisioner was away, and nothing else
-// would release that namespace before the claim's Free. A device it
+// would release that namespace before the claim's Free. A device still in
+// its pod with a DHCP lease has its lease kept again (resumeLease). A device it
 // cannot take back stays pinned, for the claim's Free. Call it once,
 // before serving; an error means dir cannot be used.
 func (s *Server) UseNetnsPins(ctx context.Context, dir string) error {
@@ -31,6 +32,7 @@ func (s *Server) UseNetnsPins(ctx context.Context, dir string) error {
 	}
 	for _, pn := range pins {
 		if same, _ := s.handles.holds(pn.name, pn.netnsPath); same {
+			s.resumeLease(ctx, pn)
 			continue
 		}
 		if err := s.takeBackPinned(ctx, pn); err != nil {
@@ -38,6 +40,22 @@ func (s *Server) UseNetnsPins(ctx context.Context, dir string) error {
 		}
 	}
 	return nil
+}
+
+// resumeLease keeps again the DHCP lease of a pinned device whose pod is
+// still there (nothing for one without dhcp): without its keeper the
+// lease would end unrenewed.
+func (s *Server) resumeLease(ctx context.Context, pn pinned) {
+	if !pn.cfg.GetDhcp() || createdInPod(pn.pd) || pn.pd.GetDevice().GetSubInterface() != nil {
+		return
+	}
+	path, _, ok := s.handles.path(pn.name)
+	if !ok {
+		return
+	}
+	if err := s.mover.ResumeLease(ctx, pn.pd.GetOriginalLink(), path, pn.cfg); err != nil {
+		s.log.Error("DHCP lease not kept again: it ends unrenewed, and the interface loses its address", "device", pn.name, "error", err)
+	}
 }
 
 // takeBackPinned detaches a pinned device whose pod is gone.

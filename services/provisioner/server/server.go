@@ -55,6 +55,9 @@ type Mover interface {
 	Create(ctx context.Context, orig *devicev1.LinkSnapshot, netnsPath string, cfg *devicev1.DeviceConfig) error
 	Remove(ctx context.Context, orig *devicev1.LinkSnapshot, netnsPath string, cfg *devicev1.DeviceConfig) error
 	CheckBack(ctx context.Context, orig *devicev1.LinkSnapshot, cfg *devicev1.DeviceConfig) error
+	// ResumeLease keeps again the DHCP lease of a device an earlier run
+	// attached with cfg (nothing without cfg's dhcp).
+	ResumeLease(ctx context.Context, orig *devicev1.LinkSnapshot, netnsPath string, cfg *devicev1.DeviceConfig) error
 	// ReadSettings reads what the host link has of the settings want
 	// names (nil for none): what Detach restores.
 	ReadSettings(ctx context.Context, hostIfName string, want *devicev1.LinkSettings) (*devicev1.LinkSettings, error)
@@ -823,7 +826,8 @@ func linkStatus(err error) error {
 		code = codes.AlreadyExists
 	case errors.Is(err, link.ErrLinkNotFound), errors.Is(err, link.ErrRDMANotFound):
 		code = codes.NotFound
-	case errors.Is(err, hostns.ErrNotNetns), errors.Is(err, link.ErrHostNetns), errors.Is(err, link.ErrParentNotFound), errors.Is(err, link.ErrRDMANotMovable):
+	case errors.Is(err, hostns.ErrNotNetns), errors.Is(err, link.ErrHostNetns), errors.Is(err, link.ErrParentNotFound), errors.Is(err, link.ErrRDMANotMovable),
+		errors.Is(err, link.ErrNoLease):
 		code = codes.FailedPrecondition
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return status.FromContextError(err).Err()

@@ -111,6 +111,10 @@ func (f fakeMover) ReadSettings(context.Context, string, *devicev1.LinkSettings)
 	return nil, nil
 }
 
+func (f fakeMover) ResumeLease(context.Context, *devicev1.LinkSnapshot, string, *devicev1.DeviceConfig) error {
+	return nil
+}
+
 func (f fakeMover) CheckBack(context.Context, *devicev1.LinkSnapshot, *devicev1.DeviceConfig) error {
 	return nil
 }
