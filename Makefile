@@ -157,11 +157,16 @@ tidy: ## Fail when a go.mod is not tidy.
 # with -vet=off (GOTEST_VET): go vet has run every analyzer on their
 # packages before them.
 .PHONY: test
-test: prefetch tools checkgenerate node-deps vet ## Run every test, all set-up included (as root).
+test: prefetch tools checkgenerate node-deps unit-deps vet ## Run every test, all set-up included (as root).
 	@MAKE='$(MAKE)' GOTEST_VET=-vet=off bash shared/testinfra/maketest.sh
 
+.PHONY: unit-deps
+unit-deps: ## Install what the root tests take from Debian (dnsmasq, the DHCP server of the provisioner's DHCP tests) when missing.
+	@command -v dnsmasq >/dev/null || { echo ">> installing dnsmasq-base from Debian for the DHCP tests"; \
+		apt-get install -y -q --no-install-recommends dnsmasq-base || { apt-get update -q && apt-get install -y -q --no-install-recommends dnsmasq-base; }; }
+
 .PHONY: test-unit
-test-unit: ## Run the tests on this machine's kernel (root tests use throwaway netns).
+test-unit: unit-deps ## Run the tests on this machine's kernel (root tests use throwaway netns).
 	GRPCURL=$(GRPCURL) $(GO) test $(GOTEST_FLAGS) $(GOTEST_VET) ./...
 
 # Fuzz targets: every `func FuzzX(f *testing.F)` in this module's test

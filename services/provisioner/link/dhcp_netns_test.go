@@ -46,7 +46,8 @@ func shortDHCP(t *testing.T, timeout, retry, maxLease time.Duration) {
 
 func newDHCPRig(t *testing.T, opts ...Option) *dhcpRig {
 	t.Helper()
-	if _, err := exec.LookPath("dnsmasq"); err != nil {
+	if dnsmasqBin() == "" {
+		err := errors.New("not on PATH nor in /usr/sbin")
 		if testenv.Strict() {
 			t.Fatalf("dnsmasq not found (Debian's dnsmasq-base; make test installs it): %v", err)
 		}
@@ -95,12 +96,24 @@ func newDHCPRig(t *testing.T, opts ...Option) *dhcpRig {
 	return d
 }
 
+// dnsmasqBin is dnsmasq's path ("" when it is not installed): Debian puts
+// it in /usr/sbin, which a test's PATH may lack.
+func dnsmasqBin() string {
+	if p, err := exec.LookPath("dnsmasq"); err == nil {
+		return p
+	}
+	if _, err := os.Stat("/usr/sbin/dnsmasq"); err == nil {
+		return "/usr/sbin/dnsmasq"
+	}
+	return ""
+}
+
 // startDnsmasq serves leases of 2 minutes (dnsmasq's least) on nds0, with
 // a router, an MTU and T1/T2 of 2 and 3 seconds, so that the client renews
 // within the test.
 func (d *dhcpRig) startDnsmasq(t *testing.T) {
 	t.Helper()
-	cmd := exec.Command("nsenter", "--net="+d.srvPath, "dnsmasq", "--keep-in-foreground", "--conf-file=/dev/null",
+	cmd := exec.Command("nsenter", "--net="+d.srvPath, dnsmasqBin(), "--keep-in-foreground", "--conf-file=/dev/null",
 		"--port=0", "--interface=nds0", "--bind-interfaces", "--user=root", "--no-ping", "--log-dhcp",
 		"--pid-file="+filepath.Join(d.dir, "pid"), "--log-facility="+filepath.Join(d.dir, "log"),
 		"--dhcp-leasefile="+filepath.Join(d.dir, "leases"), "--dhcp-range=10.77.0.50,10.77.0.60,255.255.255.0,2m",
