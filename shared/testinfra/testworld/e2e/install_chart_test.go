@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log"
@@ -20,21 +21,25 @@ import (
 	"github.com/netdra/netdra/shared/testinfra/testworld/worldtest"
 )
 
-// TestE2E_InstallChart installs a netdra release with the Helm chart on a
-// real node, as a user installs one: `make release` builds the images as
-// OCI indexes and the chart pinned to their digests and pushes both to a
-// registry (go-containerregistry's, served by the test on a loopback
-// port); helm installs the chart from that registry into netdra-e2e, not
-// netdra-system, the node's paths given as values (kubeletRootDir,
-// nriSocketDir, stateDir, cdiDir) instead of the kustomize overlay's
-// patch; the node's containerd pulls every image from the registry. Then:
-// both rollouts, a pod with a claim Running with net1, health through
-// kubectl exec, a helm upgrade to the next release while the pod holds its
-// device (it keeps it; a pod created after gets the other); then helm
-// uninstall, the CRDs (which the release keeps) deleted with kubectl delete
-// -k pods/chart/netdra/files/crds and the namespace: every device back,
-// nothing left on the node but the state file. The chart's ResourceSlice
-// policy is on throughout: dra publishes its node's slices through it.
+// TestE2E_InstallChart installs netdra's last release with the Helm chart
+// on a real node and upgrades it to this tree's, as a user does:
+// `make release` builds the images as OCI indexes and the chart pinned to
+// their digests and pushes both to a registry (go-containerregistry's,
+// served by the test on a loopback port), the last release from a clone
+// at its commit, the next from this tree; helm installs the last one from
+// that registry into netdra-e2e, not netdra-system, the node's paths given
+// as values (kubeletRootDir, nriSocketDir, stateDir, cdiDir) instead of the
+// kustomize overlay's patch; the node's containerd pulls every image from
+// the registry. Then: both rollouts, a pod with a claim Running with net1,
+// health through kubectl exec, the metrics scraped on the pod's IP, a helm
+// upgrade to this tree's release while the pod holds its device (it keeps
+// it; a pod created after gets the other), a helm rollback to the last
+// release while both hold theirs (they keep them; the second's, freed,
+// goes to a third pod); then helm uninstall, the CRDs (which the release
+// keeps) deleted with kubectl delete -k pods/chart/netdra/files/crds and
+// the namespace: every device back, nothing left on the node but the state
+// file. The chart's ResourceSlice policy is on throughout: dra publishes
+// its node's slices through it.
 func TestE2E_InstallChart(t *testing.T) {
 	testenv.RequireRoot(t, "runs a real node and hands host veths to pods")
 	t0 := time.Now()
@@ -47,8 +52,10 @@ func TestE2E_InstallChart(t *testing.T) {
 	helm := helmbin.Binary(t)
 	reg := serveRegistry(t)
 
-	const first, next = "v0.0.1-e2e", "v0.0.2-e2e"
-	in.release(t, reg, first)
+	// The last release, built from its commit as its own release command
+	// builds it, and this tree as the next one.
+	first, next := lastRelease, "v0.2.0-e2e"
+	in.release(t, reg, first, in.checkout(t, lastReleaseCommit))
 	values := filepath.Join(in.dir, "values.yaml")
 	write(t, values, fmt.Sprintf(`kubeletRootDir: %s
 nriSocketDir: %s
@@ -91,14 +98,42 @@ metrics: {ports: {dra: %d, nri: %d, state: %d, provisioner: %d}}
 	in.k(t, "-n", in.ns, "exec", "ds/netdra-node", "-c", "dra", "--", "/usr/local/bin/dra", "health", "-socket=/run/netdra/dra.sock")
 	in.scrapeLikePrometheus(t, nodePod)
 
-	// helm upgrade to the next release while the pod holds a device.
-	in.release(t, reg, next)
+	// helm upgrade from the last release to this tree's while the pod
+	// holds a device: this release reads the state file and the claims'
+	// status the last one wrote.
+	in.release(t, reg, next, in.repo)
 	nodePod = in.roll(t, ":"+next+"@sha256:", nodePod, pod, func() {
 		in.run(t, 4*time.Minute, helm, "upgrade", "netdra", chart, "--version", chartVersion(next), "--plain-http", "-n", in.ns, "-f", values)
 	})
 
-	// Both manifests hold the demo namespace: the second finds it going.
-	in.k(t, "delete", "-f", filepath.Join(in.dir, "netdra-demo-2.yaml"), "--ignore-not-found", "--timeout=2m")
+	// helm rollback to the last release while both pods hold devices: it
+	// reads what this one wrote. Both pods keep their devices; the second
+	// one's device, freed, goes to a third pod.
+	in.run(t, 4*time.Minute, helm, "rollback", "netdra", "1", "-n", in.ns)
+	in.k(t, "-n", in.ns, "rollout", "status", "ds/netdra-node", "--timeout=3m")
+	in.k(t, "-n", in.ns, "rollout", "status", "deploy/netdra-operator", "--timeout=3m")
+	rolledBack := time.Now()
+	if cur := in.nodePod(t); cur.UID == nodePod.UID || !strings.Contains(cur.Spec.Containers[0].Image, ":"+first+"@sha256:") {
+		t.Fatalf("helm rollback did not roll the DaemonSet back to %s: pod %s runs %s", first, cur.Name, cur.Spec.Containers[0].Image)
+	} else {
+		nodePod = cur
+	}
+	for name, addr := range map[string]string{"netdra-demo": "10.100.0.10/24", "netdra-demo-2": "10.100.0.11/24"} {
+		waitFor(t, name+"'s dump of its network after the rollback", time.Minute, func(ctx context.Context) (bool, error) {
+			log, err := in.try(20*time.Second, in.kubectl, "-n", "netdra-demo", "logs", name)
+			return err == nil && lastDumpAfter(log, rolledBack) && strings.Contains(lastDump(log), "\n    inet "+addr+"\n"), nil
+		})
+	}
+	in.k(t, "delete", "-f", filepath.Join(in.dir, "netdra-demo-2.yaml"), "--timeout=2m")
+	in.k(t, "apply", "-f", in.demoManifest(t, "netdra-demo-3", "10.100.0.12/24"))
+	in.k(t, "-n", "netdra-demo", "wait", "--for=condition=Ready", "pod/netdra-demo-3", "--timeout=2m")
+	waitFor(t, "the third pod's dump of its network", time.Minute, func(ctx context.Context) (bool, error) {
+		log, err := in.try(20*time.Second, in.kubectl, "-n", "netdra-demo", "logs", "netdra-demo-3")
+		return err == nil && strings.Contains(lastDump(log), "\n    inet 10.100.0.12/24\n"), nil
+	})
+
+	// Every manifest holds the demo namespace: the later ones find it going.
+	in.k(t, "delete", "-f", filepath.Join(in.dir, "netdra-demo-3.yaml"), "--ignore-not-found", "--timeout=2m")
 	in.k(t, "delete", "-f", filepath.Join(in.dir, "netdra-demo.yaml"), "--ignore-not-found", "--timeout=2m")
 	for _, l := range links {
 		if err := l.asBefore(); err != nil {
@@ -110,17 +145,35 @@ metrics: {ports: {dra: %d, nri: %d, state: %d, provisioner: %d}}
 	in.k(t, "delete", "-k", filepath.Join(in.repo, "pods/chart/netdra/files/crds"))
 	in.k(t, "delete", "namespace", in.ns) // made by --create-namespace, not the release
 	in.checkNothingLeft(t, nodePod, bpfBefore, links)
-	t.Logf("released to a registry, installed from it with Helm, used, upgraded to the next release and uninstalled in %s", time.Since(t0).Round(time.Millisecond))
+	t.Logf("released to a registry, installed the last release from it with Helm, used, upgraded to this tree's, rolled back and uninstalled in %s", time.Since(t0).Round(time.Millisecond))
 }
 
-// release runs `make release VERSION=version PUSH=1` for this machine's
-// architecture, into the registry at reg (host:port) under netdra/.
-func (in *installer) release(t *testing.T, reg, version string) {
+// lastRelease is netdra's last release, made at lastReleaseCommit (its
+// git tag's commit, named by hash so that a clone without tags has it).
+const (
+	lastRelease       = "v0.1.0"
+	lastReleaseCommit = "42891c01a0582f4e82221359de1205e70c271f55"
+)
+
+// checkout returns a clone of the repository at commit, in the test's
+// directory (the repository itself is left as it is).
+func (in *installer) checkout(t *testing.T, commit string) string {
+	t.Helper()
+	dir := filepath.Join(in.dir, "release-"+commit[:12])
+	in.run(t, 2*time.Minute, "git", "clone", "-q", "--no-checkout", in.repo, dir)
+	in.run(t, time.Minute, "git", "-C", dir, "checkout", "-q", "--detach", commit)
+	return dir
+}
+
+// release runs repo's `make release VERSION=version PUSH=1` for this
+// machine's architecture, into the registry at reg (host:port) under
+// netdra/.
+func (in *installer) release(t *testing.T, reg, version, repo string) {
 	t.Helper()
 	t0 := time.Now()
-	out := in.run(t, 15*time.Minute, "make", "-C", in.repo, "release", "VERSION="+version, "RELEASE_REGISTRY="+reg+"/netdra",
+	out := in.run(t, 15*time.Minute, "make", "-C", repo, "release", "VERSION="+version, "RELEASE_REGISTRY="+reg+"/netdra",
 		"RELEASE_ARCHS="+runtime.GOARCH, "PUSH=1")
-	t.Logf("make release VERSION=%s: %s\n%s", version, time.Since(t0).Round(time.Millisecond), out)
+	t.Logf("make release VERSION=%s (%s): %s\n%s", version, repo, time.Since(t0).Round(time.Millisecond), out)
 }
 
 // chartVersion is the chart version of a release's version: without the v.
