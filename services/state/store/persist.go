@@ -32,6 +32,16 @@ type file struct {
 // state service then refuses to start rather than serve part of it.
 var ErrCorrupt = errors.New("state file is corrupt")
 
+// ErrSchema: the state file was written in a schema this build does not
+// read (a newer netdra wrote it, and this one is a rollback). The state
+// service then refuses to start rather than misread it.
+var ErrSchema = errors.New("state file has another schema")
+
+// schemaError is inspect's error for a file of schema got.
+type schemaError struct{ got string }
+
+func (e schemaError) Error() string { return fmt.Sprintf("schema %q, want %q", e.got, schema) }
+
 // corrupt wraps what is wrong with the file at path in ErrCorrupt, with
 // what to do about it.
 func corrupt(path string, err error) error {
@@ -70,6 +80,13 @@ func openFile(path string) (*file, error) {
 			return err
 		})
 	}
+	var se schemaError
+	if errors.As(err, &se) {
+		_ = db.Close()
+		return nil, fmt.Errorf("%w: %s has schema %q, and this netdra reads schema %q: a newer release wrote it. "+
+			"Go back to that release (or a later one), or move the file aside (mv %s %s.schema-%s) and restart: dra rebuilds "+
+			"the allocations from the claims' status", ErrSchema, path, se.got, schema, path, path, se.got)
+	}
 	if err != nil {
 		_ = db.Close()
 		return nil, corrupt(path, err)
@@ -96,7 +113,7 @@ func inspect(db *bolt.DB) (fresh bool, err error) {
 		case meta == nil || allocs == nil || v == nil:
 			return fmt.Errorf("bucket %q or %q or the schema is missing", metaBucket, allocBucket)
 		case string(v) != string(schema):
-			return fmt.Errorf("schema %q, want %q", v, schema)
+			return schemaError{got: string(v)}
 		}
 		return nil
 	})

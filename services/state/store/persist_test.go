@@ -113,16 +113,6 @@ func TestOpen_CorruptFile(t *testing.T) {
 		{"another device's prepared device", withRow(func(a *statev1.Allocation) { a.PreparedDevice.Device.Name = "eth0" }), "allocation.preparedDevice.device.name"},
 		{"attached nowhere", withRow(func(a *statev1.Allocation) { a.Phase = attached }), "allocation.netnsPath"},
 		{"no claim", withRow(func(a *statev1.Allocation) { a.ClaimUid = "" }), "allocation.claimUid"},
-		{"an unknown schema", func(t *testing.T, path string) {
-			db, err := bolt.Open(path, 0o600, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
-			if err := db.Update(func(tx *bolt.Tx) error { return tx.Bucket(metaBucket).Put(schemaKey, []byte("7")) }); err != nil {
-				t.Fatal(err)
-			}
-		}, `schema "7"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -244,4 +234,36 @@ func mode(t *testing.T, path string) os.FileMode {
 		t.Fatal(err)
 	}
 	return fi.Mode().Perm()
+}
+
+// TestOpen_NewerSchema: a state file of another schema (a newer release's,
+// met by a rollback) is refused with ErrSchema naming the file, both
+// schemas and what to do, and is left as it was.
+func TestOpen_NewerSchema(t *testing.T) {
+	path := stateFile(t, goodRow("dummy0"))
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error { return tx.Bucket(metaBucket).Put(schemaKey, []byte("7")) }); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(path, nil)
+	if err == nil {
+		s.Close()
+		t.Fatal("Open loaded a file of schema 7")
+	}
+	if !errors.Is(err, ErrSchema) || errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), path) ||
+		!strings.Contains(err.Error(), `schema "7"`) || !strings.Contains(err.Error(), `reads schema "1"`) {
+		t.Fatalf("Open: %v; want ErrSchema naming %s and both schemas", err, path)
+	}
+	t.Log(err)
+	if after, err := os.ReadFile(path); err != nil || !bytes.Equal(before, after) {
+		t.Errorf("the refused file was changed (%v)", err)
+	}
 }

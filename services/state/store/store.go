@@ -47,7 +47,8 @@ type Store struct {
 // regular file of this uid that no one else may write, in a directory
 // others cannot write; bbolt's consistency check; every row as the
 // requests that wrote it were checked). What fails is an error naming the
-// file and what is wrong, ErrCorrupt for its content, and nothing is
+// file and what is wrong, ErrCorrupt for its content, ErrSchema for a
+// file of another schema (a newer release's), and nothing is
 // loaded: the service refuses to start rather than serve part of its
 // state.
 func Open(path string, log *slog.Logger) (*Store, error) {
