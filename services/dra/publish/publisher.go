@@ -33,15 +33,15 @@ type Publisher struct {
 	// lastStart is when the last publication began (Run's).
 	lastStart time.Time
 
-	mu      sync.Mutex
-	specs   []pools.Spec
+	mu    sync.Mutex
+	specs []pools.Spec
 	// exhausted are the address pools with no free address
 	// (SetExhaustedIPPools).
 	exhausted map[string]bool
-	devices map[string]*devicev1.Device
-	allocs  map[string]*statev1.Allocation
-	synced  bool
-	last    Publication
+	devices   map[string]*devicev1.Device
+	allocs    map[string]*statev1.Allocation
+	synced    bool
+	last      Publication
 	// force has the next publication made even when it would publish
 	// what the last one did (Republish: a new publish target).
 	force bool
