@@ -1,6 +1,6 @@
-// Package settle debounces the device managers' rescans on link events: one
+// Package debounce debounces the device managers' rescans on link events: one
 // rescan for a burst of events, not one per event.
-package settle
+package debounce
 
 import (
 	"context"

@@ -2,7 +2,7 @@ package dummy
 
 import (
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
-	"github.com/netdra/netdra/services/provisioner/settings"
+	"github.com/netdra/netdra/services/provisioner/settingrules"
 )
 
 // Validate checks that dev is one of this manager's devices and that cfg
@@ -15,5 +15,5 @@ func (m *Manager) Validate(dev *devicev1.Device, cfg *devicev1.DeviceConfig) err
 	if err := m.checkDevice(dev); err != nil {
 		return err
 	}
-	return settings.RefuseVF("dummy", cfg)
+	return settingrules.RefuseVF("dummy", cfg)
 }

@@ -11,7 +11,7 @@ import (
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	"github.com/netdra/netdra/services/provisioner/hostns"
 	"github.com/netdra/netdra/services/provisioner/rdma"
-	"github.com/netdra/netdra/services/provisioner/settings"
+	"github.com/netdra/netdra/services/provisioner/settingrules"
 	"github.com/netdra/netdra/shared/fielderr"
 )
 
@@ -141,5 +141,5 @@ func (m *Manager) Validate(dev *devicev1.Device, cfg *devicev1.DeviceConfig) err
 	if dev.GetKernelIfName() == "" {
 		return fielderr.New("device.kernelIfName", "required for a host device")
 	}
-	return settings.RefuseVF("host", cfg)
+	return settingrules.RefuseVF("host", cfg)
 }

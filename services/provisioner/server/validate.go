@@ -12,7 +12,7 @@ import (
 	"github.com/netdra/netdra/services/provisioner/link"
 	"github.com/netdra/netdra/services/provisioner/manager"
 	"github.com/netdra/netdra/services/provisioner/rdma"
-	"github.com/netdra/netdra/services/provisioner/settings"
+	"github.com/netdra/netdra/services/provisioner/settingrules"
 	"github.com/netdra/netdra/shared/claimconfig"
 	"github.com/netdra/netdra/shared/fielderr"
 	"github.com/netdra/netdra/shared/managername"
@@ -233,5 +233,5 @@ func (s *Server) validateMove(pd *devicev1.PreparedDevice, netnsPath string, cfg
 	}
 	// The VLAN the eBPF programs enforce in the pod (a dummy's, a host
 	// interface's) is the Attach config's.
-	return settings.SoftwareVLAN(cfg)
+	return settingrules.SoftwareVLAN(cfg)
 }

@@ -1,9 +1,9 @@
-// Package settings holds the rules for which of a claim's device settings
+// Package settingrules holds the rules for which of a claim's device settings
 // each kind of device honours: the VF settings only an SR-IOV PF can
 // enforce, and the VLAN settings the eBPF programs enforce in software on
 // every device. The managers' Validate and the server's checks call them,
 // so a setting means the same on every manager.
-package settings
+package settingrules
 
 import (
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"

@@ -24,8 +24,8 @@ import (
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
+	"github.com/netdra/netdra/services/provisioner/debounce"
 	"github.com/netdra/netdra/services/provisioner/manager"
-	"github.com/netdra/netdra/services/provisioner/settle"
 )
 
 // DefaultResync is how often Run rescans sysfs when no link event asks it
@@ -148,7 +148,7 @@ func New(log *slog.Logger, sysfsRoot string, cfg *provisionerv1.SriovConfig, opt
 // ends; an error when provisioning or the first discovery fails. Later
 // rescans and provisioning that fail are logged (a PF's failure is its
 // warning) and retried; a lost link event subscription is renewed. A burst
-// of link events makes one rescan (settle.Wait).
+// of link events makes one rescan (debounce.Wait).
 func (m *Manager) Run(ctx context.Context, publish func([]*devicev1.Device)) error {
 	prov := newProvisioner(m.log, m.root, m.prepared, m.writeVFs)
 	changed := m.changed()
@@ -187,7 +187,7 @@ func (m *Manager) Run(ctx context.Context, publish func([]*devicev1.Device)) err
 			if ok {
 				// One rescan for a burst of events (our own moves make
 				// several each).
-				ok = settle.Wait(ctx, ev.ch, settle.Quiet, settle.MaxAfter(took))
+				ok = debounce.Wait(ctx, ev.ch, debounce.Quiet, debounce.MaxAfter(took))
 			}
 			if !ok {
 				m.log.Warn("Link event subscription ended; renewing it")

@@ -2,7 +2,7 @@ package subif
 
 import (
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
-	"github.com/netdra/netdra/services/provisioner/settings"
+	"github.com/netdra/netdra/services/provisioner/settingrules"
 	"github.com/netdra/netdra/shared/fielderr"
 )
 
@@ -30,7 +30,7 @@ func (m *Manager) Validate(dev *devicev1.Device, cfg *devicev1.DeviceConfig) err
 	if err != nil {
 		return err
 	}
-	if err := settings.RefuseVF("subif", cfg); err != nil {
+	if err := settingrules.RefuseVF("subif", cfg); err != nil {
 		return err
 	}
 	switch o.sub.GetKind() {
