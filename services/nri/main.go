@@ -84,7 +84,7 @@ func (cfg *config) run(ctx context.Context, log *slog.Logger) error {
 	// The admin socket: health, reflection and Status.
 	calls := metrics.NewGRPC(reg)
 	srv := rpc.NewServer(calls.Server(cfg.ServerConfig(log)))
-	nriv1.RegisterNriServiceServer(srv.GRPC(), p.StatusServer())
+	nriv1.RegisterNriServiceServer(srv.GRPC(), p.Service())
 	srv.SetServing(nriv1.NriService_ServiceDesc.ServiceName, true)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -95,7 +95,7 @@ func (cfg *config) run(ctx context.Context, log *slog.Logger) error {
 	actors := []process.Actor{nri, serveMetrics}
 	if cfg.Gate.Hook != "" {
 		gate := rpc.NewServer(calls.Server(rpc.ServerConfig{SocketPath: cfg.Gate.Socket, AllowedUIDs: cfg.AllowedUIDs, Logger: log}))
-		nriv1.RegisterNriServiceServer(gate.GRPC(), p.StatusServer())
+		nriv1.RegisterNriServiceServer(gate.GRPC(), p.Service())
 		gate.SetServing(nriv1.NriService_ServiceDesc.ServiceName, true)
 		actors = append(actors, process.Actor{Execute: gate.Serve, Interrupt: func(error) { gate.Stop() }})
 		p.WithGate(cfg.Gate)

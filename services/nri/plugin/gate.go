@@ -168,7 +168,7 @@ func (p *Plugin) awaitSynchronized(ctx context.Context) {
 }
 
 // WaitAttached implements NriServiceServer: the gate hook's wait.
-func (s StatusServer) WaitAttached(ctx context.Context, req *nriv1.WaitAttachedRequest) (*nriv1.WaitAttachedResponse, error) {
+func (s Service) WaitAttached(ctx context.Context, req *nriv1.WaitAttachedRequest) (*nriv1.WaitAttachedResponse, error) {
 	p := s.p
 	switch {
 	case req.GetPodUid() == "":

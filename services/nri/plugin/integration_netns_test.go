@@ -147,7 +147,7 @@ func pluginFor(t *testing.T, n *node, gate bool) (*adaptation.Adaptation, *Plugi
 	if gate {
 		sock := filepath.Join(dir, "gate.sock")
 		srv := rpc.NewServer(rpc.ServerConfig{SocketPath: sock, Logger: log})
-		nriv1.RegisterNriServiceServer(srv.GRPC(), p.StatusServer())
+		nriv1.RegisterNriServiceServer(srv.GRPC(), p.Service())
 		go func() { _ = srv.Serve() }()
 		t.Cleanup(srv.Stop)
 		p.WithGate(Gate{Hook: nodetest.Hook(t), Socket: sock})

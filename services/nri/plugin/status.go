@@ -133,23 +133,25 @@ func (c *conn) collectors() []prometheus.Collector {
 	}
 }
 
-// StatusServer is the plugin's admin API.
-type StatusServer struct {
+// Service is the plugin's NriService: its admin API (Status) and the
+// gate hook's wait (WaitAttached), served on the plugin's socket and on
+// the gate's.
+type Service struct {
 	nriv1.UnimplementedNriServiceServer
 	p *Plugin
 }
 
-var _ nriv1.NriServiceServer = StatusServer{}
+var _ nriv1.NriServiceServer = Service{}
 
 // SetWaiting gives Status what says which peers the plugin cannot reach
 // and why (process.Peers.Watch).
 func (p *Plugin) SetWaiting(f func() []string) { p.waiting.Store(&f) }
 
-// StatusServer returns the admin API of p.
-func (p *Plugin) StatusServer() StatusServer { return StatusServer{p: p} }
+// Service returns p's NriService.
+func (p *Plugin) Service() Service { return Service{p: p} }
 
 // Status implements NriServiceServer.
-func (s StatusServer) Status(context.Context, *nriv1.StatusRequest) (*nriv1.StatusResponse, error) {
+func (s Service) Status(context.Context, *nriv1.StatusRequest) (*nriv1.StatusResponse, error) {
 	p := s.p
 	out := &nriv1.StatusResponse{Connected: p.conn.connected.Load(), Connections: p.conn.connections.Load()}
 	out.RuntimeSocket, _ = p.conn.socket.Load().(string)

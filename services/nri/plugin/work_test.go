@@ -58,7 +58,7 @@ func TestHooks_ReturnWhileMovesHeld(t *testing.T) {
 	}
 	waited := make(chan error, 1)
 	go func() {
-		_, err := p.StatusServer().WaitAttached(ctx, &nriv1.WaitAttachedRequest{PodUid: "pod1", NetnsPath: "/var/run/netns/p1"})
+		_, err := p.Service().WaitAttached(ctx, &nriv1.WaitAttachedRequest{PodUid: "pod1", NetnsPath: "/var/run/netns/p1"})
 		waited <- err
 	}()
 	close(w.hold)
@@ -88,7 +88,7 @@ func TestWaitAttached_Refusals(t *testing.T) {
 	w.failAttach["a"] = errors.New("link busy")
 	p := newPlugin(t, w).WithGate(Gate{Hook: "/opt/netdra/bin/netdra-hook", Socket: "/run/netdra-gate/nri.sock"})
 	p.conn.setConnected(true) // as after Synchronize
-	ctx, srv := context.Background(), p.StatusServer()
+	ctx, srv := context.Background(), p.Service()
 	for _, tc := range []struct {
 		req  *nriv1.WaitAttachedRequest
 		code codes.Code
@@ -187,7 +187,7 @@ func TestStatus_ShowsWork(t *testing.T) {
 	p := newPlugin(t, w)
 	ctx, sb := context.Background(), pod("pod1", "/var/run/netns/p1")
 	pods := func() []*nriv1.Pod {
-		out, err := p.StatusServer().Status(ctx, &nriv1.StatusRequest{})
+		out, err := p.Service().Status(ctx, &nriv1.StatusRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -248,7 +248,7 @@ func TestWork_BoundsCalls(t *testing.T) {
 		}
 	}
 	for i := range pods {
-		_, err := p.StatusServer().WaitAttached(ctx, &nriv1.WaitAttachedRequest{PodUid: fmt.Sprintf("pod%d", i), NetnsPath: fmt.Sprintf("/var/run/netns/p%d", i)})
+		_, err := p.Service().WaitAttached(ctx, &nriv1.WaitAttachedRequest{PodUid: fmt.Sprintf("pod%d", i), NetnsPath: fmt.Sprintf("/var/run/netns/p%d", i)})
 		if err != nil {
 			t.Fatalf("WaitAttached(pod%d): %v", i, err)
 		}
