@@ -37,6 +37,7 @@ import (
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	"github.com/netdra/netdra/shared/claimconfig"
+	"github.com/netdra/netdra/shared/hookargs"
 )
 
 // The CDI kind of netdra's devices.
@@ -95,7 +96,7 @@ const HookTimeout = 30
 func netnsHook(hook, ifName string) *cdi.Hook {
 	timeout := HookTimeout
 	return &cdi.Hook{HookName: "createRuntime", Path: hook,
-		Args: []string{filepath.Base(hook), "check-netns", "-ifname", ifName}, Timeout: &timeout}
+		Args: hookargs.CheckNetnsArgs(hook, ifName), Timeout: &timeout}
 }
 
 // build is Build with the netns check hook at hook on each device with an

@@ -17,10 +17,6 @@ import (
 	"github.com/netdra/netdra/shared/rpc/minigrpc"
 )
 
-// Subcommand is netdra-hook's subcommand the gate's hook runs:
-// `netdra-hook wait-attached -socket S -pod UID -netns PATH`.
-const Subcommand = "wait-attached"
-
 // HookTimeout is the gate hook's OCI timeout, in seconds: the runtime
 // kills the hook after it, and the container's creation fails. The hook's
 // own wait (-wait) ends a second before, with the reason. It is long

@@ -27,11 +27,6 @@ import (
 	"time"
 )
 
-// Subcommand is netdra-hook's subcommand that runs the check: the hook
-// is `netdra-hook check-netns -ifname <name>...`, the OCI state on its
-// stdin.
-const Subcommand = "check-netns"
-
 // DefaultWait is how long the hook waits for an interface by default,
 // just under the hook's CDI timeout (dra's cdispec.HookTimeout, 30 s): nri
 // attaches a pod's devices beside the runtime, after RunPodSandbox

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
@@ -14,6 +13,7 @@ import (
 	nriv1 "github.com/netdra/netdra/protos/netdra/nri/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 	"github.com/netdra/netdra/services/nri/gatehook"
+	"github.com/netdra/netdra/shared/hookargs"
 )
 
 // Gate is where a container of a pod whose attach still runs waits for it
@@ -43,7 +43,7 @@ func (g Gate) hook(uid, netns string) *api.ContainerAdjustment {
 	adj := &api.ContainerAdjustment{}
 	adj.AddHooks(&api.Hooks{CreateRuntime: []*api.Hook{{
 		Path:    g.Hook,
-		Args:    []string{filepath.Base(g.Hook), gatehook.Subcommand, "-socket", g.Socket, "-pod", uid, "-netns", netns},
+		Args:    hookargs.WaitAttachedArgs(g.Hook, g.Socket, uid, netns),
 		Timeout: &api.OptionalInt{Value: gatehook.HookTimeout},
 	}}})
 	return adj

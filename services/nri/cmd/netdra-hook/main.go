@@ -25,6 +25,7 @@ import (
 
 	"github.com/netdra/netdra/services/nri/gatehook"
 	"github.com/netdra/netdra/services/nri/netnscheck"
+	"github.com/netdra/netdra/shared/hookargs"
 	"github.com/netdra/netdra/shared/process/args"
 )
 
@@ -35,13 +36,13 @@ func main() {
 func run(args []string, stdin io.Reader, stderr io.Writer) int {
 	if len(args) > 0 {
 		switch args[0] {
-		case netnscheck.Subcommand:
+		case hookargs.CheckNetns:
 			return checkNetns(args[1:], stdin, stderr)
-		case gatehook.Subcommand:
+		case hookargs.WaitAttached:
 			return waitAttached(args[1:], stdin, stderr)
 		}
 	}
-	fmt.Fprintf(stderr, "usage: netdra-hook %s|%s [flags] (an OCI createRuntime hook: the OCI state on stdin)\n", netnscheck.Subcommand, gatehook.Subcommand)
+	fmt.Fprintf(stderr, "usage: netdra-hook %s|%s [flags] (an OCI createRuntime hook: the OCI state on stdin)\n", hookargs.CheckNetns, hookargs.WaitAttached)
 	return 2
 }
 
@@ -49,10 +50,10 @@ func run(args []string, stdin io.Reader, stderr io.Writer) int {
 // ...]`, the hook dra puts on netdra's CDI devices: exit 0 when every
 // interface is in the container's netns.
 func checkNetns(args []string, stdin io.Reader, stderr io.Writer) int {
-	fs := flag.NewFlagSet("netdra-hook "+netnscheck.Subcommand, flag.ContinueOnError)
+	fs := flag.NewFlagSet("netdra-hook "+hookargs.CheckNetns, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var c netnscheck.Check
-	fs.Func("ifname", "an interface that must be in the container's netns (repeatable)", func(s string) error {
+	fs.Func(hookargs.FlagIfName, "an interface that must be in the container's netns (repeatable)", func(s string) error {
 		c.IfNames = append(c.IfNames, s)
 		return nil
 	})
@@ -73,10 +74,10 @@ func checkNetns(args []string, stdin io.Reader, stderr io.Writer) int {
 // devices are still being attached: exit 0 once they are all in the pod's
 // netns.
 func waitAttached(argv []string, stdin io.Reader, stderr io.Writer) int {
-	fs := flag.NewFlagSet("netdra-hook "+gatehook.Subcommand, flag.ContinueOnError)
-	socket := fs.String("socket", "", "nri's gate socket")
-	pod := fs.String("pod", "", "the pod's UID")
-	netns := fs.String("netns", "", "the pod sandbox's netns path")
+	fs := flag.NewFlagSet("netdra-hook "+hookargs.WaitAttached, flag.ContinueOnError)
+	socket := fs.String(hookargs.FlagSocket, "", "nri's gate socket")
+	pod := fs.String(hookargs.FlagPod, "", "the pod's UID")
+	netns := fs.String(hookargs.FlagNetns, "", "the pod sandbox's netns path")
 	wait := fs.Duration("wait", time.Duration(gatehook.HookTimeout-1)*time.Second, "how long to wait for the attach")
 	if code, ok := args.Parse(fs, argv, stderr); !ok {
 		return code
