@@ -31,6 +31,7 @@ const (
 	InventoryFile = "inventory.jsonl" // Inventory records
 	DiscoverFile  = "discover.jsonl"  // a Summary of sr-iov discoveries of the same tree
 	SubifFile     = "subif.jsonl"     // Subif records (the sub-interface's attach cost)
+	SettingsFile  = "settings.jsonl"  // Settings records (the pod network settings' attach cost)
 	HooksFile     = "hooks.jsonl"     // Hooks records (the time the NRI hooks hold the runtime's lock)
 	PodStartFile  = "podstart.jsonl"  // PodStart records (the real node)
 	RestartFile   = "restart.jsonl"   // KubeletRestart records (the real node)
@@ -138,6 +139,18 @@ type Hooks struct {
 // attaches and detaches with the same full config, measured in one run.
 type Subif struct {
 	Way      string  `json:"way"`
+	N        int     `json:"n"`
+	AttachMs float64 `json:"attach_ms"`
+	DetachMs float64 `json:"detach_ms"`
+}
+
+// Settings is one group of pod network settings at the link level
+// (services/provisioner/link's BenchmarkAttach_Settings): "baseline" (the
+// name and two addresses), the baseline with one group ("routes",
+// "rules", "neighbors", "sysctls", "link-settings", "features"), or "all";
+// the means of N attaches and detaches of one veth, measured in one run.
+type Settings struct {
+	Setting  string  `json:"setting"`
 	N        int     `json:"n"`
 	AttachMs float64 `json:"attach_ms"`
 	DetachMs float64 `json:"detach_ms"`
