@@ -150,6 +150,13 @@ type memState struct {
 	rows    map[string]*statev1.Allocation
 }
 
+// inventory is the devices of the table (the provisioner's inventory too).
+func (m *memState) inventory() []*devicev1.Device {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.devices
+}
+
 func newMemState(rec *recorder, devices []*devicev1.Device, rows ...*statev1.Allocation) (*fakeState, *memState) {
 	m := &memState{devices: devices, rows: map[string]*statev1.Allocation{}}
 	for _, r := range rows {
@@ -157,9 +164,7 @@ func newMemState(rec *recorder, devices []*devicev1.Device, rows ...*statev1.All
 	}
 	f := &fakeState{rec: rec}
 	f.ListDevicesFunc = func(*statev1.ListDevicesRequest) (*statev1.ListDevicesResponse, error) {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		return &statev1.ListDevicesResponse{Devices: m.devices}, nil
+		return &statev1.ListDevicesResponse{Devices: m.inventory()}, nil
 	}
 	f.BeginPrepareFunc = m.beginPrepare
 	f.RecordPreparedFunc = m.recordPrepared
@@ -317,7 +322,9 @@ func (m *memState) deleteAllocation(in *statev1.DeleteAllocationRequest) (*state
 }
 
 // fakeProvisioner is a ProvisionerClient whose methods call their XxxFunc,
-// recording each call; newFakeProvisioner's funcs succeed.
+// recording each call; newFakeProvisioner's funcs succeed. Its Setup, as
+// the real one, reads the request's device name and manager only and
+// prepares its own inventory's copy of the device.
 type fakeProvisioner struct {
 	rec         *recorder
 	SetupFunc   func(*provisionerv1.SetupRequest) (*provisionerv1.SetupResponse, error)
@@ -327,11 +334,16 @@ type fakeProvisioner struct {
 
 var _ ProvisionerClient = (*fakeProvisioner)(nil)
 
-func newFakeProvisioner(rec *recorder) *fakeProvisioner {
+func newFakeProvisioner(rec *recorder, inventory func() []*devicev1.Device) *fakeProvisioner {
 	return &fakeProvisioner{
 		rec: rec,
 		SetupFunc: func(in *provisionerv1.SetupRequest) (*provisionerv1.SetupResponse, error) {
-			return &provisionerv1.SetupResponse{PreparedDevice: preparedOf(in.GetDevice())}, nil
+			for _, d := range inventory() {
+				if d.GetName() == in.GetDevice().GetName() && d.GetManager() == in.GetDevice().GetManager() {
+					return &provisionerv1.SetupResponse{PreparedDevice: preparedOf(d)}, nil
+				}
+			}
+			return nil, status.Errorf(codes.NotFound, "device %s is not in the %s inventory", in.GetDevice().GetName(), in.GetDevice().GetManager())
 		},
 		FreeFunc: func(*provisionerv1.FreeRequest) (*provisionerv1.FreeResponse, error) {
 			return &provisionerv1.FreeResponse{}, nil

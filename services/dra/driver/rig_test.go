@@ -67,7 +67,7 @@ func newRig(t *testing.T, rows ...*statev1.Allocation) *rig {
 	t.Helper()
 	r := &rig{rec: &recorder{}, pods: map[string]*corev1.Pod{}}
 	r.state, r.mem = newMemState(r.rec, testInventory(), rows...)
-	r.prov = newFakeProvisioner(r.rec)
+	r.prov = newFakeProvisioner(r.rec, r.mem.inventory)
 	r.claims = newFakeClaims(r.rec)
 	d, err := New(Config{
 		DriverName: testDriver, NodeName: testNode,

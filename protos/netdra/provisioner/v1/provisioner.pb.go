@@ -928,9 +928,11 @@ func (x *WatchDevicesResponse) GetWarnings() []string {
 }
 
 type SetupRequest struct {
-	state  protoimpl.MessageState `protogen:"open.v1"`
-	Device *v1.Device             `protobuf:"bytes,1,opt,name=device,proto3" json:"device,omitempty"`
-	Config *v1.DeviceConfig       `protobuf:"bytes,2,opt,name=config,proto3" json:"config,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The device to set up: only its name and manager are read; the rest is
+	// the provisioner's own inventory's, so a caller sends only those two.
+	Device *v1.Device       `protobuf:"bytes,1,opt,name=device,proto3" json:"device,omitempty"`
+	Config *v1.DeviceConfig `protobuf:"bytes,2,opt,name=config,proto3" json:"config,omitempty"`
 	// The pool the device was allocated from, for per-pool behaviour
 	// (HostConfig.keep_ebpf_programs_pools); may be empty.
 	Pool string `protobuf:"bytes,3,opt,name=pool,proto3" json:"pool,omitempty"`
