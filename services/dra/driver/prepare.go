@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -241,7 +243,11 @@ func (d *Driver) ensureStatus(ctx context.Context, p *preparation, rows []*state
 // spec and the claim status and commits; on failure it undoes all of it.
 // It returns the prepared devices in the preparation's order and their CDI device IDs.
 func (d *Driver) prepareFresh(ctx context.Context, log *slog.Logger, p *preparation) ([]*devicev1.PreparedDevice, map[string]string, error) {
-	inv, err := d.inventory(ctx)
+	names := make([]string, len(p.devices))
+	for i, dev := range p.devices {
+		names[i] = dev.device
+	}
+	inv, err := d.inventory(ctx, names)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -298,6 +304,21 @@ func (d *Driver) begin(ctx context.Context, p *preparation, devs []*devicev1.Dev
 	rows, err := d.listAllocations(ctx, &statev1.ListAllocationsRequest{PodUid: p.podUID})
 	if err != nil {
 		return err
+	}
+	// The pod's other claims' devices that are not prepared yet: the
+	// inventory says their names.
+	var missing []string
+	for _, row := range rows {
+		if row.GetClaimUid() != string(p.claim.UID) && row.GetPreparedDevice().GetDevice() == nil && inv[row.GetDeviceName()] == nil {
+			missing = append(missing, row.GetDeviceName())
+		}
+	}
+	if len(missing) > 0 {
+		more, err := d.inventory(ctx, missing)
+		if err != nil {
+			return err
+		}
+		maps.Copy(inv, more)
 	}
 	taken := map[string]*statev1.Allocation{}
 	for _, row := range rows {
@@ -446,18 +467,26 @@ func allocKey(row *statev1.Allocation) *statev1.AllocationKey {
 	return &statev1.AllocationKey{Pool: row.GetPool(), DeviceName: row.GetDeviceName(), ShareId: row.GetShareId()}
 }
 
-// inventory returns the node's devices by name.
-func (d *Driver) inventory(ctx context.Context) (map[string]*devicev1.Device, error) {
-	resp, err := d.devices.ListDevices(ctx, &statev1.ListDevicesRequest{})
-	if err != nil {
-		return nil, callErr("listing devices", err)
-	}
-	inv := make(map[string]*devicev1.Device, len(resp.GetDevices()))
-	for _, dev := range resp.GetDevices() {
-		inv[dev.GetName()] = dev
+// inventory returns the node's devices of the given names (a name the
+// inventory does not hold is missing from the map), by name.
+func (d *Driver) inventory(ctx context.Context, names []string) (map[string]*devicev1.Device, error) {
+	names = slices.Compact(slices.Sorted(slices.Values(names)))
+	inv := make(map[string]*devicev1.Device, len(names))
+	for chunk := range slices.Chunk(names, maxListNames) {
+		resp, err := d.devices.ListDevices(ctx, &statev1.ListDevicesRequest{Names: chunk})
+		if err != nil {
+			return nil, callErr("listing devices", err)
+		}
+		for _, dev := range resp.GetDevices() {
+			inv[dev.GetName()] = dev
+		}
 	}
 	return inv, nil
 }
+
+// maxListNames is the most names the state service's ListDevices takes
+// at once.
+const maxListNames = 128
 
 func (d *Driver) listAllocations(ctx context.Context, req *statev1.ListAllocationsRequest) ([]*statev1.Allocation, error) {
 	resp, err := d.allocs.ListAllocations(ctx, req)

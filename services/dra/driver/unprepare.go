@@ -119,7 +119,7 @@ func guessPrepared(dev *devicev1.Device) (pd *devicev1.PreparedDevice, ok bool) 
 // deviceOf returns the allocation's device from the inventory, or as much
 // of it as the allocation knows.
 func (d *Driver) deviceOf(ctx context.Context, row *statev1.Allocation) (*devicev1.Device, error) {
-	inv, err := d.inventory(ctx)
+	inv, err := d.inventory(ctx, []string{row.GetDeviceName()})
 	if err != nil {
 		return nil, err
 	}

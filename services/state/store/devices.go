@@ -7,6 +7,7 @@ import (
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+	"github.com/netdra/netdra/shared/fielderr"
 )
 
 // ReplaceDevices makes req.Devices the whole inventory of req.Manager: new
@@ -76,18 +77,41 @@ func (w *writer) replaceDevice(mgr devicev1.DeviceManager, d *devicev1.Device) e
 	return w.putDevice(d)
 }
 
+// MaxListNames is the most device names one ListDevices may ask for: a
+// claim's devices and its pod's other claims' (32 requests of a claim,
+// each at most a few devices, as DRA allows).
+const MaxListNames = 128
+
 // ListDevices returns the inventory, of one manager when req.Manager is set,
-// in name order.
+// in name order; with req.Names, only those devices, in that order.
 func (s *Store) ListDevices(req *statev1.ListDevicesRequest) (*statev1.ListDevicesResponse, error) {
 	if err := validManager("manager", req.GetManager(), false); err != nil {
 		return nil, err
 	}
+	if n := len(req.GetNames()); n > MaxListNames {
+		return nil, fielderr.New("names", "%d names, more than %d", n, MaxListNames)
+	}
+	for i, n := range req.GetNames() {
+		if err := validDeviceName(fmt.Sprintf("names[%d]", i), n); err != nil {
+			return nil, err
+		}
+	}
 	txn := s.db.ReadTxn()
+	out := &statev1.ListDevicesResponse{}
+	m := req.GetManager()
+	if names := req.GetNames(); len(names) > 0 {
+		for _, n := range names {
+			r, _, found := s.devices.Get(txn, deviceNameIndex.Query(n))
+			if found && (m == devicev1.DeviceManager_DEVICE_MANAGER_UNSPECIFIED || r.Device.GetManager() == m) {
+				out.Devices = append(out.Devices, r.Device)
+			}
+		}
+		return out, nil
+	}
 	rows := s.devices.All(txn)
-	if m := req.GetManager(); m != devicev1.DeviceManager_DEVICE_MANAGER_UNSPECIFIED {
+	if m != devicev1.DeviceManager_DEVICE_MANAGER_UNSPECIFIED {
 		rows = s.devices.List(txn, deviceManagerIndex.Query(m))
 	}
-	out := &statev1.ListDevicesResponse{}
 	for r := range rows {
 		out.Devices = append(out.Devices, r.Device)
 	}

@@ -486,7 +486,10 @@ func (x *ReplaceDevicesResponse) GetRevision() uint64 {
 type ListDevicesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Optional: only this manager's devices.
-	Manager       v1.DeviceManager `protobuf:"varint,1,opt,name=manager,proto3,enum=netdra.device.v1.DeviceManager" json:"manager,omitempty"`
+	Manager v1.DeviceManager `protobuf:"varint,1,opt,name=manager,proto3,enum=netdra.device.v1.DeviceManager" json:"manager,omitempty"`
+	// Optional: only the devices of these names (at most 128), in this
+	// order; a name the inventory does not hold is left out.
+	Names         []string `protobuf:"bytes,2,rep,name=names,proto3" json:"names,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -526,6 +529,13 @@ func (x *ListDevicesRequest) GetManager() v1.DeviceManager {
 		return x.Manager
 	}
 	return v1.DeviceManager(0)
+}
+
+func (x *ListDevicesRequest) GetNames() []string {
+	if x != nil {
+		return x.Names
+	}
+	return nil
 }
 
 type ListDevicesResponse struct {
@@ -2386,9 +2396,10 @@ const file_netdra_state_v1_state_proto_rawDesc = "" +
 	"\amanager\x18\x01 \x01(\x0e2\x1f.netdra.device.v1.DeviceManagerR\amanager\x122\n" +
 	"\adevices\x18\x02 \x03(\v2\x18.netdra.device.v1.DeviceR\adevices\"4\n" +
 	"\x16ReplaceDevicesResponse\x12\x1a\n" +
-	"\brevision\x18\x01 \x01(\x04R\brevision\"O\n" +
+	"\brevision\x18\x01 \x01(\x04R\brevision\"e\n" +
 	"\x12ListDevicesRequest\x129\n" +
-	"\amanager\x18\x01 \x01(\x0e2\x1f.netdra.device.v1.DeviceManagerR\amanager\"I\n" +
+	"\amanager\x18\x01 \x01(\x0e2\x1f.netdra.device.v1.DeviceManagerR\amanager\x12\x14\n" +
+	"\x05names\x18\x02 \x03(\tR\x05names\"I\n" +
 	"\x13ListDevicesResponse\x122\n" +
 	"\adevices\x18\x01 \x03(\v2\x18.netdra.device.v1.DeviceR\adevices\"T\n" +
 	"\x13BeginPrepareRequest\x12=\n" +
