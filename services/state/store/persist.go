@@ -47,7 +47,7 @@ func (e schemaError) Error() string { return fmt.Sprintf("schema %q, want %q", e
 func corrupt(path string, err error) error {
 	return fmt.Errorf("%w: %s: %w; the state service will not start on it. "+
 		"Move it aside (mv %s %s.corrupt) and restart: dra rebuilds the allocations from the claims' status "+
-		"(interrupted prepares and frees awaiting a retry are not in a claim; see README, The state service)",
+		"(interrupted prepares and frees awaiting a retry are not in a claim; see docs/architecture.md, The state service)",
 		ErrCorrupt, path, err, path, path)
 }
 
