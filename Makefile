@@ -201,7 +201,7 @@ test-kernel: ## Run the kernel-rig tests in QEMU (dummy, VLAN, SR-IOV VFs); buil
 	bash shared/testinfra/kernelrig/setup.sh
 	$(GO) test $(GOTEST_VET) -tags kernelrig,$(GO_TAGS) -exec "$(CURDIR)/shared/testinfra/kernelrig/vmrun.sh" -p 1 -count=1 -timeout 30m $(KERNEL_PKGS)
 
-# `make dev`: netdra's whole job on this machine, as root (see the README):
+# `make dev`: netdra's whole job on this machine, as root (see docs/testing.md):
 # the test world, the four node processes, demo veths, a NodeConfig, a
 # DeviceClass, a ResourceClaimTemplate and a pod that gets net1; until
 # Ctrl-C, then everything it made is removed. DEV_ONESHOT=1 checks the pod
