@@ -24,7 +24,7 @@ type Validation struct {
 }
 
 // PrepareOnly is what Parse checks that the admission policy does not,
-// each with why: README's list of them is this.
+// each with why: docs/claims.md's list of them is this.
 var PrepareOnly = []string{
 	"Rules between two top-level parameters (vlanQoS and vlanProto need a vlan; minTxRate at most maxTxRate; apiVersion with kind; vfio with none of the interface's parameters; dhcp with neither addresses nor ipPools; vrf.name not podIfName): dra merges every config entry of the driver that applies to a request, the DeviceClass's first, so one entry may hold what another completes.",
 	"A key given twice in one object: the apiserver decodes the parameters before the policy sees them, and keeps one.",

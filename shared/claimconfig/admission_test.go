@@ -43,18 +43,18 @@ func TestValidations(t *testing.T) {
 	}
 }
 
-// TestPrepareOnlyREADME checks that README's list of what only prepare
-// refuses is PrepareOnly.
-func TestPrepareOnlyREADME(t *testing.T) {
+// TestPrepareOnlyDoc checks that docs/claims.md's list of what only
+// prepare refuses is PrepareOnly.
+func TestPrepareOnlyDoc(t *testing.T) {
 	const begin, end = "<!-- prepare-only:begin -->\n", "<!-- prepare-only:end -->"
-	b, err := os.ReadFile(readme)
+	b, err := os.ReadFile(claimsDoc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	before, rest, ok1 := strings.Cut(string(b), begin)
 	_, after, ok2 := strings.Cut(rest, end)
 	if !ok1 || !ok2 {
-		t.Fatalf("%s has no %q ... %q", readme, begin, end)
+		t.Fatalf("%s has no %q ... %q", claimsDoc, begin, end)
 	}
 	var list strings.Builder
 	for _, p := range PrepareOnly {
@@ -62,12 +62,12 @@ func TestPrepareOnlyREADME(t *testing.T) {
 	}
 	want := before + begin + list.String() + end + after
 	if *update {
-		if err := os.WriteFile(readme, []byte(want), 0o644); err != nil {
+		if err := os.WriteFile(claimsDoc, []byte(want), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return
 	}
 	if want != string(b) {
-		t.Errorf("README's prepare-only list is stale: go test ./shared/claimconfig -run TestPrepareOnlyREADME -update")
+		t.Errorf("docs/claims.md's prepare-only list is stale: go test ./shared/claimconfig -run TestPrepareOnlyDoc -update")
 	}
 }

@@ -28,7 +28,7 @@
 // ethtool features and private flags; the eBPF opt-out. The parameters may
 // say what they are, apiVersion netdra.io/v1alpha1 and kind NetworkConfig,
 // or neither. Reference (reference.go) documents every parameter, and
-// README's claim reference is generated from it.
+// docs/claims.md's claim reference is generated from it.
 package claimconfig
 
 import (

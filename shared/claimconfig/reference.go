@@ -12,9 +12,9 @@ type Param struct {
 	Name, Type, Doc, Example string
 }
 
-// Reference is every parameter, documented: README's claim reference is
-// generated from it (Markdown), and a test fails when a parameter has no
-// row or the README's copy is stale.
+// Reference is every parameter, documented: docs/claims.md's claim
+// reference is generated from it (Markdown), and a test fails when a
+// parameter has no row or that copy is stale.
 var Reference = []Param{
 	{"apiVersion", "string", "`" + APIVersion + "`, with `kind`; or neither (the unversioned form). Any other is refused.", `"apiVersion": "` + APIVersion + `"`},
 	{"kind", "string", "`" + Kind + "`, with `apiVersion`.", `"kind": "` + Kind + `"`},
@@ -76,7 +76,7 @@ func sysctlList() string {
 	return strings.Join(keys, ", ")
 }
 
-// Markdown is Reference as a Markdown table, README's claim reference.
+// Markdown is Reference as a Markdown table, docs/claims.md's claim reference.
 func Markdown() string {
 	var b strings.Builder
 	b.WriteString("| parameter | takes | what it does | example |\n|---|---|---|---|\n")

@@ -10,16 +10,18 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-var update = flag.Bool("update", false, "rewrite README's claim reference from Reference")
+var update = flag.Bool("update", false, "rewrite docs/claims.md's claim reference and prepare-only list")
 
 const (
-	readme    = "../../README.md"
+	// claimsDoc is the page holding the claim reference and the
+	// prepare-only list.
+	claimsDoc = "../../docs/claims.md"
 	beginMark = "<!-- claim-parameters:begin -->\n"
 	endMark   = "<!-- claim-parameters:end -->"
 )
 
 // TestReference checks that Reference documents every parameter, once,
-// and that README's copy of it is current.
+// and that docs/claims.md's copy of it is current.
 func TestReference(t *testing.T) {
 	var got []string
 	for _, p := range Reference {
@@ -33,23 +35,23 @@ func TestReference(t *testing.T) {
 		t.Errorf("Reference names (-parameters +documented):\n%s", diff)
 	}
 
-	b, err := os.ReadFile(readme)
+	b, err := os.ReadFile(claimsDoc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	before, rest, ok1 := strings.Cut(string(b), beginMark)
 	_, after, ok2 := strings.Cut(rest, endMark)
 	if !ok1 || !ok2 {
-		t.Fatalf("%s has no %q ... %q", readme, beginMark, endMark)
+		t.Fatalf("%s has no %q ... %q", claimsDoc, beginMark, endMark)
 	}
 	want := before + beginMark + Markdown() + endMark + after
 	if *update {
-		if err := os.WriteFile(readme, []byte(want), 0o644); err != nil {
+		if err := os.WriteFile(claimsDoc, []byte(want), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return
 	}
 	if want != string(b) {
-		t.Errorf("README's claim reference is stale: go test ./shared/claimconfig -run TestReference -update")
+		t.Errorf("docs/claims.md's claim reference is stale: go test ./shared/claimconfig -run TestReference -update")
 	}
 }

@@ -37,7 +37,7 @@ func TestClaimPolicy_Compiles(t *testing.T) {
 
 // TestClaimPolicy_Cases evaluates the policy's validations in-process, with
 // variables.params and variables.at as the policy's variables make them,
-// on each of claimPolicyCases and README's example: a quick check of what
+// on each of claimPolicyCases and docs/claims.md's example: a quick check of what
 // TestClaimPolicy checks against the apiserver.
 func TestClaimPolicy_Cases(t *testing.T) {
 	objs := renderChart(t, "--show-only", "templates/claim-policy.yaml")
@@ -89,8 +89,8 @@ func TestClaimPolicy_Cases(t *testing.T) {
 		}
 		return ""
 	}
-	if got := refusal(readmeExample(t)); got != "" {
-		t.Errorf("README's example: %s", got)
+	if got := refusal(claimsDocExample(t)); got != "" {
+		t.Errorf("docs/claims.md's example: %s", got)
 	}
 	for _, tc := range claimPolicyCases {
 		if got := refusal([]byte(tc.params)); !strings.HasPrefix(got, at+tc.field+": ") {

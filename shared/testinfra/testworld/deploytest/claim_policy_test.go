@@ -87,18 +87,19 @@ var claimPolicyCases = []struct {
 	{name: "ebpfPrograms", params: `{"ebpfPrograms":"no"}`, field: "ebpfPrograms"},
 }
 
-// readmeExample is the parameters of README's full claim example.
-func readmeExample(t *testing.T) []byte {
+// claimsDocExample is the parameters of the full claim example in
+// docs/claims.md, under its "Claim parameters (reference)" heading.
+func claimsDocExample(t *testing.T) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(podsDir, "..", "README.md"))
+	b, err := os.ReadFile(filepath.Join(podsDir, "..", "docs", "claims.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(b), "#### Claim parameters (reference)")
+	_, rest, ok := strings.Cut(string(b), " Claim parameters (reference)\n")
 	_, rest, ok2 := strings.Cut(rest, "```yaml\n")
 	block, _, ok3 := strings.Cut(rest, "```")
 	if !ok || !ok2 || !ok3 {
-		t.Fatal("README has no claim example under Claim parameters (reference)")
+		t.Fatal("docs/claims.md has no claim example under Claim parameters (reference)")
 	}
 	var doc struct {
 		Config []struct {
@@ -108,7 +109,7 @@ func readmeExample(t *testing.T) []byte {
 		} `json:"config"`
 	}
 	if err := yaml.Unmarshal([]byte(block), &doc); err != nil || len(doc.Config) != 1 {
-		t.Fatalf("README's claim example: %v", err)
+		t.Fatalf("docs/claims.md's claim example: %v", err)
 	}
 	j, err := yaml.Marshal(doc.Config[0].Opaque.Parameters)
 	if err != nil {
@@ -119,7 +120,7 @@ func readmeExample(t *testing.T) []byte {
 		t.Fatal(err)
 	}
 	if _, err := claimconfig.Parse(raw); err != nil {
-		t.Fatalf("README's claim example: %v", err)
+		t.Fatalf("docs/claims.md's claim example: %v", err)
 	}
 	return raw
 }
@@ -141,8 +142,8 @@ func claimSpec(driver string, params []byte) resourceapi.ResourceClaimSpec {
 // TestClaimPolicy installs the chart's claim admission policy into a
 // control plane and creates ResourceClaims and ResourceClaimTemplates:
 // each bad case is refused, its message naming the config entry and the
-// parameter as prepare names it; README's example is accepted, as are the
-// bad parameters for another driver.
+// parameter as prepare names it; docs/claims.md's example is accepted, as
+// are the bad parameters for another driver.
 func TestClaimPolicy(t *testing.T) {
 	cp := worldtest.NewControlPlane(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -188,7 +189,7 @@ func TestClaimPolicy(t *testing.T) {
 		}
 	}
 
-	good := readmeExample(t)
+	good := claimsDocExample(t)
 	for _, template := range []bool{false, true} {
 		what, path := "claim", "spec.devices.config[1].opaque.parameters."
 		if template {
@@ -196,7 +197,7 @@ func TestClaimPolicy(t *testing.T) {
 		}
 		t.Run(what, func(t *testing.T) {
 			if err := create(template, "netdra.io", good); err != nil {
-				t.Errorf("README's example refused: %v", err)
+				t.Errorf("docs/claims.md's example refused: %v", err)
 			}
 			for _, tc := range claimPolicyCases {
 				if !tc.dra {

@@ -16,7 +16,7 @@ import (
 const Driver = "netdra.io"
 
 // DeviceClass creates the DeviceClass name selecting netdra's pool (by the
-// device's pool attribute, as the README's classes do), removed at the
+// device's pool attribute, as pods/examples' classes do), removed at the
 // test's end.
 func DeviceClass(tb testing.TB, c kubernetes.Interface, name, pool string) string {
 	tb.Helper()
