@@ -165,7 +165,7 @@ func Base(root, helm string) (map[string][]byte, error) {
 # %s rendered with its default values into the namespace %s
 # (which it makes, labelled for Pod Security privileged). Install with
 #   kubectl apply --server-side -k pods/base
-# and change it with an overlay of your own (the README's Install).
+# and change it with an overlay of your own (docs/install.md, Install).
 apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources:

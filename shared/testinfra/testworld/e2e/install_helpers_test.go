@@ -26,9 +26,10 @@ import (
 // repoRoot is the repository, relative to this package.
 const repoRoot = "../../../.."
 
-// installer runs the README's "Installing on a cluster" commands against
-// the test world: kubectl v1.37.2 (built from k8s.io/kubernetes with the
-// real node), make, ctr and grpcurl, as a platform engineer would.
+// installer runs docs/install.md's "Installing on a cluster" commands
+// against the test world: kubectl v1.37.2 (built from k8s.io/kubernetes
+// with the real node), make, ctr and grpcurl, as a platform engineer
+// would.
 type installer struct {
 	cp      *controlplane.ControlPlane
 	node    *realnode.Node
@@ -93,7 +94,7 @@ func (in *installer) k(t *testing.T, args ...string) string {
 	return in.run(t, 4*time.Minute, in.kubectl, args...)
 }
 
-// loadImages is the README's `make images-load` with the real node's ctr
+// loadImages is docs/install.md's `make images-load` with the real node's ctr
 // and containerd socket: make images builds the five OCI archives, ctr
 // imports them into the node's containerd.
 func (in *installer) loadImages(t *testing.T, tag string) {
@@ -111,7 +112,7 @@ func (in *installer) loadImages(t *testing.T, tag string) {
 
 var services = []string{"provisioner", "state", "dra", "nri", "operator"}
 
-// writeOverlay writes the README's overlay (my-netdra/kustomization.yaml:
+// writeOverlay writes docs/install.md's overlay (my-netdra/kustomization.yaml:
 // the base, the images by the local name and tag) plus what this node
 // differs in from a default one, as a JSON patch: its kubelet's root dir
 // and NRI socket are under the node's directory (the DaemonSet's host

@@ -20,8 +20,8 @@ import (
 	"github.com/netdra/netdra/shared/testinfra/testworld/worldtest"
 )
 
-// TestE2E_Install follows the README's "Installing on a cluster" on a
-// real node, as written: make images-load into the node's containerd, an
+// TestE2E_Install follows docs/install.md ("Installing on a cluster") on
+// a real node, as written: make images-load into the node's containerd, an
 // overlay pointing at the local images, kubectl apply --server-side -k,
 // rollout status of the DaemonSet (4/4 containers ready: their exec
 // probes pass) and of the operator (2 replicas, leader election), both
@@ -280,7 +280,7 @@ func (in *installer) lookInside(t *testing.T, nodePod, pod *corev1.Pod) {
 		in.k(t, "-n", in.ns, "exec", "ds/netdra-node", "-c", c, "--",
 			"/usr/local/bin/"+c, "health", "-socket=/run/netdra/"+c+".sock")
 	}
-	// Through a short link to the emptyDir's host path (the README's
+	// Through a short link to the emptyDir's host path (docs/operations.md's
 	// /run/netdra-sockets; here one of the test's own): the sockets' full
 	// paths are too long for a unix socket address.
 	s := filepath.Join(in.dir, "s")

@@ -42,7 +42,7 @@ func (b *Binaries) Containerd() string { return filepath.Join(b.Dir, "containerd
 func (b *Binaries) Ctr() string        { return filepath.Join(b.Dir, "ctr") }
 
 // Kubectl is kubectl v1.37.2, built from k8s.io/kubernetes as the kubelet
-// is: what the end-to-end tests run the README's commands with.
+// is: what the end-to-end tests run the documentation's commands with.
 func (b *Binaries) Kubectl() string { return filepath.Join(b.Dir, "kubectl") }
 
 // CacheDirEnv names the environment variable that moves the build cache

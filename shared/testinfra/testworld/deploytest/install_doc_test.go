@@ -8,36 +8,36 @@ import (
 	"testing"
 )
 
-// readmePatch finds the README's JSON patch for a kubelet root dir other
-// than /var/lib/kubelet: its lines {op: replace, path: P, value: V}.
-var readmePatch = regexp.MustCompile(`\{op: replace, path: (/spec/template/spec/\S+), value: (\S+)\}`)
+// installPatch finds docs/install.md's JSON patch for a kubelet root dir
+// other than /var/lib/kubelet: its lines {op: replace, path: P, value: V}.
+var installPatch = regexp.MustCompile(`\{op: replace, path: (/spec/template/spec/\S+), value: (\S+)\}`)
 
-// TestREADME_KubeletRootPatch checks the README's patch for another
+// TestInstallDoc_KubeletRootPatch checks docs/install.md's patch for another
 // kubelet root dir against the base's DaemonSet: each index-based path
 // must still point at the field it means to change (a /var/lib/kubelet
 // path, or dra's flag naming one), so a volume or mount added to the base
-// cannot silently turn the README's patch onto another field.
-func TestREADME_KubeletRootPatch(t *testing.T) {
-	b, err := os.ReadFile("../../../../README.md")
+// cannot silently turn the documented patch onto another field.
+func TestInstallDoc_KubeletRootPatch(t *testing.T) {
+	b, err := os.ReadFile("../../../../docs/install.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ops := readmePatch.FindAllStringSubmatch(string(b), -1)
+	ops := installPatch.FindAllStringSubmatch(string(b), -1)
 	if len(ops) < 6 {
-		t.Fatalf("the README's kubelet root dir patch has %d operations, want 6", len(ops))
+		t.Fatalf("docs/install.md's kubelet root dir patch has %d operations, want 6", len(ops))
 	}
 	ds := find(t, render(t, base), "DaemonSet", "netdra-node")
 	for _, op := range ops {
 		cur, err := pointer(ds.Object, op[1])
 		if err != nil {
-			t.Errorf("README patch path %s: %v", op[1], err)
+			t.Errorf("docs/install.md patch path %s: %v", op[1], err)
 			continue
 		}
-		// The README's example root is /var/lib/k0s/kubelet: each value is
+		// The page's example root is /var/lib/k0s/kubelet: each value is
 		// the base's with that root.
 		want := strings.Replace(op[2], "/var/lib/k0s/kubelet", "/var/lib/kubelet", 1)
 		if old, _ := cur.(string); old != want || want == op[2] {
-			t.Errorf("README patch %s sets %s, but the base has %q there (want %q)", op[1], op[2], old, want)
+			t.Errorf("docs/install.md patch %s sets %s, but the base has %q there (want %q)", op[1], op[2], old, want)
 		}
 	}
 }
