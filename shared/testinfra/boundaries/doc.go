@@ -2,5 +2,5 @@
 // only the provisioner touches the host (netlink, eBPF), the provisioner
 // holds no Kubernetes client, only dra and the operator import client-go,
 // and services meet only through the protos, never importing each other.
-// It also holds the README's layout to the packages that exist.
+// It also holds docs/layout.md to the packages that exist.
 package boundaries
