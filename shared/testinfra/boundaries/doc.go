@@ -2,5 +2,7 @@
 // only the provisioner touches the host (netlink, eBPF), the provisioner
 // holds no Kubernetes client, only dra and the operator import client-go,
 // and services meet only through the protos, never importing each other.
-// It also holds docs/layout.md to the packages that exist.
+// It also holds the documentation (README.md, docs/) to the code: the
+// layout names every package, links resolve, and the files, flags and
+// configuration fields the pages name exist.
 package boundaries
