@@ -144,9 +144,14 @@ func (c *conn) enslave(l netlink.Link, vrf *devicev1.Vrf) error {
 }
 
 // addVRF creates the VRF vrf in c, marked and up. Another claim of the
-// pod creating it at the same time is fine: its VRF is used.
+// pod creating it at the same time is fine: its VRF is used. A kernel
+// without VRF devices refuses the claim's vrf (a *fielderr.Error): no
+// retry will make one.
 func (c *conn) addVRF(vrf *devicev1.Vrf) (netlink.Link, error) {
 	err := c.h.LinkAdd(&netlink.Vrf{LinkAttrs: netlink.LinkAttrs{Name: vrf.GetName()}, Table: vrf.GetTable()})
+	if errors.Is(err, unix.EOPNOTSUPP) {
+		return nil, fielderr.New("vrf", "this node's kernel has no VRF devices (CONFIG_NET_VRF): %v", err)
+	}
 	if err != nil && !errors.Is(err, unix.EEXIST) {
 		return nil, fmt.Errorf("creating VRF %s (table %d) in %s: %w", vrf.GetName(), vrf.GetTable(), c.name, err)
 	}

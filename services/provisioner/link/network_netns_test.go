@@ -233,8 +233,12 @@ func TestMover_NetworkRefused(t *testing.T) {
 		{"fixed feature", func(c *devicev1.DeviceConfig) { c.LinkSettings.Features["loopback"] = true }, "features", "loopback"},
 		{"unknown private flag", func(c *devicev1.DeviceConfig) { c.LinkSettings.PrivateFlags = map[string]bool{"legacy-rx": true} }, "privateFlags", "legacy-rx"},
 		{"gso above the device's", func(c *devicev1.DeviceConfig) { c.LinkSettings.GsoMaxSize = u32p(maxGSO + 1) }, "gsoMaxSize", ""},
+		{"vrf on a kernel without VRF devices", func(c *devicev1.DeviceConfig) { c.Vrf = &devicev1.Vrf{Name: "red", Table: 100} }, "vrf", "CONFIG_NET_VRF"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.wantField == "vrf" && kernelMakesVRF(t) {
+				t.Skip("this kernel makes VRF devices (TestKernel_VRF covers them)")
+			}
 			r, _, orig := rigWithDevice(t)
 			writeSysctl(t, r.hostPath, "ndv0", "ipv4.rp_filter", "2")
 			cfg := networkCfg()
@@ -258,6 +262,14 @@ func TestMover_NetworkRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// kernelMakesVRF reports whether the kernel makes a VRF device (one
+// added in a throwaway namespace).
+func kernelMakesVRF(t *testing.T) bool {
+	t.Helper()
+	h := netnstest.Handle(t, netnstest.New(t))
+	return h.LinkAdd(&netlink.Vrf{LinkAttrs: netlink.LinkAttrs{Name: "probe"}, Table: 1}) == nil
 }
 
 // maxGSO is above what a veth takes (its tso_max_size).
