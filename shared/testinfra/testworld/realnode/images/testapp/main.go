@@ -9,6 +9,9 @@
 // container got through CDI: each device node under /dev/vfio (kind and
 // major:minor), each PCIDEVICE_* variable, and the device metadata files
 // under /var/run/kubernetes.io/dra-device-attributes.
+// "testapp net IFNAME [SYSCTL...]", run in the container (exec), prints
+// what the container sees around one interface, like `ip` would (printNet
+// says how).
 //
 // Each dump starts with a line "testapp dump N netns=net:[INODE]" and ends
 // with "testapp end N", so a reader can take the last complete one.
@@ -41,6 +44,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "devices" {
 		printDevices()
 		return
+	}
+	if len(os.Args) > 2 && os.Args[1] == "net" {
+		os.Exit(printNet(os.Args[2], os.Args[3:]))
 	}
 	interval := 30 * time.Second
 	if d, err := time.ParseDuration(os.Getenv("DUMP_INTERVAL")); err == nil && d > 0 {
