@@ -1,0 +1,273 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/netdra/netdra/shared/apis/v1alpha1"
+	"github.com/netdra/netdra/shared/testinfra/nodetest"
+	"github.com/netdra/netdra/shared/testinfra/testenv"
+	"github.com/netdra/netdra/shared/testinfra/testworld/worldtest"
+)
+
+// The DHCP network of the pod-network test: dnsmasq on a bridge of the
+// host netns that the host-side peers of the devices are enslaved to.
+const (
+	dhcpBridge = "br-dh"
+	dhcpServer = "10.77.0.1"
+	dhcpFirst  = "10.77.0.50"
+	dhcpLast   = "10.77.0.60"
+	dhcpMTU    = 1400
+)
+
+// TestE2E_PodNetwork is a pod whose claim configures its network beyond
+// the interface (issue 40's settings) on the real node: net1 takes its
+// address and MTU from a real DHCP server (dnsmasq in the host netns), is
+// enslaved to a VRF, and gets a policy rule, a route in the rule's table,
+// a permanent neighbour and two sysctls. The container sees each by exec
+// (`testapp net`). Deleting the pod brings the device back as it was and
+// releases the lease (dnsmasq's lease file loses it).
+//
+// This kernel may have no VRF devices (CONFIG_NET_VRF unset, no modules):
+// then the VRF is left out of the running pod's claim, and a second pod
+// whose claim has it never runs: its attach is refused naming vrf, its
+// device back in the host unchanged.
+func TestE2E_PodNetwork(t *testing.T) {
+	t0 := time.Now()
+	haveVRF := kernelHasVRF(t)
+	nn := startNetdra(t, "dh0", "dh1")
+	c := nn.cp.Client()
+	before := map[string]ipLink{}
+	for _, d := range []string{"dh0", "dh1"} {
+		l, ok := link(t, nn.hostNS, d)
+		if !ok {
+			t.Fatalf("no %s in the host netns", d)
+		}
+		before[d] = l
+	}
+	leases := startDHCPServer(t, nn.hostNS, "p-dh0", "p-dh1")
+	nn.applyNodeConfig(t, map[string]any{
+		"deviceManagerConfigs": map[string]any{"host": map[string]any{"enabled": true, "ifNames": []any{"dh0", "dh1"}}},
+		"pools":                []any{map[string]any{"name": "dhcp"}},
+	})
+	// Pods made before the devices are published wait for the
+	// scheduler's backoff.
+	nn.waitStatus(t, "both devices published", func(nc *v1alpha1.NodeConfig) bool { return pools(nc) == "dhcp=2" })
+	t.Logf("devices published after %s", time.Since(t0).Round(100*time.Millisecond))
+	ns := worldtest.Namespace(t, c)
+	class := deviceClass(t, c, "dhcp")
+	params := map[string]any{
+		"apiVersion": "netdra.io/v1alpha1", "kind": "NetworkConfig",
+		"podIfName": "net1",
+		"dhcp":      true,
+		"rules":     []any{map[string]any{"priority": 100, "from": "10.77.0.0/24", "table": 100}},
+		"routes":    []any{map[string]any{"destination": "10.88.0.0/16", "gateway": dhcpServer, "table": 100}},
+		"neighbors": []any{map[string]any{"address": "10.77.0.9", "mac": "02:00:00:00:77:09"}},
+		"sysctls":   map[string]any{"ipv4.arp_ignore": 1, "ipv4.rp_filter": 2},
+	}
+	vrf := map[string]any{"name": "red", "table": 100}
+	var refused *corev1.Pod
+	var refusedNS string
+	if haveVRF {
+		params["vrf"] = vrf
+	} else {
+		refusedNS = worldtest.Namespace(t, c) // a claim template per namespace
+		withVRF := map[string]any{"vrf": vrf}
+		for k, v := range params {
+			withVRF[k] = v
+		}
+		refused = newPod(t, c, refusedNS, "vrf", nn.node.Name(), claimTemplate(t, c, refusedNS, class, withVRF))
+	}
+	pod := newPod(t, c, ns, "app", nn.node.Name(), claimTemplate(t, c, ns, class, params))
+	waitFor(t, "the pod to run", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		p, err := c.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+		return err == nil && p.Status.Phase == corev1.PodRunning, nil
+	})
+	t.Logf("pod running after %s", time.Since(t0).Round(100*time.Millisecond))
+	mine, other := "dh0", "dh1"
+	if _, ok := link(t, nn.hostNS, mine); ok {
+		mine, other = other, mine
+	}
+	mac := before[mine].Address
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, code, err := nn.node.Exec(ctx, pod.UID, "app", "/testapp", "net", "net1",
+		"net.ipv4.conf.net1.arp_ignore", "net.ipv4.conf.net1.rp_filter")
+	if err != nil || code != 0 {
+		t.Fatalf("exec testapp net net1: %v (exit %d): %s", err, code, out)
+	}
+	t.Logf("the container sees:\n%s", out)
+	want := []string{
+		fmt.Sprintf("link net1 mtu %d hw %s ", dhcpMTU, mac),
+		"rule 100: from 10.77.0.0/24 lookup 100\n",
+		"route table 100 10.88.0.0/16 via " + dhcpServer + " dev net1 ",
+		"neigh 10.77.0.9 lladdr 02:00:00:00:77:09 PERMANENT\n",
+		"sysctl net.ipv4.conf.net1.arp_ignore = 1\n",
+		"sysctl net.ipv4.conf.net1.rp_filter = 2\n",
+	}
+	if haveVRF {
+		want = append(want, "master red vrf table 100\n")
+	}
+	requireLines(t, "the container", out, want...)
+	addr := dhcpAddress(t, out)
+	if l := leases(); !strings.Contains(l, mac) || !strings.Contains(l, " "+addr.String()+" ") {
+		t.Errorf("dnsmasq's leases have no %s for %s:\n%s", addr, mac, l)
+	}
+
+	if refused != nil {
+		// The attach runs after the sandbox, in nri: its refusal keeps the
+		// pod's containers from starting, and the pod's event says why.
+		waitFor(t, "an event of the VRF pod naming vrf", time.Minute, func(ctx context.Context) (bool, error) {
+			return podEventWith(ctx, c, refused, "vrf: this node's kernel has no VRF devices (CONFIG_NET_VRF)"), nil
+		})
+		if l, ok := link(t, nn.hostNS, other); !ok || fmt.Sprint(l) != fmt.Sprint(before[other]) {
+			t.Errorf("%s after the refused VRF claim = %+v (there %v), want %+v", other, l, ok, before[other])
+		}
+		if p, err := c.CoreV1().Pods(refusedNS).Get(context.Background(), refused.Name, metav1.GetOptions{}); err != nil {
+			t.Error(err)
+		} else {
+			for _, cs := range p.Status.ContainerStatuses {
+				if cs.State.Running != nil || cs.RestartCount > 0 {
+					t.Errorf("container %s of the refused VRF claim's pod started: %+v", cs.Name, cs)
+				}
+			}
+		}
+	}
+
+	t.Logf("deleting the pods after %s", time.Since(t0).Round(100*time.Millisecond))
+	for _, p := range []*corev1.Pod{pod, refused} {
+		if p != nil {
+			if err := c.CoreV1().Pods(p.Namespace).Delete(context.Background(), p.Name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	waitFor(t, mine+" back in the host netns", 2*time.Minute, func(context.Context) (bool, error) {
+		_, ok := link(t, nn.hostNS, mine)
+		return ok, nil
+	})
+	t.Logf("%s back in the host after %s", mine, time.Since(t0).Round(100*time.Millisecond))
+	for _, d := range []string{"dh0", "dh1"} {
+		if l, _ := link(t, nn.hostNS, d); fmt.Sprint(l) != fmt.Sprint(before[d]) {
+			t.Errorf("%s after the pod = %+v, want it as before: %+v", d, l, before[d])
+		}
+	}
+	waitFor(t, "dnsmasq to drop the released lease", 30*time.Second, func(context.Context) (bool, error) {
+		return !strings.Contains(leases(), mac), nil
+	})
+	t.Logf("pod network test took %s", time.Since(t0).Round(100*time.Millisecond))
+}
+
+// podEventWith reports whether a warning event of pod has text in its
+// message, and logs it.
+func podEventWith(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod, text string) bool {
+	evs, err := c.CoreV1().Events(pod.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return false
+	}
+	for _, e := range evs.Items {
+		if e.InvolvedObject.Kind == "Pod" && e.InvolvedObject.Name == pod.Name && e.Type == corev1.EventTypeWarning &&
+			strings.Contains(e.Message, text) {
+			return true
+		}
+	}
+	return false
+}
+
+// dhcpAddress is the address of dnsmasq's range among what `testapp net`
+// printed: a /24 with a finite valid lifetime.
+func dhcpAddress(t *testing.T, out string) netip.Addr {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^addr (10\.77\.0\.\d+)/24 valid_lft (\w+) `).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("net1 has no address of 10.77.0.0/24:\n%s", out)
+	}
+	a := netip.MustParseAddr(m[1])
+	if a.Less(netip.MustParseAddr(dhcpFirst)) || netip.MustParseAddr(dhcpLast).Less(a) {
+		t.Errorf("net1's address %s is outside dnsmasq's range %s-%s", a, dhcpFirst, dhcpLast)
+	}
+	lft, err := strconv.Atoi(strings.TrimSuffix(m[2], "sec"))
+	if err != nil || lft <= 0 || lft > 120 {
+		t.Errorf("net1's address %s has valid_lft %s, want the lease's remaining time (at most 120sec)", a, m[2])
+	}
+	return a
+}
+
+// startDHCPServer bridges the links peers of the host netns hostNS on
+// dhcpBridge and runs dnsmasq there, bound to the bridge alone, serving
+// leases of 2 minutes (dnsmasq's least) of dhcpFirst-dhcpLast with
+// dhcpMTU; it is stopped at the end of the test. It returns a reader of
+// dnsmasq's lease file.
+func startDHCPServer(t *testing.T, hostNS string, peers ...string) (leases func() string) {
+	t.Helper()
+	bin := "/usr/sbin/dnsmasq"
+	if p, err := exec.LookPath("dnsmasq"); err == nil {
+		bin = p
+	}
+	if _, err := os.Stat(bin); err != nil {
+		if testenv.Strict() {
+			t.Fatalf("dnsmasq not found (Debian's dnsmasq-base; make unit-deps installs it): %v", err)
+		}
+		t.Skipf("dnsmasq not found (apt-get install dnsmasq-base): %v", err)
+	}
+	nodetest.IP(t, "-n", hostNS, "link", "add", dhcpBridge, "type", "bridge")
+	for _, p := range peers {
+		nodetest.IP(t, "-n", hostNS, "link", "set", p, "master", dhcpBridge, "up")
+	}
+	nodetest.IP(t, "-n", hostNS, "addr", "add", dhcpServer+"/24", "dev", dhcpBridge)
+	nodetest.IP(t, "-n", hostNS, "link", "set", dhcpBridge, "up")
+	dir := t.TempDir()
+	cmd := exec.Command("ip", "netns", "exec", hostNS, bin, "--keep-in-foreground", "--conf-file=/dev/null",
+		"--port=0", "--interface="+dhcpBridge, "--bind-interfaces", "--except-interface=lo", "--user=root", "--no-ping",
+		"--log-dhcp", "--pid-file="+filepath.Join(dir, "pid"), "--log-facility="+filepath.Join(dir, "log"),
+		"--dhcp-leasefile="+filepath.Join(dir, "leases"),
+		"--dhcp-range="+dhcpFirst+","+dhcpLast+",255.255.255.0,2m",
+		"--dhcp-option=option:router,"+dhcpServer, fmt.Sprintf("--dhcp-option=option:mtu,%d", dhcpMTU))
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	read := func(name string) string {
+		b, _ := os.ReadFile(filepath.Join(dir, name))
+		return string(b)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(unix.SIGTERM)
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("dnsmasq's log:\n%s", read("log"))
+		}
+	})
+	waitFor(t, "dnsmasq to start", 10*time.Second, func(context.Context) (bool, error) {
+		return strings.Contains(read("log"), "DHCP, IP range"), nil
+	})
+	return func() string { return strings.TrimSpace(read("leases")) }
+}
+
+// kernelHasVRF reports whether this kernel makes VRF devices (a VRF added
+// in a throwaway netns).
+func kernelHasVRF(t *testing.T) bool {
+	t.Helper()
+	testenv.RequireRoot(t, "creates network namespaces")
+	ns := nodetest.Netns(t, "vrfp")
+	out, err := exec.Command("ip", "-n", ns, "link", "add", "probe", "type", "vrf", "table", "1").CombinedOutput()
+	if err != nil {
+		t.Logf("this kernel makes no VRF devices (ip link add type vrf: %v: %s)", err, strings.TrimSpace(string(out)))
+	}
+	return err == nil
+}
