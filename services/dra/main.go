@@ -15,6 +15,8 @@ import (
 	"os"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -51,6 +53,9 @@ func main() {
 	var cfg config
 	fs := flag.NewFlagSet("dra", flag.ContinueOnError)
 	cfg.Register(fs, "dra")
+	cfg.Inspect = func(ctx context.Context, cc *grpc.ClientConn) (proto.Message, error) {
+		return drav1.NewDraServiceClient(cc).Status(ctx, &drav1.StatusRequest{})
+	}
 	fs.StringVar(&cfg.NodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME)")
 	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster)")
 	cfg.Peers.Register(fs)

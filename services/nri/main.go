@@ -12,6 +12,9 @@ import (
 	"log/slog"
 	"os"
 
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+
 	nriv1 "github.com/netdra/netdra/protos/netdra/nri/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
@@ -40,6 +43,9 @@ func main() {
 	var cfg config
 	fs := flag.NewFlagSet("nri", flag.ContinueOnError)
 	cfg.Register(fs, "nri")
+	cfg.Inspect = func(ctx context.Context, cc *grpc.ClientConn) (proto.Message, error) {
+		return nriv1.NewNriServiceClient(cc).Status(ctx, &nriv1.StatusRequest{})
+	}
 	fs.StringVar(&cfg.NRI.Socket, "nri-socket", "/var/run/nri/nri.sock", "the container runtime's NRI socket")
 	fs.StringVar(&cfg.NRI.Name, "plugin-name", "netdra", "NRI plugin name ([a-zA-Z0-9_.+-])")
 	fs.StringVar(&cfg.NRI.Index, "plugin-index", "50", "NRI plugin index (two digits): the order among plugins")

@@ -12,6 +12,9 @@ import (
 	"os"
 	"path/filepath"
 
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 	"github.com/netdra/netdra/services/state/api"
 	"github.com/netdra/netdra/services/state/store"
@@ -35,6 +38,9 @@ func main() {
 	var cfg config
 	fs := flag.NewFlagSet("state", flag.ContinueOnError)
 	cfg.Register(fs, "state")
+	cfg.Inspect = func(ctx context.Context, cc *grpc.ClientConn) (proto.Message, error) {
+		return statev1.NewStateServiceClient(cc).Dump(ctx, &statev1.DumpRequest{})
+	}
 	fs.StringVar(&cfg.DB, "db", "/var/lib/netdra/state.db", "bbolt file holding the allocations")
 	fs.StringVar(&cfg.Metrics, "metrics-address", "127.0.0.1:9653", "where to serve Prometheus metrics (empty: nowhere)")
 	os.Exit(process.Main(fs, os.Args[1:], &cfg.Flags, cfg.run))

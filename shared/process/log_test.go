@@ -29,7 +29,7 @@ func TestLogFormatFlag(t *testing.T) {
 			fs := flag.NewFlagSet("state", flag.ContinueOnError)
 			f.Register(fs, "state")
 			var out bytes.Buffer
-			code := mainWith(fs, tc.args, &f, &out, func(_ context.Context, log *slog.Logger) error {
+			code := mainWith(fs, tc.args, &f, io.Discard, &out, func(_ context.Context, log *slog.Logger) error {
 				log.Info("hello", "k", "v")
 				return nil
 			})

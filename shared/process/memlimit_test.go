@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"io"
 	"log/slog"
 	"math"
 	"runtime/debug"
@@ -58,7 +59,7 @@ func TestMain_MemoryLimit(t *testing.T) {
 			fs := flag.NewFlagSet("memtest", flag.ContinueOnError)
 			f.Register(fs, "memtest")
 			var got int64
-			code := mainWith(fs, tc.args, &f, &bytes.Buffer{}, func(context.Context, *slog.Logger) error {
+			code := mainWith(fs, tc.args, &f, io.Discard, &bytes.Buffer{}, func(context.Context, *slog.Logger) error {
 				got = debug.SetMemoryLimit(-1)
 				return nil
 			})
@@ -92,7 +93,7 @@ func TestMain_GCPercent(t *testing.T) {
 			fs := flag.NewFlagSet("gctest", flag.ContinueOnError)
 			f.Register(fs, "gctest")
 			var got int
-			code := mainWith(fs, tc.args, &f, &bytes.Buffer{}, func(context.Context, *slog.Logger) error {
+			code := mainWith(fs, tc.args, &f, io.Discard, &bytes.Buffer{}, func(context.Context, *slog.Logger) error {
 				got = debug.SetGCPercent(100)
 				return nil
 			})

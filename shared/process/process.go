@@ -43,11 +43,17 @@ type Flags struct {
 	// collection; negative turns the collector off (then only a memory
 	// limit starts one).
 	GCPercent int
+	// Inspect, when set, is the process's read-only status call that
+	// `<process> inspect` prints beside its health and version.
+	Inspect Inspector
+	// name is the process's name, as Register was given it.
+	name string
 }
 
 // Register adds the common flags to fs, the socket defaulting to
 // /run/netdra/<name>.sock.
 func (f *Flags) Register(fs *flag.FlagSet, name string) {
+	f.name = name
 	fs.StringVar(&f.Socket, "socket", SocketDir+"/"+name+".sock", "unix socket to serve gRPC on")
 	fs.Var(&f.AllowedUIDs, "allowed-uids", "comma-separated peer uids allowed to call (default: own uid and root)")
 	fs.TextVar(&f.LogLevel, "log-level", slog.LevelInfo, "minimum log level: debug, info, warn, error")
@@ -73,18 +79,24 @@ func ParseArgs(fs *flag.FlagSet, argv []string, stderr io.Writer) (code int, ok 
 // Main parses args into fs and runs run with a logger writing to stderr
 // (NewLogger, grpc-go's own lines routed through it), returning the exit code: 0 on a clean shutdown, 1 on an error, 2
 // on bad flags. `<process> health [flags]` instead asks the socket's health
-// service and exits 0 when it is SERVING (for exec probes).
+// service and exits 0 when it is SERVING (for exec probes); `<process>
+// inspect [flags]` prints a Report as JSON (its health, version and the
+// Inspect call's reply) and exits 0 when both were read.
 func Main(fs *flag.FlagSet, args []string, f *Flags, run func(ctx context.Context, log *slog.Logger) error) int {
-	return mainWith(fs, args, f, os.Stderr, run)
+	return mainWith(fs, args, f, os.Stdout, os.Stderr, run)
 }
 
-func mainWith(fs *flag.FlagSet, args []string, f *Flags, stderr io.Writer, run func(ctx context.Context, log *slog.Logger) error) int {
-	health := len(args) > 0 && args[0] == "health"
-	if health {
-		args = args[1:]
+func mainWith(fs *flag.FlagSet, args []string, f *Flags, stdout, stderr io.Writer, run func(ctx context.Context, log *slog.Logger) error) int {
+	var sub string
+	if len(args) > 0 && (args[0] == "health" || args[0] == "inspect") {
+		sub, args = args[0], args[1:]
 	}
+	health := sub == "health"
 	if code, ok := ParseArgs(fs, args, stderr); !ok {
 		return code
+	}
+	if sub == "inspect" {
+		return inspect(context.Background(), f.name, f.Socket, f.Inspect, stdout)
 	}
 	if health {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
