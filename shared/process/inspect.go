@@ -40,32 +40,39 @@ type Report struct {
 	StatusError string          `json:"statusError,omitempty"`
 }
 
-// inspect asks the socket's health and, with an inspector, the process's
-// status, and writes the Report to w as JSON. The exit code is 0 when the
-// process is healthy and its status was read, 1 otherwise; the report is
-// written either way.
+// inspect writes the socket's Report, with the binary's version, to w as
+// JSON. The exit code is 0 when the process is healthy and its status was
+// read, 1 otherwise; the report is written either way.
 func inspect(ctx context.Context, name, socket string, in Inspector, w io.Writer) int {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	r := Report{Process: name, Version: Version(), Socket: socket}
-	if err := rpc.CheckHealth(ctx, socket, ""); err != nil {
-		r.HealthError = err.Error()
-	} else {
-		r.Healthy = true
-	}
-	ok := r.Healthy
-	if in != nil && r.Healthy {
-		if err := inspectStatus(ctx, socket, in, &r); err != nil {
-			r.StatusError = err.Error()
-			ok = false
-		}
-	}
+	r := Inspect(ctx, name, socket, in)
+	r.Version = Version()
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(r); err != nil || !ok {
+	if err := enc.Encode(r); err != nil || !r.Healthy || r.StatusError != "" {
 		return 1
 	}
 	return 0
+}
+
+// Inspect asks the socket's health and, with in and when healthy, the
+// process's status. What it could not read is in the report's HealthError
+// or StatusError. Version is left empty: the process's binary alone knows
+// it (the inspect subcommand sets it).
+func Inspect(ctx context.Context, name, socket string, in Inspector) Report {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	r := Report{Process: name, Socket: socket}
+	if err := rpc.CheckHealth(ctx, socket, ""); err != nil {
+		r.HealthError = err.Error()
+		return r
+	}
+	r.Healthy = true
+	if in != nil {
+		if err := inspectStatus(ctx, socket, in, &r); err != nil {
+			r.StatusError = err.Error()
+		}
+	}
+	return r
 }
 
 func inspectStatus(ctx context.Context, socket string, in Inspector, r *Report) error {
