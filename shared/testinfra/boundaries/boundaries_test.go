@@ -20,6 +20,11 @@ var rules = map[string][]string{
 	"nri":         {"github.com/vishvananda/netlink", "github.com/cilium/ebpf", "k8s.io/client-go"},
 	"dra":         {"github.com/vishvananda/netlink", "github.com/cilium/ebpf"},
 	"operator":    {"github.com/vishvananda/netlink", "github.com/cilium/ebpf"},
+	// kubectl netdra, the person on call's tool, is no node process: it
+	// runs with the user's kubeconfig, holds no node privilege, and reads
+	// the cluster with client-go (a node's processes through exec in the
+	// node pod). It may not reach the host itself.
+	"cli": {"github.com/vishvananda/netlink", "github.com/cilium/ebpf", "sigs.k8s.io/controller-runtime"},
 }
 
 // testInfrastructure are the packages of this module that exist for tests:
