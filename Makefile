@@ -10,6 +10,11 @@ OUT       := $(CURDIR)/_output
 SERVICES  := $(patsubst services/%/main.go,%,$(wildcard services/*/main.go))
 # nri's OCI hook binary (not a service: no image of its own; nri's holds it).
 HOOK      := services/nri/cmd/netdra-hook
+# kubectl netdra, the on-call tool (not a service: dra's image holds it).
+CLI       := services/cli/cmd/kubectl-netdra
+# The binaries' version (process.Version), set at link time.
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+VERSION_LDFLAGS := -X github.com/netdra/netdra/shared/process.version=$(VERSION)
 
 # Pinned tools, installed from the module proxy by `make tools`.
 BUF_VERSION                 := v1.75.0
@@ -92,9 +97,14 @@ tools: ## Install the pinned tools into .tools/bin.
 	@$(MAKE) --no-print-directory -s -j3 $(TOOL_STAMPS)
 
 .PHONY: build
-build: ## Build every service binary and netdra-hook into _output/.
+build: ## Build every service binary, netdra-hook and kubectl-netdra into _output/.
 	@mkdir -p $(OUT)
-	$(GO) build -tags $(GO_TAGS) -o $(OUT)/ $(addprefix ./services/,$(SERVICES)) ./$(HOOK)
+	$(GO) build -tags $(GO_TAGS) -ldflags '$(VERSION_LDFLAGS)' -o $(OUT)/ $(addprefix ./services/,$(SERVICES)) ./$(HOOK) ./$(CLI)
+
+.PHONY: cli
+cli: ## Build kubectl-netdra, the on-call tool (a kubectl plugin: kubectl netdra), into _output/.
+	@mkdir -p $(OUT)
+	$(GO) build -tags $(GO_TAGS) -ldflags '$(VERSION_LDFLAGS)' -o $(OUT)/ ./$(CLI)
 
 # Generated code, checked by checkgenerate.
 CRD_DIR   := pods/chart/netdra/files/crds

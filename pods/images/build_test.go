@@ -35,7 +35,7 @@ func TestBuild_ReadBack(t *testing.T) {
 	}
 	img, _ := lookup("state")
 	dir := t.TempDir()
-	if err := buildBinaries(context.Background(), "go", repoRoot, dir, runtime.GOARCH, []string{img.service}); err != nil {
+	if err := buildBinaries(context.Background(), "go", repoRoot, dir, runtime.GOARCH, "test", []string{img.service}); err != nil {
 		t.Fatal(err)
 	}
 	c := config{out: filepath.Join(dir, "a"), prefix: "registry.example.com/netdra", tag: "v9.9.9", archs: []string{runtime.GOARCH}, prov: provenance{

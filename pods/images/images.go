@@ -33,7 +33,10 @@ type program struct {
 var images = []image{
 	{"provisioner", 0, 0, "netdra provisioner: device discovery, VF provisioning and moving links between network namespaces", nil},
 	{"state", 65532, 65532, "netdra state: the node's device inventory and allocations, durable on local disk", nil},
-	{"dra", 0, 0, "netdra dra: the DRA kubelet plugin (ResourceSlices, prepare and unprepare)", nil},
+	{"dra", 0, 0, "netdra dra: the DRA kubelet plugin (ResourceSlices, prepare and unprepare)",
+		// kubectl netdra, the on-call tool, in an image every cluster
+		// running netdra already has.
+		[]program{{"kubectl-netdra", "./services/cli/cmd/kubectl-netdra"}}},
 	{"nri", 0, 0, "netdra nri: the NRI plugin that plugs the prepared devices into a pod's network namespace",
 		// The OCI hooks' binary, which nri's install-hook copies onto the host.
 		[]program{{"netdra-hook", "./services/nri/cmd/netdra-hook"}}},

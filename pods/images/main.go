@@ -220,7 +220,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
 		}
-		if err := buildBinaries(ctx, c.goCmd, c.root, dir, arch, c.services); err != nil {
+		if err := buildBinaries(ctx, c.goCmd, c.root, dir, arch, c.prov.version, c.services); err != nil {
 			return err
 		}
 	}
@@ -261,12 +261,15 @@ func binDirOf(dir, arch string, archs []string) string {
 // dra's 53.4 MB of code.
 const buildTags = "grpcnotrace"
 
+// versionVar is the variable the binaries' version is linked into.
+const versionVar = "github.com/netdra/netdra/shared/process.version"
+
 // buildBinaries builds the services' binaries (with their images' extra
 // programs) into dir with one go build: static (CGO_ENABLED=0), with
 // buildTags, without this machine's paths (-trimpath) and without symbol
-// tables (-s -w).
-func buildBinaries(ctx context.Context, goCmd, root, dir, arch string, services []string) error {
-	args := []string{"build", "-tags", buildTags, "-trimpath", "-ldflags=-s -w", "-o", dir + string(filepath.Separator)}
+// tables (-s -w), their version (process.Version) set to version.
+func buildBinaries(ctx context.Context, goCmd, root, dir, arch, version string, services []string) error {
+	args := []string{"build", "-tags", buildTags, "-trimpath", "-ldflags=-s -w -X " + versionVar + "=" + version, "-o", dir + string(filepath.Separator)}
 	for _, s := range services {
 		img, ok := lookup(s)
 		if !ok {
