@@ -24,8 +24,9 @@ import (
 var Processes = []string{"provisioner", "state", "dra", "nri"}
 
 // The device states a node's view shows: an allocation's phase, or free
-// (published or not, no claim holds it), or lost (an allocation whose
-// device its manager no longer reports).
+// (published or not, no claim holds it), or lost (an allocation, not in a
+// pod, whose device its manager no longer reports: a device in a pod's
+// network namespace is out of the host's sight, and not lost).
 const (
 	StateFree          = "free"
 	StatePreparing     = "preparing"
@@ -249,8 +250,10 @@ func suffix(sep, s string) string {
 }
 
 // buildDevices joins the inventory, the allocations and the slices: a
-// row per device the manager reports, and a lost row per allocation whose
-// device it no longer reports.
+// row per device the manager reports or an allocation holds (described as
+// prepared when the manager no longer sees it; lost unless it is in a
+// pod). The pool is netdra's (the devices' pool attribute), else the
+// slice's.
 func buildDevices(dump *statev1.DumpResponse, slices_ []resourceapi.ResourceSlice, pods map[string]string) []Device {
 	published := map[string]resourceapi.Device{}
 	pools := map[string]string{}
@@ -258,9 +261,13 @@ func buildDevices(dump *statev1.DumpResponse, slices_ []resourceapi.ResourceSlic
 		for _, d := range s.Spec.Devices {
 			published[d.Name] = d
 			pools[d.Name] = s.Spec.Pool.Name
+			if a, ok := d.Attributes["pool"]; ok && a.StringValue != nil {
+				pools[d.Name] = *a.StringValue
+			}
 		}
 	}
 	byName := map[string]*Device{}
+	unseen := map[string]bool{}
 	var out []*Device
 	for _, d := range dump.GetDevices() {
 		dev := &Device{Name: d.GetName(), Manager: managerName(d.GetManager()), Interface: d.GetKernelIfName(),
@@ -271,9 +278,11 @@ func buildDevices(dump *statev1.DumpResponse, slices_ []resourceapi.ResourceSlic
 	for _, a := range dump.GetAllocations() {
 		dev, ok := byName[a.GetDeviceName()]
 		if !ok {
-			dev = &Device{Name: a.GetDeviceName(), Manager: managerName(a.GetManager()), State: StateLost}
+			pd := a.GetPreparedDevice().GetDevice()
+			dev = &Device{Name: a.GetDeviceName(), Manager: managerName(a.GetManager()), Interface: pd.GetKernelIfName(), State: StateFree}
 			byName[dev.Name] = dev
 			out = append(out, dev)
+			unseen[dev.Name] = true
 		}
 		h := Holder{ClaimNamespace: a.GetClaimNamespace(), ClaimName: a.GetClaimName(), ClaimUID: a.GetClaimUid(),
 			PodUID: a.GetPodUid(), Pod: pods[a.GetPodUid()], Phase: phaseName(a.GetPhase()),
@@ -283,8 +292,11 @@ func buildDevices(dump *statev1.DumpResponse, slices_ []resourceapi.ResourceSlic
 		if dev.Pool == "" {
 			dev.Pool = a.GetPool()
 		}
-		if dev.State != StateLost {
-			dev.State = worse(dev.State, h.Phase)
+		dev.State = worse(dev.State, h.Phase)
+	}
+	for name := range unseen {
+		if dev := byName[name]; dev.State != StateAttached {
+			dev.State = StateLost
 		}
 	}
 	res := make([]Device, 0, len(out))

@@ -32,9 +32,10 @@ func status(t *testing.T, m proto.Message) json.RawMessage {
 }
 
 // TestBuildNode: the inventory, allocations and slices joined: a free
-// tainted device, an attached one with its claim and pod, a lost one (an
-// allocation whose device is gone); a process that could not be read is a
-// problem.
+// tainted device, an attached one with its claim and pod, a lost one (a
+// prepared allocation whose device is gone), an attached one the host no
+// longer sees (in its pod: not lost); a process that could not be read is
+// a problem.
 func TestBuildNode(t *testing.T) {
 	dump := &statev1.DumpResponse{
 		Devices: []*devicev1.Device{
@@ -46,6 +47,8 @@ func TestBuildNode(t *testing.T) {
 				Phase: statev1.Phase_PHASE_ATTACHED, NetnsPath: "/var/run/netns/x", PoolAddresses: []string{"10.0.0.2/24"}},
 			{Pool: "net", DeviceName: "gone0", Manager: devicev1.DeviceManager_DEVICE_MANAGER_DUMMY, ClaimUid: "c2", ClaimNamespace: "ns", ClaimName: "b",
 				Phase: statev1.Phase_PHASE_PREPARED},
+			{Pool: "net", DeviceName: "moved0", Manager: devicev1.DeviceManager_DEVICE_MANAGER_HOST, ClaimUid: "c3", ClaimNamespace: "ns", ClaimName: "c",
+				Phase: statev1.Phase_PHASE_ATTACHED, PreparedDevice: &devicev1.PreparedDevice{Device: &devicev1.Device{Name: "moved0", KernelIfName: "moved0"}}},
 		},
 		IpPools: []*statev1.IPPoolStatus{{Pool: &statev1.IPPool{Name: "v4", Subnet: "10.0.0.0/24"}, Size: "253", Used: 1, Free: "252"}},
 	}
@@ -60,19 +63,21 @@ func TestBuildNode(t *testing.T) {
 		ReadErrors: map[string]error{"provisioner": errString("exec: no container")},
 		Containers: map[string]Container{"state": {Image: "img/state:v1", Ready: true, Restarts: 2}},
 		Slices: []resourceapi.ResourceSlice{{Spec: resourceapi.ResourceSliceSpec{Pool: resourceapi.ResourcePool{Name: "n1-net"},
-			Devices: []resourceapi.Device{{Name: "eth1", Taints: []resourceapi.DeviceTaint{{Key: "netdra.io/unhealthy", Value: "link-down",
+			Devices: []resourceapi.Device{{Name: "eth1", Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{"pool": {StringValue: ptr("net")}}, Taints: []resourceapi.DeviceTaint{{Key: "netdra.io/unhealthy", Value: "link-down",
 				Effect: resourceapi.DeviceTaintEffectNoSchedule}}}, {Name: "eth2"}}}}},
 		Pods: map[string]string{"p1": "ns/pod-a"},
 	}
 	n := BuildNode(in)
 	want := []Device{
-		{Name: "eth1", Pool: "n1-net", Manager: "host", Interface: "eth1", Link: "down", Published: true,
-			Taints: []string{"netdra.io/unhealthy=link-down:NoSchedule"}, State: StateFree},
 		{Name: "eth2", Pool: "n1-net", Manager: "host", Interface: "eth2", Link: "up", Published: true, State: StateAttached,
 			Holders: []Holder{{ClaimNamespace: "ns", ClaimName: "a", ClaimUID: "c1", Pod: "ns/pod-a", PodUID: "p1", Phase: StateAttached,
 				Attached: true, Netns: "/var/run/netns/x", Addresses: []string{"10.0.0.2/24"}}}},
+		{Name: "eth1", Pool: "net", Manager: "host", Interface: "eth1", Link: "down", Published: true,
+			Taints: []string{"netdra.io/unhealthy=link-down:NoSchedule"}, State: StateFree},
 		{Name: "gone0", Pool: "net", Manager: "dummy", State: StateLost,
 			Holders: []Holder{{ClaimNamespace: "ns", ClaimName: "b", ClaimUID: "c2", Phase: StatePrepared}}},
+		{Name: "moved0", Pool: "net", Manager: "host", Interface: "moved0", State: StateAttached,
+			Holders: []Holder{{ClaimNamespace: "ns", ClaimName: "c", ClaimUID: "c3", Phase: StateAttached, Attached: true}}},
 	}
 	if diff := cmp.Diff(want, n.Devices); diff != "" {
 		t.Errorf("devices (-want +got):\n%s", diff)
@@ -84,7 +89,7 @@ func TestBuildNode(t *testing.T) {
 	for _, p := range n.Processes {
 		byName[p.Name] = p
 	}
-	if p := byName["state"]; !p.Healthy || p.Image != "img/state:v1" || p.Restarts != 2 || p.Detail != "2 devices, 2 allocations, 1 address pools" {
+	if p := byName["state"]; !p.Healthy || p.Image != "img/state:v1" || p.Restarts != 2 || p.Detail != "2 devices, 3 allocations, 1 address pools" {
 		t.Errorf("state: %+v", p)
 	}
 	if p := byName["dra"]; !strings.Contains(p.Detail, "registered as netdra.io") || !strings.Contains(p.Detail, "1 pools, 2 devices published") {
@@ -103,14 +108,14 @@ func TestBuildNode(t *testing.T) {
 	for _, line := range []string{
 		"eth2 n1-net host eth2 up yes - attached ns/a ns/pod-a yes 10.0.0.2/24",
 		"gone0 net dummy - - no - lost ns/b - no -",
-		"eth1 n1-net host eth1 down yes netdra.io/unhealthy=link-down:NoSchedule free - - - -",
+		"eth1 net host eth1 down yes netdra.io/unhealthy=link-down:NoSchedule free - - - -",
 		"v4 10.0.0.0/24 253 1 252 no",
 	} {
 		if !hasRow(out.String(), line) {
 			t.Errorf("the table lacks the row %q:\n%s", line, out.String())
 		}
 	}
-	if got := AllocatedClaims(in.Reports["state"]); !cmp.Equal(got, [][2]string{{"ns", "a"}, {"ns", "b"}}) {
+	if got := AllocatedClaims(in.Reports["state"]); !cmp.Equal(got, [][2]string{{"ns", "a"}, {"ns", "b"}, {"ns", "c"}}) {
 		t.Errorf("AllocatedClaims = %v", got)
 	}
 }
@@ -206,6 +211,8 @@ func TestBuildClaims(t *testing.T) {
 		t.Errorf("table (%v):\n%s", err, out.String())
 	}
 }
+
+func ptr[T any](v T) *T { return &v }
 
 // hasRow says the table has a row of these cells (whitespace apart).
 func hasRow(table, cells string) bool {

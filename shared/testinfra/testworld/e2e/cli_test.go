@@ -151,6 +151,7 @@ spec:
 		t.Errorf("claims --all: the demo claim %s is not ok on %s: %+v", claim, n.Name(), claims)
 	}
 	in.k(t, "delete", "-f", greedy, "--timeout=1m")
+	in.demoManifest(t, "netdra-demo-2", "10.100.0.11/24") // uninstall deletes it too: never applied here
 
 	in.uninstall(t, overlay, links)
 }
