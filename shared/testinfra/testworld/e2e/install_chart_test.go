@@ -152,7 +152,7 @@ metrics: {ports: {dra: %d, nri: %d, state: %d, provisioner: %d}}
 // git tag's commit, named by hash so that a clone without tags has it).
 const (
 	lastRelease       = "v0.1.0"
-	lastReleaseCommit = "42891c01a0582f4e82221359de1205e70c271f55"
+	lastReleaseCommit = "961dbe807f1fac590e6e44e82ff8c6de88e96ea4"
 )
 
 // checkout returns a clone of the repository at commit, in the test's
