@@ -307,13 +307,28 @@ func TestDocsNameFlagsThatExist(t *testing.T) {
 				if !ok {
 					return true
 				}
-				i, ok := flagMethods[sel.Sel.Name]
-				if !ok || len(call.Args) <= i {
+				name := sel.Sel.Name
+				shorthand := strings.HasSuffix(name, "P") // pflag's XxxP and XxxVarP: a shorthand after the name
+				i, ok := flagMethods[strings.TrimSuffix(name, "P")]
+				if !ok {
+					i, ok = flagMethods[name]
+					shorthand = false
+				}
+				if !ok {
 					return true
 				}
-				if lit, ok := call.Args[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
-					if name, err := strconv.Unquote(lit.Value); err == nil {
-						defined[name] = true
+				args := []int{i}
+				if shorthand {
+					args = append(args, i+1)
+				}
+				for _, a := range args {
+					if len(call.Args) <= a {
+						continue
+					}
+					if lit, ok := call.Args[a].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+						if name, err := strconv.Unquote(lit.Value); err == nil {
+							defined[name] = true
+						}
 					}
 				}
 				return true
