@@ -74,8 +74,9 @@ func (c Check) Run(stdin io.Reader) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("netdra: %s not in the network namespace of container %s: its pod's devices are not attached (is netdra's nri plugin running?); the container is not started without them",
-				strings.Join(missing, ", "), st.ID)
+			return fmt.Errorf("netdra: %s not in the network namespace of container %s after %s: netdra's nri plugin has not attached the pod's devices "+
+				"(its attach failed, and the kubelet's next try of this container says why, as does nri's log; or nri is not running); the container is not started without them",
+				strings.Join(missing, ", "), st.ID, c.Wait)
 		}
 		time.Sleep(pause)
 		pause = min(2*pause, maxPause)
