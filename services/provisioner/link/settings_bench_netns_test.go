@@ -1,3 +1,5 @@
+//go:build !kernelrig
+
 package link
 
 import (

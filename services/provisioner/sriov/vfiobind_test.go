@@ -163,15 +163,28 @@ func (k *fakePCI) bind(addr, drv string) {
 	}
 	dir, _ := filepath.Rel(k.root, real)
 	ns := []node{{path: dir + "/driver", target: "bus/pci/drivers/" + drv}}
-	if drv == k.native[addr] && drv != VfioDriver && k.netdev != "" {
-		net := dir + "/net/" + k.netdev
-		ns = append(ns,
-			node{path: net + "/address", file: k.mac},
-			node{path: net + "/mtu", file: "1500"},
-			node{path: net + "/device", target: dir},
-			node{path: "class/net/" + k.netdev, target: net})
+	if drv != k.native[addr] || drv == VfioDriver || k.netdev == "" {
+		writeNodes(k.tb, k.root, ns)
+		return
 	}
+	// The netdev appears whole, as the kernel registers it before its
+	// sysfs entries show: made aside (at the same depth, so that its
+	// relative links hold) and renamed into net/ at once, its class link
+	// first.
+	net, staged := dir+"/net/"+k.netdev, dir+"/.staged/"+k.netdev
+	ns = append(ns,
+		node{path: "class/net/" + k.netdev, target: net},
+		node{path: staged + "/address", file: k.mac},
+		node{path: staged + "/mtu", file: "1500"},
+		node{path: staged + "/device", target: dir})
 	writeNodes(k.tb, k.root, ns)
+	if err := os.MkdirAll(filepath.Join(k.root, dir, "net"), 0o755); err != nil {
+		k.tb.Error(err)
+		return
+	}
+	if err := os.Rename(filepath.Join(k.root, staged), filepath.Join(k.root, net)); err != nil {
+		k.tb.Error(err)
+	}
 }
 
 // fakeNetdevs is netdevs over the fake tree: it records each call as
