@@ -1,0 +1,73 @@
+package figures
+
+// ScaleFile holds Scale records (make bench-scale).
+const ScaleFile = "scale.jsonl"
+
+// Scale is one run of the scale simulation at Nodes simulated nodes: the
+// control plane's load under netdra's real dra code and operator
+// (shared/testinfra/testworld/scale).
+type Scale struct {
+	Nodes     int    `json:"nodes"`
+	Inventory string `json:"inventory"` // what each node publishes
+	Shared    string `json:"shared"`    // what the simulated nodes share
+	// StartupS is from the ClusterConfig's creation until every node's
+	// NodeConfig is applied and its slices published.
+	StartupS float64 `json:"startupS"`
+	// RestWindowS is how long writes at rest were counted.
+	RestWindowS float64 `json:"restWindowS"`
+	// RestWrites are the apiserver's writes during the window, by
+	// resource (resource or resource/subresource) and verb ("resource
+	// VERB"), with netdra; BaselineWrites the same in an equal window of
+	// the same cluster before dra started (Nodes, no dra).
+	RestWrites     map[string]float64 `json:"restWrites"`
+	BaselineWrites map[string]float64 `json:"baselineWrites"`
+	// WritesPerNodeHour is the netdra window's writes less the baseline's,
+	// per node and per hour, by resource.
+	WritesPerNodeHour map[string]float64 `json:"writesPerNodeHour"`
+	// Watches are the apiserver's open watches by resource
+	// (apiserver_longrunning_requests) with netdra and in the baseline.
+	Watches         map[string]float64 `json:"watches"`
+	BaselineWatches map[string]float64 `json:"baselineWatches"`
+	// StartupRequests are the apiserver's requests while the nodes
+	// started (dra's lists and writes), by "resource VERB".
+	StartupRequests map[string]float64 `json:"startupRequests"`
+	// Change is the ClusterConfig change: until every NodeConfig is
+	// applied (dra's Applied condition at its generation) and until every
+	// node's slices hold the new pool, P50 and max over the nodes.
+	ChangeWhat         string  `json:"changeWhat"`
+	ChangeAppliedP50S  float64 `json:"changeAppliedP50S"`
+	ChangeAppliedMaxS  float64 `json:"changeAppliedMaxS"`
+	ChangeSlicesP50S   float64 `json:"changeSlicesP50S"`
+	ChangeSlicesMaxS   float64 `json:"changeSlicesMaxS"`
+	ChangeNodesMissing int     `json:"changeNodesMissing"`
+	// Operator: CPU seconds over the rest window and over the change,
+	// RSS at the end and peak (VmHWM), MiB.
+	OperatorRestCPUS   float64 `json:"operatorRestCpuS"`
+	OperatorChangeCPUS float64 `json:"operatorChangeCpuS"`
+	OperatorRSSMiB     float64 `json:"operatorRssMiB"`
+	OperatorPeakMiB    float64 `json:"operatorPeakMiB"`
+	// Scheduling: pods per second, from the first pod created to the last
+	// bound, by kind ("no claim", "1 VF claim", ...), and how many pods.
+	SchedPods       int                `json:"schedPods"`
+	SchedPodsPerSec map[string]float64 `json:"schedPodsPerSec"`
+	SchedNote       string             `json:"schedNote,omitempty"`
+	// Etcd: its database size in use, with the Nodes only and with
+	// netdra at rest (before the pods), bytes; objects by resource.
+	EtcdBaselineBytes float64            `json:"etcdBaselineBytes"`
+	EtcdBytes         float64            `json:"etcdBytes"`
+	EtcdObjects       map[string]float64 `json:"etcdObjects"`
+	// The control plane process (etcd, apiserver, controller-manager,
+	// scheduler in one process): RSS with the Nodes only and with netdra
+	// at rest, MiB; the Go heap in use of that process, MiB.
+	CPBaselineRSSMiB float64 `json:"cpBaselineRssMiB"`
+	CPRSSMiB         float64 `json:"cpRssMiB"`
+	CPHeapMiB        float64 `json:"cpHeapMiB"`
+	// The simulation's own process (every simulated node's dra): RSS, MiB,
+	// and CPU seconds over the rest window.
+	SimRSSMiB   float64 `json:"simRssMiB"`
+	SimRestCPUS float64 `json:"simRestCpuS"`
+	// Load is the machine's 1-minute load average at the start and end.
+	Load    string  `json:"load"`
+	TotalS  float64 `json:"totalS"`
+	Failure string  `json:"failure,omitempty"` // what broke, when the run did not finish
+}

@@ -1,0 +1,104 @@
+package scale
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/netdra/netdra/bench/figures"
+	"github.com/netdra/netdra/shared/testinfra/testworld/controlplane"
+)
+
+// netdraResources are the resources netdra's dra and operator write.
+var netdraResources = []string{"resourceslices", "nodeconfigs", "events", "resourceclaims", "clusterconfigs"}
+
+// TestScale_Smoke runs the whole simulation with a few nodes and short
+// windows: every phase completes, and netdra writes nothing at rest.
+func TestScale_Smoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+	res, err := Run(context.Background(), options(t, 3, 20*time.Second, 10))
+	t.Logf("figures: %+v", res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range res.WritesPerNodeHour {
+		for _, r := range netdraResources {
+			if strings.HasPrefix(k, r) && v > 0 {
+				t.Errorf("at rest, %s: %.0f writes per node per hour, want none", k, v)
+			}
+		}
+	}
+}
+
+// TestScale_Bench is make bench-scale's: one run per node count in
+// $NETDRA_SCALE_NODES (space-separated), each recorded in
+// $NETDRA_BENCH_OUT's scale records; it stops at the first count that
+// fails, recording what broke. $NETDRA_SCALE_REST is the rest window
+// (default 3m), $NETDRA_SCALE_PODS the pods of each kind (default 1000).
+func TestScale_Bench(t *testing.T) {
+	counts := strings.Fields(os.Getenv("NETDRA_SCALE_NODES"))
+	if len(counts) == 0 {
+		t.Skip("NETDRA_SCALE_NODES is not set (make bench-scale sets it)")
+	}
+	rest := 3 * time.Minute
+	if s := os.Getenv("NETDRA_SCALE_REST"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatalf("NETDRA_SCALE_REST: %v", err)
+		}
+		rest = d
+	}
+	pods := 1000
+	if s := os.Getenv("NETDRA_SCALE_PODS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			t.Fatalf("NETDRA_SCALE_PODS: %v", err)
+		}
+		pods = n
+	}
+	for _, c := range counts {
+		n, err := strconv.Atoi(c)
+		if err != nil {
+			t.Fatalf("NETDRA_SCALE_NODES: %v", err)
+		}
+		o := options(t, n, rest, min(pods, n*32))
+		res, err := Run(context.Background(), o)
+		t.Logf("N=%d figures: %+v", n, res)
+		if rerr := figures.Record(figures.ScaleFile, res); rerr != nil {
+			t.Fatal(rerr)
+		}
+		if err != nil {
+			t.Errorf("N=%d: %v (larger counts not run)", n, err)
+			return
+		}
+	}
+}
+
+func options(t *testing.T, nodes int, rest time.Duration, pods int) Options {
+	t.Helper()
+	src, err := controlplane.ModuleDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Sockets go under the run's folder: a short path.
+	dir, err := os.MkdirTemp("", "nsc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	level := slog.LevelWarn
+	if os.Getenv("NETDRA_SCALE_DEBUG") != "" {
+		level = slog.LevelInfo
+	}
+	nodeLog := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	return Options{Nodes: nodes, PFs: 2, VFsPerPF: 32, RestWindow: rest, Settle: max(rest/6, 10*time.Second), Pods: pods,
+		Dir: dir, RepoDir: filepath.Join(src, "..", "..", ".."), StartParallel: 8, Deadline: 10 * time.Minute,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)), NodeLog: nodeLog}
+}

@@ -1,0 +1,235 @@
+package scale
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/netdra/netdra/shared/apis/v1alpha1"
+	"github.com/netdra/netdra/shared/testinfra/testworld/controlplane"
+	"github.com/netdra/netdra/shared/testinfra/testworld/crds"
+)
+
+// world is the control plane, the harness's clients and the operator.
+type world struct {
+	o   Options
+	cp  *controlplane.ControlPlane
+	rc  *rest.Config
+	c   kubernetes.Interface
+	dc  dynamic.Interface
+	cl  client.Client
+	op  *exec.Cmd
+	log *os.File
+}
+
+var scheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, apiextensionsv1.AddToScheme, v1alpha1.AddToScheme} {
+		if err := add(s); err != nil {
+			panic(err)
+		}
+	}
+	return s
+}()
+
+// startWorld starts the control plane and installs netdra's CRDs.
+func startWorld(ctx context.Context, o Options) (*world, error) {
+	cpDir := filepath.Join(o.Dir, "cp")
+	if err := os.MkdirAll(cpDir, 0o755); err != nil {
+		return nil, err
+	}
+	cp, err := controlplane.Start(ctx, controlplane.Options{Dir: cpDir, Logger: o.Logger})
+	if err != nil {
+		return nil, err
+	}
+	w := &world{o: o, cp: cp, rc: cp.RESTConfig()}
+	fail := func(err error) (*world, error) {
+		w.stop()
+		return nil, err
+	}
+	// The harness's own client: node creation and pod creation in bursts.
+	hrc := cp.RESTConfig()
+	hrc.QPS, hrc.Burst = 1000, 2000
+	if w.c, err = kubernetes.NewForConfig(hrc); err != nil {
+		return fail(err)
+	}
+	if w.dc, err = dynamic.NewForConfig(hrc); err != nil {
+		return fail(err)
+	}
+	if w.cl, err = client.New(hrc, client.Options{Scheme: scheme}); err != nil {
+		return fail(err)
+	}
+	crdDir := filepath.Join(o.RepoDir, "pods", "chart", "netdra", "files", "crds")
+	ictx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if _, err := crds.Install(ictx, w.rc, crdDir); err != nil {
+		return fail(fmt.Errorf("installing the CRDs: %w", err))
+	}
+	return w, nil
+}
+
+// startOperator builds netdra's operator from the checkout and runs it
+// against the control plane, with leader election as it is deployed.
+func (w *world) startOperator(ctx context.Context) (*exec.Cmd, error) {
+	bin := filepath.Join(w.o.Dir, "operator")
+	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-tags", "grpcnotrace", "-o", bin, "./services/operator")
+	build.Dir = w.o.RepoDir
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off", "GOFLAGS=")
+	if out, err := build.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("building the operator: %w: %s", err, out)
+	}
+	lf, err := os.Create(filepath.Join(w.o.Dir, "operator.log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, "-kubeconfig", w.cp.Kubeconfig(), "-leader-election-namespace", "default",
+		"-metrics-addr", "0", "-health-addr", "", "-log-level", "warn", "-log-format", "text")
+	cmd.Stdout, cmd.Stderr = lf, lf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		lf.Close()
+		return nil, err
+	}
+	w.op, w.log = cmd, lf
+	return cmd, nil
+}
+
+func (w *world) stop() {
+	if w.op != nil {
+		_ = w.op.Process.Kill()
+		_ = w.op.Wait()
+		w.log.Close()
+	}
+	_ = w.cp.Stop()
+}
+
+// createNode creates a Node as a kubelet would register it, Ready, with
+// room for pods; nothing updates it after (no heartbeats: the
+// controller-manager runs without node-lifecycle).
+func createNode(ctx context.Context, c kubernetes.Interface, name string) error {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+		"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", nodeLabel: "true"}}}
+	n, err := c.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	room := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourceMemory: resource.MustParse("256Gi"),
+		corev1.ResourcePods: resource.MustParse("110")}
+	n.Status = corev1.NodeStatus{Capacity: room, Allocatable: room, Phase: corev1.NodeRunning,
+		Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+			LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}}
+	_, err = c.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+	return err
+}
+
+// parallel runs f on each item, at most n at once, and returns the first
+// error.
+func parallel(ctx context.Context, n int, items []string, f func(context.Context, string) error) error {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	for range max(n, 1) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(items) || ctx.Err() != nil {
+					return
+				}
+				if err := f(ctx, items[i]); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = fmt.Errorf("%s: %w", items[i], err)
+					}
+					mu.Unlock()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}
+
+// retryConflict runs f again while it fails with a conflict.
+func retryConflict(ctx context.Context, f func() error) error {
+	for {
+		err := f()
+		if !apierrors.IsConflict(err) || ctx.Err() != nil {
+			return err
+		}
+	}
+}
+
+// waitAll waits until every one of n nodes is applied and published in
+// the tracker's round, logging progress every 10 s.
+func waitAll(ctx context.Context, tr *tracker, n int, deadline time.Duration, log interface{ Info(string, ...any) }, what string) (applied, published map[string]time.Duration, err error) {
+	end := time.Now().Add(deadline)
+	last := time.Now()
+	for {
+		applied, published = tr.done()
+		if len(applied) >= n && len(published) >= n {
+			return applied, published, nil
+		}
+		if time.Now().After(end) {
+			return applied, published, fmt.Errorf("%s: after %s, %d of %d NodeConfigs applied and %d of %d nodes' slices published",
+				what, deadline, len(applied), n, len(published), n)
+		}
+		if time.Since(last) > 10*time.Second {
+			log.Info("waiting", "phase", what, "applied", len(applied), "published", len(published), "of", n)
+			last = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return applied, published, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func maxOf(m map[string]time.Duration) time.Duration {
+	var out time.Duration
+	for _, d := range m {
+		out = max(out, d)
+	}
+	return out
+}
+
+// pct is the p-th percentile of m's durations, in seconds.
+func pct(m map[string]time.Duration, p float64) float64 {
+	var s []float64
+	for _, d := range m {
+		s = append(s, d.Seconds())
+	}
+	if len(s) == 0 {
+		return 0
+	}
+	slices.Sort(s)
+	return s[min(len(s)-1, int(p/100*float64(len(s))))]
+}
+
+func scaleMap(m map[string]float64, f float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range m {
+		out[k] = v * f
+	}
+	return out
+}
