@@ -156,7 +156,11 @@ func (s sample) one(name string) float64 {
 
 // objects are apiserver_storage_objects by resource.
 func (s sample) objects() map[string]float64 {
-	return s.sum("apiserver_storage_objects", func(l map[string]string) string { return l["resource"] })
+	out := s.sum("apiserver_storage_objects", func(l map[string]string) string { return l["resource"] })
+	for k, v := range s.sum("apiserver_resource_objects", func(l map[string]string) string { return l["resource"] }) {
+		out[k] = v
+	}
+	return out
 }
 
 // diff is b - a, key by key, leaving out zeros.

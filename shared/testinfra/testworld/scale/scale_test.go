@@ -23,7 +23,9 @@ func TestScale_Smoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane")
 	}
-	res, err := Run(context.Background(), options(t, 3, 20*time.Second, 10))
+	o := options(t, 3, 20*time.Second, 10)
+	o.Deadline = 3 * time.Minute
+	res, err := Run(context.Background(), o)
 	t.Logf("figures: %+v", res)
 	if err != nil {
 		t.Fatal(err)

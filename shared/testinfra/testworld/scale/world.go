@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/netdra/netdra/shared/apis/v1alpha1"
 	"github.com/netdra/netdra/shared/testinfra/testworld/controlplane"
@@ -74,6 +76,7 @@ func startWorld(ctx context.Context, o Options) (*world, error) {
 	if w.dc, err = dynamic.NewForConfig(hrc); err != nil {
 		return fail(err)
 	}
+	ctrllog.SetLogger(logr.Discard())
 	if w.cl, err = client.New(hrc, client.Options{Scheme: scheme}); err != nil {
 		return fail(err)
 	}
@@ -127,17 +130,33 @@ func (w *world) stop() {
 func createNode(ctx context.Context, c kubernetes.Interface, name string) error {
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
 		"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", nodeLabel: "true"}}}
-	n, err := c.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
-	if err != nil {
+	if _, err := c.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
 		return err
 	}
 	room := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourceMemory: resource.MustParse("256Gi"),
 		corev1.ResourcePods: resource.MustParse("110")}
-	n.Status = corev1.NodeStatus{Capacity: room, Allocatable: room, Phase: corev1.NodeRunning,
-		Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
-			LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}}
-	_, err = c.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
-	return err
+	// The controller-manager changes a new Node too (its podCIDR): the
+	// status goes on the Node as it is then. The apiserver taints a new
+	// Node not-ready (TaintNodesByCondition); the node-lifecycle
+	// controller, which would lift the taint once the Node is Ready, does
+	// not run, so the taint is lifted here.
+	return retryConflict(ctx, func() error {
+		n, err := c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if len(n.Spec.Taints) > 0 {
+			n.Spec.Taints = nil
+			if n, err = c.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+				return err
+			}
+		}
+		n.Status = corev1.NodeStatus{Capacity: room, Allocatable: room, Phase: corev1.NodeRunning,
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+				LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}}
+		_, err = c.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
 }
 
 // parallel runs f on each item, at most n at once, and returns the first
