@@ -23,8 +23,16 @@ func main() {
 	out := flag.String("out", "bench/RESULTS.md", "the report to write")
 	png := flag.String("png", "bench/latency.png", "the plot to write (linked from the report by its base name)")
 	elapsed := flag.Duration("elapsed", 0, "how long the benchmark run took, for the report")
+	scale := flag.Bool("scale", false, "rewrite only the report's scale section, and the scale plot -scale-png, from -in's scale records (make bench-scale)")
+	scalePNG := flag.String("scale-png", "bench/scale.png", "the scale plot to write with -scale")
 	flag.Parse()
-	if err := run(*in, *out, *png, *elapsed); err != nil {
+	var err error
+	if *scale {
+		err = runScale(*in, *out, *scalePNG, *elapsed)
+	} else {
+		err = run(*in, *out, *png, *elapsed)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchreport:", err)
 		os.Exit(1)
 	}
@@ -84,12 +92,18 @@ func run(in, out, png string, elapsed time.Duration) error {
 	if err := writePlot(png, d.attach, d.podstart); err != nil {
 		return fmt.Errorf("plot: %w", err)
 	}
-	f, err := os.Create(out)
-	if err != nil {
+	// The scale section is make bench-scale's: carried over as it is.
+	old, err := os.ReadFile(out)
+	if err != nil && !os.IsNotExist(err) {
 		return err
 	}
-	writeReport(f, d, filepath.Base(png), elapsed)
-	return f.Close()
+	var b strings.Builder
+	writeReport(&b, d, filepath.Base(png), elapsed)
+	report := b.String()
+	if s := scaleSection(string(old)); s != "" {
+		report = spliceScale(report, s)
+	}
+	return os.WriteFile(out, []byte(report), 0o644)
 }
 
 func writeReport(w io.Writer, d data, png string, elapsed time.Duration) {
