@@ -24,6 +24,10 @@ type Scale struct {
 	// WritesPerNodeHour is the netdra window's writes less the baseline's,
 	// per node and per hour, by resource.
 	WritesPerNodeHour map[string]float64 `json:"writesPerNodeHour"`
+	// WritesPerNodeHourAfterChange is the same over a second window (half
+	// as long) after the ClusterConfig change, with address pools in the
+	// NodeConfigs (dra then checks their use periodically).
+	WritesPerNodeHourAfterChange map[string]float64 `json:"writesPerNodeHourAfterChange"`
 	// Watches are the apiserver's open watches by resource
 	// (apiserver_longrunning_requests) with netdra and in the baseline.
 	Watches         map[string]float64 `json:"watches"`
@@ -35,6 +39,8 @@ type Scale struct {
 	// applied (dra's Applied condition at its generation) and until every
 	// node's slices hold the new pool, P50 and max over the nodes.
 	ChangeWhat         string  `json:"changeWhat"`
+	ChangeWrittenP50S  float64 `json:"changeWrittenP50S"` // the operator's NodeConfig writes
+	ChangeWrittenMaxS  float64 `json:"changeWrittenMaxS"`
 	ChangeAppliedP50S  float64 `json:"changeAppliedP50S"`
 	ChangeAppliedMaxS  float64 `json:"changeAppliedMaxS"`
 	ChangeSlicesP50S   float64 `json:"changeSlicesP50S"`

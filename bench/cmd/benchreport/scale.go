@@ -102,8 +102,17 @@ func writeScale(p func(string, ...any), runs []figures.Scale, png string, elapse
 		row(fmt.Sprintf("writes per node per hour at rest: %s", res), func(r figures.Scale) string { return perHour(r, res) })
 	}
 	row("writes per node per hour at rest: everything else, less the baseline", func(r figures.Scale) string { return otherWrites(r) })
+	row("netdra's writes per node per hour at rest after the change (address pools in force)", func(r figures.Scale) string {
+		if r.WritesPerNodeHourAfterChange == nil {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f", netdraTotal(r.WritesPerNodeHourAfterChange))
+	})
 	row("open watches added per node (resource: watches)", func(r figures.Scale) string { return watchesPerNode(r) })
 	row("requests per node while the nodes started (LIST and GET)", func(r figures.Scale) string { return startupReads(r) })
+	row("ClusterConfig change: NodeConfigs written by the operator, P50 / all (s)", func(r figures.Scale) string {
+		return fmt.Sprintf("%s / %s", secs(r.ChangeWrittenP50S), secs(r.ChangeWrittenMaxS))
+	})
 	row("ClusterConfig change: NodeConfigs applied, P50 / all (s)", func(r figures.Scale) string {
 		return fmt.Sprintf("%s / %s", secs(r.ChangeAppliedP50S), secs(r.ChangeAppliedMaxS))
 	})
@@ -148,10 +157,7 @@ func writeScaleGoals(p func(string, ...any), runs []figures.Scale) {
 	p("| goal | wanted | measured | |")
 	p("|---|---|---|---|")
 	for _, r := range runs {
-		total := 0.0
-		for _, res := range netdraWrites {
-			total += writesOf(r, res)
-		}
+		total := netdraTotal(r.WritesPerNodeHour) + netdraTotal(r.WritesPerNodeHourAfterChange)
 		p("| netdra's writes at rest, N = %d | none | %.1f per node per hour | %s |", r.Nodes, total, metIf(total == 0 && r.RestWindowS > 0))
 	}
 	for _, r := range runs {
@@ -194,11 +200,24 @@ func loads(runs []figures.Scale) string {
 	return strings.Join(mapRuns(runs, func(r figures.Scale) string { return r.Load }), ", ")
 }
 
+// netdraTotal is the writes of netdra's resources in m.
+func netdraTotal(m map[string]float64) float64 {
+	total := 0.0
+	for _, res := range netdraWrites {
+		total += writesIn(m, res)
+	}
+	return total
+}
+
 // writesOf is the netdra window's writes of resource (and its
 // subresources) less the baseline's, per node per hour.
 func writesOf(r figures.Scale, resource string) float64 {
+	return writesIn(r.WritesPerNodeHour, resource)
+}
+
+func writesIn(m map[string]float64, resource string) float64 {
 	total := 0.0
-	for k, v := range r.WritesPerNodeHour {
+	for k, v := range m {
 		res, _, _ := strings.Cut(k, " ")
 		if res == resource || strings.HasPrefix(res, resource+"/") {
 			total += v

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -136,11 +137,18 @@ func (r *Reconciler) list(ctx context.Context) ([]plan.Node, []v1alpha1.ClusterC
 	return nodes, configs.Items, existing.Items, nil
 }
 
+// writeParallelism is how many NodeConfig writes a reconcile has in
+// flight at once: one write waits for the apiserver's round trip, and a
+// ClusterConfig change writes the NodeConfig of every node it governs, so
+// written one after the other the last node would wait for all the others.
+const writeParallelism = 16
+
 // apply makes the writes. ClusterConfig statuses go first: they record
 // the address blocks, so a NodeConfig never holds a block its
 // ClusterConfig's status does not. The NodeConfigs of a ClusterConfig
 // whose status write failed (a conflict: the cache was behind) wait for
-// the retry, which decides again from the status as it is.
+// the retry, which decides again from the status as it is. The NodeConfig
+// writes (each of its own node) are then made writeParallelism at a time.
 func (r *Reconciler) apply(ctx context.Context, acts plan.Actions) error {
 	var errs []error
 	failed := map[string]bool{}
@@ -151,37 +159,73 @@ func (r *Reconciler) apply(ctx context.Context, acts plan.Actions) error {
 			errs = append(errs, fmt.Errorf("update ClusterConfig %s status: %w", cc.Name, err))
 		}
 	}
+	var writes []func() error
 	for _, nc := range acts.Create {
 		if failed[nc.Labels[v1alpha1.LabelClusterConfig]] {
 			continue
 		}
-		r.Log.Info("Creating NodeConfig", "node", nc.Name, "clusterConfig", nc.Labels[v1alpha1.LabelClusterConfig])
-		if err := r.Client.Create(ctx, nc); err != nil {
-			errs = append(errs, fmt.Errorf("create NodeConfig %s: %w", nc.Name, err))
-		}
+		writes = append(writes, func() error {
+			r.Log.Info("Creating NodeConfig", "node", nc.Name, "clusterConfig", nc.Labels[v1alpha1.LabelClusterConfig])
+			if err := r.Client.Create(ctx, nc); err != nil {
+				return fmt.Errorf("create NodeConfig %s: %w", nc.Name, err)
+			}
+			return nil
+		})
 	}
 	for _, nc := range acts.Update {
 		if failed[nc.Labels[v1alpha1.LabelClusterConfig]] {
 			continue
 		}
-		r.Log.Info("Updating NodeConfig", "node", nc.Name, "clusterConfig", nc.Labels[v1alpha1.LabelClusterConfig])
-		if err := r.Client.Update(ctx, nc); err != nil {
-			errs = append(errs, fmt.Errorf("update NodeConfig %s: %w", nc.Name, err))
-		}
+		writes = append(writes, func() error {
+			r.Log.Info("Updating NodeConfig", "node", nc.Name, "clusterConfig", nc.Labels[v1alpha1.LabelClusterConfig])
+			if err := r.Client.Update(ctx, nc); err != nil {
+				return fmt.Errorf("update NodeConfig %s: %w", nc.Name, err)
+			}
+			return nil
+		})
 	}
-	return errors.Join(append(errs, r.delete(ctx, acts.Delete))...)
+	for _, nc := range acts.Delete {
+		writes = append(writes, func() error { return r.delete(ctx, nc) })
+	}
+	return errors.Join(append(errs, inParallel(writes, writeParallelism)...)...)
 }
 
-func (r *Reconciler) delete(ctx context.Context, ncs []*v1alpha1.NodeConfig) error {
-	var errs []error
-	for _, nc := range ncs {
-		r.Log.Info("Deleting NodeConfig", "node", nc.Name, "clusterConfig", nc.Labels[v1alpha1.LabelClusterConfig])
-		// The preconditions keep a NodeConfig that changed since the
-		// cache saw it (a hand-made one in its place) from going.
-		err := r.Client.Delete(ctx, nc, client.Preconditions{UID: &nc.UID, ResourceVersion: &nc.ResourceVersion})
-		if err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("delete NodeConfig %s: %w", nc.Name, err))
-		}
+// inParallel runs every write, at most n at once, and returns their
+// errors.
+func inParallel(writes []func() error, n int) []error {
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
+	next := make(chan func() error)
+	for range min(n, len(writes)) {
+		wg.Go(func() {
+			for w := range next {
+				if err := w(); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}
+		})
 	}
-	return errors.Join(errs...)
+	for _, w := range writes {
+		next <- w
+	}
+	close(next)
+	wg.Wait()
+	return errs
+}
+
+// delete deletes one NodeConfig no ClusterConfig assigns.
+func (r *Reconciler) delete(ctx context.Context, nc *v1alpha1.NodeConfig) error {
+	r.Log.Info("Deleting NodeConfig", "node", nc.Name, "clusterConfig", nc.Labels[v1alpha1.LabelClusterConfig])
+	// The preconditions keep a NodeConfig that changed since the
+	// cache saw it (a hand-made one in its place) from going.
+	err := r.Client.Delete(ctx, nc, client.Preconditions{UID: &nc.UID, ResourceVersion: &nc.ResourceVersion})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete NodeConfig %s: %w", nc.Name, err)
+	}
+	return nil
 }

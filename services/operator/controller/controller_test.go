@@ -2,7 +2,11 @@ package controller
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/netdra/netdra/shared/apis/v1alpha1"
 )
@@ -104,4 +109,52 @@ func resourceVersions(t *testing.T, c client.Client) map[string]string {
 		out["ClusterConfig/"+cc.Name] = cc.ResourceVersion
 	}
 	return out
+}
+
+// TestReconcile_WritesNodeConfigsInParallel: a ClusterConfig governing
+// many nodes has their NodeConfigs written several at a time, each one
+// once, and a failed write fails the reconcile without keeping the others
+// from being made.
+func TestReconcile_WritesNodeConfigsInParallel(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := corev1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	const nodes = 64
+	objs := []client.Object{&v1alpha1.ClusterConfig{ObjectMeta: metav1.ObjectMeta{Name: "a"},
+		Spec: v1alpha1.ClusterConfigSpec{Spec: v1alpha1.NodeConfigSpec{Pools: []v1alpha1.Pool{{Name: "p"}}}}}}
+	for i := range nodes {
+		objs = append(objs, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("n%02d", i)}})
+	}
+	var inFlight, most atomic.Int32
+	c := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&v1alpha1.ClusterConfig{}).WithObjects(objs...).
+		WithInterceptorFuncs(interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			n := inFlight.Add(1)
+			defer inFlight.Add(-1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			time.Sleep(5 * time.Millisecond) // the apiserver's round trip
+			if obj.GetName() == "n13" {
+				return errors.New("refused")
+			}
+			return c.Create(ctx, obj, opts...)
+		}}).Build()
+	r := &Reconciler{Client: c, Log: slog.New(slog.DiscardHandler)}
+	_, err := r.Reconcile(context.Background(), everything)
+	if err == nil || !strings.Contains(err.Error(), "create NodeConfig n13: refused") {
+		t.Errorf("Reconcile: %v, want n13's create to fail it", err)
+	}
+	var ncs v1alpha1.NodeConfigList
+	if err := c.List(context.Background(), &ncs); err != nil {
+		t.Fatal(err)
+	}
+	if len(ncs.Items) != nodes-1 {
+		t.Errorf("%d NodeConfigs, want %d (all but n13's)", len(ncs.Items), nodes-1)
+	}
+	if m := most.Load(); m < 2 || m > writeParallelism {
+		t.Errorf("at most %d writes in flight at once, want 2 to %d", m, writeParallelism)
+	}
 }

@@ -233,11 +233,31 @@ func Run(ctx context.Context, o Options) (res figures.Scale, err error) {
 	opC1, _ := readProc(op.Process.Pid)
 	res.OperatorChangeCPUS = (opC1.cpu - opC0.cpu).Seconds()
 	res.OperatorRSSMiB, res.OperatorPeakMiB = opC1.rss, opC1.hwm
+	written := tr.writtenTimes()
+	res.ChangeWrittenP50S, res.ChangeWrittenMaxS = pct(written, 50), maxOf(written).Seconds()
 	res.ChangeAppliedP50S, res.ChangeAppliedMaxS = pct(applied, 50), maxOf(applied).Seconds()
 	res.ChangeSlicesP50S, res.ChangeSlicesMaxS = pct(published, 50), maxOf(published).Seconds()
 	res.ChangeNodesMissing = o.Nodes - min(len(applied), len(published))
 	if err != nil {
 		return res, err
+	}
+
+	// At rest again, with the address pools in the NodeConfigs.
+	time.Sleep(o.Settle)
+	a0, err := scrape(ctx, w.c)
+	if err != nil {
+		return res, err
+	}
+	after := o.RestWindow / 2
+	log.Info("rest window after the change", "window", after)
+	time.Sleep(after)
+	a1, err := scrape(ctx, w.c)
+	if err != nil {
+		return res, err
+	}
+	res.WritesPerNodeHourAfterChange = map[string]float64{}
+	for k, v := range diff(scaleMap(res.BaselineWrites, 0.5), diff(a0.writes(), a1.writes())) {
+		res.WritesPerNodeHourAfterChange[k] = v / float64(o.Nodes) * float64(time.Hour) / float64(after)
 	}
 
 	if o.Pods > 0 {

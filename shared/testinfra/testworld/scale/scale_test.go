@@ -30,10 +30,13 @@ func TestScale_Smoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for k, v := range res.WritesPerNodeHour {
-		for _, r := range netdraResources {
-			if strings.HasPrefix(k, r) && v > 0 {
-				t.Errorf("at rest, %s: %.0f writes per node per hour, want none", k, v)
+	for when, writes := range map[string]map[string]float64{"before the change": res.WritesPerNodeHour,
+		"after the change (address pools)": res.WritesPerNodeHourAfterChange} {
+		for k, v := range writes {
+			for _, r := range netdraResources {
+				if strings.HasPrefix(k, r) && v > 0 {
+					t.Errorf("at rest %s, %s: %.0f writes per node per hour, want none", when, k, v)
+				}
 			}
 		}
 	}

@@ -33,6 +33,7 @@ type tracker struct {
 	mu        sync.Mutex
 	want      []string // pool names, sorted
 	since     time.Time
+	written   map[string]time.Time // the NodeConfig's spec has the pools
 	applied   map[string]time.Time
 	published map[string]time.Time
 	ncs       map[string]*v1alpha1.NodeConfig
@@ -69,7 +70,7 @@ func (t *tracker) expect(pools ...string) {
 	defer t.mu.Unlock()
 	t.want = slices.Sorted(slices.Values(pools))
 	t.since = time.Now()
-	t.applied, t.published = map[string]time.Time{}, map[string]time.Time{}
+	t.written, t.applied, t.published = map[string]time.Time{}, map[string]time.Time{}, map[string]time.Time{}
 	for node := range t.ncs {
 		t.checkLocked(node)
 	}
@@ -78,7 +79,19 @@ func (t *tracker) expect(pools ...string) {
 	}
 }
 
-// done returns how many nodes are applied and published, and each node's
+// writtenTimes are the times since the round began at which each node's
+// NodeConfig got the round's pools (the operator's writes).
+func (t *tracker) writtenTimes() map[string]time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[string]time.Duration{}
+	for n, at := range t.written {
+		out[n] = at.Sub(t.since)
+	}
+	return out
+}
+
+// done returns the nodes applied and published, and each node's
 // times since the round began.
 func (t *tracker) done() (applied, published map[string]time.Duration) {
 	t.mu.Lock()
@@ -150,8 +163,11 @@ func (t *tracker) checkLocked(node string) {
 				names = append(names, p.Name)
 			}
 			c := meta.FindStatusCondition(nc.Status.Conditions, v1alpha1.ConditionApplied)
-			if slices.Equal(slices.Sorted(slices.Values(names)), t.want) && c != nil && c.Status == "True" &&
-				c.ObservedGeneration == nc.Generation {
+			same := slices.Equal(slices.Sorted(slices.Values(names)), t.want)
+			if _, ok := t.written[node]; !ok && same {
+				t.written[node] = now
+			}
+			if same && c != nil && c.Status == "True" && c.ObservedGeneration == nc.Generation {
 				t.applied[node] = now
 			}
 		}
