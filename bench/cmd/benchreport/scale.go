@@ -150,6 +150,15 @@ func writeScale(p func(string, ...any), runs []figures.Scale, png string, elapse
 	p("The change: %s. Scheduling: %s", runs[0].ChangeWhat, schedNotes(runs))
 	p("")
 	writeScaleGoals(p, runs)
+	p("Why pods with a claim are scheduled more slowly here (facts of the components' defaults, which the test world")
+	p("keeps): the controller-manager's client is limited to 20 requests a second (burst 30, `--kube-api-qps`), shared by")
+	p("its controllers, and its resourceclaim controller makes two writes per pod with a claim template (the claim, then")
+	p("the pod's `status.resourceClaimStatuses`); the scheduler's client is limited to 50 a second (burst 100,")
+	p("`clientConnection.qps`), and binds a pod without a claim in one write, one with a claim in two (the claim's")
+	p("allocation and reservation, then the binding). upstream's scheduler_perf, whose figures the goal quotes, runs the")
+	p("scheduler and the claim controller without those limits. netdra's part in it is the slices the scheduler reads:")
+	p("one per pool per node, written once and not again at rest.")
+	p("")
 	p("%s", scaleEnd)
 }
 
