@@ -447,7 +447,7 @@ func (m *Mover) saveLease(key string, lease *Lease) error {
 	}
 	data, err := json.Marshal(lease)
 	if err == nil {
-		err = writeFileAtomic(m.leasePath(key), data)
+		err = WriteFileAtomic(m.leasePath(key), data)
 	}
 	if err != nil {
 		return fmt.Errorf("saving the DHCP lease of %s: %w", key, err)
@@ -478,9 +478,11 @@ func (m *Mover) loadLease(key string) (*Lease, error) {
 	return &l, nil
 }
 
-// writeFileAtomic writes data to path through a synced temporary file and
-// a rename: path holds the old data or the new, never a part.
-func writeFileAtomic(path string, data []byte) error {
+// WriteFileAtomic writes data to path (mode 0600) through a synced
+// temporary file and a rename: path holds the old data or the new, never a
+// part. The provisioner's records (leases here, netns pins in server) are
+// written with it.
+func WriteFileAtomic(path string, data []byte) error {
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {

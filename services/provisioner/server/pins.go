@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	"github.com/netdra/netdra/services/provisioner/link"
 )
 
 // pinStore makes the handles on pod namespaces outlive the provisioner:
@@ -81,7 +82,7 @@ func (p *pinStore) pin(name string, f *os.File, netnsPath string, pd *devicev1.P
 	if err != nil {
 		return fmt.Errorf("pinning the netns of %s: %w", name, err)
 	}
-	if err := writeFileSync(p.recordPath(name), data); err != nil {
+	if err := link.WriteFileAtomic(p.recordPath(name), data); err != nil {
 		return fmt.Errorf("pinning the netns of %s: %w", name, err)
 	}
 	err = os.WriteFile(p.pinPath(name), nil, 0o600)
@@ -190,28 +191,4 @@ func parseRecord(name string, data []byte) (*pinned, error) {
 		return nil, fmt.Errorf("netns pin record of %s: %w", name, err)
 	}
 	return pn, nil
-}
-
-// writeFileSync writes data to path through a synced temporary file and a
-// rename, so that path holds the old data or the new, never a part.
-func writeFileSync(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-	}
-	return err
 }
