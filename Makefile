@@ -84,7 +84,7 @@ $(eval $(call tool,helm,helm.sh/helm/v3/cmd/helm,$(HELM_VERSION)))
 # tools compile: a cold run's downloads then overlap its compiles. A go
 # command fetches what is still missing itself, so this cannot fail a run;
 # its output is in _output/prefetch.log.
-GO_MODULES := . pods/images shared/testinfra/testworld shared/testinfra/testworld/realnode/tools/containerd shared/testinfra/testworld/realnode/tools/cni
+GO_MODULES := . bench/cmd pods/images shared/testinfra/testworld shared/testinfra/testworld/realnode/tools/containerd shared/testinfra/testworld/realnode/tools/cni
 
 .PHONY: prefetch
 prefetch:
@@ -143,6 +143,7 @@ vet: tools ## buf lint, gofmt, go vet.
 	$(BUF) lint
 	@out=$$(gofmt -l $$(git ls-files '*.go')); test -z "$$out" || { echo "gofmt would change:"; echo "$$out"; exit 1; }
 	$(GO) vet ./...
+	cd bench/cmd && $(GO) vet ./...
 
 # go vet with the kernel-rig tests' tag (make test runs it in its checks
 # lane, before test-kernel: 97 s of a cold run).
@@ -150,7 +151,7 @@ vet: tools ## buf lint, gofmt, go vet.
 vet-kernel: ## go vet with the kernelrig tag.
 	$(GO) vet -tags kernelrig,$(GO_TAGS) ./...
 
-# go mod tidy -diff of the three modules: mostly downloading the test
+# go mod tidy -diff of every module: mostly downloading the test
 # dependencies of every dependency, which nothing else needs (make test
 # runs it in its checks lane, off the test world's path).
 .PHONY: tidy
@@ -158,6 +159,7 @@ tidy: ## Fail when a go.mod is not tidy.
 	@out=$$($(GO) mod tidy -diff 2>&1) || { echo "go.mod is not tidy (run go mod tidy):"; echo "$$out"; exit 1; }
 	@cd shared/testinfra/testworld && out=$$($(GO) mod tidy -diff 2>&1) || { echo "shared/testinfra/testworld/go.mod is not tidy (run go mod tidy there):"; echo "$$out"; exit 1; }
 	@cd pods/images && out=$$($(GO) mod tidy -diff 2>&1) || { echo "pods/images/go.mod is not tidy (run go mod tidy there):"; echo "$$out"; exit 1; }
+	@cd bench/cmd && out=$$($(GO) mod tidy -diff 2>&1) || { echo "bench/cmd/go.mod is not tidy (run go mod tidy there):"; echo "$$out"; exit 1; }
 
 # make test: the set-up (the tools, checkgenerate, runc) and vet, then two
 # lanes side by side (shared/testinfra/maketest.sh): the unit tests, then
@@ -178,6 +180,7 @@ unit-deps: ## Install what the root tests take from Debian (dnsmasq, the DHCP se
 .PHONY: test-unit
 test-unit: unit-deps ## Run the tests on this machine's kernel (root tests use throwaway netns).
 	GRPCURL=$(GRPCURL) $(GO) test $(GOTEST_FLAGS) $(GOTEST_VET) ./...
+	cd bench/cmd && $(GO) test $(GOTEST_FLAGS) $(GOTEST_VET) ./...
 
 # Fuzz targets: every `func FuzzX(f *testing.F)` in this module's test
 # files, as pkg:FuzzX, found afresh each time so that a new one is run too
@@ -378,7 +381,7 @@ bench: node-deps ## Run the benchmarks (bench/, shared/testinfra/testworld/bench
 	  ( cd shared/testinfra/testworld && NETDRA_BENCH_OUT=$$out $(GO) test -p 1 -run '^$$' -bench . -benchtime 1x -count 1 -timeout 60m ./benchworld/ ) ; \
 	  echo $$? > $$out/rc; \
 	} 2>&1 | grep --line-buffered -v 'level=info' | tee $$out/bench.txt; rc=$$(cat $$out/rc); \
-	if [ $$rc = 0 ]; then $(GO) run ./bench/cmd/benchreport -in $$out -out bench/RESULTS.md -png bench/latency.png -elapsed $$(( $$(date +%s) - start ))s; rc=$$?; fi; \
+	if [ $$rc = 0 ]; then $(GO) -C bench/cmd run ./benchreport -in $$out -out $(CURDIR)/bench/RESULTS.md -png $(CURDIR)/bench/latency.png -elapsed $$(( $$(date +%s) - start ))s; rc=$$?; fi; \
 	rm -rf $$out; exit $$rc
 
 # make bench-scale: the scale simulation (shared/testinfra/testworld/scale):
@@ -395,7 +398,7 @@ bench-scale: ## Run the scale simulation at SCALE_NODES (default "100 500 1000")
 	@out=$$(mktemp -d /tmp/netdra-scale.XXXXXX); start=$$(date +%s); \
 	( cd shared/testinfra/testworld && NETDRA_BENCH_OUT=$$out NETDRA_SCALE_NODES='$(SCALE_NODES)' NETDRA_SCALE_REST=$(SCALE_REST) NETDRA_SCALE_PODS=$(SCALE_PODS) \
 	  $(GO) test -count=1 -v -run '^TestScale_Bench$$' -timeout 0 ./scale/ ) 2>&1 | grep --line-buffered -vE '^\s*>|level=(INFO|WARN).*"node=' | tee $$out/scale.txt; \
-	$(GO) run ./bench/cmd/benchreport -scale -in $$out -out bench/RESULTS.md -scale-png bench/scale.png -elapsed $$(( $$(date +%s) - start ))s; rc=$$?; \
+	$(GO) -C bench/cmd run ./benchreport -scale -in $$out -out $(CURDIR)/bench/RESULTS.md -scale-png $(CURDIR)/bench/scale.png -elapsed $$(( $$(date +%s) - start ))s; rc=$$?; \
 	rm -rf $$out; exit $$rc
 
 .PHONY: clean
