@@ -46,7 +46,6 @@ import (
 	"github.com/netdra/netdra/services/dra/driver"
 	"github.com/netdra/netdra/services/dra/health"
 	"github.com/netdra/netdra/services/dra/nodeconfig"
-	"github.com/netdra/netdra/services/dra/pools"
 	"github.com/netdra/netdra/services/dra/publish"
 	"github.com/netdra/netdra/shared/apis/v1alpha1"
 	"github.com/netdra/netdra/shared/managername"
@@ -122,7 +121,7 @@ type serving struct {
 	name   string
 	gate   *gate
 	helper *kubeletplugin.Helper
-	slices *slicePublisher
+	slices *publish.SliceWriter
 	cancel context.CancelFunc // stops the driver's retry loop
 	done   chan struct{}
 }
@@ -245,7 +244,7 @@ func (a *Agent) restartLocked() {
 
 // publish hands the pools to the slice publisher once registered, and
 // reports them on the NodeConfig's status.
-func (a *Agent) publish(ctx context.Context, ps []pools.Pool) error {
+func (a *Agent) publish(ctx context.Context, ps []publish.Pool) error {
 	a.mu.Lock()
 	s := a.serving
 	a.mu.Unlock()
@@ -261,9 +260,9 @@ func (a *Agent) publish(ctx context.Context, ps []pools.Pool) error {
 }
 
 // poolStatus is the NodeConfig status of the published pools, by name.
-func poolStatus(ps []pools.Pool) []v1alpha1.PoolStatus {
+func poolStatus(ps []publish.Pool) []v1alpha1.PoolStatus {
 	out := []v1alpha1.PoolStatus{}
-	for _, p := range slices.SortedFunc(slices.Values(ps), func(a, b pools.Pool) int { return strings.Compare(a.Name, b.Name) }) {
+	for _, p := range slices.SortedFunc(slices.Values(ps), func(a, b publish.Pool) int { return strings.Compare(a.Name, b.Name) }) {
 		out = append(out, v1alpha1.PoolStatus{Name: p.Name, Devices: int32(len(p.Devices))})
 	}
 	return out
@@ -397,10 +396,10 @@ func (a *Agent) serveLocked(ctx context.Context, name string, spec *v1alpha1.Nod
 		return err
 	}
 	s.helper = h
-	s.slices = &slicePublisher{driver: name, node: a.cfg.NodeName, kube: a.cfg.Kube,
-		onError: func(_ context.Context, err error, msg string) {
+	s.slices = publish.NewSliceWriter(name, a.cfg.NodeName, a.cfg.Kube,
+		func(_ context.Context, err error, msg string) {
 			a.log.Warn("Publishing ResourceSlices", "driver", name, "msg", msg, "err", err)
-		}}
+		})
 	a.mu.Lock()
 	a.serving, a.driverName = s, name
 	a.mu.Unlock()

@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
-	"github.com/netdra/netdra/services/dra/pools"
 	"github.com/netdra/netdra/services/dra/publish"
 )
 
@@ -56,7 +55,7 @@ func (m *Metrics) deviceLost() {
 	}
 }
 
-func (m *Metrics) published(ps []pools.Pool) {
+func (m *Metrics) published(ps []publish.Pool) {
 	if m == nil {
 		return
 	}

@@ -14,7 +14,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
-	"github.com/netdra/netdra/services/dra/pools"
+	"github.com/netdra/netdra/services/dra/publish"
 )
 
 // fakePlugin answers each claim with an error when its name says so.
@@ -61,13 +61,13 @@ func TestMetrics(t *testing.T) {
 	if _, err := p.UnprepareResourceClaims(ctx, []kubeletplugin.NamespacedObject{{UID: "uid-a"}, {UID: "uid-b"}}); err == nil {
 		t.Fatal("want the unprepare error")
 	}
-	pool := func(name string, n int) pools.Pool {
-		return pools.Pool{Name: name, Devices: make([]*devicev1.Device, n)}
+	pool := func(name string, n int) publish.Pool {
+		return publish.Pool{Name: name, Devices: make([]*devicev1.Device, n)}
 	}
-	m.published([]pools.Pool{pool("red", 2), pool("gone", 1)})
+	m.published([]publish.Pool{pool("red", 2), pool("gone", 1)})
 	red := pool("red", 3)
 	red.Devices[2] = &devicev1.Device{Name: "down", LinkState: devicev1.LinkState_LINK_STATE_DOWN}
-	m.published([]pools.Pool{red, pool("empty", 0)})
+	m.published([]publish.Pool{red, pool("empty", 0)})
 	m.deviceLost()
 	(*Metrics)(nil).deviceLost() // a driver without metrics
 

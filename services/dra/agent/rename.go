@@ -8,6 +8,7 @@ import (
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 	"github.com/netdra/netdra/services/dra/claims"
 	"github.com/netdra/netdra/services/dra/nodeconfig"
+	"github.com/netdra/netdra/services/dra/publish"
 	"github.com/netdra/netdra/shared/apis/v1alpha1"
 )
 
@@ -135,7 +136,7 @@ func (r *rename) complete(ctx context.Context) error {
 		r.rollBack(ctx)
 		return err
 	}
-	if err := deleteSlices(ctx, a.cfg.Kube, a.cfg.NodeName, r.from); err != nil {
+	if err := publish.DeleteSlices(ctx, a.cfg.Kube, a.cfg.NodeName, r.from); err != nil {
 		a.log.Warn("Deleting the old driver's ResourceSlices", "driver", r.from, "error", err)
 	}
 	return nil

@@ -6,7 +6,7 @@ import (
 	"slices"
 
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
-	"github.com/netdra/netdra/services/dra/pools"
+	"github.com/netdra/netdra/services/dra/publish"
 	"github.com/netdra/netdra/shared/apis/v1alpha1"
 )
 
@@ -48,10 +48,10 @@ func Managers(spec *v1alpha1.NodeConfigSpec) *provisionerv1.ManagerConfigs {
 }
 
 // Pools is the pool configuration of spec.
-func Pools(spec *v1alpha1.NodeConfigSpec) []pools.Spec {
-	var out []pools.Spec
+func Pools(spec *v1alpha1.NodeConfigSpec) []publish.Spec {
+	var out []publish.Spec
 	for _, p := range spec.Pools {
-		s := pools.Spec{Name: p.Name, TaintEffect: string(p.UnhealthyTaintEffect), MultusResourceName: p.MultusResourceName,
+		s := publish.Spec{Name: p.Name, TaintEffect: string(p.UnhealthyTaintEffect), MultusResourceName: p.MultusResourceName,
 			IPPools: slices.Clone(p.IPPools)}
 		if f := p.Filter; f != nil {
 			for _, m := range f.DeviceManagers {

@@ -8,7 +8,7 @@ import (
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
-	"github.com/netdra/netdra/services/dra/pools"
+	"github.com/netdra/netdra/services/dra/publish"
 	"github.com/netdra/netdra/shared/apis/v1alpha1"
 )
 
@@ -61,9 +61,9 @@ func TestPools(t *testing.T) {
 			Filter: &v1alpha1.PoolFilter{DeviceManagers: []v1alpha1.DeviceManager{v1alpha1.DeviceManagerSRIOV}, PFNames: []string{"ens1f0"}}},
 		{Name: "rest"},
 	}}
-	want := []pools.Spec{
+	want := []publish.Spec{
 		{Name: "vfs", TaintEffect: "None", MultusResourceName: "intel.com/sriov_vf",
-			Filter: pools.Filter{DeviceManagers: []string{"sr-iov"}, PFNames: []string{"ens1f0"}}},
+			Filter: publish.Filter{DeviceManagers: []string{"sr-iov"}, PFNames: []string{"ens1f0"}}},
 		{Name: "rest"},
 	}
 	if diff := cmp.Diff(want, Pools(spec)); diff != "" {

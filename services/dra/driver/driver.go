@@ -53,7 +53,7 @@ import (
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 	"github.com/netdra/netdra/services/dra/cdispec"
-	"github.com/netdra/netdra/services/dra/pools"
+	"github.com/netdra/netdra/services/dra/publish"
 	"github.com/netdra/netdra/shared/keylock"
 )
 
@@ -154,7 +154,7 @@ type Config struct {
 	// Pools are the node's pools (the NodeConfig's): a device is restored
 	// from a claim status (Recover) only into a pool whose filter selects
 	// it. Without pools nothing is restored.
-	Pools []pools.Spec
+	Pools []publish.Spec
 	// Logger defaults to a logger that discards.
 	Logger *slog.Logger
 	// RetryBase and RetryMax bound the backoff between retries of a failed
@@ -206,7 +206,7 @@ type Driver struct {
 	onLost      func()
 	podLookup   PodLookup
 	health      HealthSource
-	pools       []pools.Spec
+	pools       []publish.Spec
 	log         *slog.Logger
 	retryBase   time.Duration
 	retryMax    time.Duration

@@ -14,7 +14,7 @@ import (
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
-	"github.com/netdra/netdra/services/dra/pools"
+	"github.com/netdra/netdra/services/dra/publish"
 )
 
 // TestRecover_ForgedStatus: after a reboot (empty state) a claim status
@@ -86,7 +86,7 @@ func TestRecover_ForgedStatus(t *testing.T) {
 			name:  "a pool that does not offer the device",
 			claim: forged(func(*claimSpec, []resourceapi.AllocatedDeviceStatus) {}),
 			change: func(r *rig) {
-				r.d.pools = []pools.Spec{{Name: testPool, Filter: pools.Filter{DeviceManagers: []string{"dummy"}}}}
+				r.d.pools = []publish.Spec{{Name: testPool, Filter: publish.Filter{DeviceManagers: []string{"dummy"}}}}
 			},
 			events: []string{
 				`device vf1 not restored after a restart, nothing done to its devices: claim status data is not a netdra prepared device: pool "pool-a" does not select device vf1`,

@@ -16,7 +16,7 @@ import (
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
-	"github.com/netdra/netdra/services/dra/pools"
+	"github.com/netdra/netdra/services/dra/publish"
 )
 
 const (
@@ -78,7 +78,7 @@ func newRig(t *testing.T, rows ...*statev1.Allocation) *rig {
 			}
 			return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: uid}}, nil
 		},
-		Pools:     []pools.Spec{{Name: testPool}},
+		Pools:     []publish.Spec{{Name: testPool}},
 		Logger:    testLogger(t),
 		RetryBase: time.Millisecond, RetryMax: 20 * time.Millisecond,
 	})

@@ -6,7 +6,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
-	"github.com/netdra/netdra/services/dra/pools"
 )
 
 // TestMultusAttributes: a pool with a multusResourceName publishes it and
@@ -45,7 +44,7 @@ func TestMultusAttributes(t *testing.T) {
 func TestResources_Multus(t *testing.T) {
 	forged := &devicev1.Device{Name: "b", KernelIfName: "eth1",
 		Attributes: map[string]string{string(AttrMultusResourceName): "forged/name"}}
-	res := Resources([]pools.Pool{
+	res := Resources([]Pool{
 		{Name: "multus", MultusResourceName: "intel.com/sriov_vf", Devices: []*devicev1.Device{
 			{Name: "a", PciAddress: "0000:03:02.0"}, forged}},
 		{Name: "plain", Devices: []*devicev1.Device{{Name: "c", KernelIfName: "eth2"}}},

@@ -14,7 +14,6 @@ import (
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
-	"github.com/netdra/netdra/services/dra/pools"
 	"github.com/netdra/netdra/shared/statewatch"
 )
 
@@ -27,14 +26,14 @@ var ErrNotReady = errors.New("not ready to publish")
 type Publisher struct {
 	log      *slog.Logger
 	state    statewatch.Watcher
-	publish  func(context.Context, []pools.Pool) error
+	publish  func(context.Context, []Pool) error
 	debounce time.Duration
 	kick     chan struct{}
 	// lastStart is when the last publication began (Run's).
 	lastStart time.Time
 
 	mu    sync.Mutex
-	specs []pools.Spec
+	specs []Spec
 	// exhausted are the address pools with no free address
 	// (SetExhaustedIPPools).
 	exhausted map[string]bool
@@ -73,7 +72,7 @@ type View struct {
 // Publication is what was published last.
 type Publication struct {
 	Time  time.Time
-	Pools []pools.Pool
+	Pools []Pool
 }
 
 // NewPublisher returns a publisher that calls publish (dra's slice
@@ -81,7 +80,7 @@ type Publication struct {
 // of changes pauses, at most debounce after
 // its first change, and at most once per debounce interval (publishAt).
 func NewPublisher(log *slog.Logger, state statewatch.Watcher, debounce time.Duration,
-	publish func(context.Context, []pools.Pool) error) *Publisher {
+	publish func(context.Context, []Pool) error) *Publisher {
 	return &Publisher{log: log, state: state, publish: publish, debounce: debounce, kick: make(chan struct{}, 1),
 		devices: map[string]*devicev1.Device{}, allocs: map[string]*statev1.Allocation{}, changed: make(chan struct{})}
 }
@@ -110,7 +109,7 @@ func (p *Publisher) changedLocked() {
 }
 
 // SetPools replaces the configured pools and republishes.
-func (p *Publisher) SetPools(specs []pools.Spec) {
+func (p *Publisher) SetPools(specs []Spec) {
 	p.mu.Lock()
 	p.specs = slices.Clone(specs)
 	p.mu.Unlock()
@@ -249,8 +248,8 @@ func (p *Publisher) publishOnce(ctx context.Context) (bool, error) {
 	p.force = false
 	p.mu.Unlock()
 	devs = withAllocated(devs, allocs)
-	assigned := pools.Assign(p.log, specs, devs, allocs)
-	pools.MarkExhausted(assigned, specs, exhausted)
+	assigned := Assign(p.log, specs, devs, allocs)
+	MarkExhausted(assigned, specs, exhausted)
 	if !force && !last.Time.IsZero() && samePools(assigned, last.Pools) {
 		p.log.Debug("ResourceSlices unchanged", "pools", Summary(assigned))
 		return false, nil
@@ -274,8 +273,8 @@ func (p *Publisher) publishOnce(ctx context.Context) (bool, error) {
 // samePools reports whether a and b publish the same slices: Resources
 // builds them from nothing else than the pools' names, devices, taint
 // effects, exhausted address pools and Multus resource names.
-func samePools(a, b []pools.Pool) bool {
-	return slices.EqualFunc(a, b, func(x, y pools.Pool) bool {
+func samePools(a, b []Pool) bool {
+	return slices.EqualFunc(a, b, func(x, y Pool) bool {
 		return x.Name == y.Name && x.TaintEffect == y.TaintEffect && x.MultusResourceName == y.MultusResourceName &&
 			slices.Equal(x.ExhaustedIPPools, y.ExhaustedIPPools) &&
 			slices.EqualFunc(x.Devices, y.Devices, func(d, e *devicev1.Device) bool { return d == e || proto.Equal(d, e) })

@@ -16,7 +16,6 @@ import (
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
-	"github.com/netdra/netdra/services/dra/pools"
 	"github.com/netdra/netdra/shared/statewatch"
 )
 
@@ -51,7 +50,7 @@ type recorder struct {
 	seen []*resourceslice.DriverResources
 }
 
-func (r *recorder) publish(_ context.Context, ps []pools.Pool) error {
+func (r *recorder) publish(_ context.Context, ps []Pool) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.seen = append(r.seen, Resources(ps))
@@ -120,7 +119,7 @@ func TestPublisher(t *testing.T) {
 	st := &fakeState{events: make(chan *statev1.WatchResponse, 512)}
 	rec := &recorder{}
 	p := NewPublisher(slog.New(slog.DiscardHandler), st, 20*time.Millisecond, rec.publish)
-	p.SetPools([]pools.Spec{{Name: "dummies", Filter: pools.Filter{DeviceManagers: []string{"dummy"}}}, {Name: "empty", Filter: pools.Filter{Drivers: []string{"none"}}}})
+	p.SetPools([]Spec{{Name: "dummies", Filter: Filter{DeviceManagers: []string{"dummy"}}}, {Name: "empty", Filter: Filter{Drivers: []string{"none"}}}})
 	go p.Run(ctx)
 
 	// Nothing is published before the first complete view.
@@ -143,7 +142,7 @@ func TestPublisher(t *testing.T) {
 		t.Errorf("199 changes gave %d publications; want them coalesced", n)
 	}
 	// A config change republishes.
-	p.SetPools([]pools.Spec{{Name: "all"}})
+	p.SetPools([]Spec{{Name: "all"}})
 	waitFor(t, "the new pools", func() bool { return rec.lastShape() == "all:[64 64 64 8]" })
 	if diff := cmp.Diff("all=200", Summary(p.Last().Pools)); diff != "" {
 		t.Errorf("Last (-want +got):\n%s", diff)
@@ -159,7 +158,7 @@ func TestPublisherSkipsUnchanged(t *testing.T) {
 	ctx := context.Background()
 	rec := &recorder{}
 	p := NewPublisher(slog.New(slog.DiscardHandler), &fakeState{}, time.Second, rec.publish)
-	p.SetPools([]pools.Spec{{Name: "all"}})
+	p.SetPools([]Spec{{Name: "all"}})
 	dev := &devicev1.Device{Name: "dummy0", Manager: devicev1.DeviceManager_DEVICE_MANAGER_DUMMY}
 	step := func(what string, want bool, evs ...*statev1.WatchResponse) {
 		t.Helper()
@@ -173,7 +172,7 @@ func TestPublisherSkipsUnchanged(t *testing.T) {
 		}
 	}
 	step("the first view", true, upsert(dev), &statev1.WatchResponse{Type: statev1.EventType_EVENT_TYPE_SYNCED, Revision: 1})
-	p.SetPools([]pools.Spec{{Name: "all"}})
+	p.SetPools([]Spec{{Name: "all"}})
 	step("the same pools, the same device, an allocation", false,
 		upsert(&devicev1.Device{Name: "dummy0", Manager: devicev1.DeviceManager_DEVICE_MANAGER_DUMMY}),
 		&statev1.WatchResponse{Type: statev1.EventType_EVENT_TYPE_UPSERT, Object: &statev1.WatchResponse_Allocation{

@@ -1,7 +1,10 @@
-// Package publish turns the state service's tables into the driver's
-// ResourceSlices: it follows the state service's Watch, assigns devices to
-// pools by the pool rules, and hands the result to the kubelet plugin's
-// publisher, coalescing a burst of changes into one publication.
+// Package publish is everything of dra's ResourceSlice publication: it
+// follows the state service's Watch (Publisher), assigns devices to pools
+// by the pool rules (Assign), builds each pool's slices with their
+// attributes, capacities and taints (Resources), and writes them to the
+// apiserver (SliceWriter), coalescing a burst of changes into one
+// publication. Pool names are translated at the API boundary by package
+// slicepool, which the claim path uses too.
 package publish
 
 import (
@@ -17,7 +20,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
-	"github.com/netdra/netdra/services/dra/pools"
 	"github.com/netdra/netdra/shared/managername"
 )
 
@@ -58,7 +60,7 @@ const maxAttrValLen = 64
 // Resources builds the driver's resources from the pools: every pool, even
 // empty, in slices of at most MaxDevicesPerSlice devices, each unhealthy
 // device tainted by its pool's effect (see Taints).
-func Resources(ps []pools.Pool) *resourceslice.DriverResources {
+func Resources(ps []Pool) *resourceslice.DriverResources {
 	out := &resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{}}
 	for _, p := range ps {
 		var devices []resourceapi.Device
@@ -245,7 +247,7 @@ func truncate(v string) string {
 }
 
 // Summary describes what was published, for logs and the admin API.
-func Summary(ps []pools.Pool) string {
+func Summary(ps []Pool) string {
 	var parts []string
 	for _, p := range ps {
 		parts = append(parts, fmt.Sprintf("%s=%d", p.Name, len(p.Devices)))

@@ -7,7 +7,6 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
-	"github.com/netdra/netdra/services/dra/pools"
 )
 
 // TestTaints: a device whose link is down (no carrier, or a sub-interface
@@ -45,7 +44,7 @@ func TestTaints(t *testing.T) {
 func TestResources_Taints(t *testing.T) {
 	down := &devicev1.Device{Name: "a", LinkState: devicev1.LinkState_LINK_STATE_DOWN}
 	up := &devicev1.Device{Name: "b", LinkState: devicev1.LinkState_LINK_STATE_UP}
-	res := Resources([]pools.Pool{
+	res := Resources([]Pool{
 		{Name: "tainting", Devices: []*devicev1.Device{down, up}},
 		{Name: "quiet", TaintEffect: "None", Devices: []*devicev1.Device{{Name: "c", LinkState: devicev1.LinkState_LINK_STATE_DOWN}}},
 	})
@@ -63,7 +62,7 @@ func TestResources_Taints(t *testing.T) {
 		t.Errorf("quiet (-want +got):\n%s", diff)
 	}
 	healed := &devicev1.Device{Name: "a", LinkState: devicev1.LinkState_LINK_STATE_UP}
-	res = Resources([]pools.Pool{{Name: "tainting", Devices: []*devicev1.Device{healed, up}}})
+	res = Resources([]Pool{{Name: "tainting", Devices: []*devicev1.Device{healed, up}}})
 	if diff := cmp.Diff(map[string]int{"a": 0, "b": 0}, taints("tainting")); diff != "" {
 		t.Errorf("healed (-want +got):\n%s", diff)
 	}
@@ -78,9 +77,9 @@ func TestResources_IPPoolExhausted(t *testing.T) {
 	down := &devicev1.Device{Name: "a", LinkState: devicev1.LinkState_LINK_STATE_DOWN}
 	up := &devicev1.Device{Name: "b", LinkState: devicev1.LinkState_LINK_STATE_UP}
 	other := &devicev1.Device{Name: "c", LinkState: devicev1.LinkState_LINK_STATE_UP}
-	specs := []pools.Spec{{Name: "net", IPPools: []string{"blue", "red", "green"}}, {Name: "plain", IPPools: []string{"white"}}}
-	ps := []pools.Pool{{Name: "net", Devices: []*devicev1.Device{down, up}}, {Name: "plain", Devices: []*devicev1.Device{other}}}
-	pools.MarkExhausted(ps, specs, map[string]bool{"red": true, "blue": true, "black": true})
+	specs := []Spec{{Name: "net", IPPools: []string{"blue", "red", "green"}}, {Name: "plain", IPPools: []string{"white"}}}
+	ps := []Pool{{Name: "net", Devices: []*devicev1.Device{down, up}}, {Name: "plain", Devices: []*devicev1.Device{other}}}
+	MarkExhausted(ps, specs, map[string]bool{"red": true, "blue": true, "black": true})
 	res := Resources(ps)
 	exhausted := func(pool string) map[string][]string {
 		out := map[string][]string{}
@@ -102,7 +101,7 @@ func TestResources_IPPoolExhausted(t *testing.T) {
 	if diff := cmp.Diff(map[string][]string{"c": {}}, exhausted("plain")); diff != "" {
 		t.Errorf("plain (-want +got):\n%s", diff)
 	}
-	pools.MarkExhausted(ps, specs, map[string]bool{})
+	MarkExhausted(ps, specs, map[string]bool{})
 	res = Resources(ps)
 	if diff := cmp.Diff(map[string][]string{"a": {TaintUnhealthy + "=" + TaintValueNoCarrier + ":NoSchedule"}, "b": {}}, exhausted("net")); diff != "" {
 		t.Errorf("net after an address was freed (-want +got):\n%s", diff)

@@ -10,7 +10,6 @@ import (
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
-	"github.com/netdra/netdra/services/dra/pools"
 )
 
 // waitChanged waits for ch to close.
@@ -32,7 +31,7 @@ func TestPublisher_View(t *testing.T) {
 	st := &fakeState{events: make(chan *statev1.WatchResponse, 16)}
 	rec := &recorder{}
 	p := NewPublisher(slog.New(slog.DiscardHandler), st, time.Millisecond, rec.publish)
-	p.SetPools([]pools.Spec{{Name: "red"}})
+	p.SetPools([]Spec{{Name: "red"}})
 	v, changed := p.View()
 	if v.Synced || len(v.Devices) != 0 {
 		t.Fatalf("view before any event: %+v", v)

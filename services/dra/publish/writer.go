@@ -1,4 +1,4 @@
-package agent
+package publish
 
 import (
 	"context"
@@ -23,8 +23,6 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/utils/ptr"
 
-	"github.com/netdra/netdra/services/dra/pools"
-	"github.com/netdra/netdra/services/dra/publish"
 	"github.com/netdra/netdra/services/dra/slicepool"
 	"github.com/netdra/netdra/shared/fanout"
 )
@@ -55,7 +53,7 @@ const (
 // writeParallelism is how many slice writes dra has in flight at once.
 const writeParallelism = 8
 
-// slicePublisher publishes one driver's ResourceSlices for the node.
+// SliceWriter publishes one driver's ResourceSlices for the node.
 //
 // It is netdra's own, not the resourceslice controller that the kubelet
 // plugin helper offers, for memory: that controller keeps a deep copy of
@@ -73,13 +71,13 @@ const writeParallelism = 8
 // (slices added or removed, or more than one changed) writes every slice of
 // the pool under the next one, removing the obsolete ones first, so that
 // the scheduler never takes a mix of old and new slices for the pool.
-type slicePublisher struct {
+type SliceWriter struct {
 	driver, node string
 	kube         kubernetes.Interface
 	onError      func(ctx context.Context, err error, msg string)
 
 	mu      sync.Mutex
-	desired []pools.Pool // nil before the first Publish
+	desired []Pool // nil before the first Publish
 	started bool
 	cancel  context.CancelFunc
 	done    chan struct{}
@@ -92,6 +90,13 @@ type slicePublisher struct {
 	// them (actual); deleted are those it deleted that it may still show.
 	latest  map[string]mine
 	deleted map[string]bool
+}
+
+// NewSliceWriter returns the writer of driver's slices for node; it
+// starts at its first Publish. onError is told of each failed write, which
+// the writer retries.
+func NewSliceWriter(driver, node string, kube kubernetes.Interface, onError func(ctx context.Context, err error, msg string)) *SliceWriter {
+	return &SliceWriter{driver: driver, node: node, kube: kube, onError: onError}
 }
 
 // mine is a slice as dra wrote it, and when.
@@ -117,7 +122,7 @@ type written struct {
 // writes happen in the background and are retried until they succeed;
 // failures are reported to onError. ps is kept, not copied: the caller
 // must not change it.
-func (p *slicePublisher) Publish(ctx context.Context, ps []pools.Pool) error {
+func (p *SliceWriter) Publish(ctx context.Context, ps []Pool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.desired = ps
@@ -129,7 +134,7 @@ func (p *slicePublisher) Publish(ctx context.Context, ps []pools.Pool) error {
 }
 
 // start starts the informer and the sync loop (under p.mu).
-func (p *slicePublisher) start(ctx context.Context) {
+func (p *SliceWriter) start(ctx context.Context) {
 	ctx, p.cancel = context.WithCancel(ctx)
 	p.started, p.done, p.kick = true, make(chan struct{}), make(chan struct{}, 1)
 	p.ours, p.latest, p.deleted = map[string]written{}, map[string]mine{}, map[string]bool{}
@@ -158,7 +163,7 @@ func (p *slicePublisher) start(ctx context.Context) {
 // changed is the informer's news of a slice: it is shown now (no longer
 // latest's to stand for), and a sync is scheduled unless it is the slice as
 // dra last wrote it.
-func (p *slicePublisher) changed(o any) {
+func (p *SliceWriter) changed(o any) {
 	s, ok := o.(*resourceapi.ResourceSlice)
 	if !ok {
 		return
@@ -176,7 +181,7 @@ func (p *slicePublisher) changed(o any) {
 
 // gone is the informer's news of a deleted slice: a sync is scheduled (the
 // kubelet deletes the node's slices when it starts).
-func (p *slicePublisher) gone(o any) {
+func (p *SliceWriter) gone(o any) {
 	if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
 		o = d.Obj
 	}
@@ -189,7 +194,7 @@ func (p *slicePublisher) gone(o any) {
 	time.AfterFunc(SliceSyncDelay, p.poke)
 }
 
-func (p *slicePublisher) poke() {
+func (p *SliceWriter) poke() {
 	select {
 	case p.kick <- struct{}{}:
 	default:
@@ -198,7 +203,7 @@ func (p *slicePublisher) poke() {
 
 // run syncs at each kick until ctx ends, retrying a failed sync with a
 // backoff.
-func (p *slicePublisher) run(ctx context.Context) {
+func (p *SliceWriter) run(ctx context.Context) {
 	defer close(p.done)
 	if !cache.WaitForCacheSync(ctx.Done(), p.inf.HasSynced) {
 		return
@@ -226,7 +231,7 @@ func (p *slicePublisher) run(ctx context.Context) {
 
 // Stop stops publishing; the slices stay (the driver-name change deletes
 // them on purpose).
-func (p *slicePublisher) Stop() {
+func (p *SliceWriter) Stop() {
 	p.mu.Lock()
 	cancel, done := p.cancel, p.done
 	p.started, p.cancel = false, nil
@@ -282,7 +287,7 @@ func specHash(spec *resourceapi.ResourceSliceSpec) (string, error) {
 
 // sync brings the node's slices of the driver in line with the desired
 // pools.
-func (p *slicePublisher) sync(ctx context.Context) error {
+func (p *SliceWriter) sync(ctx context.Context) error {
 	p.mu.Lock()
 	desired := p.desired
 	p.mu.Unlock()
@@ -292,7 +297,7 @@ func (p *slicePublisher) sync(ctx context.Context) error {
 	if err := p.ownerUID(ctx); err != nil {
 		return err
 	}
-	want := slicePools(p.node, publish.Resources(desired))
+	want := slicePools(p.node, Resources(desired))
 	have := map[string][]*resourceapi.ResourceSlice{}
 	for _, s := range p.actual() {
 		have[s.Spec.Pool.Name] = append(have[s.Spec.Pool.Name], s)
@@ -346,7 +351,7 @@ func inParallel(ctx context.Context, fs []func(context.Context) error) error {
 // would take the old spec for the current one, and update it with a stale
 // resource version), with the slices dra created that it does not show
 // yet, and without those dra deleted that it still shows.
-func (p *slicePublisher) actual() []*resourceapi.ResourceSlice {
+func (p *SliceWriter) actual() []*resourceapi.ResourceSlice {
 	objs := p.inf.GetStore().List()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -397,7 +402,7 @@ func newer(a, b string) bool {
 }
 
 // ownerUID reads the node's UID for the slices' owner reference, once.
-func (p *slicePublisher) ownerUID(ctx context.Context) error {
+func (p *SliceWriter) ownerUID(ctx context.Context) error {
 	p.mu.Lock()
 	have := p.owner != ""
 	p.mu.Unlock()
@@ -434,7 +439,7 @@ type sliceWrite struct {
 
 // planPool compares pool's desired slices (want; none when the pool is no
 // longer published) with its slices (have, the informer's copies): see
-// slicePublisher for the generations. ours is what dra last wrote; a slice
+// SliceWriter for the generations. ours is what dra last wrote; a slice
 // with no record there (dra restarted) is taken as dra left it when its
 // annotation hash matches, and recorded.
 func planPool(pool string, want []resourceslice.Slice, have []*resourceapi.ResourceSlice, ours map[string]written) (poolPlan, error) {
@@ -508,7 +513,7 @@ func changedByOthers(s *resourceapi.ResourceSlice, ours map[string]written) bool
 }
 
 // object is the ResourceSlice of w.
-func (p *slicePublisher) object(w sliceWrite) *resourceapi.ResourceSlice {
+func (p *SliceWriter) object(w sliceWrite) *resourceapi.ResourceSlice {
 	p.mu.Lock()
 	owner := p.owner
 	p.mu.Unlock()
@@ -566,7 +571,7 @@ func keepTaintTimes(devices []resourceapi.Device, cur *resourceapi.ResourceSlice
 	return out
 }
 
-func (p *slicePublisher) create(ctx context.Context, w sliceWrite) error {
+func (p *SliceWriter) create(ctx context.Context, w sliceWrite) error {
 	s, err := p.kube.ResourceV1().ResourceSlices().Create(ctx, p.object(w), metav1.CreateOptions{})
 	if err != nil {
 		return fmt.Errorf("creating a ResourceSlice of pool %s: %w", w.spec.Pool.Name, err)
@@ -574,7 +579,7 @@ func (p *slicePublisher) create(ctx context.Context, w sliceWrite) error {
 	return p.stored(s)
 }
 
-func (p *slicePublisher) update(ctx context.Context, w sliceWrite) error {
+func (p *SliceWriter) update(ctx context.Context, w sliceWrite) error {
 	s, err := p.kube.ResourceV1().ResourceSlices().Update(ctx, p.object(w), metav1.UpdateOptions{})
 	if err != nil {
 		return fmt.Errorf("updating ResourceSlice %s: %w", w.cur.Name, err)
@@ -583,7 +588,7 @@ func (p *slicePublisher) update(ctx context.Context, w sliceWrite) error {
 }
 
 // stored records a slice dra wrote.
-func (p *slicePublisher) stored(s *resourceapi.ResourceSlice) error {
+func (p *SliceWriter) stored(s *resourceapi.ResourceSlice) error {
 	o, err := skinny(s)
 	if err != nil {
 		return err
@@ -597,7 +602,7 @@ func (p *slicePublisher) stored(s *resourceapi.ResourceSlice) error {
 	return nil
 }
 
-func (p *slicePublisher) delete(ctx context.Context, s *resourceapi.ResourceSlice) error {
+func (p *SliceWriter) delete(ctx context.Context, s *resourceapi.ResourceSlice) error {
 	err := p.kube.ResourceV1().ResourceSlices().Delete(ctx, s.Name, metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: ptr.To(s.UID)}})
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -622,7 +627,7 @@ func slicePools(node string, res *resourceslice.DriverResources) *resourceslice.
 
 // deleteSlices deletes the ResourceSlices driver published for node, after
 // dra stopped publishing under that name. Slices already gone are fine.
-func deleteSlices(ctx context.Context, client kubernetes.Interface, node, driver string) error {
+func DeleteSlices(ctx context.Context, client kubernetes.Interface, node, driver string) error {
 	rs := client.ResourceV1().ResourceSlices()
 	list, err := rs.List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node + ",spec.driver=" + driver})
 	if err != nil {

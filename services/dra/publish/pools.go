@@ -1,4 +1,4 @@
-// Package pools decides which pool publishes each device, by the reference
+// Which pool publishes each device, by the reference
 // design's rules: a pool's filter fields are ANDed (an empty field matches
 // any device); a device that has allocations stays in the pool they
 // recorded for as long as they exist; a device whose allocations name
@@ -6,7 +6,7 @@
 // the alphabetically first pool whose filter matches it, with an error
 // logged when several match. Every configured pool is published, even
 // empty.
-package pools
+package publish
 
 import (
 	"log/slog"
@@ -42,11 +42,11 @@ type Spec struct {
 	Name   string
 	Filter Filter
 	// TaintEffect is the effect of the taint on an unhealthy device (see
-	// publish.Taints): "NoSchedule", "NoExecute", or "None" for no taint;
+	// Taints): "NoSchedule", "NoExecute", or "None" for no taint;
 	// "" is NoSchedule.
 	TaintEffect string
 	// MultusResourceName, when not "", is published on the pool's devices
-	// with their Multus device IDs (see publish.MultusAttributes).
+	// with their Multus device IDs (see MultusAttributes).
 	MultusResourceName string
 	// IPPools are the address pools the claims for the pool's devices
 	// take addresses from (see MarkExhausted).
