@@ -145,11 +145,20 @@ vet: tools ## buf lint, gofmt, go vet.
 	$(GO) vet ./...
 	cd bench/cmd && $(GO) vet ./...
 
-# go vet with the kernel-rig tests' tag (make test runs it in its checks
-# lane, before test-kernel: 97 s of a cold run).
+# go vet with the kernel-rig tests' tag, on the packages that have files
+# under it (make test runs it in its checks lane, before test-kernel, which
+# compiles the same packages with the same tags): every other package is
+# the same with or without the tag, and vet has seen it.
 .PHONY: vet-kernel
 vet-kernel: ## go vet with the kernelrig tag.
-	$(GO) vet -tags kernelrig,$(GO_TAGS) ./...
+	$(GO) vet -tags kernelrig,$(GO_TAGS) $(KERNEL_PKGS)
+
+# go vet of the test world's module, every analyzer (make test runs it in
+# its checks lane, beside the end-to-end tests, with TESTWORLD_VET=0 for
+# test.sh; make test-world alone runs it first).
+.PHONY: vet-world
+vet-world: ## go vet of the test world's module.
+	cd shared/testinfra/testworld && $(GO) vet ./...
 
 # go mod tidy -diff of every module: mostly downloading the test
 # dependencies of every dependency, which nothing else needs (make test
@@ -161,15 +170,15 @@ tidy: ## Fail when a go.mod is not tidy.
 	@cd pods/images && out=$$($(GO) mod tidy -diff 2>&1) || { echo "pods/images/go.mod is not tidy (run go mod tidy there):"; echo "$$out"; exit 1; }
 	@cd bench/cmd && out=$$($(GO) mod tidy -diff 2>&1) || { echo "bench/cmd/go.mod is not tidy (run go mod tidy there):"; echo "$$out"; exit 1; }
 
-# make test: the set-up (the tools, checkgenerate, runc) and vet, then two
-# lanes side by side (shared/testinfra/maketest.sh): the unit tests, then
-# go.mod's tidiness, the images', the chart's, the fuzz and the kernel-rig
-# checks (vet-kernel before test-kernel); beside them, the test world's
+# make test: the apt packages, then two lanes side by side
+# (shared/testinfra/maketest.sh): the tools, checkgenerate, vet and the unit
+# tests, then go.mod's tidiness, the images', the chart's, the fuzz and the
+# kernel-rig checks; beside them, from the start, the test world's
 # binaries, then its tests once the unit tests are done. The go tests run
 # with -vet=off (GOTEST_VET): go vet has run every analyzer on their
 # packages before them.
 .PHONY: test
-test: prefetch tools checkgenerate node-deps unit-deps vet ## Run every test, all set-up included (as root).
+test: prefetch node-deps unit-deps ## Run every test, all set-up included (as root).
 	@MAKE='$(MAKE)' GOTEST_VET=-vet=off bash shared/testinfra/maketest.sh
 
 .PHONY: unit-deps
