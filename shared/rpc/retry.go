@@ -3,45 +3,52 @@ package rpc
 import (
 	"context"
 	"log/slog"
-	"math/rand/v2"
+	"math"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // retryPolicy paces Retry. Tests shrink it.
 type retryPolicy struct {
-	base, max time.Duration
+	// backoff is the sequence of waits between consecutive failures,
+	// started again after a healthy run.
+	backoff wait.Backoff
 	// resetAfter is how long a run must last to count as healthy, so that
-	// the next failure starts again from base.
+	// the next failure starts again from the backoff's first wait.
 	resetAfter time.Duration
 	// quietFailures is how many consecutive failures log at Info before
 	// they log at Warn.
 	quietFailures int
-	// wait sleeps for about d or until ctx is done.
-	wait func(ctx context.Context, d time.Duration) error
+	// sleep sleeps for d or until ctx is done.
+	sleep func(ctx context.Context, d time.Duration) error
 }
 
 var defaultRetryPolicy = retryPolicy{
-	base:          100 * time.Millisecond,
-	max:           5 * time.Second,
+	// Jitter, so that the clients of a restarted server do not reconnect
+	// in lockstep.
+	backoff:       wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: math.MaxInt32, Cap: 5 * time.Second},
 	resetAfter:    5 * time.Second,
 	quietFailures: 3,
-	wait:          jitteredSleep,
+	sleep:         sleep,
 }
 
 // Retry runs fn until ctx is done and then returns ctx.Err().
 //
 // fn is run again whenever it returns, with an exponential backoff (100ms
-// doubling up to 5s, jittered) between consecutive short runs; a run lasting
-// over 5s resets the backoff. This is how a client keeps a watch stream open
-// across server restarts: fn opens the stream and consumes it, returning
-// when it breaks. Each return of fn while ctx is live is logged with what,
-// at Info for the first few consecutive failures and at Warn after.
+// doubling up to 5s, each wait up to a fifth longer at random) between
+// consecutive short runs; a run lasting over 5s resets the backoff. This is
+// how a client keeps a watch stream open across server restarts: fn opens
+// the stream and consumes it, returning when it breaks. Each return of fn
+// while ctx is live is logged with what, at Info for the first few
+// consecutive failures and at Warn after.
 func Retry(ctx context.Context, log *slog.Logger, what string, fn func(ctx context.Context) error) error {
 	return defaultRetryPolicy.run(ctx, log, what, fn)
 }
 
 func (p retryPolicy) run(ctx context.Context, log *slog.Logger, what string, fn func(ctx context.Context) error) error {
 	failures := 0
+	backoff := p.backoff
 	for ctx.Err() == nil {
 		start := time.Now()
 		err := fn(ctx)
@@ -49,36 +56,24 @@ func (p retryPolicy) run(ctx context.Context, log *slog.Logger, what string, fn 
 			break
 		}
 		if time.Since(start) > p.resetAfter {
-			failures = 0
+			failures, backoff = 0, p.backoff
 		}
 		failures++
-		delay := p.delay(failures)
+		delay := backoff.Step()
 		lvl := slog.LevelInfo
 		if failures > p.quietFailures {
 			lvl = slog.LevelWarn
 		}
 		log.Log(ctx, lvl, "Retrying", "what", what, "error", err, "failures", failures, "delay", delay)
-		if p.wait(ctx, delay) != nil {
+		if p.sleep(ctx, delay) != nil {
 			break
 		}
 	}
 	return ctx.Err()
 }
 
-// delay is the backoff before the run following the n-th (n ≥ 1) consecutive
-// failure: base·2^(n-1), capped at max.
-func (p retryPolicy) delay(n int) time.Duration {
-	d := p.base
-	for i := 1; i < n && d < p.max; i++ {
-		d *= 2
-	}
-	return min(d, p.max)
-}
-
-// jitteredSleep sleeps for a random duration in [0.8d, d], so that clients
-// of a restarted server do not reconnect in lockstep, or until ctx is done.
-func jitteredSleep(ctx context.Context, d time.Duration) error {
-	d -= time.Duration(rand.Int64N(int64(d)/5 + 1))
+// sleep sleeps for d or until ctx is done, and then returns ctx.Err().
+func sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // levelRecorder is a slog.Handler that records the level of each record.
@@ -75,12 +77,11 @@ func TestRetryBackoff(t *testing.T) {
 			defer cancel()
 			var waits []time.Duration
 			p := retryPolicy{
-				base:          1 * ms,
-				max:           10 * ms,
+				backoff:       wait.Backoff{Duration: 1 * ms, Factor: 2, Steps: math.MaxInt32, Cap: 10 * ms},
 				resetAfter:    tt.resetAfter,
 				quietFailures: 2,
 				// Record instead of sleeping; stop after the wanted runs.
-				wait: func(ctx context.Context, d time.Duration) error {
+				sleep: func(ctx context.Context, d time.Duration) error {
 					waits = append(waits, d)
 					if len(waits) == tt.runs {
 						cancel()
@@ -110,18 +111,18 @@ func TestRetryBackoff(t *testing.T) {
 	}
 }
 
+// TestRetryDelay: the default waits double from 100ms to 5s, each at most a
+// fifth longer than that.
 func TestRetryDelay(t *testing.T) {
-	p := defaultRetryPolicy
-	var got []time.Duration
-	for n := 1; n <= 9; n++ {
-		got = append(got, p.delay(n))
-	}
-	want := []time.Duration{
+	b := defaultRetryPolicy.backoff
+	base := []time.Duration{
 		100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond,
 		1600 * time.Millisecond, 3200 * time.Millisecond, 5 * time.Second, 5 * time.Second, 5 * time.Second,
 	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("delays (-want +got):\n%s", diff)
+	for i, want := range base {
+		if got := b.Step(); got < want || got > want+want/5 {
+			t.Errorf("wait %d = %v, want %v to %v", i+1, got, want, want+want/5)
+		}
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/utils/ptr"
 
@@ -202,13 +203,16 @@ func (p *SliceWriter) poke() {
 }
 
 // run syncs at each kick until ctx ends, retrying a failed sync with a
-// backoff.
+// backoff (100ms doubling up to 30s, from the first wait again after a
+// sync that succeeds).
 func (p *SliceWriter) run(ctx context.Context) {
 	defer close(p.done)
 	if !cache.WaitForCacheSync(ctx.Done(), p.inf.HasSynced) {
 		return
 	}
-	var backoff time.Duration
+	// One item: the node's slices, synced whole.
+	const item = "slices"
+	retries := workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 30*time.Second)
 	for {
 		select {
 		case <-ctx.Done():
@@ -220,12 +224,11 @@ func (p *SliceWriter) run(ctx context.Context) {
 			return
 		}
 		if err == nil {
-			backoff = 0
+			retries.Forget(item)
 			continue
 		}
-		backoff = min(max(2*backoff, 100*time.Millisecond), 30*time.Second)
 		p.onError(ctx, err, "publishing ResourceSlices")
-		time.AfterFunc(backoff, p.poke)
+		time.AfterFunc(retries.When(item), p.poke)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 	"github.com/netdra/netdra/shared/fanout"
 	"github.com/netdra/netdra/shared/rpc"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // The runtime holds one lock across every NRI event of every pod on the
@@ -98,11 +99,11 @@ func (w *podWork) ended() bool {
 // provisioner restart.
 const workTimeout = 30 * time.Second
 
-// detachRetries are the waits between the attempts of a background
-// detach that failed; after the last, the devices are left to the next
-// reconciliation (RemovePodSandbox, Synchronize), which detaches the
-// devices of pods that are gone.
-var detachRetries = []time.Duration{100 * time.Millisecond, 400 * time.Millisecond, 1600 * time.Millisecond}
+// detachBackoff paces the attempts of a background detach that failed: a
+// retry per step (100ms, 400ms, 1.6s); after the last, the devices are
+// left to the next reconciliation (RemovePodSandbox, Synchronize), which
+// detaches the devices of pods that are gone.
+var detachBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 4, Steps: 3}
 
 // attachWork returns the pod's attach into netns: the one started earlier
 // (running or ended), or one started now, after the pod's detach if one
@@ -187,7 +188,7 @@ func (p *Plugin) forgetGone() {
 
 // detachWork starts the detach of the pod's devices from netns (all its
 // attached devices when netns is empty), after the pod's attach and
-// earlier detach end. A failed detach is retried (detachRetries), then
+// earlier detach end. A failed detach is retried (detachBackoff), then
 // logged and left to the next reconciliation.
 func (p *Plugin) detachWork(log *slog.Logger, uid, netns string) *podWork {
 	p.mu.Lock()
@@ -204,15 +205,16 @@ func (p *Plugin) detachWork(log *slog.Logger, uid, netns string) *podWork {
 			}
 		}
 		start := time.Now()
-		for attempt := 0; ; attempt++ {
+		for backoff := detachBackoff; ; {
 			ctx, cancel := context.WithTimeout(context.Background(), workTimeout)
 			w.err = p.detachPod(ctx, log, uid, netns)
 			cancel()
-			if w.err == nil || attempt == len(detachRetries) {
+			if w.err == nil || backoff.Steps == 0 {
 				break
 			}
-			log.Warn("Detaching the pod's devices: trying again", "in", detachRetries[attempt], "error", w.err)
-			time.Sleep(detachRetries[attempt])
+			d := backoff.Step()
+			log.Warn("Detaching the pod's devices: trying again", "in", d, "error", w.err)
+			time.Sleep(d)
 		}
 		p.metrics.background("detach", start, w.err)
 		if w.err != nil {

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // Backoff between attempts to subscribe again after the kernel ended a
@@ -79,15 +81,16 @@ func follow[T any](ctx context.Context, log *slog.Logger, what string, ch <-chan
 		}
 		lost()
 		log.Info("netlink subscription ended; subscribing again", "events", what)
-		var err error
-		for backoff := first; ; backoff = min(2*backoff, maxBackoff) {
-			if !sleep(ctx, backoff) {
+		backoff := wait.Backoff{Duration: first, Factor: 2, Steps: math.MaxInt32, Cap: maxBackoff}
+		for {
+			if !sleep(ctx, backoff.Step()) {
 				return
 			}
+			var err error
 			if ch, err = subscribe(ctx); err == nil {
 				break
 			}
-			log.Warn("subscribing to netlink events", "events", what, "error", err, "retryIn", min(2*backoff, maxBackoff))
+			log.Warn("subscribing to netlink events", "events", what, "error", err)
 		}
 		notify()
 	}
