@@ -72,7 +72,7 @@ func (cfg *config) run(ctx context.Context, log *slog.Logger) error {
 	// The NRI stub logs through NRI's logger (logrus text by default): its
 	// lines go through nri's logger, in its format and at its level.
 	nrilog.Set(nriLogger{log.With("component", "nri-stub")})
-	state, prov, closeConns, err := cfg.Peers.Dial()
+	state, prov, closeConns, err := cfg.Peers.Dial(rpc.RetryUnavailable(plugin.RetriedMethods...))
 	if err != nil {
 		return err
 	}

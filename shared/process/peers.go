@@ -25,14 +25,14 @@ func (p *Peers) Register(fs *flag.FlagSet) {
 }
 
 // Dial returns connections to the state service and the provisioner
-// (rpc.Dial: they connect at the first call and outlive restarts of either
-// server) and closeAll, which closes both.
-func (p *Peers) Dial() (state, provisioner *grpc.ClientConn, closeAll func(), err error) {
-	state, err = rpc.Dial(p.StateSocket)
+// (rpc.Dial, with opts: they connect at the first call and outlive
+// restarts of either server) and closeAll, which closes both.
+func (p *Peers) Dial(opts ...grpc.DialOption) (state, provisioner *grpc.ClientConn, closeAll func(), err error) {
+	state, err = rpc.Dial(p.StateSocket, opts...)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	provisioner, err = rpc.Dial(p.ProvisionerSock)
+	provisioner, err = rpc.Dial(p.ProvisionerSock, opts...)
 	if err != nil {
 		state.Close()
 		return nil, nil, nil, err

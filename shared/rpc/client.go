@@ -2,8 +2,10 @@ package rpc
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -69,4 +71,41 @@ func CheckHealth(ctx context.Context, socketPath, service string) error {
 		return fmt.Errorf("health check %s: service %q is %s", socketPath, service, st)
 	}
 	return nil
+}
+
+// RetryUnavailable returns a dial option under which grpc itself tries a
+// call of one of methods (full method names, "/package.Service/Method")
+// again when it fails with Unavailable: the server went away during the
+// call (it restarts), or said it cannot serve yet. Up to 5 attempts in
+// all, the most grpc's retry policy allows, 10ms apart doubling to 200ms;
+// under Dial's WaitForReady each attempt also waits for the server to come
+// back, bounded by the call's context. Only idempotent methods belong in
+// methods: a retried call may have taken effect before it failed.
+func RetryUnavailable(methods ...string) grpc.DialOption {
+	type name struct {
+		Service string `json:"service"`
+		Method  string `json:"method"`
+	}
+	type retryPolicy struct {
+		MaxAttempts          int      `json:"maxAttempts"`
+		InitialBackoff       string   `json:"initialBackoff"`
+		MaxBackoff           string   `json:"maxBackoff"`
+		BackoffMultiplier    float64  `json:"backoffMultiplier"`
+		RetryableStatusCodes []string `json:"retryableStatusCodes"`
+	}
+	type methodConfig struct {
+		Name        []name      `json:"name"`
+		RetryPolicy retryPolicy `json:"retryPolicy"`
+	}
+	mc := methodConfig{RetryPolicy: retryPolicy{MaxAttempts: 5, InitialBackoff: "0.01s", MaxBackoff: "0.2s",
+		BackoffMultiplier: 2, RetryableStatusCodes: []string{"UNAVAILABLE"}}}
+	for _, m := range methods {
+		service, method, _ := strings.Cut(strings.TrimPrefix(m, "/"), "/")
+		mc.Name = append(mc.Name, name{Service: service, Method: method})
+	}
+	config, err := json.Marshal(map[string][]methodConfig{"methodConfig": {mc}})
+	if err != nil {
+		panic(err) // plain structs of strings and numbers always marshal
+	}
+	return grpc.WithDefaultServiceConfig(string(config))
 }

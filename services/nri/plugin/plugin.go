@@ -190,28 +190,24 @@ func (p *Plugin) attach(ctx context.Context, a *statev1.Allocation, podUID, netn
 	attach := func(ctx context.Context) (*provisionerv1.AttachResponse, error) {
 		return p.provisioner.Attach(ctx, &provisionerv1.AttachRequest{PreparedDevice: pd, NetnsPath: netns, Config: a.GetConfig()})
 	}
-	_, err := retry(ctx, attach)
+	_, err := attach(ctx)
 	if status.Code(err) == codes.NotFound {
 		// The link is gone (a node reboot): set the device up again.
 		pd, err = p.setupAgain(ctx, a)
 		if err == nil {
-			_, err = retry(ctx, attach)
+			_, err = attach(ctx)
 		}
 	}
 	if err != nil {
 		return err
 	}
-	_, err = retry(ctx, func(ctx context.Context) (*statev1.MarkAttachedResponse, error) {
-		return p.state.MarkAttached(ctx, &statev1.MarkAttachedRequest{
-			Key:    &statev1.AllocationKey{Pool: a.GetPool(), DeviceName: a.GetDeviceName(), ShareId: a.GetShareId()},
-			PodUid: podUID, NetnsPath: netns, PreparedDevice: pd})
-	})
+	_, err = p.state.MarkAttached(ctx, &statev1.MarkAttachedRequest{
+		Key:    &statev1.AllocationKey{Pool: a.GetPool(), DeviceName: a.GetDeviceName(), ShareId: a.GetShareId()},
+		PodUid: podUID, NetnsPath: netns, PreparedDevice: pd})
 	if err != nil {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
 		defer cancel()
-		_, derr := retry(dctx, func(ctx context.Context) (*provisionerv1.DetachResponse, error) {
-			return p.provisioner.Detach(ctx, &provisionerv1.DetachRequest{PreparedDevice: pd, NetnsPath: netns, Config: a.GetConfig()})
-		})
+		_, derr := p.provisioner.Detach(dctx, &provisionerv1.DetachRequest{PreparedDevice: pd, NetnsPath: netns, Config: a.GetConfig()})
 		return errors.Join(fmt.Errorf("recording the attach: %w", err), derr)
 	}
 	return nil
@@ -251,9 +247,7 @@ func (p *Plugin) detach(ctx context.Context, a *statev1.Allocation, netns string
 // under the pod's lock, which every attach and detach of the pod holds).
 func (p *Plugin) detachRow(ctx context.Context, a *statev1.Allocation, netns string) error {
 	pd := a.GetPreparedDevice()
-	resp, err := retry(ctx, func(ctx context.Context) (*provisionerv1.DetachResponse, error) {
-		return p.provisioner.Detach(ctx, &provisionerv1.DetachRequest{PreparedDevice: pd, NetnsPath: netns, Config: a.GetConfig()})
-	})
+	resp, err := p.provisioner.Detach(ctx, &provisionerv1.DetachRequest{PreparedDevice: pd, NetnsPath: netns, Config: a.GetConfig()})
 	if err != nil {
 		return err
 	}
@@ -262,9 +256,7 @@ func (p *Plugin) detachRow(ctx context.Context, a *statev1.Allocation, netns str
 		p.log.Error("Device lost: its pod's netns was gone before the Detach, and its link with it",
 			"device", a.GetDeviceName(), "pool", a.GetPool(), "claim", a.GetClaimNamespace()+"/"+a.GetClaimName())
 	}
-	_, err = retry(ctx, func(ctx context.Context) (*statev1.MarkDetachedResponse, error) {
-		return p.state.MarkDetached(ctx, &statev1.MarkDetachedRequest{Key: &statev1.AllocationKey{Pool: a.GetPool(), DeviceName: a.GetDeviceName(), ShareId: a.GetShareId()}})
-	})
+	_, err = p.state.MarkDetached(ctx, &statev1.MarkDetachedRequest{Key: &statev1.AllocationKey{Pool: a.GetPool(), DeviceName: a.GetDeviceName(), ShareId: a.GetShareId()}})
 	if status.Code(err) == codes.NotFound {
 		return nil // unprepared meanwhile
 	}
@@ -370,28 +362,22 @@ func (p *Plugin) reconcileAttach(ctx context.Context, a *statev1.Allocation) {
 }
 
 // podAllocations returns the pod's allocations from the state service,
-// only those in phase unless it is PHASE_UNSPECIFIED, retrying while the
-// service is unavailable (retry). An error is the last call's, or ctx's.
+// only those in phase unless it is PHASE_UNSPECIFIED (a call grpc retries
+// while the service is unavailable: RetriedMethods).
 func (p *Plugin) podAllocations(ctx context.Context, uid string, phase statev1.Phase) ([]*statev1.Allocation, error) {
-	resp, err := retry(ctx, func(ctx context.Context) (*statev1.ListAllocationsResponse, error) {
-		return p.state.ListAllocations(ctx, &statev1.ListAllocationsRequest{PodUid: uid, Phase: phase})
-	})
+	resp, err := p.state.ListAllocations(ctx, &statev1.ListAllocationsRequest{PodUid: uid, Phase: phase})
 	return resp.GetAllocations(), err
 }
 
-// retry calls f again while it fails with Unavailable, until ctx ends: the
-// server went away during the call (it restarts) and the connection waits
-// for it to come back. Only idempotent calls are retried.
-func retry[T any](ctx context.Context, f func(context.Context) (T, error)) (T, error) {
-	for wait := 10 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
-		v, err := f(ctx)
-		if status.Code(err) != codes.Unavailable {
-			return v, err
-		}
-		select {
-		case <-ctx.Done():
-			return v, err
-		case <-time.After(wait):
-		}
-	}
+// RetriedMethods are the calls of the plugin that grpc tries again while
+// they fail with Unavailable (rpc.RetryUnavailable on the connections the
+// clients use): the server went away during the call (it restarts) and the
+// connection waits for it to come back. Each is idempotent; Setup is not
+// among them.
+var RetriedMethods = []string{
+	statev1.StateService_ListAllocations_FullMethodName,
+	statev1.StateService_MarkAttached_FullMethodName,
+	statev1.StateService_MarkDetached_FullMethodName,
+	provisionerv1.ProvisionerService_Attach_FullMethodName,
+	provisionerv1.ProvisionerService_Detach_FullMethodName,
 }

@@ -13,12 +13,12 @@ import (
 )
 
 // TestRun_ProvisionerRestartsDuringAttach: the provisioner dies during
-// Attach and comes back; the attach is repeated (it is idempotent) and the
+// Attach and comes back; grpc repeats the attach (it is idempotent) and the
 // sandbox starts with its device.
 func TestRun_ProvisionerRestartsDuringAttach(t *testing.T) {
 	w := newWorld(alloc("a", "pod1", prepared))
 	w.unavailable = 2
-	if err := start(newPlugin(t, w), pod("pod1", "/var/run/netns/p1")); err != nil {
+	if err := start(newPluginOverGRPC(t, w), pod("pod1", "/var/run/netns/p1")); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
@@ -31,11 +31,11 @@ func TestRun_ProvisionerRestartsDuringAttach(t *testing.T) {
 }
 
 // TestStop_ProvisionerRestartsDuringDetach: the provisioner dies during
-// Detach and comes back; the detach is repeated before the runtime removes
-// the netns, so the device is not lost with it.
+// Detach and comes back; grpc repeats the detach before the runtime
+// removes the netns, so the device is not lost with it.
 func TestStop_ProvisionerRestartsDuringDetach(t *testing.T) {
 	w := newWorld(alloc("a", "pod1", prepared))
-	p := newPlugin(t, w)
+	p := newPluginOverGRPC(t, w)
 	if err := start(p, pod("pod1", "/var/run/netns/p1")); err != nil {
 		t.Fatal(err)
 	}
