@@ -257,8 +257,8 @@ func binDirOf(dir, arch string, archs []string) string {
 }
 
 // buildTags are the shipped binaries' build tags (the Makefile's GO_TAGS):
-// grpcnotrace leaves grpc's x/net/trace and html/template out, 19.6 of
-// dra's 53.4 MB of code.
+// grpcnotrace leaves grpc's x/net/trace and html/template out, a large
+// share of dra's code.
 const buildTags = "grpcnotrace"
 
 // versionVar is the variable the binaries' version is linked into.
