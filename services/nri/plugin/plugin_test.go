@@ -12,6 +12,8 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 )
@@ -110,11 +112,14 @@ func TestRun_FailsClosed(t *testing.T) {
 	}
 	want := []string{
 		"provisioner.Attach a /var/run/netns/p1 net-a", "state.MarkAttached a /var/run/netns/p1",
-		"provisioner.Attach b /var/run/netns/p1 net-b",
+		"provisioner.Attach b /var/run/netns/p1 net-b", `state.MarkAttachFailed b "name net-b already in use"`,
 		"provisioner.Detach a /var/run/netns/p1", "state.MarkDetached a",
 	}
 	if diff := cmp.Diff(perDevice(want), perDevice(w.takeCalls())); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if a := w.allocs["b"]; a.GetAttachError() != "name net-b already in use" || a.GetAttachFailures() != 1 {
+		t.Errorf("b's row: attach error %q, failures %d; want the provisioner's refusal, once", a.GetAttachError(), a.GetAttachFailures())
 	}
 	if w.where["a"] != "" {
 		t.Errorf("device a left in %s", w.where["a"])
@@ -208,5 +213,25 @@ func TestRun_DevicesAttachedAtOnce(t *testing.T) {
 		if got := w.where[d]; got != "" {
 			t.Errorf("device %s left in %q", d, got)
 		}
+	}
+}
+
+// TestRun_RecordsRefusal: the provisioner's refusal of an attach is
+// recorded on the device's row as its message, without gRPC's prefix, so
+// that it starts with the claim's field; the container is refused all the
+// same.
+func TestRun_RecordsRefusal(t *testing.T) {
+	w := newWorld(alloc("a", "pod1", prepared))
+	const refusal = "vrf: this node's kernel has no VRF devices (CONFIG_NET_VRF): operation not supported"
+	w.failAttach["a"] = status.Error(codes.InvalidArgument, refusal)
+	if err := start(newPlugin(t, w), pod("pod1", "/var/run/netns/p1")); err == nil || !strings.Contains(err.Error(), refusal) {
+		t.Fatalf("CreateContainer = %v, want it refused with the provisioner's refusal", err)
+	}
+	want := []string{"provisioner.Attach a /var/run/netns/p1 net-a", `state.MarkAttachFailed a "` + refusal + `"`}
+	if diff := cmp.Diff(want, w.takeCalls()); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if w.where["a"] != "" {
+		t.Errorf("device a left in %s", w.where["a"])
 	}
 }
