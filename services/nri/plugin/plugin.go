@@ -14,12 +14,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -248,14 +250,23 @@ func (p *Plugin) recordAttachFailure(ctx context.Context, a *statev1.Allocation,
 	}
 }
 
-// attachErrorText is err as the claim's owner reads it: a gRPC error's
-// message without gRPC's "rpc error: code = ..." prefix, so that a
-// provisioner's refusal starts with the claim's field it names.
+// attachErrorText is err as the claim's owner reads it: a refused field
+// (a BadRequest field violation) as "<field>: <reason>", the field named
+// as the claim's parameters name it (the provisioner's "config." prefix
+// dropped); another gRPC error's message without gRPC's "rpc error: code
+// = ..." prefix.
 func attachErrorText(err error) string {
-	if st, ok := status.FromError(err); ok {
-		return st.Message()
+	st, ok := status.FromError(err)
+	if !ok {
+		return err.Error()
 	}
-	return err.Error()
+	for _, d := range st.Details() {
+		if br, ok := d.(*errdetails.BadRequest); ok && len(br.GetFieldViolations()) > 0 {
+			v := br.GetFieldViolations()[0]
+			return strings.TrimPrefix(v.GetField(), "config.") + ": " + v.GetDescription()
+		}
+	}
+	return st.Message()
 }
 
 // setupAgain sets a's device up again, in its pool, as dra did at prepare.

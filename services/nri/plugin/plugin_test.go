@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+	"github.com/netdra/netdra/shared/fielderr"
 )
 
 // pod is a sandbox as the runtime describes it: in netns, or in the
@@ -217,21 +219,34 @@ func TestRun_DevicesAttachedAtOnce(t *testing.T) {
 }
 
 // TestRun_RecordsRefusal: the provisioner's refusal of an attach is
-// recorded on the device's row as its message, without gRPC's prefix, so
-// that it starts with the claim's field; the container is refused all the
-// same.
+// recorded on the device's row: a refused field as the claim names it
+// ("<field>: <reason>"), another error as its message without gRPC's
+// prefix. The container is refused all the same and nothing stays in the
+// pod.
 func TestRun_RecordsRefusal(t *testing.T) {
-	w := newWorld(alloc("a", "pod1", prepared))
-	const refusal = "vrf: this node's kernel has no VRF devices (CONFIG_NET_VRF): operation not supported"
-	w.failAttach["a"] = status.Error(codes.InvalidArgument, refusal)
-	if err := start(newPlugin(t, w), pod("pod1", "/var/run/netns/p1")); err == nil || !strings.Contains(err.Error(), refusal) {
-		t.Fatalf("CreateContainer = %v, want it refused with the provisioner's refusal", err)
-	}
-	want := []string{"provisioner.Attach a /var/run/netns/p1 net-a", `state.MarkAttachFailed a "` + refusal + `"`}
-	if diff := cmp.Diff(want, w.takeCalls()); diff != "" {
-		t.Errorf("(-want +got):\n%s", diff)
-	}
-	if w.where["a"] != "" {
-		t.Errorf("device a left in %s", w.where["a"])
+	const vrf = "this node's kernel has no VRF devices (CONFIG_NET_VRF): operation not supported"
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"field", fmt.Errorf("attaching a: %w", fielderr.New("vrf", "%s", vrf)), "vrf: " + vrf},
+		{"config field", fielderr.New("config.dhcp", "only a link that moves takes DHCP"), "dhcp: only a link that moves takes DHCP"},
+		{"other", status.Error(codes.AlreadyExists, "name net-a is taken in the pod"), "name net-a is taken in the pod"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(alloc("a", "pod1", prepared))
+			w.failAttach["a"] = tc.err
+			if err := start(newPlugin(t, w), pod("pod1", "/var/run/netns/p1")); err == nil {
+				t.Fatal("the container was let start")
+			}
+			want := []string{"provisioner.Attach a /var/run/netns/p1 net-a", fmt.Sprintf("state.MarkAttachFailed a %q", tc.want)}
+			if diff := cmp.Diff(want, w.takeCalls()); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+			if w.where["a"] != "" {
+				t.Errorf("device a left in %s", w.where["a"])
+			}
+		})
 	}
 }
