@@ -39,6 +39,7 @@ import (
 	drav1 "github.com/netdra/netdra/protos/netdra/dra/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+	"github.com/netdra/netdra/services/dra/attachstatus"
 	"github.com/netdra/netdra/services/dra/cdispec"
 	"github.com/netdra/netdra/services/dra/claims"
 	"github.com/netdra/netdra/services/dra/config"
@@ -274,7 +275,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer cancel()
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	errs := make(chan error, 6)
+	errs := make(chan error, 7)
 	spawn := func(name string, f func(context.Context) error) {
 		wg.Add(1)
 		go func() {
@@ -286,6 +287,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	spawn("inventory", a.pump.Run)
 	spawn("publisher", a.pub.Run)
+	spawn("attach status", attachstatus.New(a.log.With("part", "attachstatus"), a.pub, a.claims, a.cfg.NodeName, 0).Run)
 	spawn("nodeconfig status", a.status.Run)
 	spawn("ip pools", a.watchIPPools)
 	watcher := nodeconfig.NewWatcher(a.log.With("part", "nodeconfig"), a.cfg.Dynamic,

@@ -6,6 +6,7 @@ package claims
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -78,6 +80,100 @@ func withDeviceStatus(claim *resourceapi.ResourceClaim, devices []resourceapi.Al
 	})
 	next.Status.Devices = append(next.Status.Devices, devices...)
 	return next
+}
+
+// ErrNoEntry is SetDeviceCondition's error when the claim has no status
+// entry for the device, or no allocation result naming it: there is
+// nothing to put the condition on.
+var ErrNoEntry = errors.New("the claim has no status entry for the device")
+
+// ErrClaimGone is SetDeviceCondition's error when the claim is deleted or
+// replaced by another of the same name.
+var ErrClaimGone = errors.New("the claim is gone")
+
+// DeviceRef names one device's entry in a claim's status: the slice pool
+// (slicepool.SlicePool), the device and, for a shared device, its share
+// ID.
+type DeviceRef struct {
+	Pool, Device, ShareID string
+}
+
+// SetDeviceCondition sets cond (meta.SetStatusCondition: the transition
+// time kept while the status stays) on the status entry of dev in the
+// claim namespace/name of that uid, with the claim's generation as its
+// observedGeneration, and keeps every other condition and entry. The
+// entry is the one of the driver the claim's allocation result for dev
+// names. It writes only when the condition changed, and reports whether
+// it did, with the claim as written (or as read, when nothing changed).
+// A conflict retries from a fresh copy. ErrClaimGone and ErrNoEntry say
+// why nothing could be set.
+func (c *Claims) SetDeviceCondition(ctx context.Context, namespace, name string, uid types.UID, dev DeviceRef, cond metav1.Condition) (bool, *resourceapi.ResourceClaim, error) {
+	claims := c.client.ResourceV1().ResourceClaims(namespace)
+	var changed bool
+	var out *resourceapi.ResourceClaim
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		changed, out = false, nil
+		cur, err := claims.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("claim %s/%s: %w", namespace, name, ErrClaimGone)
+		}
+		if err != nil {
+			return err
+		}
+		if cur.UID != uid {
+			return fmt.Errorf("claim %s/%s was replaced: %w", namespace, name, ErrClaimGone)
+		}
+		next := cur.DeepCopy()
+		e := deviceEntry(next, dev)
+		if e == nil {
+			return fmt.Errorf("claim %s/%s, device %s of pool %s: %w", namespace, name, dev.Device, dev.Pool, ErrNoEntry)
+		}
+		cond.ObservedGeneration = next.Generation
+		if !meta.SetStatusCondition(&e.Conditions, cond) {
+			out = cur
+			return nil
+		}
+		written, err := claims.UpdateStatus(ctx, next, metav1.UpdateOptions{})
+		if err != nil {
+			return err
+		}
+		changed, out = true, written
+		return nil
+	})
+	return changed, out, err
+}
+
+// deviceEntry is claim's status entry for dev, of the driver its
+// allocation result names, or nil.
+func deviceEntry(claim *resourceapi.ResourceClaim, dev DeviceRef) *resourceapi.AllocatedDeviceStatus {
+	if claim.Status.Allocation == nil {
+		return nil
+	}
+	driver := ""
+	for _, r := range claim.Status.Allocation.Devices.Results {
+		if r.Pool == dev.Pool && r.Device == dev.Device && string(ptrDeref(r.ShareID)) == dev.ShareID {
+			driver = r.Driver
+			break
+		}
+	}
+	if driver == "" {
+		return nil
+	}
+	for i := range claim.Status.Devices {
+		e := &claim.Status.Devices[i]
+		if e.Driver == driver && e.Pool == dev.Pool && e.Device == dev.Device && ptrDeref(e.ShareID) == dev.ShareID {
+			return e
+		}
+	}
+	return nil
+}
+
+func ptrDeref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
 }
 
 // Event implements driver.ClaimWriter.

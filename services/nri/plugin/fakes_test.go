@@ -127,7 +127,18 @@ func (f fakeState) MarkAttached(_ context.Context, r *statev1.MarkAttachedReques
 	f.w.log("state.MarkAttached %s %s", r.GetKey().GetDeviceName(), r.GetNetnsPath())
 	a := f.w.allocs[r.GetKey().GetDeviceName()]
 	a.Phase, a.NetnsPath, a.PreparedDevice = statev1.Phase_PHASE_ATTACHED, r.GetNetnsPath(), r.GetPreparedDevice()
+	a.AttachError, a.AttachFailures = "", 0
 	return &statev1.MarkAttachedResponse{}, nil
+}
+
+func (f fakeState) MarkAttachFailed(_ context.Context, r *statev1.MarkAttachFailedRequest, _ ...grpc.CallOption) (*statev1.MarkAttachFailedResponse, error) {
+	f.w.mu.Lock()
+	defer f.w.mu.Unlock()
+	f.w.log("state.MarkAttachFailed %s %q", r.GetKey().GetDeviceName(), r.GetError())
+	a := f.w.allocs[r.GetKey().GetDeviceName()]
+	a.AttachError = r.GetError()
+	a.AttachFailures++
+	return &statev1.MarkAttachFailedResponse{AttachFailures: a.GetAttachFailures()}, nil
 }
 
 func (f fakeState) MarkDetached(_ context.Context, r *statev1.MarkDetachedRequest, _ ...grpc.CallOption) (*statev1.MarkDetachedResponse, error) {

@@ -38,7 +38,7 @@ func TestCreateContainer_Gate(t *testing.T) {
 			w.failAttach["a"] = errors.New("link busy")
 			return w
 		}(), pod: pod("pod1", "/var/run/netns/p1"), wantErr: "device a (claim /): link busy",
-			wantCalls: []string{"provisioner.Attach a /var/run/netns/p1 net-a"}},
+			wantCalls: []string{"provisioner.Attach a /var/run/netns/p1 net-a", `state.MarkAttachFailed a "link busy"`}},
 		{name: "no devices", w: newWorld(alloc("a", "pod2", prepared)), pod: pod("pod1", "/var/run/netns/p1")},
 		{name: "host network", w: newWorld(alloc("a", "pod1", prepared)), pod: pod("pod1", "")},
 	} {

@@ -14,12 +14,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -29,6 +31,7 @@ import (
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 	"github.com/netdra/netdra/shared/fanout"
 	"github.com/netdra/netdra/shared/keylock"
+	"github.com/netdra/netdra/shared/rpc"
 )
 
 // StateClient is what the plugin asks of the state service: the
@@ -42,6 +45,10 @@ type StateClient interface {
 	// MarkAttached records a device as attached to a pod's netns, with the
 	// prepared device as it is now.
 	MarkAttached(ctx context.Context, in *statev1.MarkAttachedRequest, opts ...grpc.CallOption) (*statev1.MarkAttachedResponse, error)
+	// MarkAttachFailed records on a device's allocation that its attach
+	// failed, and why, for dra to report on the claim; the next
+	// MarkAttached clears it.
+	MarkAttachFailed(ctx context.Context, in *statev1.MarkAttachFailedRequest, opts ...grpc.CallOption) (*statev1.MarkAttachFailedResponse, error)
 	// MarkDetached records a device as back in the host; NotFound when the
 	// allocation is gone.
 	MarkDetached(ctx context.Context, in *statev1.MarkDetachedRequest, opts ...grpc.CallOption) (*statev1.MarkDetachedResponse, error)
@@ -199,6 +206,7 @@ func (p *Plugin) attach(ctx context.Context, a *statev1.Allocation, podUID, netn
 		}
 	}
 	if err != nil {
+		p.recordAttachFailure(ctx, a, err)
 		return err
 	}
 	_, err = p.state.MarkAttached(ctx, &statev1.MarkAttachedRequest{
@@ -211,6 +219,50 @@ func (p *Plugin) attach(ctx context.Context, a *statev1.Allocation, podUID, netn
 		return errors.Join(fmt.Errorf("recording the attach: %w", err), derr)
 	}
 	return nil
+}
+
+// recordTimeout bounds the record of a failed attach, which runs after
+// the attach's own deadline may have passed.
+const recordTimeout = time.Second
+
+// recordAttachFailure records on a's row that its attach failed with err,
+// so that dra reports it on the claim. An attach whose outcome is unknown
+// (the call broke, the deadline passed) is not a refusal and is not
+// recorded. Best effort: a record that fails is logged, and the attach's
+// failure stands either way.
+func (p *Plugin) recordAttachFailure(ctx context.Context, a *statev1.Allocation, err error) {
+	if rpc.OutcomeUnknown(err) {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	_, rerr := retry(rctx, func(ctx context.Context) (*statev1.MarkAttachFailedResponse, error) {
+		return p.state.MarkAttachFailed(ctx, &statev1.MarkAttachFailedRequest{
+			Key:   &statev1.AllocationKey{Pool: a.GetPool(), DeviceName: a.GetDeviceName(), ShareId: a.GetShareId()},
+			Error: attachErrorText(err)})
+	})
+	if rerr != nil {
+		p.log.Warn("Recording a failed attach", "device", a.GetDeviceName(), "claim", a.GetClaimNamespace()+"/"+a.GetClaimName(), "error", rerr)
+	}
+}
+
+// attachErrorText is err as the claim's owner reads it: a refused field
+// (a BadRequest field violation) as "<field>: <reason>", the field named
+// as the claim's parameters name it (the provisioner's "config." prefix
+// dropped); another gRPC error's message without gRPC's "rpc error: code
+// = ..." prefix.
+func attachErrorText(err error) string {
+	st, ok := status.FromError(err)
+	if !ok {
+		return err.Error()
+	}
+	for _, d := range st.Details() {
+		if br, ok := d.(*errdetails.BadRequest); ok && len(br.GetFieldViolations()) > 0 {
+			v := br.GetFieldViolations()[0]
+			return strings.TrimPrefix(v.GetField(), "config.") + ": " + v.GetDescription()
+		}
+	}
+	return st.Message()
 }
 
 // setupAgain sets a's device up again, in its pool, as dra did at prepare.

@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -12,8 +13,11 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+	"github.com/netdra/netdra/shared/fielderr"
 )
 
 // pod is a sandbox as the runtime describes it: in netns, or in the
@@ -110,11 +114,14 @@ func TestRun_FailsClosed(t *testing.T) {
 	}
 	want := []string{
 		"provisioner.Attach a /var/run/netns/p1 net-a", "state.MarkAttached a /var/run/netns/p1",
-		"provisioner.Attach b /var/run/netns/p1 net-b",
+		"provisioner.Attach b /var/run/netns/p1 net-b", `state.MarkAttachFailed b "name net-b already in use"`,
 		"provisioner.Detach a /var/run/netns/p1", "state.MarkDetached a",
 	}
 	if diff := cmp.Diff(perDevice(want), perDevice(w.takeCalls())); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if a := w.allocs["b"]; a.GetAttachError() != "name net-b already in use" || a.GetAttachFailures() != 1 {
+		t.Errorf("b's row: attach error %q, failures %d; want the provisioner's refusal, once", a.GetAttachError(), a.GetAttachFailures())
 	}
 	if w.where["a"] != "" {
 		t.Errorf("device a left in %s", w.where["a"])
@@ -208,5 +215,38 @@ func TestRun_DevicesAttachedAtOnce(t *testing.T) {
 		if got := w.where[d]; got != "" {
 			t.Errorf("device %s left in %q", d, got)
 		}
+	}
+}
+
+// TestRun_RecordsRefusal: the provisioner's refusal of an attach is
+// recorded on the device's row: a refused field as the claim names it
+// ("<field>: <reason>"), another error as its message without gRPC's
+// prefix. The container is refused all the same and nothing stays in the
+// pod.
+func TestRun_RecordsRefusal(t *testing.T) {
+	const vrf = "this node's kernel has no VRF devices (CONFIG_NET_VRF): operation not supported"
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"field", fmt.Errorf("attaching a: %w", fielderr.New("vrf", "%s", vrf)), "vrf: " + vrf},
+		{"config field", fielderr.New("config.dhcp", "only a link that moves takes DHCP"), "dhcp: only a link that moves takes DHCP"},
+		{"other", status.Error(codes.AlreadyExists, "name net-a is taken in the pod"), "name net-a is taken in the pod"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(alloc("a", "pod1", prepared))
+			w.failAttach["a"] = tc.err
+			if err := start(newPlugin(t, w), pod("pod1", "/var/run/netns/p1")); err == nil {
+				t.Fatal("the container was let start")
+			}
+			want := []string{"provisioner.Attach a /var/run/netns/p1 net-a", fmt.Sprintf("state.MarkAttachFailed a %q", tc.want)}
+			if diff := cmp.Diff(want, w.takeCalls()); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+			if w.where["a"] != "" {
+				t.Errorf("device a left in %s", w.where["a"])
+			}
+		})
 	}
 }

@@ -38,6 +38,7 @@ import (
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	"github.com/netdra/netdra/services/provisioner/hostns"
+	"github.com/netdra/netdra/shared/fielderr"
 )
 
 // Mover attaches host links to pod network namespaces and detaches them.
@@ -340,10 +341,11 @@ func configure(pod *conn, l netlink.Link, want config) (err error) {
 			}
 		}()
 	}
-	for _, r := range want.routes {
+	for i, r := range want.routes {
 		r.LinkIndex = a.Index
 		if err := pod.h.RouteAdd(r); err != nil && !errors.Is(err, unix.EEXIST) {
-			return fmt.Errorf("adding route %s via %s dev %s table %d: %w", r.Dst, r.Gw, a.Name, r.Table, err)
+			// want.routes are the claim's routes, in its order.
+			return fielderr.New(fmt.Sprintf("routes[%d]", i), "the kernel refused the route %s via %s dev %s table %d: %v", r.Dst, r.Gw, a.Name, r.Table, err)
 		}
 	}
 	if err := pod.addNeighbors(l, want.neighbors); err != nil {

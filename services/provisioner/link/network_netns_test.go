@@ -233,6 +233,9 @@ func TestMover_NetworkRefused(t *testing.T) {
 		{"fixed feature", func(c *devicev1.DeviceConfig) { c.LinkSettings.Features["loopback"] = true }, "features", "loopback"},
 		{"unknown private flag", func(c *devicev1.DeviceConfig) { c.LinkSettings.PrivateFlags = map[string]bool{"legacy-rx": true} }, "privateFlags", "legacy-rx"},
 		{"gso above the device's", func(c *devicev1.DeviceConfig) { c.LinkSettings.GsoMaxSize = u32p(maxGSO + 1) }, "gsoMaxSize", ""},
+		{"route through a gateway off the link", func(c *devicev1.DeviceConfig) {
+			c.Routes = append(c.Routes, &devicev1.Route{Destination: "10.123.0.0/16", Gateway: "10.77.0.1"})
+		}, "routes[5]", "10.77.0.1"},
 		{"vrf on a kernel without VRF devices", func(c *devicev1.DeviceConfig) { c.Vrf = &devicev1.Vrf{Name: "red", Table: 100} }, "vrf", "CONFIG_NET_VRF"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -74,6 +74,11 @@ func (s *Server) MarkAttached(_ context.Context, req *statev1.MarkAttachedReques
 	return call(s.store.MarkAttached, req)
 }
 
+// MarkAttachFailed implements StateServiceServer.
+func (s *Server) MarkAttachFailed(_ context.Context, req *statev1.MarkAttachFailedRequest) (*statev1.MarkAttachFailedResponse, error) {
+	return call(s.store.MarkAttachFailed, req)
+}
+
 // MarkDetached implements StateServiceServer.
 func (s *Server) MarkDetached(_ context.Context, req *statev1.MarkDetachedRequest) (*statev1.MarkDetachedResponse, error) {
 	return call(s.store.MarkDetached, req)

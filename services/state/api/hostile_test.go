@@ -48,6 +48,7 @@ var hostileBases = map[string][]string{
 	"ListAllocations": {`{"claimUid":"c-done","podUid":"pod-2","deviceName":"dummy2","phase":"PHASE_PREPARED"}`},
 	"MarkAttached": {`{"key":{"pool":"p","deviceName":"dummy2"},"podUid":"pod-2","netnsPath":"/var/run/netns/pod",
 		"preparedDevice":{"device":{"name":"dummy2","manager":"DEVICE_MANAGER_DUMMY"}}}`},
+	"MarkAttachFailed": {`{"key":{"pool":"p","deviceName":"dummy2"},"error":"vrf: this node's kernel has no VRF devices"}`},
 	"MarkDetached":     {`{"key":{"pool":"p","deviceName":"dummy2"}}`},
 	"MarkFreeFailed":   {`{"key":{"pool":"p","deviceName":"dummy2"},"error":"freeing dummy2: boom"}`},
 	"DeleteAllocation": {`{"key":{"pool":"p","deviceName":"dummy2"},"claimUid":"c-done"}`},

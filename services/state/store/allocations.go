@@ -73,6 +73,7 @@ func (w *writer) beginPrepare(a *statev1.Allocation) (*statev1.Allocation, error
 	}
 	row := proto.CloneOf(a)
 	row.Phase = preparing
+	clearAttachFailure(row)
 	if err := w.assignAddresses(row); err != nil {
 		return nil, err
 	}
@@ -259,6 +260,7 @@ func (s *Store) RestoreAllocations(req *statev1.RestoreAllocationsRequest) (*sta
 			}
 			row = proto.CloneOf(a)
 			row.Phase, row.LastError, row.Attempts, row.NetnsPath = prepared, "", 0, ""
+			clearAttachFailure(row)
 			if err := w.putAlloc(row); err != nil {
 				return err
 			}

@@ -3,6 +3,10 @@ package store
 import (
 	"errors"
 	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 )
@@ -48,7 +52,8 @@ func wrongPhase(row *statev1.Allocation, want string) error {
 
 // MarkAttached records that a PREPARED (or already ATTACHED) device is in
 // the pod netns at req.NetnsPath, with the prepared device as Attach left it
-// when given. Another phase is ErrPhase.
+// when given, and clears the row's attach failure. Another phase is
+// ErrPhase.
 func (s *Store) MarkAttached(req *statev1.MarkAttachedRequest) (*statev1.MarkAttachedResponse, error) {
 	if err := validKey("key", req.GetKey()); err != nil {
 		return nil, err
@@ -75,12 +80,61 @@ func (s *Store) MarkAttached(req *statev1.MarkAttachedRequest) (*statev1.MarkAtt
 		if pd := req.GetPreparedDevice(); pd != nil {
 			row.PreparedDevice = pd
 		}
+		clearAttachFailure(row)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	return &statev1.MarkAttachedResponse{Revision: rev}, nil
+}
+
+// MaxAttachError bounds the attach error a row keeps, in bytes: a longer
+// one is cut at a character boundary, so that a runaway message neither
+// grows the file nor the watch events.
+const MaxAttachError = 4096
+
+// MarkAttachFailed records on a PREPARED or ATTACHED row that an attach
+// into a pod's netns failed: req.Error (required, cut to MaxAttachError),
+// one more failure counted, and the time now. The phase and netns are
+// left as they are. Another phase is ErrPhase.
+func (s *Store) MarkAttachFailed(req *statev1.MarkAttachFailedRequest) (*statev1.MarkAttachFailedResponse, error) {
+	if err := validKey("key", req.GetKey()); err != nil {
+		return nil, err
+	}
+	if req.GetError() == "" {
+		return nil, fieldErr("error", "required")
+	}
+	msg := cutUTF8(req.GetError(), MaxAttachError)
+	now := timestamppb.New(time.Now())
+	row, rev, err := s.update(keyFromProto(req.GetKey()), func(row *statev1.Allocation) error {
+		if p := row.GetPhase(); p != prepared && p != attached {
+			return wrongPhase(row, "PREPARED or ATTACHED")
+		}
+		row.AttachError, row.AttachFailedAt = msg, now
+		row.AttachFailures++
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &statev1.MarkAttachFailedResponse{AttachFailures: row.GetAttachFailures(), Revision: rev}, nil
+}
+
+// clearAttachFailure drops row's record of failed attaches.
+func clearAttachFailure(row *statev1.Allocation) {
+	row.AttachError, row.AttachFailures, row.AttachFailedAt = "", 0, nil
+}
+
+// cutUTF8 is s cut to at most n bytes, at a character boundary.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // MarkDetached moves an ATTACHED device back to PREPARED. A PREPARED one is

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
@@ -19,6 +20,7 @@ func fullAllocation(t *testing.T) *statev1.Allocation {
 		PreparedDevice: &devicev1.PreparedDevice{Device: &devicev1.Device{Name: "d"}},
 		Phase:          statev1.Phase_PHASE_ATTACHED, NetnsPath: "/var/run/netns/x", LastError: "e", Attempts: 2,
 		PoolAddresses: []string{"10.0.0.2/24"}, ShareId: "s",
+		AttachError: "vrf: refused", AttachFailures: 3, AttachFailedAt: timestamppb.Now(),
 	}
 	fields := a.ProtoReflect().Descriptor().Fields()
 	for i := range fields.Len() {

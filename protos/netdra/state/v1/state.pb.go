@@ -14,6 +14,7 @@ import (
 	v1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -238,9 +239,17 @@ type Allocation struct {
 	// The allocation's share of a shared device (its shareID); empty for a
 	// device one claim holds. Part of the key: the rows of one shared
 	// device differ by it.
-	ShareId       string `protobuf:"bytes,21,opt,name=share_id,json=shareId,proto3" json:"share_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ShareId string `protobuf:"bytes,21,opt,name=share_id,json=shareId,proto3" json:"share_id,omitempty"`
+	// The error of the last attach into a pod's netns that failed
+	// (MarkAttachFailed), naming the claim's field when the provisioner's
+	// refusal names one; empty once an attach succeeded (MarkAttached).
+	AttachError string `protobuf:"bytes,22,opt,name=attach_error,json=attachError,proto3" json:"attach_error,omitempty"`
+	// The attaches that failed since the last one that succeeded.
+	AttachFailures uint32 `protobuf:"varint,23,opt,name=attach_failures,json=attachFailures,proto3" json:"attach_failures,omitempty"`
+	// When the state service recorded the last failed attach.
+	AttachFailedAt *timestamppb.Timestamp `protobuf:"bytes,24,opt,name=attach_failed_at,json=attachFailedAt,proto3" json:"attach_failed_at,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Allocation) Reset() {
@@ -383,6 +392,27 @@ func (x *Allocation) GetShareId() string {
 		return x.ShareId
 	}
 	return ""
+}
+
+func (x *Allocation) GetAttachError() string {
+	if x != nil {
+		return x.AttachError
+	}
+	return ""
+}
+
+func (x *Allocation) GetAttachFailures() uint32 {
+	if x != nil {
+		return x.AttachFailures
+	}
+	return 0
+}
+
+func (x *Allocation) GetAttachFailedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AttachFailedAt
+	}
+	return nil
 }
 
 type ReplaceDevicesRequest struct {
@@ -1345,6 +1375,112 @@ func (x *MarkAttachedResponse) GetRevision() uint64 {
 	return 0
 }
 
+type MarkAttachFailedRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   *AllocationKey         `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// Required: why the attach failed.
+	Error         string `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MarkAttachFailedRequest) Reset() {
+	*x = MarkAttachFailedRequest{}
+	mi := &file_netdra_state_v1_state_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MarkAttachFailedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MarkAttachFailedRequest) ProtoMessage() {}
+
+func (x *MarkAttachFailedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_netdra_state_v1_state_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MarkAttachFailedRequest.ProtoReflect.Descriptor instead.
+func (*MarkAttachFailedRequest) Descriptor() ([]byte, []int) {
+	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *MarkAttachFailedRequest) GetKey() *AllocationKey {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *MarkAttachFailedRequest) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+type MarkAttachFailedResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The failures counted since the last attach that succeeded.
+	AttachFailures uint32 `protobuf:"varint,1,opt,name=attach_failures,json=attachFailures,proto3" json:"attach_failures,omitempty"`
+	Revision       uint64 `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *MarkAttachFailedResponse) Reset() {
+	*x = MarkAttachFailedResponse{}
+	mi := &file_netdra_state_v1_state_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MarkAttachFailedResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MarkAttachFailedResponse) ProtoMessage() {}
+
+func (x *MarkAttachFailedResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_netdra_state_v1_state_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MarkAttachFailedResponse.ProtoReflect.Descriptor instead.
+func (*MarkAttachFailedResponse) Descriptor() ([]byte, []int) {
+	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *MarkAttachFailedResponse) GetAttachFailures() uint32 {
+	if x != nil {
+		return x.AttachFailures
+	}
+	return 0
+}
+
+func (x *MarkAttachFailedResponse) GetRevision() uint64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
 type MarkDetachedRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           *AllocationKey         `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -1354,7 +1490,7 @@ type MarkDetachedRequest struct {
 
 func (x *MarkDetachedRequest) Reset() {
 	*x = MarkDetachedRequest{}
-	mi := &file_netdra_state_v1_state_proto_msgTypes[21]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1366,7 +1502,7 @@ func (x *MarkDetachedRequest) String() string {
 func (*MarkDetachedRequest) ProtoMessage() {}
 
 func (x *MarkDetachedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_state_v1_state_proto_msgTypes[21]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1379,7 +1515,7 @@ func (x *MarkDetachedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkDetachedRequest.ProtoReflect.Descriptor instead.
 func (*MarkDetachedRequest) Descriptor() ([]byte, []int) {
-	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{21}
+	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *MarkDetachedRequest) GetKey() *AllocationKey {
@@ -1398,7 +1534,7 @@ type MarkDetachedResponse struct {
 
 func (x *MarkDetachedResponse) Reset() {
 	*x = MarkDetachedResponse{}
-	mi := &file_netdra_state_v1_state_proto_msgTypes[22]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1410,7 +1546,7 @@ func (x *MarkDetachedResponse) String() string {
 func (*MarkDetachedResponse) ProtoMessage() {}
 
 func (x *MarkDetachedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_state_v1_state_proto_msgTypes[22]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1423,7 +1559,7 @@ func (x *MarkDetachedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkDetachedResponse.ProtoReflect.Descriptor instead.
 func (*MarkDetachedResponse) Descriptor() ([]byte, []int) {
-	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{22}
+	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *MarkDetachedResponse) GetRevision() uint64 {
@@ -1443,7 +1579,7 @@ type MarkFreeFailedRequest struct {
 
 func (x *MarkFreeFailedRequest) Reset() {
 	*x = MarkFreeFailedRequest{}
-	mi := &file_netdra_state_v1_state_proto_msgTypes[23]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1455,7 +1591,7 @@ func (x *MarkFreeFailedRequest) String() string {
 func (*MarkFreeFailedRequest) ProtoMessage() {}
 
 func (x *MarkFreeFailedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_state_v1_state_proto_msgTypes[23]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1468,7 +1604,7 @@ func (x *MarkFreeFailedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkFreeFailedRequest.ProtoReflect.Descriptor instead.
 func (*MarkFreeFailedRequest) Descriptor() ([]byte, []int) {
-	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{23}
+	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *MarkFreeFailedRequest) GetKey() *AllocationKey {
@@ -1495,7 +1631,7 @@ type MarkFreeFailedResponse struct {
 
 func (x *MarkFreeFailedResponse) Reset() {
 	*x = MarkFreeFailedResponse{}
-	mi := &file_netdra_state_v1_state_proto_msgTypes[24]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1507,7 +1643,7 @@ func (x *MarkFreeFailedResponse) String() string {
 func (*MarkFreeFailedResponse) ProtoMessage() {}
 
 func (x *MarkFreeFailedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_state_v1_state_proto_msgTypes[24]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1520,7 +1656,7 @@ func (x *MarkFreeFailedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkFreeFailedResponse.ProtoReflect.Descriptor instead.
 func (*MarkFreeFailedResponse) Descriptor() ([]byte, []int) {
-	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{24}
+	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *MarkFreeFailedResponse) GetAttempts() uint32 {
@@ -1548,7 +1684,7 @@ type DeleteAllocationRequest struct {
 
 func (x *DeleteAllocationRequest) Reset() {
 	*x = DeleteAllocationRequest{}
-	mi := &file_netdra_state_v1_state_proto_msgTypes[25]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1560,7 +1696,7 @@ func (x *DeleteAllocationRequest) String() string {
 func (*DeleteAllocationRequest) ProtoMessage() {}
 
 func (x *DeleteAllocationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_state_v1_state_proto_msgTypes[25]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1573,7 +1709,7 @@ func (x *DeleteAllocationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAllocationRequest.ProtoReflect.Descriptor instead.
 func (*DeleteAllocationRequest) Descriptor() ([]byte, []int) {
-	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{25}
+	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DeleteAllocationRequest) GetKey() *AllocationKey {
@@ -1599,7 +1735,7 @@ type DeleteAllocationResponse struct {
 
 func (x *DeleteAllocationResponse) Reset() {
 	*x = DeleteAllocationResponse{}
-	mi := &file_netdra_state_v1_state_proto_msgTypes[26]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1611,7 +1747,7 @@ func (x *DeleteAllocationResponse) String() string {
 func (*DeleteAllocationResponse) ProtoMessage() {}
 
 func (x *DeleteAllocationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_state_v1_state_proto_msgTypes[26]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1624,7 +1760,7 @@ func (x *DeleteAllocationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAllocationResponse.ProtoReflect.Descriptor instead.
 func (*DeleteAllocationResponse) Descriptor() ([]byte, []int) {
-	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{26}
+	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DeleteAllocationResponse) GetRevision() uint64 {
@@ -1646,7 +1782,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_netdra_state_v1_state_proto_msgTypes[27]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1658,7 +1794,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_state_v1_state_proto_msgTypes[27]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1671,7 +1807,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{27}
+	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *WatchRequest) GetEpoch() string {
@@ -1704,7 +1840,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_netdra_state_v1_state_proto_msgTypes[28]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1716,7 +1852,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_state_v1_state_proto_msgTypes[28]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1729,7 +1865,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{28}
+	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *WatchResponse) GetEpoch() string {
@@ -1802,7 +1938,7 @@ type DumpRequest struct {
 
 func (x *DumpRequest) Reset() {
 	*x = DumpRequest{}
-	mi := &file_netdra_state_v1_state_proto_msgTypes[29]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1814,7 +1950,7 @@ func (x *DumpRequest) String() string {
 func (*DumpRequest) ProtoMessage() {}
 
 func (x *DumpRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_state_v1_state_proto_msgTypes[29]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1827,7 +1963,7 @@ func (x *DumpRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DumpRequest.ProtoReflect.Descriptor instead.
 func (*DumpRequest) Descriptor() ([]byte, []int) {
-	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{29}
+	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{31}
 }
 
 type DumpResponse struct {
@@ -1843,7 +1979,7 @@ type DumpResponse struct {
 
 func (x *DumpResponse) Reset() {
 	*x = DumpResponse{}
-	mi := &file_netdra_state_v1_state_proto_msgTypes[30]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1855,7 +1991,7 @@ func (x *DumpResponse) String() string {
 func (*DumpResponse) ProtoMessage() {}
 
 func (x *DumpResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_state_v1_state_proto_msgTypes[30]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1868,7 +2004,7 @@ func (x *DumpResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DumpResponse.ProtoReflect.Descriptor instead.
 func (*DumpResponse) Descriptor() ([]byte, []int) {
-	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{30}
+	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *DumpResponse) GetEpoch() string {
@@ -1930,7 +2066,7 @@ type IPPool struct {
 
 func (x *IPPool) Reset() {
 	*x = IPPool{}
-	mi := &file_netdra_state_v1_state_proto_msgTypes[31]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1942,7 +2078,7 @@ func (x *IPPool) String() string {
 func (*IPPool) ProtoMessage() {}
 
 func (x *IPPool) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_state_v1_state_proto_msgTypes[31]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1955,7 +2091,7 @@ func (x *IPPool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IPPool.ProtoReflect.Descriptor instead.
 func (*IPPool) Descriptor() ([]byte, []int) {
-	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{31}
+	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *IPPool) GetName() string {
@@ -2024,7 +2160,7 @@ type IPLease struct {
 
 func (x *IPLease) Reset() {
 	*x = IPLease{}
-	mi := &file_netdra_state_v1_state_proto_msgTypes[32]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2036,7 +2172,7 @@ func (x *IPLease) String() string {
 func (*IPLease) ProtoMessage() {}
 
 func (x *IPLease) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_state_v1_state_proto_msgTypes[32]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2049,7 +2185,7 @@ func (x *IPLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IPLease.ProtoReflect.Descriptor instead.
 func (*IPLease) Descriptor() ([]byte, []int) {
-	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{32}
+	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *IPLease) GetAddress() string {
@@ -2114,7 +2250,7 @@ type IPPoolStatus struct {
 
 func (x *IPPoolStatus) Reset() {
 	*x = IPPoolStatus{}
-	mi := &file_netdra_state_v1_state_proto_msgTypes[33]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2126,7 +2262,7 @@ func (x *IPPoolStatus) String() string {
 func (*IPPoolStatus) ProtoMessage() {}
 
 func (x *IPPoolStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_state_v1_state_proto_msgTypes[33]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2139,7 +2275,7 @@ func (x *IPPoolStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IPPoolStatus.ProtoReflect.Descriptor instead.
 func (*IPPoolStatus) Descriptor() ([]byte, []int) {
-	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{33}
+	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *IPPoolStatus) GetPool() *IPPool {
@@ -2200,7 +2336,7 @@ type ReplaceIPPoolsRequest struct {
 
 func (x *ReplaceIPPoolsRequest) Reset() {
 	*x = ReplaceIPPoolsRequest{}
-	mi := &file_netdra_state_v1_state_proto_msgTypes[34]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2212,7 +2348,7 @@ func (x *ReplaceIPPoolsRequest) String() string {
 func (*ReplaceIPPoolsRequest) ProtoMessage() {}
 
 func (x *ReplaceIPPoolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_state_v1_state_proto_msgTypes[34]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2225,7 +2361,7 @@ func (x *ReplaceIPPoolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplaceIPPoolsRequest.ProtoReflect.Descriptor instead.
 func (*ReplaceIPPoolsRequest) Descriptor() ([]byte, []int) {
-	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{34}
+	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ReplaceIPPoolsRequest) GetPools() []*IPPool {
@@ -2244,7 +2380,7 @@ type ReplaceIPPoolsResponse struct {
 
 func (x *ReplaceIPPoolsResponse) Reset() {
 	*x = ReplaceIPPoolsResponse{}
-	mi := &file_netdra_state_v1_state_proto_msgTypes[35]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2256,7 +2392,7 @@ func (x *ReplaceIPPoolsResponse) String() string {
 func (*ReplaceIPPoolsResponse) ProtoMessage() {}
 
 func (x *ReplaceIPPoolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_state_v1_state_proto_msgTypes[35]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2269,7 +2405,7 @@ func (x *ReplaceIPPoolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplaceIPPoolsResponse.ProtoReflect.Descriptor instead.
 func (*ReplaceIPPoolsResponse) Descriptor() ([]byte, []int) {
-	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{35}
+	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ReplaceIPPoolsResponse) GetPools() []*IPPoolStatus {
@@ -2287,7 +2423,7 @@ type ListIPPoolsRequest struct {
 
 func (x *ListIPPoolsRequest) Reset() {
 	*x = ListIPPoolsRequest{}
-	mi := &file_netdra_state_v1_state_proto_msgTypes[36]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2299,7 +2435,7 @@ func (x *ListIPPoolsRequest) String() string {
 func (*ListIPPoolsRequest) ProtoMessage() {}
 
 func (x *ListIPPoolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_state_v1_state_proto_msgTypes[36]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2312,7 +2448,7 @@ func (x *ListIPPoolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListIPPoolsRequest.ProtoReflect.Descriptor instead.
 func (*ListIPPoolsRequest) Descriptor() ([]byte, []int) {
-	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{36}
+	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{38}
 }
 
 type ListIPPoolsResponse struct {
@@ -2324,7 +2460,7 @@ type ListIPPoolsResponse struct {
 
 func (x *ListIPPoolsResponse) Reset() {
 	*x = ListIPPoolsResponse{}
-	mi := &file_netdra_state_v1_state_proto_msgTypes[37]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2336,7 +2472,7 @@ func (x *ListIPPoolsResponse) String() string {
 func (*ListIPPoolsResponse) ProtoMessage() {}
 
 func (x *ListIPPoolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_state_v1_state_proto_msgTypes[37]
+	mi := &file_netdra_state_v1_state_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2349,7 +2485,7 @@ func (x *ListIPPoolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListIPPoolsResponse.ProtoReflect.Descriptor instead.
 func (*ListIPPoolsResponse) Descriptor() ([]byte, []int) {
-	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{37}
+	return file_netdra_state_v1_state_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListIPPoolsResponse) GetPools() []*IPPoolStatus {
@@ -2363,12 +2499,12 @@ var File_netdra_state_v1_state_proto protoreflect.FileDescriptor
 
 const file_netdra_state_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"\x1bnetdra/state/v1/state.proto\x12\x0fnetdra.state.v1\x1a\x1dnetdra/device/v1/device.proto\"_\n" +
+	"\x1bnetdra/state/v1/state.proto\x12\x0fnetdra.state.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1dnetdra/device/v1/device.proto\"_\n" +
 	"\rAllocationKey\x12\x12\n" +
 	"\x04pool\x18\x01 \x01(\tR\x04pool\x12\x1f\n" +
 	"\vdevice_name\x18\x02 \x01(\tR\n" +
 	"deviceName\x12\x19\n" +
-	"\bshare_id\x18\x03 \x01(\tR\ashareId\"\xe1\x04\n" +
+	"\bshare_id\x18\x03 \x01(\tR\ashareId\"\xf3\x05\n" +
 	"\n" +
 	"Allocation\x12\x12\n" +
 	"\x04pool\x18\x01 \x01(\tR\x04pool\x12\x1f\n" +
@@ -2391,7 +2527,10 @@ const file_netdra_state_v1_state_proto_rawDesc = "" +
 	"last_error\x18\r \x01(\tR\tlastError\x12\x1a\n" +
 	"\battempts\x18\x0e \x01(\rR\battempts\x12%\n" +
 	"\x0epool_addresses\x18\x14 \x03(\tR\rpoolAddresses\x12\x19\n" +
-	"\bshare_id\x18\x15 \x01(\tR\ashareId\"\x86\x01\n" +
+	"\bshare_id\x18\x15 \x01(\tR\ashareId\x12!\n" +
+	"\fattach_error\x18\x16 \x01(\tR\vattachError\x12'\n" +
+	"\x0fattach_failures\x18\x17 \x01(\rR\x0eattachFailures\x12D\n" +
+	"\x10attach_failed_at\x18\x18 \x01(\v2\x1a.google.protobuf.TimestampR\x0eattachFailedAt\"\x86\x01\n" +
 	"\x15ReplaceDevicesRequest\x129\n" +
 	"\amanager\x18\x01 \x01(\x0e2\x1f.netdra.device.v1.DeviceManagerR\amanager\x122\n" +
 	"\adevices\x18\x02 \x03(\v2\x18.netdra.device.v1.DeviceR\adevices\"4\n" +
@@ -2445,7 +2584,13 @@ const file_netdra_state_v1_state_proto_rawDesc = "" +
 	"netns_path\x18\x03 \x01(\tR\tnetnsPath\x12I\n" +
 	"\x0fprepared_device\x18\x04 \x01(\v2 .netdra.device.v1.PreparedDeviceR\x0epreparedDevice\"2\n" +
 	"\x14MarkAttachedResponse\x12\x1a\n" +
-	"\brevision\x18\x01 \x01(\x04R\brevision\"G\n" +
+	"\brevision\x18\x01 \x01(\x04R\brevision\"a\n" +
+	"\x17MarkAttachFailedRequest\x120\n" +
+	"\x03key\x18\x01 \x01(\v2\x1e.netdra.state.v1.AllocationKeyR\x03key\x12\x14\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\"_\n" +
+	"\x18MarkAttachFailedResponse\x12'\n" +
+	"\x0fattach_failures\x18\x01 \x01(\rR\x0eattachFailures\x12\x1a\n" +
+	"\brevision\x18\x02 \x01(\x04R\brevision\"G\n" +
 	"\x13MarkDetachedRequest\x120\n" +
 	"\x03key\x18\x01 \x01(\v2\x1e.netdra.state.v1.AllocationKeyR\x03key\"2\n" +
 	"\x14MarkDetachedResponse\x12\x1a\n" +
@@ -2526,7 +2671,7 @@ const file_netdra_state_v1_state_proto_rawDesc = "" +
 	"\x10EVENT_TYPE_RESET\x10\x01\x12\x15\n" +
 	"\x11EVENT_TYPE_UPSERT\x10\x02\x12\x15\n" +
 	"\x11EVENT_TYPE_DELETE\x10\x03\x12\x15\n" +
-	"\x11EVENT_TYPE_SYNCED\x10\x042\xef\v\n" +
+	"\x11EVENT_TYPE_SYNCED\x10\x042\xd8\f\n" +
 	"\fStateService\x12a\n" +
 	"\x0eReplaceDevices\x12&.netdra.state.v1.ReplaceDevicesRequest\x1a'.netdra.state.v1.ReplaceDevicesResponse\x12X\n" +
 	"\vListDevices\x12#.netdra.state.v1.ListDevicesRequest\x1a$.netdra.state.v1.ListDevicesResponse\x12[\n" +
@@ -2536,7 +2681,8 @@ const file_netdra_state_v1_state_proto_rawDesc = "" +
 	"\fAbortPrepare\x12$.netdra.state.v1.AbortPrepareRequest\x1a%.netdra.state.v1.AbortPrepareResponse\x12m\n" +
 	"\x12RestoreAllocations\x12*.netdra.state.v1.RestoreAllocationsRequest\x1a+.netdra.state.v1.RestoreAllocationsResponse\x12d\n" +
 	"\x0fListAllocations\x12'.netdra.state.v1.ListAllocationsRequest\x1a(.netdra.state.v1.ListAllocationsResponse\x12[\n" +
-	"\fMarkAttached\x12$.netdra.state.v1.MarkAttachedRequest\x1a%.netdra.state.v1.MarkAttachedResponse\x12[\n" +
+	"\fMarkAttached\x12$.netdra.state.v1.MarkAttachedRequest\x1a%.netdra.state.v1.MarkAttachedResponse\x12g\n" +
+	"\x10MarkAttachFailed\x12(.netdra.state.v1.MarkAttachFailedRequest\x1a).netdra.state.v1.MarkAttachFailedResponse\x12[\n" +
 	"\fMarkDetached\x12$.netdra.state.v1.MarkDetachedRequest\x1a%.netdra.state.v1.MarkDetachedResponse\x12a\n" +
 	"\x0eMarkFreeFailed\x12&.netdra.state.v1.MarkFreeFailedRequest\x1a'.netdra.state.v1.MarkFreeFailedResponse\x12g\n" +
 	"\x10DeleteAllocation\x12(.netdra.state.v1.DeleteAllocationRequest\x1a).netdra.state.v1.DeleteAllocationResponse\x12H\n" +
@@ -2560,7 +2706,7 @@ func file_netdra_state_v1_state_proto_rawDescGZIP() []byte {
 }
 
 var file_netdra_state_v1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_netdra_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_netdra_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_netdra_state_v1_state_proto_goTypes = []any{
 	(Phase)(0),                         // 0: netdra.state.v1.Phase
 	(EventType)(0),                     // 1: netdra.state.v1.EventType
@@ -2585,103 +2731,110 @@ var file_netdra_state_v1_state_proto_goTypes = []any{
 	(*ListAllocationsResponse)(nil),    // 20: netdra.state.v1.ListAllocationsResponse
 	(*MarkAttachedRequest)(nil),        // 21: netdra.state.v1.MarkAttachedRequest
 	(*MarkAttachedResponse)(nil),       // 22: netdra.state.v1.MarkAttachedResponse
-	(*MarkDetachedRequest)(nil),        // 23: netdra.state.v1.MarkDetachedRequest
-	(*MarkDetachedResponse)(nil),       // 24: netdra.state.v1.MarkDetachedResponse
-	(*MarkFreeFailedRequest)(nil),      // 25: netdra.state.v1.MarkFreeFailedRequest
-	(*MarkFreeFailedResponse)(nil),     // 26: netdra.state.v1.MarkFreeFailedResponse
-	(*DeleteAllocationRequest)(nil),    // 27: netdra.state.v1.DeleteAllocationRequest
-	(*DeleteAllocationResponse)(nil),   // 28: netdra.state.v1.DeleteAllocationResponse
-	(*WatchRequest)(nil),               // 29: netdra.state.v1.WatchRequest
-	(*WatchResponse)(nil),              // 30: netdra.state.v1.WatchResponse
-	(*DumpRequest)(nil),                // 31: netdra.state.v1.DumpRequest
-	(*DumpResponse)(nil),               // 32: netdra.state.v1.DumpResponse
-	(*IPPool)(nil),                     // 33: netdra.state.v1.IPPool
-	(*IPLease)(nil),                    // 34: netdra.state.v1.IPLease
-	(*IPPoolStatus)(nil),               // 35: netdra.state.v1.IPPoolStatus
-	(*ReplaceIPPoolsRequest)(nil),      // 36: netdra.state.v1.ReplaceIPPoolsRequest
-	(*ReplaceIPPoolsResponse)(nil),     // 37: netdra.state.v1.ReplaceIPPoolsResponse
-	(*ListIPPoolsRequest)(nil),         // 38: netdra.state.v1.ListIPPoolsRequest
-	(*ListIPPoolsResponse)(nil),        // 39: netdra.state.v1.ListIPPoolsResponse
-	(v1.DeviceManager)(0),              // 40: netdra.device.v1.DeviceManager
-	(*v1.DeviceConfig)(nil),            // 41: netdra.device.v1.DeviceConfig
-	(*v1.PreparedDevice)(nil),          // 42: netdra.device.v1.PreparedDevice
-	(*v1.Device)(nil),                  // 43: netdra.device.v1.Device
-	(*v1.Route)(nil),                   // 44: netdra.device.v1.Route
+	(*MarkAttachFailedRequest)(nil),    // 23: netdra.state.v1.MarkAttachFailedRequest
+	(*MarkAttachFailedResponse)(nil),   // 24: netdra.state.v1.MarkAttachFailedResponse
+	(*MarkDetachedRequest)(nil),        // 25: netdra.state.v1.MarkDetachedRequest
+	(*MarkDetachedResponse)(nil),       // 26: netdra.state.v1.MarkDetachedResponse
+	(*MarkFreeFailedRequest)(nil),      // 27: netdra.state.v1.MarkFreeFailedRequest
+	(*MarkFreeFailedResponse)(nil),     // 28: netdra.state.v1.MarkFreeFailedResponse
+	(*DeleteAllocationRequest)(nil),    // 29: netdra.state.v1.DeleteAllocationRequest
+	(*DeleteAllocationResponse)(nil),   // 30: netdra.state.v1.DeleteAllocationResponse
+	(*WatchRequest)(nil),               // 31: netdra.state.v1.WatchRequest
+	(*WatchResponse)(nil),              // 32: netdra.state.v1.WatchResponse
+	(*DumpRequest)(nil),                // 33: netdra.state.v1.DumpRequest
+	(*DumpResponse)(nil),               // 34: netdra.state.v1.DumpResponse
+	(*IPPool)(nil),                     // 35: netdra.state.v1.IPPool
+	(*IPLease)(nil),                    // 36: netdra.state.v1.IPLease
+	(*IPPoolStatus)(nil),               // 37: netdra.state.v1.IPPoolStatus
+	(*ReplaceIPPoolsRequest)(nil),      // 38: netdra.state.v1.ReplaceIPPoolsRequest
+	(*ReplaceIPPoolsResponse)(nil),     // 39: netdra.state.v1.ReplaceIPPoolsResponse
+	(*ListIPPoolsRequest)(nil),         // 40: netdra.state.v1.ListIPPoolsRequest
+	(*ListIPPoolsResponse)(nil),        // 41: netdra.state.v1.ListIPPoolsResponse
+	(v1.DeviceManager)(0),              // 42: netdra.device.v1.DeviceManager
+	(*v1.DeviceConfig)(nil),            // 43: netdra.device.v1.DeviceConfig
+	(*v1.PreparedDevice)(nil),          // 44: netdra.device.v1.PreparedDevice
+	(*timestamppb.Timestamp)(nil),      // 45: google.protobuf.Timestamp
+	(*v1.Device)(nil),                  // 46: netdra.device.v1.Device
+	(*v1.Route)(nil),                   // 47: netdra.device.v1.Route
 }
 var file_netdra_state_v1_state_proto_depIdxs = []int32{
-	40, // 0: netdra.state.v1.Allocation.manager:type_name -> netdra.device.v1.DeviceManager
-	41, // 1: netdra.state.v1.Allocation.config:type_name -> netdra.device.v1.DeviceConfig
-	42, // 2: netdra.state.v1.Allocation.prepared_device:type_name -> netdra.device.v1.PreparedDevice
+	42, // 0: netdra.state.v1.Allocation.manager:type_name -> netdra.device.v1.DeviceManager
+	43, // 1: netdra.state.v1.Allocation.config:type_name -> netdra.device.v1.DeviceConfig
+	44, // 2: netdra.state.v1.Allocation.prepared_device:type_name -> netdra.device.v1.PreparedDevice
 	0,  // 3: netdra.state.v1.Allocation.phase:type_name -> netdra.state.v1.Phase
-	40, // 4: netdra.state.v1.ReplaceDevicesRequest.manager:type_name -> netdra.device.v1.DeviceManager
-	43, // 5: netdra.state.v1.ReplaceDevicesRequest.devices:type_name -> netdra.device.v1.Device
-	40, // 6: netdra.state.v1.ListDevicesRequest.manager:type_name -> netdra.device.v1.DeviceManager
-	43, // 7: netdra.state.v1.ListDevicesResponse.devices:type_name -> netdra.device.v1.Device
-	3,  // 8: netdra.state.v1.BeginPrepareRequest.allocations:type_name -> netdra.state.v1.Allocation
-	3,  // 9: netdra.state.v1.BeginPrepareResponse.allocations:type_name -> netdra.state.v1.Allocation
-	2,  // 10: netdra.state.v1.PreparedAllocation.key:type_name -> netdra.state.v1.AllocationKey
-	42, // 11: netdra.state.v1.PreparedAllocation.prepared_device:type_name -> netdra.device.v1.PreparedDevice
-	10, // 12: netdra.state.v1.CommitPrepareRequest.allocations:type_name -> netdra.state.v1.PreparedAllocation
-	10, // 13: netdra.state.v1.RecordPreparedRequest.allocations:type_name -> netdra.state.v1.PreparedAllocation
-	2,  // 14: netdra.state.v1.AbortPrepareRequest.keys:type_name -> netdra.state.v1.AllocationKey
-	3,  // 15: netdra.state.v1.RestoreAllocationsRequest.allocations:type_name -> netdra.state.v1.Allocation
-	0,  // 16: netdra.state.v1.ListAllocationsRequest.phase:type_name -> netdra.state.v1.Phase
-	3,  // 17: netdra.state.v1.ListAllocationsResponse.allocations:type_name -> netdra.state.v1.Allocation
-	2,  // 18: netdra.state.v1.MarkAttachedRequest.key:type_name -> netdra.state.v1.AllocationKey
-	42, // 19: netdra.state.v1.MarkAttachedRequest.prepared_device:type_name -> netdra.device.v1.PreparedDevice
-	2,  // 20: netdra.state.v1.MarkDetachedRequest.key:type_name -> netdra.state.v1.AllocationKey
-	2,  // 21: netdra.state.v1.MarkFreeFailedRequest.key:type_name -> netdra.state.v1.AllocationKey
-	2,  // 22: netdra.state.v1.DeleteAllocationRequest.key:type_name -> netdra.state.v1.AllocationKey
-	1,  // 23: netdra.state.v1.WatchResponse.type:type_name -> netdra.state.v1.EventType
-	43, // 24: netdra.state.v1.WatchResponse.device:type_name -> netdra.device.v1.Device
-	3,  // 25: netdra.state.v1.WatchResponse.allocation:type_name -> netdra.state.v1.Allocation
-	43, // 26: netdra.state.v1.DumpResponse.devices:type_name -> netdra.device.v1.Device
-	3,  // 27: netdra.state.v1.DumpResponse.allocations:type_name -> netdra.state.v1.Allocation
-	35, // 28: netdra.state.v1.DumpResponse.ip_pools:type_name -> netdra.state.v1.IPPoolStatus
-	44, // 29: netdra.state.v1.IPPool.routes:type_name -> netdra.device.v1.Route
-	2,  // 30: netdra.state.v1.IPLease.allocation:type_name -> netdra.state.v1.AllocationKey
-	33, // 31: netdra.state.v1.IPPoolStatus.pool:type_name -> netdra.state.v1.IPPool
-	34, // 32: netdra.state.v1.IPPoolStatus.leases:type_name -> netdra.state.v1.IPLease
-	33, // 33: netdra.state.v1.ReplaceIPPoolsRequest.pools:type_name -> netdra.state.v1.IPPool
-	35, // 34: netdra.state.v1.ReplaceIPPoolsResponse.pools:type_name -> netdra.state.v1.IPPoolStatus
-	35, // 35: netdra.state.v1.ListIPPoolsResponse.pools:type_name -> netdra.state.v1.IPPoolStatus
-	4,  // 36: netdra.state.v1.StateService.ReplaceDevices:input_type -> netdra.state.v1.ReplaceDevicesRequest
-	6,  // 37: netdra.state.v1.StateService.ListDevices:input_type -> netdra.state.v1.ListDevicesRequest
-	8,  // 38: netdra.state.v1.StateService.BeginPrepare:input_type -> netdra.state.v1.BeginPrepareRequest
-	11, // 39: netdra.state.v1.StateService.CommitPrepare:input_type -> netdra.state.v1.CommitPrepareRequest
-	13, // 40: netdra.state.v1.StateService.RecordPrepared:input_type -> netdra.state.v1.RecordPreparedRequest
-	15, // 41: netdra.state.v1.StateService.AbortPrepare:input_type -> netdra.state.v1.AbortPrepareRequest
-	17, // 42: netdra.state.v1.StateService.RestoreAllocations:input_type -> netdra.state.v1.RestoreAllocationsRequest
-	19, // 43: netdra.state.v1.StateService.ListAllocations:input_type -> netdra.state.v1.ListAllocationsRequest
-	21, // 44: netdra.state.v1.StateService.MarkAttached:input_type -> netdra.state.v1.MarkAttachedRequest
-	23, // 45: netdra.state.v1.StateService.MarkDetached:input_type -> netdra.state.v1.MarkDetachedRequest
-	25, // 46: netdra.state.v1.StateService.MarkFreeFailed:input_type -> netdra.state.v1.MarkFreeFailedRequest
-	27, // 47: netdra.state.v1.StateService.DeleteAllocation:input_type -> netdra.state.v1.DeleteAllocationRequest
-	29, // 48: netdra.state.v1.StateService.Watch:input_type -> netdra.state.v1.WatchRequest
-	31, // 49: netdra.state.v1.StateService.Dump:input_type -> netdra.state.v1.DumpRequest
-	36, // 50: netdra.state.v1.StateService.ReplaceIPPools:input_type -> netdra.state.v1.ReplaceIPPoolsRequest
-	38, // 51: netdra.state.v1.StateService.ListIPPools:input_type -> netdra.state.v1.ListIPPoolsRequest
-	5,  // 52: netdra.state.v1.StateService.ReplaceDevices:output_type -> netdra.state.v1.ReplaceDevicesResponse
-	7,  // 53: netdra.state.v1.StateService.ListDevices:output_type -> netdra.state.v1.ListDevicesResponse
-	9,  // 54: netdra.state.v1.StateService.BeginPrepare:output_type -> netdra.state.v1.BeginPrepareResponse
-	12, // 55: netdra.state.v1.StateService.CommitPrepare:output_type -> netdra.state.v1.CommitPrepareResponse
-	14, // 56: netdra.state.v1.StateService.RecordPrepared:output_type -> netdra.state.v1.RecordPreparedResponse
-	16, // 57: netdra.state.v1.StateService.AbortPrepare:output_type -> netdra.state.v1.AbortPrepareResponse
-	18, // 58: netdra.state.v1.StateService.RestoreAllocations:output_type -> netdra.state.v1.RestoreAllocationsResponse
-	20, // 59: netdra.state.v1.StateService.ListAllocations:output_type -> netdra.state.v1.ListAllocationsResponse
-	22, // 60: netdra.state.v1.StateService.MarkAttached:output_type -> netdra.state.v1.MarkAttachedResponse
-	24, // 61: netdra.state.v1.StateService.MarkDetached:output_type -> netdra.state.v1.MarkDetachedResponse
-	26, // 62: netdra.state.v1.StateService.MarkFreeFailed:output_type -> netdra.state.v1.MarkFreeFailedResponse
-	28, // 63: netdra.state.v1.StateService.DeleteAllocation:output_type -> netdra.state.v1.DeleteAllocationResponse
-	30, // 64: netdra.state.v1.StateService.Watch:output_type -> netdra.state.v1.WatchResponse
-	32, // 65: netdra.state.v1.StateService.Dump:output_type -> netdra.state.v1.DumpResponse
-	37, // 66: netdra.state.v1.StateService.ReplaceIPPools:output_type -> netdra.state.v1.ReplaceIPPoolsResponse
-	39, // 67: netdra.state.v1.StateService.ListIPPools:output_type -> netdra.state.v1.ListIPPoolsResponse
-	52, // [52:68] is the sub-list for method output_type
-	36, // [36:52] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	45, // 4: netdra.state.v1.Allocation.attach_failed_at:type_name -> google.protobuf.Timestamp
+	42, // 5: netdra.state.v1.ReplaceDevicesRequest.manager:type_name -> netdra.device.v1.DeviceManager
+	46, // 6: netdra.state.v1.ReplaceDevicesRequest.devices:type_name -> netdra.device.v1.Device
+	42, // 7: netdra.state.v1.ListDevicesRequest.manager:type_name -> netdra.device.v1.DeviceManager
+	46, // 8: netdra.state.v1.ListDevicesResponse.devices:type_name -> netdra.device.v1.Device
+	3,  // 9: netdra.state.v1.BeginPrepareRequest.allocations:type_name -> netdra.state.v1.Allocation
+	3,  // 10: netdra.state.v1.BeginPrepareResponse.allocations:type_name -> netdra.state.v1.Allocation
+	2,  // 11: netdra.state.v1.PreparedAllocation.key:type_name -> netdra.state.v1.AllocationKey
+	44, // 12: netdra.state.v1.PreparedAllocation.prepared_device:type_name -> netdra.device.v1.PreparedDevice
+	10, // 13: netdra.state.v1.CommitPrepareRequest.allocations:type_name -> netdra.state.v1.PreparedAllocation
+	10, // 14: netdra.state.v1.RecordPreparedRequest.allocations:type_name -> netdra.state.v1.PreparedAllocation
+	2,  // 15: netdra.state.v1.AbortPrepareRequest.keys:type_name -> netdra.state.v1.AllocationKey
+	3,  // 16: netdra.state.v1.RestoreAllocationsRequest.allocations:type_name -> netdra.state.v1.Allocation
+	0,  // 17: netdra.state.v1.ListAllocationsRequest.phase:type_name -> netdra.state.v1.Phase
+	3,  // 18: netdra.state.v1.ListAllocationsResponse.allocations:type_name -> netdra.state.v1.Allocation
+	2,  // 19: netdra.state.v1.MarkAttachedRequest.key:type_name -> netdra.state.v1.AllocationKey
+	44, // 20: netdra.state.v1.MarkAttachedRequest.prepared_device:type_name -> netdra.device.v1.PreparedDevice
+	2,  // 21: netdra.state.v1.MarkAttachFailedRequest.key:type_name -> netdra.state.v1.AllocationKey
+	2,  // 22: netdra.state.v1.MarkDetachedRequest.key:type_name -> netdra.state.v1.AllocationKey
+	2,  // 23: netdra.state.v1.MarkFreeFailedRequest.key:type_name -> netdra.state.v1.AllocationKey
+	2,  // 24: netdra.state.v1.DeleteAllocationRequest.key:type_name -> netdra.state.v1.AllocationKey
+	1,  // 25: netdra.state.v1.WatchResponse.type:type_name -> netdra.state.v1.EventType
+	46, // 26: netdra.state.v1.WatchResponse.device:type_name -> netdra.device.v1.Device
+	3,  // 27: netdra.state.v1.WatchResponse.allocation:type_name -> netdra.state.v1.Allocation
+	46, // 28: netdra.state.v1.DumpResponse.devices:type_name -> netdra.device.v1.Device
+	3,  // 29: netdra.state.v1.DumpResponse.allocations:type_name -> netdra.state.v1.Allocation
+	37, // 30: netdra.state.v1.DumpResponse.ip_pools:type_name -> netdra.state.v1.IPPoolStatus
+	47, // 31: netdra.state.v1.IPPool.routes:type_name -> netdra.device.v1.Route
+	2,  // 32: netdra.state.v1.IPLease.allocation:type_name -> netdra.state.v1.AllocationKey
+	35, // 33: netdra.state.v1.IPPoolStatus.pool:type_name -> netdra.state.v1.IPPool
+	36, // 34: netdra.state.v1.IPPoolStatus.leases:type_name -> netdra.state.v1.IPLease
+	35, // 35: netdra.state.v1.ReplaceIPPoolsRequest.pools:type_name -> netdra.state.v1.IPPool
+	37, // 36: netdra.state.v1.ReplaceIPPoolsResponse.pools:type_name -> netdra.state.v1.IPPoolStatus
+	37, // 37: netdra.state.v1.ListIPPoolsResponse.pools:type_name -> netdra.state.v1.IPPoolStatus
+	4,  // 38: netdra.state.v1.StateService.ReplaceDevices:input_type -> netdra.state.v1.ReplaceDevicesRequest
+	6,  // 39: netdra.state.v1.StateService.ListDevices:input_type -> netdra.state.v1.ListDevicesRequest
+	8,  // 40: netdra.state.v1.StateService.BeginPrepare:input_type -> netdra.state.v1.BeginPrepareRequest
+	11, // 41: netdra.state.v1.StateService.CommitPrepare:input_type -> netdra.state.v1.CommitPrepareRequest
+	13, // 42: netdra.state.v1.StateService.RecordPrepared:input_type -> netdra.state.v1.RecordPreparedRequest
+	15, // 43: netdra.state.v1.StateService.AbortPrepare:input_type -> netdra.state.v1.AbortPrepareRequest
+	17, // 44: netdra.state.v1.StateService.RestoreAllocations:input_type -> netdra.state.v1.RestoreAllocationsRequest
+	19, // 45: netdra.state.v1.StateService.ListAllocations:input_type -> netdra.state.v1.ListAllocationsRequest
+	21, // 46: netdra.state.v1.StateService.MarkAttached:input_type -> netdra.state.v1.MarkAttachedRequest
+	23, // 47: netdra.state.v1.StateService.MarkAttachFailed:input_type -> netdra.state.v1.MarkAttachFailedRequest
+	25, // 48: netdra.state.v1.StateService.MarkDetached:input_type -> netdra.state.v1.MarkDetachedRequest
+	27, // 49: netdra.state.v1.StateService.MarkFreeFailed:input_type -> netdra.state.v1.MarkFreeFailedRequest
+	29, // 50: netdra.state.v1.StateService.DeleteAllocation:input_type -> netdra.state.v1.DeleteAllocationRequest
+	31, // 51: netdra.state.v1.StateService.Watch:input_type -> netdra.state.v1.WatchRequest
+	33, // 52: netdra.state.v1.StateService.Dump:input_type -> netdra.state.v1.DumpRequest
+	38, // 53: netdra.state.v1.StateService.ReplaceIPPools:input_type -> netdra.state.v1.ReplaceIPPoolsRequest
+	40, // 54: netdra.state.v1.StateService.ListIPPools:input_type -> netdra.state.v1.ListIPPoolsRequest
+	5,  // 55: netdra.state.v1.StateService.ReplaceDevices:output_type -> netdra.state.v1.ReplaceDevicesResponse
+	7,  // 56: netdra.state.v1.StateService.ListDevices:output_type -> netdra.state.v1.ListDevicesResponse
+	9,  // 57: netdra.state.v1.StateService.BeginPrepare:output_type -> netdra.state.v1.BeginPrepareResponse
+	12, // 58: netdra.state.v1.StateService.CommitPrepare:output_type -> netdra.state.v1.CommitPrepareResponse
+	14, // 59: netdra.state.v1.StateService.RecordPrepared:output_type -> netdra.state.v1.RecordPreparedResponse
+	16, // 60: netdra.state.v1.StateService.AbortPrepare:output_type -> netdra.state.v1.AbortPrepareResponse
+	18, // 61: netdra.state.v1.StateService.RestoreAllocations:output_type -> netdra.state.v1.RestoreAllocationsResponse
+	20, // 62: netdra.state.v1.StateService.ListAllocations:output_type -> netdra.state.v1.ListAllocationsResponse
+	22, // 63: netdra.state.v1.StateService.MarkAttached:output_type -> netdra.state.v1.MarkAttachedResponse
+	24, // 64: netdra.state.v1.StateService.MarkAttachFailed:output_type -> netdra.state.v1.MarkAttachFailedResponse
+	26, // 65: netdra.state.v1.StateService.MarkDetached:output_type -> netdra.state.v1.MarkDetachedResponse
+	28, // 66: netdra.state.v1.StateService.MarkFreeFailed:output_type -> netdra.state.v1.MarkFreeFailedResponse
+	30, // 67: netdra.state.v1.StateService.DeleteAllocation:output_type -> netdra.state.v1.DeleteAllocationResponse
+	32, // 68: netdra.state.v1.StateService.Watch:output_type -> netdra.state.v1.WatchResponse
+	34, // 69: netdra.state.v1.StateService.Dump:output_type -> netdra.state.v1.DumpResponse
+	39, // 70: netdra.state.v1.StateService.ReplaceIPPools:output_type -> netdra.state.v1.ReplaceIPPoolsResponse
+	41, // 71: netdra.state.v1.StateService.ListIPPools:output_type -> netdra.state.v1.ListIPPoolsResponse
+	55, // [55:72] is the sub-list for method output_type
+	38, // [38:55] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_netdra_state_v1_state_proto_init() }
@@ -2689,7 +2842,7 @@ func file_netdra_state_v1_state_proto_init() {
 	if File_netdra_state_v1_state_proto != nil {
 		return
 	}
-	file_netdra_state_v1_state_proto_msgTypes[28].OneofWrappers = []any{
+	file_netdra_state_v1_state_proto_msgTypes[30].OneofWrappers = []any{
 		(*WatchResponse_Device)(nil),
 		(*WatchResponse_Allocation)(nil),
 	}
@@ -2699,7 +2852,7 @@ func file_netdra_state_v1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_netdra_state_v1_state_proto_rawDesc), len(file_netdra_state_v1_state_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   38,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

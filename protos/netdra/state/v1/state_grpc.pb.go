@@ -32,6 +32,7 @@ const (
 	StateService_RestoreAllocations_FullMethodName = "/netdra.state.v1.StateService/RestoreAllocations"
 	StateService_ListAllocations_FullMethodName    = "/netdra.state.v1.StateService/ListAllocations"
 	StateService_MarkAttached_FullMethodName       = "/netdra.state.v1.StateService/MarkAttached"
+	StateService_MarkAttachFailed_FullMethodName   = "/netdra.state.v1.StateService/MarkAttachFailed"
 	StateService_MarkDetached_FullMethodName       = "/netdra.state.v1.StateService/MarkDetached"
 	StateService_MarkFreeFailed_FullMethodName     = "/netdra.state.v1.StateService/MarkFreeFailed"
 	StateService_DeleteAllocation_FullMethodName   = "/netdra.state.v1.StateService/DeleteAllocation"
@@ -78,8 +79,14 @@ type StateServiceClient interface {
 	RestoreAllocations(ctx context.Context, in *RestoreAllocationsRequest, opts ...grpc.CallOption) (*RestoreAllocationsResponse, error)
 	// ListAllocations lists allocations matching every set field of the filter.
 	ListAllocations(ctx context.Context, in *ListAllocationsRequest, opts ...grpc.CallOption) (*ListAllocationsResponse, error)
-	// MarkAttached records that a prepared device is in a pod's netns.
+	// MarkAttached records that a prepared device is in a pod's netns, and
+	// clears the row's attach failure.
 	MarkAttached(ctx context.Context, in *MarkAttachedRequest, opts ...grpc.CallOption) (*MarkAttachedResponse, error)
+	// MarkAttachFailed records that an attach of a PREPARED or ATTACHED
+	// device into a pod's netns failed: the error as the caller got it, one
+	// more failure counted and when, the phase left as it is. Cleared by the
+	// next MarkAttached.
+	MarkAttachFailed(ctx context.Context, in *MarkAttachFailedRequest, opts ...grpc.CallOption) (*MarkAttachFailedResponse, error)
 	// MarkDetached records that an attached device is back in the host.
 	MarkDetached(ctx context.Context, in *MarkDetachedRequest, opts ...grpc.CallOption) (*MarkDetachedResponse, error)
 	// MarkFreeFailed keeps an allocation whose Free failed, with the error and
@@ -205,6 +212,16 @@ func (c *stateServiceClient) MarkAttached(ctx context.Context, in *MarkAttachedR
 	return out, nil
 }
 
+func (c *stateServiceClient) MarkAttachFailed(ctx context.Context, in *MarkAttachFailedRequest, opts ...grpc.CallOption) (*MarkAttachFailedResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MarkAttachFailedResponse)
+	err := c.cc.Invoke(ctx, StateService_MarkAttachFailed_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *stateServiceClient) MarkDetached(ctx context.Context, in *MarkDetachedRequest, opts ...grpc.CallOption) (*MarkDetachedResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(MarkDetachedResponse)
@@ -321,8 +338,14 @@ type StateServiceServer interface {
 	RestoreAllocations(context.Context, *RestoreAllocationsRequest) (*RestoreAllocationsResponse, error)
 	// ListAllocations lists allocations matching every set field of the filter.
 	ListAllocations(context.Context, *ListAllocationsRequest) (*ListAllocationsResponse, error)
-	// MarkAttached records that a prepared device is in a pod's netns.
+	// MarkAttached records that a prepared device is in a pod's netns, and
+	// clears the row's attach failure.
 	MarkAttached(context.Context, *MarkAttachedRequest) (*MarkAttachedResponse, error)
+	// MarkAttachFailed records that an attach of a PREPARED or ATTACHED
+	// device into a pod's netns failed: the error as the caller got it, one
+	// more failure counted and when, the phase left as it is. Cleared by the
+	// next MarkAttached.
+	MarkAttachFailed(context.Context, *MarkAttachFailedRequest) (*MarkAttachFailedResponse, error)
 	// MarkDetached records that an attached device is back in the host.
 	MarkDetached(context.Context, *MarkDetachedRequest) (*MarkDetachedResponse, error)
 	// MarkFreeFailed keeps an allocation whose Free failed, with the error and
@@ -384,6 +407,9 @@ func (UnimplementedStateServiceServer) ListAllocations(context.Context, *ListAll
 }
 func (UnimplementedStateServiceServer) MarkAttached(context.Context, *MarkAttachedRequest) (*MarkAttachedResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method MarkAttached not implemented")
+}
+func (UnimplementedStateServiceServer) MarkAttachFailed(context.Context, *MarkAttachFailedRequest) (*MarkAttachFailedResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method MarkAttachFailed not implemented")
 }
 func (UnimplementedStateServiceServer) MarkDetached(context.Context, *MarkDetachedRequest) (*MarkDetachedResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method MarkDetached not implemented")
@@ -589,6 +615,24 @@ func _StateService_MarkAttached_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _StateService_MarkAttachFailed_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MarkAttachFailedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(StateServiceServer).MarkAttachFailed(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: StateService_MarkAttachFailed_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(StateServiceServer).MarkAttachFailed(ctx, req.(*MarkAttachFailedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _StateService_MarkDetached_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(MarkDetachedRequest)
 	if err := dec(in); err != nil {
@@ -750,6 +794,10 @@ var StateService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "MarkAttached",
 			Handler:    _StateService_MarkAttached_Handler,
+		},
+		{
+			MethodName: "MarkAttachFailed",
+			Handler:    _StateService_MarkAttachFailed_Handler,
 		},
 		{
 			MethodName: "MarkDetached",

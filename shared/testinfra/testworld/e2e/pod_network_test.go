@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -35,7 +36,7 @@ const (
 )
 
 // TestE2E_PodNetwork is a pod whose claim configures its network beyond
-// the interface (issue 40's settings) on the real node: net1 takes its
+// the interface on the real node: net1 takes its
 // address and MTU from a real DHCP server (dnsmasq in the host netns), is
 // enslaved to a VRF, and gets a policy rule, a route in the rule's table,
 // a permanent neighbour and two sysctls. The container sees each by exec
@@ -45,7 +46,10 @@ const (
 // This kernel may have no VRF devices (CONFIG_NET_VRF unset, no modules):
 // then the VRF is left out of the running pod's claim, and a second pod
 // whose claim has it never runs: its attach is refused naming vrf, its
-// device back in the host unchanged.
+// device back in the host unchanged. The claims say so: the running pod's
+// has Attached=True on its device, the refused one's Attached=False
+// naming vrf and one AttachFailed Warning event, however many times the
+// kubelet retried.
 func TestE2E_PodNetwork(t *testing.T) {
 	t0 := time.Now()
 	haveVRF := kernelHasVRF(t)
@@ -124,6 +128,11 @@ func TestE2E_PodNetwork(t *testing.T) {
 		want = append(want, "master red vrf table 100\n")
 	}
 	requireLines(t, "the container", out, want...)
+	// The claim says the device is in the pod.
+	waitFor(t, "the claim's Attached=True", 30*time.Second, func(ctx context.Context) (bool, error) {
+		cond, err := attachedCondition(ctx, c, pod)
+		return err == nil && cond != nil && cond.Status == metav1.ConditionTrue && cond.Reason == "Attached", nil
+	})
 	addr := dhcpAddress(t, out)
 	if l := leases(); !strings.Contains(l, mac) || !strings.Contains(l, " "+addr.String()+" ") {
 		t.Errorf("dnsmasq's leases have no %s for %s:\n%s", addr, mac, l)
@@ -135,6 +144,33 @@ func TestE2E_PodNetwork(t *testing.T) {
 		waitFor(t, "an event of the VRF pod naming vrf", time.Minute, func(ctx context.Context) (bool, error) {
 			return podEventWith(ctx, c, refused, "vrf: this node's kernel has no VRF devices (CONFIG_NET_VRF)"), nil
 		})
+		// The claim's owner sees it on the claim: Attached=False naming
+		// the field, and a Warning event; the kubelet's retries, each
+		// refused the same way, add no second event.
+		const vrfRefusal = "vrf: this node's kernel has no VRF devices (CONFIG_NET_VRF)"
+		waitFor(t, "the VRF claim's Attached=False naming vrf", time.Minute, func(ctx context.Context) (bool, error) {
+			cond, err := attachedCondition(ctx, c, refused)
+			if err == nil && cond != nil && cond.Status != metav1.ConditionFalse {
+				t.Logf("the VRF claim's Attached: %+v", cond)
+			}
+			return err == nil && cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == "AttachFailed" &&
+				strings.HasPrefix(cond.Message, vrfRefusal), nil
+		})
+		waitFor(t, "the VRF pod refused twice", 90*time.Second, func(ctx context.Context) (bool, error) {
+			return podEventCount(ctx, c, refused, "vrf: ") >= 2, nil
+		})
+		var evs []corev1.Event
+		waitFor(t, "an AttachFailed event on the VRF claim", 30*time.Second, func(ctx context.Context) (bool, error) {
+			var err error
+			evs, err = claimEvents(ctx, c, refused, "AttachFailed")
+			return err == nil && len(evs) > 0, nil
+		})
+		if len(evs) != 1 || evs[0].Type != corev1.EventTypeWarning || evs[0].Count > 1 || !strings.Contains(evs[0].Message, vrfRefusal) {
+			for _, e := range evs {
+				t.Logf("event: %s %s x%d: %s", e.Type, e.Reason, e.Count, e.Message)
+			}
+			t.Errorf("the VRF claim has %d AttachFailed events (above), want one Warning, once, naming vrf", len(evs))
+		}
 		// The kubelet retries the pod's start, and each retry attaches and
 		// restores the device again: it is back in the host, as it was,
 		// between attempts, not at every moment.
@@ -148,8 +184,11 @@ func TestE2E_PodNetwork(t *testing.T) {
 		if p, err := c.CoreV1().Pods(refusedNS).Get(context.Background(), refused.Name, metav1.GetOptions{}); err != nil {
 			t.Error(err)
 		} else {
+			// The kubelet counts each refused start as a restart: the
+			// container never ran when each of its ends is a StartError.
+			ran := func(t *corev1.ContainerStateTerminated) bool { return t != nil && t.Reason != "StartError" }
 			for _, cs := range p.Status.ContainerStatuses {
-				if cs.State.Running != nil || cs.RestartCount > 0 {
+				if cs.State.Running != nil || ran(cs.State.Terminated) || ran(cs.LastTerminationState.Terminated) {
 					t.Errorf("container %s of the refused VRF claim's pod started: %+v", cs.Name, cs)
 				}
 			}
@@ -194,6 +233,71 @@ func podEventWith(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod, 
 		}
 	}
 	return false
+}
+
+// podClaim returns pod's claim (the one its template generated).
+func podClaim(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod) (*resourceapi.ResourceClaim, error) {
+	p, err := c.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if len(p.Status.ResourceClaimStatuses) != 1 || p.Status.ResourceClaimStatuses[0].ResourceClaimName == nil {
+		return nil, fmt.Errorf("pod %s names no claim in its status yet", pod.Name)
+	}
+	return c.ResourceV1().ResourceClaims(pod.Namespace).Get(ctx, *p.Status.ResourceClaimStatuses[0].ResourceClaimName, metav1.GetOptions{})
+}
+
+// attachedCondition returns the Attached condition of the device entry of
+// pod's claim, or nil when it has none.
+func attachedCondition(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod) (*metav1.Condition, error) {
+	claim, err := podClaim(ctx, c, pod)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range claim.Status.Devices {
+		for i := range e.Conditions {
+			if e.Conditions[i].Type == "Attached" {
+				return &e.Conditions[i], nil
+			}
+		}
+	}
+	return nil, nil
+}
+
+// claimEvents returns the events of pod's claim with reason.
+func claimEvents(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod, reason string) ([]corev1.Event, error) {
+	claim, err := podClaim(ctx, c, pod)
+	if err != nil {
+		return nil, err
+	}
+	evs, err := c.CoreV1().Events(pod.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var out []corev1.Event
+	for _, e := range evs.Items {
+		if e.InvolvedObject.Kind == "ResourceClaim" && e.InvolvedObject.UID == claim.UID && e.Reason == reason {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// podEventCount counts the warning events of pod with text in their
+// message, each as many times as it happened.
+func podEventCount(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod, text string) int {
+	evs, err := c.CoreV1().Events(pod.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range evs.Items {
+		if e.InvolvedObject.Kind == "Pod" && e.InvolvedObject.Name == pod.Name && e.Type == corev1.EventTypeWarning &&
+			strings.Contains(e.Message, text) {
+			n += max(1, int(e.Count))
+		}
+	}
+	return n
 }
 
 // dhcpAddress is the address of dnsmasq's range among what `testapp net`
