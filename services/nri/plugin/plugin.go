@@ -236,11 +236,11 @@ func (p *Plugin) recordAttachFailure(ctx context.Context, a *statev1.Allocation,
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
-	_, rerr := retry(rctx, func(ctx context.Context) (*statev1.MarkAttachFailedResponse, error) {
-		return p.state.MarkAttachFailed(ctx, &statev1.MarkAttachFailedRequest{
-			Key:   &statev1.AllocationKey{Pool: a.GetPool(), DeviceName: a.GetDeviceName(), ShareId: a.GetShareId()},
-			Error: attachErrorText(err)})
-	})
+	// Not retried by grpc (RetriedMethods): a record whose reply was lost
+	// would count the failure twice.
+	_, rerr := p.state.MarkAttachFailed(rctx, &statev1.MarkAttachFailedRequest{
+		Key:   &statev1.AllocationKey{Pool: a.GetPool(), DeviceName: a.GetDeviceName(), ShareId: a.GetShareId()},
+		Error: attachErrorText(err)})
 	if rerr != nil {
 		p.log.Warn("Recording a failed attach", "device", a.GetDeviceName(), "claim", a.GetClaimNamespace()+"/"+a.GetClaimName(), "error", rerr)
 	}
