@@ -23,11 +23,15 @@ PROTOC_GEN_GO_GRPC_VERSION  := v1.6.2
 GRPCURL_VERSION             := v1.9.4
 CONTROLLER_TOOLS_VERSION    := v0.23.0
 HELM_VERSION                := v3.22.0
+# promtool (the alert rules' checks and unit tests) is built from the
+# Prometheus module, whose Go versions are v0.<major><minor>.<patch>.
+PROMETHEUS_VERSION          := v0.316.0
 
 BUF     := $(TOOLS_BIN)/buf
 GRPCURL := $(TOOLS_BIN)/grpcurl
 CONTROLLER_GEN := $(TOOLS_BIN)/controller-gen
 HELM    := $(TOOLS_BIN)/helm
+PROMTOOL := $(TOOLS_BIN)/promtool
 export PATH := $(TOOLS_BIN):$(PATH)
 
 # Tests: the state and rpc suites run real processes; keep parallelism sane
@@ -63,12 +67,12 @@ export GOFLAGS := -trimpath -tags=$(GO_TAGS) -buildvcs=false
 help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-# tool installs one pinned tool: $(call tool,name,module/cmd,version)
+# tool installs one pinned tool: $(call tool,name,module/cmd,version[,go install flags])
 define tool
 $(TOOLS)/stamps/$(1)-$(3):
 	@echo ">> installing $(1) $(3) (cached after the first time)"
 	@mkdir -p $(TOOLS_BIN) $(TOOLS)/stamps
-	GOBIN=$(TOOLS_BIN) $(GO) install $(2)@$(3)
+	GOBIN=$(TOOLS_BIN) $(GO) install $(4) $(2)@$(3)
 	@rm -f $(TOOLS)/stamps/$(1)-* && touch $$@
 TOOL_STAMPS += $(TOOLS)/stamps/$(1)-$(3)
 endef
@@ -78,6 +82,10 @@ $(eval $(call tool,protoc-gen-go-grpc,google.golang.org/grpc/cmd/protoc-gen-go-g
 $(eval $(call tool,grpcurl,github.com/fullstorydev/grpcurl/cmd/grpcurl,$(GRPCURL_VERSION)))
 $(eval $(call tool,controller-gen,sigs.k8s.io/controller-tools/cmd/controller-gen,$(CONTROLLER_TOOLS_VERSION)))
 $(eval $(call tool,helm,helm.sh/helm/v3/cmd/helm,$(HELM_VERSION)))
+# remove_all_sd leaves out Prometheus' service discoveries (cloud SDKs,
+# Kubernetes' client), which promtool's rule checks and tests never use.
+PROMTOOL_TAGS := $(GO_TAGS),remove_all_sd
+$(eval $(call tool,promtool,github.com/prometheus/prometheus/cmd/promtool,$(PROMETHEUS_VERSION),-tags=$(PROMTOOL_TAGS)))
 
 # Every Go module the tests build with (this module's, the images', the
 # test world's and its real node's), downloaded in the background while the
@@ -268,9 +276,9 @@ node-deps: ## Install what the test world's real node takes from Debian (runc) w
 # tests run in two processes at once, beside the other packages
 # (shared/testinfra/testworld/dev/test.sh).
 .PHONY: test-world
-test-world: node-deps $(TOOLS)/stamps/helm-$(HELM_VERSION) ## Run the test world's tests, the operator's and the end-to-end tests (real control plane).
+test-world: node-deps $(TOOLS)/stamps/helm-$(HELM_VERSION) $(TOOLS)/stamps/promtool-$(PROMETHEUS_VERSION) ## Run the test world's tests, the operator's and the end-to-end tests (real control plane).
 	@echo ">> test world: building Kubernetes v1.37.2 from module sources if not cached (about 7 minutes the first time)"
-	GO=$(GO) GRPCURL=$(GRPCURL) HELM=$(HELM) bash shared/testinfra/testworld/dev/test.sh
+	GO=$(GO) GRPCURL=$(GRPCURL) HELM=$(HELM) PROMTOOL=$(PROMTOOL) bash shared/testinfra/testworld/dev/test.sh
 
 .PHONY: chart
 chart: $(TOOLS)/stamps/helm-$(HELM_VERSION) ## helm lint and helm template of pods/chart/netdra (helm built from its module); make test-world also checks it renders what pods/base does.
@@ -279,8 +287,8 @@ chart: $(TOOLS)/stamps/helm-$(HELM_VERSION) ## helm lint and helm template of po
 	$(GO) run ./pods/chartgen -helm $(HELM) -check
 
 .PHONY: e2e
-e2e: node-deps $(TOOLS)/stamps/helm-$(HELM_VERSION) ## Run the end-to-end tests alone, on the real node (as root).
-	cd shared/testinfra/testworld && GRPCURL=$(GRPCURL) HELM=$(HELM) $(GO) test -count=1 -p 1 -timeout 40m ./e2e/
+e2e: node-deps $(TOOLS)/stamps/helm-$(HELM_VERSION) $(TOOLS)/stamps/promtool-$(PROMETHEUS_VERSION) ## Run the end-to-end tests alone, on the real node (as root).
+	cd shared/testinfra/testworld && GRPCURL=$(GRPCURL) HELM=$(HELM) PROMTOOL=$(PROMTOOL) $(GO) test -count=1 -p 1 -timeout 40m ./e2e/
 
 # The chaos test on the real node: pod lifecycles, several at once, while
 # nri, state, the provisioner, dra, containerd and the kubelet are killed

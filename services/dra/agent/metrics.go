@@ -38,6 +38,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		lost: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "netdra", Subsystem: "dra", Name: "devices_lost_total",
 			Help: "Devices the provisioner found lost at unprepare (Free): a link destroyed with a pod netns the runtime tore down while netdra held no handle on it."}),
 	}
+	// Every op and result is exported from the start, at 0: a counter
+	// whose first sample is already 1 shows no increase, and an alert on
+	// the first failed prepare would never fire.
+	for _, op := range []string{"prepare", "unprepare"} {
+		for _, result := range []string{"ok", "error"} {
+			m.calls.WithLabelValues(op, result)
+		}
+	}
 	reg.MustRegister(m.calls, m.latency, m.devices, m.tainted, m.lastPublish, m.lost)
 	return m
 }

@@ -3,11 +3,13 @@ package agent
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -43,13 +45,19 @@ func claim(name string) *resourceapi.ResourceClaim {
 	return &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name)}}
 }
 
-// TestMetrics: prepare and unprepare counted per claim and result, timed
-// per call; published devices per pool (a pool that is gone is dropped)
-// and those tainted unhealthy, the time of the last publication; devices
-// found lost.
+// TestMetrics: prepare and unprepare counted per claim and result (each
+// at 0 before the first call), timed per call; published devices per pool
+// (a pool that is gone is dropped) and those tainted unhealthy, the time
+// of the last publication; devices found lost.
 func TestMetrics(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	m := NewMetrics(reg)
+	if mfs, err := reg.Gather(); err != nil {
+		t.Fatal(err)
+	} else if i := slices.IndexFunc(mfs, func(mf *dto.MetricFamily) bool { return mf.GetName() == "netdra_dra_claims_total" }); i < 0 ||
+		len(mfs[i].GetMetric()) != 4 || slices.ContainsFunc(mfs[i].GetMetric(), func(m *dto.Metric) bool { return m.GetCounter().GetValue() != 0 }) {
+		t.Errorf("before any call: claims_total %v, want 4 series at 0", mfs)
+	}
 	p := m.wrap(fakePlugin{})
 	ctx := context.Background()
 	if _, err := p.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{claim("a"), claim("bad1"), claim("b")}); err != nil {

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"log/slog"
 	"maps"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -15,6 +17,8 @@ import (
 	"go.yaml.in/yaml/v3"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/netdra/netdra/shared/testinfra/testworld/internal/promtool"
 )
 
 // monitoringOn are the values that turn every monitoring part on.
@@ -129,6 +133,68 @@ func TestChart_PrometheusRule(t *testing.T) {
 			t.Errorf("no alert %s among %v", a, alerts)
 		}
 	}
+}
+
+// TestChart_AlertRules runs promtool on the chart's PrometheusRule as an
+// operator would before loading it: `promtool check rules` on its groups,
+// then `promtool test rules` with testdata/alerts.promtest.yaml, in which
+// every alert fires on synthetic series, with its labels and rendered
+// annotations checked, and stays quiet where it must not page. A rule
+// file promtool refuses, or a test case it fails, fails the test with
+// promtool's output.
+func TestChart_AlertRules(t *testing.T) {
+	bin := promtool.Binary(t)
+	dir := t.TempDir()
+	rendered := helm(t, append([]string{"template", "netdra", filepath.Join(podsDir, chart), "--namespace", "netdra-system",
+		"--show-only", "templates/monitoring.yaml"}, monitoringOn...)...)
+	rules := promtool.RuleFile(t, []byte(rendered), "netdra", filepath.Join(dir, "rules.yaml"))
+	if out, err := promtool.Run(bin, "check", "rules", rules); err != nil {
+		t.Fatalf("promtool check rules: %v\n%s", err, out)
+	}
+	cases, err := os.ReadFile(filepath.Join("testdata", "alerts.promtest.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := filepath.Join(dir, "alerts.promtest.yaml")
+	if err := os.WriteFile(tests, cases, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := promtool.Run(bin, "test", "rules", tests)
+	if err != nil {
+		t.Fatalf("promtool test rules: %v\n%s", err, out)
+	}
+	// Each alert of the chart has a case: an alert added without one
+	// would pass unchecked.
+	for _, r := range alertNames(t, rules) {
+		if !strings.Contains(string(cases), "alertname: "+r+"\n") {
+			t.Errorf("alert %s has no case in testdata/alerts.promtest.yaml", r)
+		}
+	}
+}
+
+// alertNames returns the names of the alerts of the rule file at path.
+func alertNames(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups, errs := rulefmt.Parse(b, false, model.UTF8Validation, parser.NewParser(parser.Options{}), slog.New(slog.DiscardHandler))
+	if len(errs) > 0 {
+		t.Fatalf("rulefmt: %v", errs)
+	}
+	var names []string
+	for _, g := range groups.Groups {
+		for _, r := range g.Rules {
+			if r.Alert != "" {
+				names = append(names, r.Alert)
+			}
+		}
+	}
+	if len(names) == 0 {
+		t.Fatal("no alerts in the rendered PrometheusRule")
+	}
+	return names
 }
 
 // checkExpr parses expr and checks the metrics it names.

@@ -33,7 +33,9 @@ import (
 // the registry. Then: both rollouts, a pod with a claim Running with net1,
 // health through kubectl exec, the metrics scraped on the pod's IP, a helm
 // upgrade to this tree's release while the pod holds its device (it keeps
-// it; a pod created after gets the other), a helm rollback to the last
+// it; a pod created after gets the other), the chart's nri-disconnected
+// alert firing on nri's samples scraped while the node's containerd is
+// killed and started again (nriDisconnectedFires), a helm rollback to the last
 // release while both hold theirs (they keep them; the second's, freed,
 // goes to a third pod); then helm uninstall, the CRDs (which the release
 // keeps) deleted with kubectl delete -k pods/chart/netdra/files/crds and
@@ -105,6 +107,9 @@ metrics: {ports: {dra: %d, nri: %d, state: %d, provisioner: %d}}
 	nodePod = in.roll(t, ":"+next+"@sha256:", nodePod, pod, func() {
 		in.run(t, 4*time.Minute, helm, "upgrade", "netdra", chart, "--version", chartVersion(next), "--plain-http", "-n", in.ns, "-f", values)
 	})
+	// The chart's alert on what this release's nri exports while the
+	// node's containerd is down.
+	in.nriDisconnectedFires(t, nodePod, helm)
 
 	// helm rollback to the last release while both pods hold devices: it
 	// reads what this one wrote. Both pods keep their devices; the second
