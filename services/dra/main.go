@@ -3,6 +3,10 @@
 // inventory into the state service, publishes ResourceSlices, and prepares
 // and unprepares claims. It needs the kubelet plugin directories and its
 // Kubernetes credentials; it touches no device itself.
+//
+// `dra sockets` is the holder of dra's kubelet sockets (package sockkeep),
+// run beside dra and never restarted with it; dra takes the sockets from
+// it with -keep-sockets.
 package main
 
 import (
@@ -29,6 +33,7 @@ import (
 	"github.com/netdra/netdra/services/dra/agent"
 	"github.com/netdra/netdra/services/dra/cdispec"
 	"github.com/netdra/netdra/services/dra/counters"
+	"github.com/netdra/netdra/services/dra/sockkeep"
 	"github.com/netdra/netdra/shared/process"
 	"github.com/netdra/netdra/shared/process/metrics"
 	"github.com/netdra/netdra/shared/rpc"
@@ -41,6 +46,7 @@ type config struct {
 	Peers        process.Peers
 	PluginDir    string
 	RegistrarDir string
+	KeepSockets  string
 	CDIDir       string
 	NetnsHook    string
 	Metrics      string
@@ -50,6 +56,9 @@ type config struct {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "sockets" {
+		os.Exit(sockkeep.Main(os.Args[2:], os.Stderr))
+	}
 	var cfg config
 	fs := flag.NewFlagSet("dra", flag.ContinueOnError)
 	cfg.Register(fs, "dra")
@@ -61,6 +70,7 @@ func main() {
 	cfg.Peers.Register(fs)
 	fs.StringVar(&cfg.PluginDir, "plugin-dir", "/var/lib/kubelet/plugins", "parent of the kubelet plugin's data directory (<dir>/<driver>)")
 	fs.StringVar(&cfg.RegistrarDir, "registrar-dir", "/var/lib/kubelet/plugins_registry", "the kubelet's plugin registration directory")
+	fs.StringVar(&cfg.KeepSockets, "keep-sockets", "", "the handover socket of the socket holder (dra sockets), which holds the kubelet plugin and registration sockets across dra's restarts; empty: dra creates and removes them itself")
 	fs.StringVar(&cfg.CDIDir, "cdi-dir", cdispec.DefaultDir, "the CDI spec directory the container runtime reads, for the claims' and the device metadata specs; empty: no CDI")
 	fs.StringVar(&cfg.NetnsHook, "netns-hook", "", "the netdra-hook binary's path on the host, a CDI hook that keeps a container from starting without its devices; empty: none. Needs -cdi-dir")
 	fs.StringVar(&cfg.Metrics, "metrics-address", "127.0.0.1:9651", "where to serve Prometheus metrics (empty: nowhere)")
@@ -122,7 +132,7 @@ func run(ctx context.Context, log *slog.Logger, cfg *config) error {
 	}
 	a := agent.New(agent.Config{NodeName: cfg.NodeName, Kube: kc, Dynamic: dc,
 		State: statev1.NewStateServiceClient(state), Provisioner: provisionerv1.NewProvisionerServiceClient(prov),
-		PluginDir: cfg.PluginDir, RegistrarDir: cfg.RegistrarDir, CDIDir: cfg.CDIDir, NetnsHook: cfg.NetnsHook, Debounce: cfg.Debounce,
+		PluginDir: cfg.PluginDir, RegistrarDir: cfg.RegistrarDir, KeepSockets: cfg.KeepSockets, CDIDir: cfg.CDIDir, NetnsHook: cfg.NetnsHook, Debounce: cfg.Debounce,
 		Metrics: agent.NewMetrics(reg), Logger: log, Waiting: peers.Waiting})
 
 	srv := rpc.NewServer(metrics.NewGRPC(reg).Server(cfg.ServerConfig(log)))

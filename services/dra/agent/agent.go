@@ -61,6 +61,11 @@ type Config struct {
 	Provisioner  provisionerv1.ProvisionerServiceClient
 	PluginDir    string // parent of <driver>/ for the plugin socket
 	RegistrarDir string
+	// KeepSockets, when set, is the handover socket of the holder of the
+	// kubelet sockets (package sockkeep): the plugin and registration
+	// sockets are taken from it instead of created, and stay listening
+	// while dra restarts. Empty: dra creates and removes them itself.
+	KeepSockets string
 	// CDIDir is the CDI spec directory the container runtime reads: the
 	// claims' CDI specs (package cdispec) and the kubelet plugin helper's
 	// device metadata specs (KEP-5304) go there. Empty: neither.
@@ -468,7 +473,13 @@ func (a *Agent) register(ctx context.Context, name string, spec *v1alpha1.NodeCo
 		a.mu.Lock()
 		a.attempts = attempt
 		a.mu.Unlock()
-		h, err := kubeletplugin.Start(ctx, plugin, append([]kubeletplugin.Option{
+		// A retry takes the held sockets anew, so that the kubelet's
+		// plugin watcher sees them again.
+		held, err := a.takeSockets(ctx, name, attempt > 1)
+		if err != nil {
+			return nil, err
+		}
+		h, err := kubeletplugin.Start(ctx, plugin, append(append([]kubeletplugin.Option{
 			kubeletplugin.DriverName(name),
 			kubeletplugin.KubeClient(a.cfg.Kube),
 			kubeletplugin.NodeName(a.cfg.NodeName),
@@ -482,9 +493,21 @@ func (a *Agent) register(ctx context.Context, name string, spec *v1alpha1.NodeCo
 			// node (the DaemonSet surges none), so no lock file is
 			// needed across instances.
 			kubeletplugin.Serialize(false),
-			kubeletplugin.GRPCVerbosity(100)}, a.metadataOptions()...)...)
+			kubeletplugin.GRPCVerbosity(100)}, a.metadataOptions()...), held.options()...)...)
+		held.closeUnused()
 		if err == nil {
+			if held.registered() {
+				// The kubelet registered the plugin on these very
+				// sockets before dra restarted, and its plugin watcher
+				// saw no change since: it does not register it again.
+				a.mu.Lock()
+				a.regErr = ""
+				a.mu.Unlock()
+				a.log.Info("Serving the kubelet on the held sockets it registered", "driver", name)
+				return h, nil
+			}
 			if waitRegistered(ctx, h, timeout) {
+				held.markRegistered(ctx)
 				a.mu.Lock()
 				a.regErr = ""
 				a.mu.Unlock()

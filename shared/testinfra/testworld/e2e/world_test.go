@@ -3,8 +3,11 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -53,6 +56,7 @@ type netdraNode struct {
 	hostNS                 string
 	dir                    string
 	state, prov, dra, nriP *nodetest.Proc
+	sockets                string // the handover socket of dra's socket holder
 	stateClient            statev1.StateServiceClient
 	dyn                    dynamic.Interface
 }
@@ -100,8 +104,11 @@ func (nn *netdraNode) startProcs(t *testing.T, provArgs []string) {
 	// the hook binary from the host), outside containerd's NRI lock.
 	nn.nriP = nodetest.Start(t, "nri", nn.dir, "", append(socks, "-nri-socket", n.NRISocket(),
 		"-gate-hook", nodetest.Hook(t), "-gate-socket", filepath.Join(nn.dir, "nri-gate.sock"))...)
+	// dra's kubelet sockets held across its restarts, as by the
+	// DaemonSet's dra-sockets container.
+	nn.sockets = startSocketHolder(t, nn.dir)
 	nn.dra = nodetest.Start(t, "dra", nn.dir, "", append(socks, "-node-name", n.Name(), "-kubeconfig", cp.Kubeconfig(),
-		"-plugin-dir", nn.dir+"/plugins", "-registrar-dir", n.RegistryDir(), "-cdi-dir", n.CDIDir(), "-publish-debounce", "50ms",
+		"-keep-sockets", nn.sockets, "-plugin-dir", nn.dir+"/plugins", "-registrar-dir", n.RegistryDir(), "-cdi-dir", n.CDIDir(), "-publish-debounce", "50ms",
 		// The second gate, on every e2e pod: runc runs `netdra-hook
 		// check-netns` at each container's creation (from the host).
 		"-netns-hook", nodetest.Hook(t))...)
@@ -121,6 +128,54 @@ func (nn *netdraNode) startProcs(t *testing.T, provArgs []string) {
 	nn.stateClient = statev1.NewStateServiceClient(conn)
 	if nn.dyn, err = dynamic.NewForConfig(cp.RESTConfig()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// startSocketHolder runs `dra sockets`, the holder of dra's kubelet
+// sockets, with its handover socket in dir (returned), until the end of
+// the test: then it gets SIGTERM (it removes the sockets it holds) after
+// dra is gone. Its log is printed when the test failed.
+func startSocketHolder(t *testing.T, dir string) string {
+	t.Helper()
+	sock := filepath.Join(dir, "dra-sockets.sock")
+	logFile, err := os.Create(filepath.Join(dir, "dra-sockets.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(nodetest.Binaries(t), "dra"), "sockets", "-socket", sock, "-log-level", "debug")
+	cmd.Stderr = logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); logFile.Close(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			t.Error("the socket holder did not stop within 10 s of SIGTERM")
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			out, _ := os.ReadFile(logFile.Name())
+			t.Logf("dra sockets log:\n%s", out)
+		}
+	})
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if fi, err := os.Stat(sock); err == nil && fi.Mode().Type() == os.ModeSocket {
+			return sock
+		}
+		select {
+		case <-exited:
+			out, _ := os.ReadFile(logFile.Name())
+			t.Fatalf("dra sockets exited before listening:\n%s", out)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dra sockets not listening on %s", sock)
+		}
 	}
 }
 

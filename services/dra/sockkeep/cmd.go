@@ -1,0 +1,47 @@
+package sockkeep
+
+import (
+	"context"
+	"flag"
+	"io"
+	"log/slog"
+	"os/signal"
+	"syscall"
+
+	"github.com/netdra/netdra/shared/process"
+)
+
+// DefaultSocket is the holder's handover socket by default, beside the
+// node processes' sockets.
+const DefaultSocket = process.SocketDir + "/dra-sockets.sock"
+
+// Main is `dra sockets [flags]`: the holder, serving its handover socket
+// until SIGINT or SIGTERM, then closing the held sockets and removing
+// their files. It returns the exit code: 0 after a signal, 1 on an error,
+// 2 on bad flags.
+func Main(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("dra sockets", flag.ContinueOnError)
+	socket := fs.String("socket", DefaultSocket, "unix socket dra takes the held kubelet sockets from (dra's -keep-sockets)")
+	var allowed process.UIDList
+	fs.Var(&allowed, "allowed-uids", "comma-separated peer uids the sockets are handed to (default: own uid and root)")
+	var level slog.Level
+	fs.TextVar(&level, "log-level", slog.LevelInfo, "minimum log level: debug, info, warn, error")
+	format := process.LogJSON
+	fs.TextVar(&format, "log-format", process.LogJSON, "log line format: json or text")
+	if code, ok := process.ParseArgs(fs, args, stderr); !ok {
+		return code
+	}
+	log := process.NewLogger(stderr, level, format)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	h := NewHolder(log, allowed)
+	err := h.Serve(ctx, *socket)
+	held := h.Held()
+	h.Close()
+	if err != nil {
+		log.Error("Exiting", "error", err)
+		return 1
+	}
+	log.Info("Shut down; the held sockets are closed and removed", "sockets", held)
+	return 0
+}
