@@ -95,4 +95,3 @@ func p50(ds []time.Duration) time.Duration {
 	slices.Sort(s)
 	return s[len(s)/2]
 }
-
