@@ -393,6 +393,7 @@ bench: node-deps ## Run the benchmarks (bench/, shared/testinfra/testworld/bench
 	@out=$$(mktemp -d /tmp/netdra-bench.XXXXXX); start=$$(date +%s); \
 	{ NETDRA_BENCH_OUT=$$out $(GO) test -run '^$$' -bench 'State|Sriov' -benchtime 2s -count 1 ./bench/ && \
 	  NETDRA_BENCH_OUT=$$out $(GO) test -run '^$$' -bench 'Attach' -benchtime 1x -count 1 -timeout 30m ./bench/ && \
+	  NETDRA_BENCH_OUT=$$out $(GO) test -run '^$$' -bench 'Hook' -benchtime 300x -count 1 ./bench/ && \
 	  NETDRA_BENCH_OUT=$$out $(GO) test -run '^$$' -bench BenchmarkAttach_SubifVsMove -benchtime 200x -count 1 ./services/provisioner/link/ && \
 	  NETDRA_BENCH_OUT=$$out $(GO) test -run '^$$' -bench BenchmarkAttach_Settings -benchtime 200x -count 1 ./services/provisioner/link/ && \
 	  ( cd shared/testinfra/testworld && NETDRA_BENCH_OUT=$$out $(GO) test -p 1 -run '^$$' -bench . -benchtime 1x -count 1 -timeout 60m ./benchworld/ ) ; \

@@ -21,9 +21,9 @@ import (
 
 	"github.com/netdra/netdra/bench/figures"
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
-	nriv1 "github.com/netdra/netdra/protos/netdra/nri/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+	"github.com/netdra/netdra/services/nri/gatehook"
 	"github.com/netdra/netdra/services/provisioner/ebpf/ebpftest"
 	"github.com/netdra/netdra/shared/rpc"
 	"github.com/netdra/netdra/shared/testinfra/nodetest"
@@ -409,8 +409,8 @@ type pipeline struct {
 	state       statev1.StateServiceClient
 	provisioner provisionerv1.ProvisionerServiceClient
 	runtime     *adaptation.Adaptation
-	// gate is nri's gate socket, which netdra-hook calls.
-	gate nriv1.NriServiceClient
+	// gate is nri's gate socket, which netdra-hook asks.
+	gate string
 	pids map[string]int
 	// set by prepare, for unprepare and the sandboxes
 	tag      string
@@ -449,11 +449,9 @@ func newPipeline(b *testing.B) *pipeline {
 	must(b, err)
 	pc, err := rpc.Dial(prov.Socket)
 	must(b, err)
-	gc, err := rpc.Dial(filepath.Join(dir, "nri-gate.sock"))
-	must(b, err)
-	b.Cleanup(func() { sc.Close(); pc.Close(); gc.Close() })
+	b.Cleanup(func() { sc.Close(); pc.Close() })
 	p.state, p.provisioner = statev1.NewStateServiceClient(sc), provisionerv1.NewProvisionerServiceClient(pc)
-	p.gate = nriv1.NewNriServiceClient(gc)
+	p.gate = filepath.Join(dir, "nri-gate.sock")
 	_, err = p.provisioner.Configure(context.Background(), &provisionerv1.ConfigureRequest{Managers: &provisionerv1.ManagerConfigs{
 		Host: &provisionerv1.HostConfig{Enabled: true, IfNames: []string{"nb*"}}}})
 	must(b, err)
@@ -703,7 +701,7 @@ func (h *hookTimes) take(devices, pods int) figures.Hooks {
 // device after the other as the nri plugin does: the pipeline without the
 // NRI hop and the state service.
 // gateInProcess is the pipeline with the gate's wait called from this
-// process (WaitAttached on nri's gate socket, as netdra-hook calls it)
+// process (gatehook.Ask on nri's gate socket, as netdra-hook asks it)
 // where runc would exec netdra-hook: against the pipeline, the share of
 // the hook's process.
 type gateInProcess struct{ p *pipeline }
@@ -713,8 +711,7 @@ func (g gateInProcess) attach(ctx context.Context, w, devices int) error {
 		if len(hooks) == 0 {
 			return nil
 		}
-		_, err := g.p.gate.WaitAttached(ctx, &nriv1.WaitAttachedRequest{PodUid: g.p.podUID(w), NetnsPath: "/var/run/netns/" + g.p.pods[w]})
-		return err
+		return gatehook.Ask(ctx, g.p.gate, gatehook.Request{PodUID: g.p.podUID(w), Netns: "/var/run/netns/" + g.p.pods[w]}, gatehook.HookTimeout*time.Second)
 	})
 }
 

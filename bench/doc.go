@@ -16,6 +16,9 @@
 //     sysfs tree the inventory benchmark publishes.
 //   - BenchmarkState_Prepare_SocketVsDirect: a claim's prepare bookkeeping
 //     through the state socket against the store in process.
+//   - BenchmarkHook_ExecToExit: the OCI hook a container of a claim runs,
+//     netdra-hook, from its exec to its exit, against an empty Go
+//     program's.
 //
 // They need root (network namespaces, veths) and run as plain
 // `go test -bench` too; without $NETDRA_BENCH_OUT they only print.

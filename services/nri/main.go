@@ -18,6 +18,7 @@ import (
 	nriv1 "github.com/netdra/netdra/protos/netdra/nri/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+	"github.com/netdra/netdra/services/nri/gatehook"
 	"github.com/netdra/netdra/services/nri/hookbin"
 	"github.com/netdra/netdra/services/nri/plugin"
 	"github.com/netdra/netdra/shared/process"
@@ -51,8 +52,8 @@ func main() {
 	fs.StringVar(&cfg.NRI.Index, "plugin-index", "50", "NRI plugin index (two digits): the order among plugins")
 	cfg.Peers.Register(fs)
 	fs.StringVar(&cfg.Metrics, "metrics-address", "127.0.0.1:9652", "where to serve Prometheus metrics (empty: nowhere)")
-	fs.StringVar(&cfg.Gate.Hook, "gate-hook", "", "the netdra-hook binary's path on the host, the OCI hook in which a container waits for its pod's devices; empty: CreateContainer waits, holding the runtime's lock. Needs -gate-socket")
-	fs.StringVar(&cfg.Gate.Socket, "gate-socket", "/run/netdra-gate/nri.sock", "the unix socket the gate hook calls, at a path the host sees (a hostPath)")
+	fs.StringVar(&cfg.Gate.Hook, "gate-hook", "", "the netdra-hook binary's path on the host, the OCI hook nri adds to a container without dra's gate hook to wait for its pod's devices; empty: CreateContainer waits, holding the runtime's lock. Needs -gate-socket")
+	fs.StringVar(&cfg.Gate.Socket, "gate-socket", "/run/netdra-gate/nri.sock", "the unix socket the hooks ask (dra's -gate-socket, -gate-hook's), at a path the host sees (a hostPath); empty: no gate")
 	os.Exit(process.Main(fs, os.Args[1:], &cfg.Flags, cfg.run))
 }
 
@@ -99,11 +100,14 @@ func (cfg *config) run(ctx context.Context, log *slog.Logger) error {
 		Interrupt: func(error) { cancel() },
 	}
 	actors := []process.Actor{nri, serveMetrics}
-	if cfg.Gate.Hook != "" {
-		gate := rpc.NewServer(calls.Server(rpc.ServerConfig{SocketPath: cfg.Gate.Socket, AllowedUIDs: cfg.AllowedUIDs, Logger: log}))
-		nriv1.RegisterNriServiceServer(gate.GRPC(), p.Service())
-		gate.SetServing(nriv1.NriService_ServiceDesc.ServiceName, true)
-		actors = append(actors, process.Actor{Execute: gate.Serve, Interrupt: func(error) { gate.Stop() }})
+	if cfg.Gate.Socket != "" {
+		ln, err := rpc.Listen(cfg.Gate.Socket)
+		if err != nil {
+			return fmt.Errorf("the gate socket: %w", err)
+		}
+		gctx, stop := context.WithCancel(ctx)
+		gate := gatehook.Server{Wait: p.GateWait, Admit: rpc.AdmitUIDs(cfg.Gate.Socket, cfg.AllowedUIDs), Warn: log.With("socket", cfg.Gate.Socket).Warn}
+		actors = append(actors, process.Actor{Execute: func() error { return gate.Serve(gctx, ln) }, Interrupt: func(error) { stop() }})
 		p.WithGate(cfg.Gate)
 	}
 	log.Info("Serving", "socket", cfg.Socket, "nri", cfg.NRI.Socket, "gateHook", cfg.Gate.Hook, "gateSocket", cfg.Gate.Socket)

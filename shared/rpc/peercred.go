@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"slices"
 	"syscall"
 
@@ -73,6 +74,26 @@ func (peerCreds) Info() credentials.ProtocolInfo {
 func (c peerCreds) Clone() credentials.TransportCredentials { return c }
 
 func (peerCreds) OverrideServerName(string) error { return nil }
+
+// AdmitUIDs returns a check of a unix socket connection's peer uid
+// (SO_PEERCRED) against allowed, as a [Server] vets its calls (empty:
+// this process's uid and root), for the sockets that speak another
+// protocol: the error names the uid refused.
+func AdmitUIDs(socketPath string, allowed []uint32) func(net.Conn) error {
+	if len(allowed) == 0 {
+		allowed = []uint32{uint32(os.Getuid()), 0}
+	}
+	return func(conn net.Conn) error {
+		pc, err := readPeerCred(conn)
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(allowed, pc.UID) {
+			return fmt.Errorf("peer uid %d is not allowed on %s", pc.UID, socketPath)
+		}
+		return nil
+	}
+}
 
 // readPeerCred reads SO_PEERCRED off a unix socket connection.
 func readPeerCred(conn net.Conn) (PeerCred, error) {

@@ -123,6 +123,7 @@ func writeReport(w io.Writer, d data, png string, elapsed time.Duration) {
 	p("```sh")
 	p("go test -run '^$' -bench 'State|Sriov' -benchtime 2s -count 1 ./bench/         # point 4 (discovery alone)")
 	p("go test -run '^$' -bench Attach -benchtime 1x -count 1 -timeout 30m ./bench/    # points 1, 3 (host), 5")
+	p("go test -run '^$' -bench Hook -benchtime 300x -count 1 ./bench/               # the container's OCI hook, exec to exit")
 	p("go test -run '^$' -bench BenchmarkAttach_SubifVsMove -benchtime 200x -count 1 ./services/provisioner/link/   # point 3 (sub-interface)")
 	p("go test -run '^$' -bench BenchmarkAttach_Settings -benchtime 200x -count 1 ./services/provisioner/link/   # the pod network settings, each")
 	p("cd shared/testinfra/testworld && go test -p 1 -run '^$' -bench . -benchtime 1x -count 1 -timeout 60m ./benchworld/   # issue 10 points 2, 4, 5 (dra); issue 21 points 3 and 4 (the real node)")
@@ -135,6 +136,7 @@ func writeReport(w io.Writer, d data, png string, elapsed time.Duration) {
 	writeTargets(p, d)
 	writeAttach(p, d.attach, png)
 	writePodStart(p, d.podstart, d.restart)
+	writeHook(p, d.raw)
 	writeBeside(p, d.beside)
 	writePrepare(p, d.prepare)
 	writeMoves(p, d.attach)
@@ -177,6 +179,33 @@ func writeCauses(p func(string, ...any)) {
 	p("  refuse a host-network pod and check its UID) and writes the claim's status.")
 	p("- **sr-iov discovery reads each PF's `virtfnN` links once** (the VF indexes), then each VF's sysfs; the manager")
 	p("  discovers again on every link event and resync; see BenchmarkSriov_Discover_1024VFs.")
+	p("")
+}
+
+// writeHook is the hook section: BenchmarkHook_ExecToExit's lines.
+func writeHook(p func(string, ...any), raw []string) {
+	var lines []string
+	for _, l := range raw {
+		if strings.HasPrefix(l, "BenchmarkHook") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) == 0 {
+		return
+	}
+	p("## The container's OCI hook: exec to exit")
+	p("")
+	p("BenchmarkHook_ExecToExit: a container of a claim runs one netdra hook, `netdra-hook check-netns -socket <gate>`")
+	p("(the gate's wait and the netns check in one process), exec'd with the OCI state on its stdin as runc runs it and")
+	p("timed from its exec to its exit, against an empty Go program built the same way (static, stripped) and exec'd the")
+	p("same way in the same turns. The gate answers at once: this is the process's own cost, not the attach's. P50s in ms,")
+	p("and the hook's over the empty program's:")
+	p("")
+	p("```")
+	for _, l := range lines {
+		p("%s", l)
+	}
+	p("```")
 	p("")
 }
 

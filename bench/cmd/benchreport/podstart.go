@@ -101,8 +101,8 @@ func writeStages(p func(string, ...any), ps []figures.PodStart) {
 	p("the times containerd reports through the CRI for the runtime's stages: **bound** (the scheduler's), **sandbox")
 	p("begun** (the kubelet saw the pod, prepared its claims through dra and asked for the sandbox), **container made**")
 	p("(the sandbox up: its netns, the CNI's eth0, the NRI RunPodSandbox hooks; the kubelet's CreateContainer),")
-	p("**container started** (runc's create with its OCI hooks: for a claim netdra's check-netns, and nri's gate when")
-	p("the attach is still running; then its start) and **Ready** (seen in a watch: the kubelet reports it after its")
+	p("**container started** (runc's create with its OCI hook: for a claim netdra's check-netns, which waits on nri's")
+	p("gate while the attach is still running; then its start) and **Ready** (seen in a watch: the kubelet reports it after its")
 	p("next look at the runtime, its PLEG relisting every second).")
 	p("")
 	head, sep := "| pods | how | claim |", "|---|---|---|"

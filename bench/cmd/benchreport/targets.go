@@ -265,8 +265,8 @@ func startupTargets(ps []figures.PodStart, rs []figures.KubeletRestart) []row {
 			}
 			r.why = fmt.Sprintf("a claim adds a step on each part of the pod's path (ms, P50): %s. Bound is the control plane's (the claim made "+
 				"from its template and allocated); the sandbox begins after the kubelet prepared the claim through dra (%.0f ms mean), which "+
-				"DRA puts before the sandbox; the container starts after runc ran the claim's hooks (dra's check-netns, nri's gate: two "+
-				"processes) and the attach ended. Each is on the path by the design of DRA and of the fail-closed gate; together they are "+
+				"DRA puts before the sandbox; the container starts after runc ran the claim's hook (dra's check-netns, which waits on nri's "+
+				"gate: one process) and the attach ended. Each is on the path by the design of DRA and of the fail-closed gate; together they are "+
 				"over 20 ms on any machine", strings.Join(parts, ", "), claim.Hooks["dra prepare"])
 		}
 		out = append(out, r)

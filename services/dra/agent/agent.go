@@ -77,6 +77,10 @@ type Config struct {
 	// nri is away; "" for none, leaving nri's CreateContainer gate and the
 	// runtime's required-plugin validator. It needs CDIDir.
 	NetnsHook string
+	// GateSocket is nri's gate socket on the host: the NetnsHook asks it
+	// first, and waits until nri says the pod's devices are attached (nri
+	// then adds no hook of its own to the container). "" for none.
+	GateSocket string
 	// Debounce is the longest a burst of changes is gathered into one
 	// publication (it is published once the changes pause, or when
 	// Debounce ends), and the shortest time between two publications.
@@ -366,7 +370,7 @@ func (a *Agent) cdi() *cdispec.Dir {
 	if a.cfg.CDIDir == "" {
 		return nil
 	}
-	return cdispec.New(a.cfg.CDIDir).WithNetnsHook(a.cfg.NetnsHook)
+	return cdispec.New(a.cfg.CDIDir).WithNetnsHook(cdispec.Hook{Path: a.cfg.NetnsHook, GateSocket: a.cfg.GateSocket})
 }
 
 // metadataOptions turn on the kubelet plugin helper's device metadata

@@ -73,15 +73,15 @@ type Device struct {
 
 // needsCDI reports whether the device gets a CDI device: a PCI function
 // (its request's variable) or device nodes.
-func (d Device) needsCDI(hook string) bool {
+func (d Device) needsCDI(hook Hook) bool {
 	return d.Prepared.GetDevice().GetPciAddress() != "" || len(d.Prepared.GetDeviceNodes()) > 0 ||
-		(hook != "" && d.IfName != "")
+		(hook.Path != "" && d.IfName != "")
 }
 
 // Build returns the claim's spec and the CDI device ID of each device that
 // has one, by device name; nil and no IDs when no device needs one.
 func Build(claimUID string, devs []Device) (*cdi.Spec, map[string]string, error) {
-	return build(claimUID, devs, "")
+	return build(claimUID, devs, Hook{})
 }
 
 // HookTimeout bounds the netns check hook, in seconds (the runtime kills
@@ -89,19 +89,26 @@ func Build(claimUID string, devs []Device) (*cdi.Spec, map[string]string, error)
 // of pods, which nri does beside the runtime (see nri's gatehook.HookTimeout).
 const HookTimeout = 30
 
-// netnsHook is the createRuntime hook that fails a container's creation
-// unless ifName is in its network namespace: hook is the path of the
-// netdra-hook binary on the host, run as `netdra-hook check-netns -ifname
-// <name>`.
-func netnsHook(hook, ifName string) *cdi.Hook {
-	timeout := HookTimeout
-	return &cdi.Hook{HookName: "createRuntime", Path: hook,
-		Args: hookargs.CheckNetnsArgs(hook, ifName), Timeout: &timeout}
+// Hook is the netns check hook dra puts on a claim's devices.
+type Hook struct {
+	// Path is the netdra-hook binary's path on the host; empty: no hook.
+	Path string
+	// GateSocket is nri's gate socket on the host, which the hook asks
+	// first; empty: the hook only checks the netns.
+	GateSocket string
 }
 
-// build is Build with the netns check hook at hook on each device with an
-// interface ("" for none).
-func build(claimUID string, devs []Device, hook string) (*cdi.Spec, map[string]string, error) {
+// netnsHook is the createRuntime hook that fails a container's creation
+// unless ifName is in its network namespace, run as `netdra-hook
+// check-netns [-socket <gate>] -ifname <name>`.
+func (h Hook) netnsHook(ifName string) *cdi.Hook {
+	timeout := HookTimeout
+	return &cdi.Hook{HookName: "createRuntime", Path: h.Path,
+		Args: hookargs.CheckNetnsArgs(h.Path, h.GateSocket, ifName), Timeout: &timeout}
+}
+
+// build is Build with hook on each device with an interface.
+func build(claimUID string, devs []Device, hook Hook) (*cdi.Spec, map[string]string, error) {
 	if err := checkUID(claimUID); err != nil {
 		return nil, nil, err
 	}
@@ -131,11 +138,11 @@ func build(claimUID string, devs []Device, hook string) (*cdi.Spec, map[string]s
 			}
 			edits.DeviceNodes = append(edits.DeviceNodes, &cdi.DeviceNode{Path: n.GetPath(), HostPath: n.GetHostPath(), Type: "c"})
 		}
-		if hook != "" && d.IfName != "" {
+		if hook.Path != "" && d.IfName != "" {
 			if err := claimconfig.ValidateIfName("ifName", d.IfName); err != nil {
 				return nil, nil, fmt.Errorf("CDI device of %s: %w", d.Name, err)
 			}
-			edits.Hooks = append(edits.Hooks, netnsHook(hook, d.IfName))
+			edits.Hooks = append(edits.Hooks, hook.netnsHook(d.IfName))
 		}
 		spec.Devices = append(spec.Devices, cdi.Device{Name: name, ContainerEdits: edits})
 		ids[d.Name] = parser.QualifiedName(Vendor, Class, name)
@@ -233,15 +240,16 @@ func checkUID(uid string) error {
 // Dir is a CDI spec directory netdra writes its specs into.
 type Dir struct {
 	path string
-	hook string
+	hook Hook
 }
 
-// WithNetnsHook puts the netns check hook (the netdra-hook binary at path
-// on the host, package services/nri/netnscheck) on every device with an
-// interface: a container of the claim is then not created until its
-// devices are in its network namespace, whether nri is running or not.
-func (d *Dir) WithNetnsHook(path string) *Dir {
-	d.hook = path
+// WithNetnsHook puts the netns check hook (package
+// services/nri/netnscheck) on every device with an interface: a container
+// of the claim is then not created until its devices are in its network
+// namespace, and, with h.GateSocket, until nri's gate said the pod's
+// attach put them there (refused when nri is not running).
+func (d *Dir) WithNetnsHook(h Hook) *Dir {
+	d.hook = h
 	return d
 }
 

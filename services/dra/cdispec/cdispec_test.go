@@ -180,10 +180,11 @@ func dirNames(t *testing.T, dir string) []string {
 }
 
 // With the netns hook, every device with an interface (a dummy too) gets
-// a CDI device whose createRuntime hook checks its pod interface name; a
-// vfio VF (no interface) gets none; a bad name is refused.
+// a CDI device whose createRuntime hook asks nri's gate and checks its pod
+// interface name; a vfio VF (no interface) gets none; a bad name is
+// refused.
 func TestBuild_NetnsHook(t *testing.T) {
-	dir := New(t.TempDir()).WithNetnsHook("/opt/netdra/bin/netdra-hook")
+	dir := New(t.TempDir()).WithNetnsHook(Hook{Path: "/opt/netdra/bin/netdra-hook", GateSocket: "/run/netdra-gate/nri.sock"})
 	ids, err := dir.Write(uid, []Device{
 		{Request: "net", Name: "dummy0", Prepared: dummy("dummy0"), IfName: "net1"},
 		{Request: "dpdk", Name: "vf0", Prepared: vfioVF("vf0", "0000:03:00.1", "42")},
@@ -206,7 +207,7 @@ func TestBuild_NetnsHook(t *testing.T) {
 		hooks := d.ContainerEdits.Hooks
 		switch d.Name {
 		case uid + "-dummy0":
-			want := []string{"netdra-hook", "check-netns", "-ifname", "net1"}
+			want := []string{"netdra-hook", "check-netns", "-socket", "/run/netdra-gate/nri.sock", "-ifname", "net1"}
 			if len(hooks) != 1 || hooks[0].HookName != "createRuntime" || hooks[0].Path != "/opt/netdra/bin/netdra-hook" || !slices.Equal(hooks[0].Args, want) {
 				t.Errorf("dummy0's hooks: %+v, want one createRuntime hook with %v", hooks, want)
 			}

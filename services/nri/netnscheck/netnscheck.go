@@ -1,22 +1,25 @@
-// Package netnscheck is netdra's second gate, for when nri is not there to
-// be the first: an OCI createRuntime hook, put on each netdra device's CDI
-// device by dra, that the runtime (runc) runs as it creates a container
-// that uses the claim, after the container's namespaces exist and before
-// its program starts. It fails the container's creation unless every
-// named interface is in the container's network namespace; the kubelet
-// then retries the creation, and the container starts with its devices
-// once nri is back and has attached them.
+// Package netnscheck is netdra's OCI createRuntime hook on each netdra
+// device's CDI device, which dra puts there: the runtime (runc) runs it as
+// it creates a container that uses the claim, after the container's
+// namespaces exist and before its program starts. With nri's gate socket
+// (Check.Socket), it first asks nri's gate (package gatehook) to wait
+// until the pod's devices are attached, and refuses the container with
+// nri's reason, or when nri is not running (fail-closed); then, whatever
+// the gate said, it fails the container's creation unless every named
+// interface is in the container's network namespace. The kubelet retries
+// a refused creation, and the container starts with its devices once nri
+// has attached them.
 //
-// nri's CreateContainer gate does the same when nri is connected; the
-// runtime lets containers start without asking a plugin that is away, and
-// this hook runs whatever nri's state. It reads the container's netns
-// through /proc/<pid>/net/dev (the hook runs in the runtime's namespaces,
-// as root), so it needs no setns and no netlink.
+// It reads the container's netns through /proc/<pid>/net/dev (the hook
+// runs in the runtime's namespaces, as root), so it needs no setns and no
+// netlink, and the pod's UID from the OCI state's annotations.
 package netnscheck
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -25,6 +28,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/netdra/netdra/services/nri/gatehook"
 )
 
 // DefaultWait is how long the hook waits for an interface by default,
@@ -41,16 +46,24 @@ type Check struct {
 	IfNames []string
 	// ProcRoot is /proc, or a fake one in tests.
 	ProcRoot string
-	// Wait is how long an interface may take to appear (an attach still
-	// under way) before the creation fails.
+	// Wait is how long the check may take (the gate's wait, then an
+	// interface that may take to appear) before the creation fails.
 	Wait time.Duration
+	// Socket is nri's gate socket, asked first; empty: none.
+	Socket string
 }
+
+// PodUIDAnnotations are the OCI annotations that may carry the pod's UID,
+// in the order they are read: containerd's, then the kubelet's label as
+// runtimes that copy the labels into annotations name it.
+var PodUIDAnnotations = []string{"io.kubernetes.cri.sandbox-uid", "io.kubernetes.pod.uid"}
 
 // state is the part of the OCI runtime state (on the hook's stdin) the
 // check reads.
 type state struct {
-	ID  string `json:"id"`
-	Pid int    `json:"pid"`
+	ID          string            `json:"id"`
+	Pid         int               `json:"pid"`
+	Annotations map[string]string `json:"annotations"`
 }
 
 // Run reads the OCI state from stdin and checks the container's netns. The
@@ -64,6 +77,11 @@ func (c Check) Run(stdin io.Reader) error {
 		return fmt.Errorf("the OCI state names no container process (pid %d)", st.Pid)
 	}
 	deadline := time.Now().Add(c.Wait)
+	if c.Socket != "" {
+		if err := c.gate(st); err != nil {
+			return err
+		}
+	}
 	pause := firstPause
 	for {
 		missing, err := c.missing(st.Pid)
@@ -81,6 +99,32 @@ func (c Check) Run(stdin io.Reader) error {
 		time.Sleep(pause)
 		pause = min(2*pause, maxPause)
 	}
+}
+
+// gate asks nri's gate for the pod of st, within c.Wait. The error is the
+// refusal: nri's reason, or that nri is not running, naming the
+// interfaces not there yet.
+func (c Check) gate(st state) error {
+	var uid string
+	for _, a := range PodUIDAnnotations {
+		if uid = st.Annotations[a]; uid != "" {
+			break
+		}
+	}
+	if uid == "" {
+		return fmt.Errorf("netdra: the OCI state of container %s names no pod (no annotation %s): the container is not started without word from netdra's nri plugin that its pod's devices are attached",
+			st.ID, strings.Join(PodUIDAnnotations, " or "))
+	}
+	err := gatehook.Ask(context.Background(), c.Socket, gatehook.Request{PodUID: uid}, c.Wait)
+	if err == nil || !errors.Is(err, gatehook.ErrNotRunning) {
+		return err
+	}
+	down := errors.Unwrap(err) // "netdra's nri plugin is not running (...)"
+	if missing, merr := c.missing(st.Pid); merr == nil && len(missing) > 0 {
+		return fmt.Errorf("netdra: %s not in the network namespace of container %s, and %w: the container is not started without its pod's devices",
+			strings.Join(missing, ", "), st.ID, down)
+	}
+	return fmt.Errorf("netdra: container %s of pod %s refused: %w: the container is not started without its word that the pod's devices are attached", st.ID, uid, down)
 }
 
 // The check looks again after firstPause, then after pauses that double up

@@ -2,37 +2,39 @@ package plugin
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
-	nriv1 "github.com/netdra/netdra/protos/netdra/nri/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 	"github.com/netdra/netdra/services/nri/gatehook"
 	"github.com/netdra/netdra/shared/hookargs"
 )
 
 // Gate is where a container of a pod whose attach still runs waits for it
-// outside the runtime's NRI lock: the OCI createRuntime hook `<Hook>
-// wait-attached` (netdra-hook, package gatehook), which runc runs as it
-// creates the container (after CreateContainer returned, holding no lock
-// of the runtime's) and which asks the plugin's WaitAttached on Socket.
+// outside the runtime's NRI lock: an OCI createRuntime hook that runc runs
+// as it creates the container (after CreateContainer returned, holding no
+// lock of the runtime's) and that asks the plugin on its gate socket
+// (package gatehook). The hook is dra's CDI hook (`netdra-hook
+// check-netns -socket <Socket>`) on a container of a claim whose CDI
+// devices carry it; for another container, the plugin adds its own
+// (`<Hook> wait-attached`) when it has one.
 type Gate struct {
 	// Hook is the netdra-hook binary's path on the host (the DaemonSet
 	// installs it there with `nri install-hook`, for dra's netns check
-	// hook too).
+	// hook too); empty: a container without dra's gate hook waits in
+	// CreateContainer.
 	Hook string
 	// Socket is the plugin's gate socket, at the path the host sees.
 	Socket string
 }
 
-// WithGate makes the plugin hand a container's wait for its pod's attach
-// to g's hook (g.Hook and g.Socket set), instead of waiting in
-// CreateContainer under the runtime's NRI lock.
+// WithGate makes the plugin leave a container's wait for its pod's attach
+// to the gate's hooks (g.Socket set, and served with ServeGate): dra's
+// when the container has it, else g.Hook's when set.
 func (p *Plugin) WithGate(g Gate) *Plugin {
 	p.gate = g
 	return p
@@ -49,18 +51,21 @@ func (g Gate) hook(uid, netns string) *api.ContainerAdjustment {
 	return adj
 }
 
+// waitsOnGate reports whether one of the container's createRuntime hooks
+// (dra's, from the claim's CDI spec) asks the gate itself.
+func waitsOnGate(ctr *api.Container) bool {
+	return slices.ContainsFunc(ctr.GetHooks().GetCreateRuntime(), func(h *api.Hook) bool { return hookargs.WaitsOnGate(h.GetArgs()) })
+}
+
 // CreateContainer is the gate of fail-closed: no container of a pod starts
 // unless every prepared device of the pod is in the pod's network
-// namespace. The first container after the pod's attach ended with its
-// devices all in place (or found none) costs no call; the others, and a
-// pod without devices whose attach still runs, one local
-// ListAllocations. Otherwise the pod's attach (RunPodSandbox's,
-// or one started here when it failed, or when there is none: the sandbox
-// started while this plugin was not connected, or before a claim was
-// prepared) is waited for: in the container's gate hook when the plugin
-// has one (WithGate), so that the wait holds no lock of the runtime's, or
-// here, within the hook's time. A failed attach refuses the container
-// with the reason, and the kubelet's next creation attaches again.
+// namespace. A container whose own hooks ask the gate (dra's CDI hook)
+// costs nothing here: the gate decides when the hook asks. For another,
+// the decision is admit's; when it must wait for the pod's attach, it
+// waits in the gate hook the plugin adds (WithGate with a Hook), so that
+// the wait holds no lock of the runtime's, or here, within the hook's
+// time. A failed attach refuses the container with the reason, and the
+// kubelet's next creation attaches again.
 func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (_ *api.ContainerAdjustment, _ []*api.ContainerUpdate, err error) {
 	defer func(start time.Time) { p.metrics.observe("CreateContainer", start, err) }(time.Now())
 	netns := netnsOf(pod)
@@ -75,29 +80,17 @@ func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 	if netns == "" {
 		return nil, nil, p.refuseUndescribed(ctx, pod, refuse)
 	}
-	if p.freshAttach(pod.GetUid(), netns) {
-		return nil, nil, nil // its attach has just put every device there
-	}
-	allocs, err := p.podAllocations(ctx, pod.GetUid(), statev1.Phase_PHASE_UNSPECIFIED)
-	if err != nil {
-		return nil, nil, refuse(fmt.Errorf("listing the devices of the pod: %w", err))
-	}
-	// While the pod's attach or detach runs, the rows say what was, not
-	// what will be: wait for it, unless the pod has no device at all.
-	if len(allocs) == 0 || !p.hasWork(pod.GetUid()) && len(notInPlace(allocs, netns)) == 0 {
+	if p.gate.Socket != "" && waitsOnGate(ctr) {
 		return nil, nil, nil
 	}
 	log := p.podLog(pod)
-	w := p.attachWork(log, pod.GetUid(), netns)
-	if w.ended() {
-		p.forget(pod.GetUid(), w)
-		if w.err != nil {
-			return nil, nil, refuse(w.err) // told once: the next creation attaches again
-		}
-		// It ended before a claim of the pod was prepared: again.
-		w = p.attachWork(log, pod.GetUid(), netns)
-	}
-	if p.gate.Hook != "" {
+	w, err := p.admit(ctx, log, pod.GetUid(), netns)
+	switch {
+	case err != nil:
+		return nil, nil, refuse(err)
+	case w == nil:
+		return nil, nil, nil
+	case p.gate.Socket != "" && p.gate.Hook != "":
 		log.Debug("The container waits for the pod's attach in its hook", "container", ctr.GetName())
 		return p.gate.hook(pod.GetUid(), netns), nil, nil
 	}
@@ -105,6 +98,40 @@ func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 		return nil, nil, refuse(err)
 	}
 	return nil, nil, nil
+}
+
+// admit decides for a container of the pod uid whose sandbox is in netns:
+// nil and no error when every device of the pod is there (or it has
+// none). Otherwise the pod's attach to wait for (RunPodSandbox's, or one
+// started here when it failed, or when there is none: the sandbox started
+// while this plugin was not connected, or before a claim was prepared),
+// or the error of an attach that failed, told once: the next call starts
+// another. The first container after the pod's attach ended with its
+// devices all in place (or found none) costs no call; the others, and a
+// pod without devices whose attach still runs, one local ListAllocations.
+func (p *Plugin) admit(ctx context.Context, log *slog.Logger, uid, netns string) (*podWork, error) {
+	if p.freshAttach(uid, netns) {
+		return nil, nil // its attach has just put every device there
+	}
+	allocs, err := p.podAllocations(ctx, uid, statev1.Phase_PHASE_UNSPECIFIED)
+	if err != nil {
+		return nil, fmt.Errorf("listing the devices of the pod: %w", err)
+	}
+	// While the pod's attach or detach runs, the rows say what was, not
+	// what will be: wait for it, unless the pod has no device at all.
+	if len(allocs) == 0 || !p.hasWork(uid) && len(notInPlace(allocs, netns)) == 0 {
+		return nil, nil
+	}
+	w := p.attachWork(log, uid, netns)
+	if w.ended() {
+		p.forget(uid, w)
+		if w.err != nil {
+			return nil, w.err
+		}
+		// It ended before a claim of the pod was prepared: again.
+		w = p.attachWork(log, uid, netns)
+	}
+	return w, nil
 }
 
 // refuseUndescribed is CreateContainer's answer for a pod whose sandbox
@@ -145,17 +172,6 @@ func (p *Plugin) await(ctx context.Context, uid, netns string, w *podWork) error
 	return nil
 }
 
-// liveAttach is the pod's attach into netns when that is the netns of its
-// running sandbox (an attach is started when there is none: this plugin
-// restarted since the container's creation); nil when the sandbox is not
-// running, or runs in another netns.
-func (p *Plugin) liveAttach(uid, netns string) *podWork {
-	if ns, live := p.netnsOfLive(uid); !live || ns != netns {
-		return nil
-	}
-	return p.attachWork(p.log.With("uid", uid), uid, netns)
-}
-
 // awaitSynchronized waits, within ctx, until the plugin is connected to
 // the runtime and has learnt its sandboxes (Synchronize): a hook's call
 // that reaches a plugin just restarted waits for that instead of finding
@@ -167,28 +183,31 @@ func (p *Plugin) awaitSynchronized(ctx context.Context) {
 	}
 }
 
-// WaitAttached implements NriServiceServer: the gate hook's wait.
-func (s Service) WaitAttached(ctx context.Context, req *nriv1.WaitAttachedRequest) (*nriv1.WaitAttachedResponse, error) {
-	p := s.p
-	switch {
-	case req.GetPodUid() == "":
-		return nil, status.Error(codes.InvalidArgument, "pod_uid: empty")
-	case req.GetNetnsPath() == "":
-		return nil, status.Error(codes.InvalidArgument, "netns_path: empty")
-	}
+// GateWait is the gate's answer to a hook's question (gatehook.Server's
+// Wait): nil once every prepared device of the pod is in the network
+// namespace of its running sandbox (req.Netns, when the hook names it,
+// must be that one), after the pod's attach ended; else the refusal, with
+// the device and the reason, or that the attach has not ended within ctx.
+// A plugin just started waits, within ctx, until it has learnt the
+// runtime's sandboxes.
+func (p *Plugin) GateWait(ctx context.Context, req gatehook.Request) (err error) {
+	defer func(start time.Time) { p.metrics.observe("GateWait", start, err) }(time.Now())
 	p.awaitSynchronized(ctx)
-	w := p.liveAttach(req.GetPodUid(), req.GetNetnsPath())
-	if w == nil {
-		return nil, status.Errorf(codes.FailedPrecondition, "netdra: pod %s has no running sandbox in netns %s (or netdra's nri plugin is not connected to the runtime): its devices are not attached",
-			req.GetPodUid(), req.GetNetnsPath())
+	uid := req.PodUID
+	netns, live := p.netnsOfLive(uid)
+	if !live || req.Netns != "" && req.Netns != netns {
+		where := ""
+		if req.Netns != "" {
+			where = " in netns " + req.Netns
+		}
+		return fmt.Errorf("netdra: pod %s has no running sandbox%s (or netdra's nri plugin is not connected to the runtime): its devices are not attached", uid, where)
 	}
-	err := p.await(ctx, req.GetPodUid(), req.GetNetnsPath(), w)
-	switch {
-	case err == nil:
-		return &nriv1.WaitAttachedResponse{}, nil
-	case errors.Is(err, errNotFinished):
-		return nil, status.Errorf(codes.DeadlineExceeded, "netdra: pod %s: %v", req.GetPodUid(), err)
-	default:
-		return nil, status.Errorf(codes.FailedPrecondition, "netdra: pod %s: %v", req.GetPodUid(), err)
+	w, err := p.admit(ctx, p.log.With("uid", uid), uid, netns)
+	if err == nil && w != nil {
+		err = p.await(ctx, uid, netns, w)
 	}
+	if err != nil {
+		return fmt.Errorf("netdra: pod %s: %w", uid, err)
+	}
+	return nil
 }

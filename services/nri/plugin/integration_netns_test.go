@@ -15,9 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
-	nriv1 "github.com/netdra/netdra/protos/netdra/nri/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+	"github.com/netdra/netdra/services/nri/gatehook"
 	"github.com/netdra/netdra/shared/rpc"
 	"github.com/netdra/netdra/shared/testinfra/nodetest"
 	"github.com/netdra/netdra/shared/testinfra/testenv"
@@ -146,10 +146,17 @@ func pluginFor(t *testing.T, n *node, gate bool) (*adaptation.Adaptation, *Plugi
 	t.Cleanup(p.Wait)
 	if gate {
 		sock := filepath.Join(dir, "gate.sock")
-		srv := rpc.NewServer(rpc.ServerConfig{SocketPath: sock, Logger: log})
-		nriv1.RegisterNriServiceServer(srv.GRPC(), p.Service())
-		go func() { _ = srv.Serve() }()
-		t.Cleanup(srv.Stop)
+		ln, err := rpc.Listen(sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			_ = gatehook.Server{Wait: p.GateWait, Admit: rpc.AdmitUIDs(sock, nil), Warn: log.Warn}.Serve(ctx, ln)
+			close(done)
+		}()
+		t.Cleanup(func() { cancel(); <-done })
 		p.WithGate(Gate{Hook: nodetest.Hook(t), Socket: sock})
 	}
 	rt := startRuntime(t, dir)

@@ -133,9 +133,8 @@ func (c *conn) collectors() []prometheus.Collector {
 	}
 }
 
-// Service is the plugin's NriService: its admin API (Status) and the
-// gate hook's wait (WaitAttached), served on the plugin's socket and on
-// the gate's.
+// Service is the plugin's NriService, its admin API (Status), served on
+// the plugin's socket.
 type Service struct {
 	nriv1.UnimplementedNriServiceServer
 	p *Plugin

@@ -10,13 +10,12 @@ import (
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/google/go-cmp/cmp"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/testing/protocmp"
 
 	nriv1 "github.com/netdra/netdra/protos/netdra/nri/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 	"github.com/netdra/netdra/services/nri/gatehook"
+	"github.com/netdra/netdra/shared/hookargs"
 )
 
 // returns fails the test when f does not return: f must not wait for
@@ -37,7 +36,7 @@ func returns(t *testing.T, what string, f func() error) {
 
 // TestHooks_ReturnWhileMovesHeld: with the provisioner's moves held,
 // RunPodSandbox and StopPodSandbox return, and CreateContainer returns too,
-// handing the container its gate hook; the hook's WaitAttached returns
+// handing the container its gate hook; the gate's wait (GateWait) returns
 // once the attach ended, with the device in the pod.
 func TestHooks_ReturnWhileMovesHeld(t *testing.T) {
 	w := newWorld(alloc("a", "pod1", prepared))
@@ -58,15 +57,14 @@ func TestHooks_ReturnWhileMovesHeld(t *testing.T) {
 	}
 	waited := make(chan error, 1)
 	go func() {
-		_, err := p.Service().WaitAttached(ctx, &nriv1.WaitAttachedRequest{PodUid: "pod1", NetnsPath: "/var/run/netns/p1"})
-		waited <- err
+		waited <- p.GateWait(ctx, gatehook.Request{PodUID: "pod1", Netns: "/var/run/netns/p1"})
 	}()
 	close(w.hold)
 	if err := <-waited; err != nil {
-		t.Fatalf("WaitAttached: %v", err)
+		t.Fatalf("GateWait: %v", err)
 	}
 	if got := w.where["a"]; got != "/var/run/netns/p1" {
-		t.Fatalf("after WaitAttached device a is in %q", got)
+		t.Fatalf("after GateWait device a is in %q", got)
 	}
 	w.mu.Lock()
 	w.hold = make(chan struct{})
@@ -79,48 +77,79 @@ func TestHooks_ReturnWhileMovesHeld(t *testing.T) {
 	}
 }
 
-// TestWaitAttached_Refusals: the gate's call names what is wrong: a
-// request without its fields, a pod with no running sandbox there, a
-// device that cannot be attached (and the next container's creation
-// attaches again).
-func TestWaitAttached_Refusals(t *testing.T) {
+// TestGateWait_Refusals: the gate's answer names what is wrong: a pod
+// with no running sandbox there, a device that cannot be attached (and
+// the next container's creation attaches again).
+func TestGateWait_Refusals(t *testing.T) {
 	w := newWorld(alloc("a", "pod1", prepared))
 	w.failAttach["a"] = errors.New("link busy")
 	p := newPlugin(t, w).WithGate(Gate{Hook: "/opt/netdra/bin/netdra-hook", Socket: "/run/netdra-gate/nri.sock"})
 	p.conn.setConnected(true) // as after Synchronize
-	ctx, srv := context.Background(), p.Service()
-	for _, tc := range []struct {
-		req  *nriv1.WaitAttachedRequest
-		code codes.Code
-		msg  string
-	}{
-		{&nriv1.WaitAttachedRequest{NetnsPath: "/var/run/netns/p1"}, codes.InvalidArgument, "pod_uid"},
-		{&nriv1.WaitAttachedRequest{PodUid: "pod1"}, codes.InvalidArgument, "netns_path"},
-		{&nriv1.WaitAttachedRequest{PodUid: "pod1", NetnsPath: "/var/run/netns/p1"}, codes.FailedPrecondition, "no running sandbox"},
-	} {
-		_, err := srv.WaitAttached(ctx, tc.req)
-		if status.Code(err) != tc.code || !strings.Contains(err.Error(), tc.msg) {
-			t.Errorf("WaitAttached(%v) = %v, want %v naming %q", tc.req, err, tc.code, tc.msg)
+	ctx := context.Background()
+	for _, req := range []gatehook.Request{{PodUID: "pod1", Netns: "/var/run/netns/p1"}, {PodUID: "pod1"}} {
+		if err := p.GateWait(ctx, req); err == nil || !strings.Contains(err.Error(), "netdra: pod pod1 has no running sandbox") {
+			t.Errorf("GateWait(%+v) = %v, want no running sandbox", req, err)
 		}
 	}
 	sb := pod("pod1", "/var/run/netns/p1")
 	if err := p.RunPodSandbox(ctx, sb); err != nil {
 		t.Fatal(err)
 	}
-	_, err := srv.WaitAttached(ctx, &nriv1.WaitAttachedRequest{PodUid: "pod1", NetnsPath: "/var/run/netns/p1"})
-	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "device a (claim /): link busy") {
-		t.Errorf("WaitAttached of a failed attach = %v, want FailedPrecondition naming the device and the cause", err)
+	if err := p.GateWait(ctx, gatehook.Request{PodUID: "pod1", Netns: "/var/run/netns/other"}); err == nil || !strings.Contains(err.Error(), "no running sandbox in netns /var/run/netns/other") {
+		t.Errorf("GateWait in another netns = %v", err)
+	}
+	err := p.GateWait(ctx, gatehook.Request{PodUID: "pod1", Netns: "/var/run/netns/p1"})
+	if err == nil || !strings.Contains(err.Error(), "netdra: pod pod1: device a (claim /): link busy") {
+		t.Errorf("GateWait of a failed attach = %v, want the device and the cause", err)
 	}
 	w.takeCalls()
 	delete(w.failAttach, "a")
 	if _, _, err := p.CreateContainer(ctx, sb, &api.Container{Name: "app"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := srv.WaitAttached(ctx, &nriv1.WaitAttachedRequest{PodUid: "pod1", NetnsPath: "/var/run/netns/p1"}); err != nil {
-		t.Errorf("WaitAttached after the kubelet's next creation: %v", err)
+	if err := p.GateWait(ctx, gatehook.Request{PodUID: "pod1", Netns: "/var/run/netns/p1"}); err != nil {
+		t.Errorf("GateWait after the kubelet's next creation: %v", err)
 	}
 	if got := w.where["a"]; got != "/var/run/netns/p1" {
 		t.Errorf("device a is in %q", got)
+	}
+}
+
+// TestCreateContainer_DraHookAsksTheGate: a container whose CDI hook (dra's
+// check-netns with the gate's socket) asks the gate gets no hook of nri's
+// and no wait in CreateContainer, even while its pod's attach runs; the
+// gate's answer, asked without the netns as that hook asks, waits for the
+// attach, and refuses a failed one with its reason.
+func TestCreateContainer_DraHookAsksTheGate(t *testing.T) {
+	w := newWorld(alloc("a", "pod1", prepared), alloc("b", "pod2", prepared))
+	w.failAttach["b"] = errors.New("link busy")
+	w.hold = make(chan struct{})
+	p := newPlugin(t, w).WithGate(Gate{Hook: "/opt/netdra/bin/netdra-hook", Socket: "/run/netdra-gate/nri.sock"})
+	p.conn.setConnected(true) // as after Synchronize
+	ctx := context.Background()
+	draHook := &api.Hooks{CreateRuntime: []*api.Hook{{Path: "/opt/netdra/bin/netdra-hook",
+		Args: hookargs.CheckNetnsArgs("/opt/netdra/bin/netdra-hook", "/run/netdra-gate/nri.sock", "net1")}}}
+	for _, sb := range []*api.PodSandbox{pod("pod1", "/var/run/netns/p1"), pod("pod2", "/var/run/netns/p2")} {
+		returns(t, "RunPodSandbox", func() error { return p.RunPodSandbox(ctx, sb) })
+		returns(t, "CreateContainer", func() error {
+			adj, _, err := p.CreateContainer(ctx, sb, &api.Container{Name: "app", Hooks: draHook})
+			if adj != nil {
+				t.Errorf("CreateContainer of a container with dra's gate hook = %v, want nothing", adj)
+			}
+			return err
+		})
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- p.GateWait(ctx, gatehook.Request{PodUID: "pod1"}) }()
+	close(w.hold)
+	if err := <-waited; err != nil {
+		t.Fatalf("GateWait: %v", err)
+	}
+	if got := w.where["a"]; got != "/var/run/netns/p1" {
+		t.Errorf("after GateWait device a is in %q", got)
+	}
+	if err := p.GateWait(ctx, gatehook.Request{PodUID: "pod2"}); err == nil || !strings.Contains(err.Error(), "link busy") {
+		t.Errorf("GateWait of a failed attach = %v, want its reason", err)
 	}
 }
 
@@ -248,9 +277,8 @@ func TestWork_BoundsCalls(t *testing.T) {
 		}
 	}
 	for i := range pods {
-		_, err := p.Service().WaitAttached(ctx, &nriv1.WaitAttachedRequest{PodUid: fmt.Sprintf("pod%d", i), NetnsPath: fmt.Sprintf("/var/run/netns/p%d", i)})
-		if err != nil {
-			t.Fatalf("WaitAttached(pod%d): %v", i, err)
+		if err := p.GateWait(ctx, gatehook.Request{PodUID: fmt.Sprintf("pod%d", i), Netns: fmt.Sprintf("/var/run/netns/p%d", i)}); err != nil {
+			t.Fatalf("GateWait(pod%d): %v", i, err)
 		}
 	}
 	check := func(what string, where func(pod int) string) {

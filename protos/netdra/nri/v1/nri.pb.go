@@ -23,96 +23,6 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-type WaitAttachedRequest struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The pod's UID.
-	PodUid string `protobuf:"bytes,1,opt,name=pod_uid,json=podUid,proto3" json:"pod_uid,omitempty"`
-	// The network namespace of the pod's sandbox, as the runtime named it.
-	NetnsPath     string `protobuf:"bytes,2,opt,name=netns_path,json=netnsPath,proto3" json:"netns_path,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *WaitAttachedRequest) Reset() {
-	*x = WaitAttachedRequest{}
-	mi := &file_netdra_nri_v1_nri_proto_msgTypes[0]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *WaitAttachedRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*WaitAttachedRequest) ProtoMessage() {}
-
-func (x *WaitAttachedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_nri_v1_nri_proto_msgTypes[0]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use WaitAttachedRequest.ProtoReflect.Descriptor instead.
-func (*WaitAttachedRequest) Descriptor() ([]byte, []int) {
-	return file_netdra_nri_v1_nri_proto_rawDescGZIP(), []int{0}
-}
-
-func (x *WaitAttachedRequest) GetPodUid() string {
-	if x != nil {
-		return x.PodUid
-	}
-	return ""
-}
-
-func (x *WaitAttachedRequest) GetNetnsPath() string {
-	if x != nil {
-		return x.NetnsPath
-	}
-	return ""
-}
-
-type WaitAttachedResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *WaitAttachedResponse) Reset() {
-	*x = WaitAttachedResponse{}
-	mi := &file_netdra_nri_v1_nri_proto_msgTypes[1]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *WaitAttachedResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*WaitAttachedResponse) ProtoMessage() {}
-
-func (x *WaitAttachedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_nri_v1_nri_proto_msgTypes[1]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use WaitAttachedResponse.ProtoReflect.Descriptor instead.
-func (*WaitAttachedResponse) Descriptor() ([]byte, []int) {
-	return file_netdra_nri_v1_nri_proto_rawDescGZIP(), []int{1}
-}
-
 type StatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -121,7 +31,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_netdra_nri_v1_nri_proto_msgTypes[2]
+	mi := &file_netdra_nri_v1_nri_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -133,7 +43,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_nri_v1_nri_proto_msgTypes[2]
+	mi := &file_netdra_nri_v1_nri_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -146,7 +56,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_netdra_nri_v1_nri_proto_rawDescGZIP(), []int{2}
+	return file_netdra_nri_v1_nri_proto_rawDescGZIP(), []int{0}
 }
 
 // Pod is a pod sandbox the plugin knows.
@@ -166,7 +76,7 @@ type Pod struct {
 
 func (x *Pod) Reset() {
 	*x = Pod{}
-	mi := &file_netdra_nri_v1_nri_proto_msgTypes[3]
+	mi := &file_netdra_nri_v1_nri_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -178,7 +88,7 @@ func (x *Pod) String() string {
 func (*Pod) ProtoMessage() {}
 
 func (x *Pod) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_nri_v1_nri_proto_msgTypes[3]
+	mi := &file_netdra_nri_v1_nri_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -191,7 +101,7 @@ func (x *Pod) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pod.ProtoReflect.Descriptor instead.
 func (*Pod) Descriptor() ([]byte, []int) {
-	return file_netdra_nri_v1_nri_proto_rawDescGZIP(), []int{3}
+	return file_netdra_nri_v1_nri_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *Pod) GetUid() string {
@@ -242,7 +152,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_netdra_nri_v1_nri_proto_msgTypes[4]
+	mi := &file_netdra_nri_v1_nri_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -254,7 +164,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_netdra_nri_v1_nri_proto_msgTypes[4]
+	mi := &file_netdra_nri_v1_nri_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -267,7 +177,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_netdra_nri_v1_nri_proto_rawDescGZIP(), []int{4}
+	return file_netdra_nri_v1_nri_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *StatusResponse) GetConnected() bool {
@@ -309,12 +219,7 @@ var File_netdra_nri_v1_nri_proto protoreflect.FileDescriptor
 
 const file_netdra_nri_v1_nri_proto_rawDesc = "" +
 	"\n" +
-	"\x17netdra/nri/v1/nri.proto\x12\rnetdra.nri.v1\"M\n" +
-	"\x13WaitAttachedRequest\x12\x17\n" +
-	"\apod_uid\x18\x01 \x01(\tR\x06podUid\x12\x1d\n" +
-	"\n" +
-	"netns_path\x18\x02 \x01(\tR\tnetnsPath\"\x16\n" +
-	"\x14WaitAttachedResponse\"\x0f\n" +
+	"\x17netdra/nri/v1/nri.proto\x12\rnetdra.nri.v1\"\x0f\n" +
 	"\rStatusRequest\"f\n" +
 	"\x03Pod\x12\x10\n" +
 	"\x03uid\x18\x01 \x01(\tR\x03uid\x12\x1d\n" +
@@ -328,11 +233,10 @@ const file_netdra_nri_v1_nri_proto_rawDesc = "" +
 	"\vconnections\x18\x03 \x01(\rR\vconnections\x12&\n" +
 	"\x04pods\x18\x04 \x03(\v2\x12.netdra.nri.v1.PodR\x04pods\x12\x1f\n" +
 	"\vwaiting_for\x18\x05 \x03(\tR\n" +
-	"waitingFor2\xac\x01\n" +
+	"waitingFor2S\n" +
 	"\n" +
 	"NriService\x12E\n" +
-	"\x06Status\x12\x1c.netdra.nri.v1.StatusRequest\x1a\x1d.netdra.nri.v1.StatusResponse\x12W\n" +
-	"\fWaitAttached\x12\".netdra.nri.v1.WaitAttachedRequest\x1a#.netdra.nri.v1.WaitAttachedResponseB\xa8\x01\n" +
+	"\x06Status\x12\x1c.netdra.nri.v1.StatusRequest\x1a\x1d.netdra.nri.v1.StatusResponseB\xa8\x01\n" +
 	"\x11com.netdra.nri.v1B\bNriProtoP\x01Z3github.com/netdra/netdra/protos/netdra/nri/v1;nriv1\xa2\x02\x03NNX\xaa\x02\rNetdra.Nri.V1\xca\x02\rNetdra\\Nri\\V1\xe2\x02\x19Netdra\\Nri\\V1\\GPBMetadata\xea\x02\x0fNetdra::Nri::V1b\x06proto3"
 
 var (
@@ -347,22 +251,18 @@ func file_netdra_nri_v1_nri_proto_rawDescGZIP() []byte {
 	return file_netdra_nri_v1_nri_proto_rawDescData
 }
 
-var file_netdra_nri_v1_nri_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_netdra_nri_v1_nri_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_netdra_nri_v1_nri_proto_goTypes = []any{
-	(*WaitAttachedRequest)(nil),  // 0: netdra.nri.v1.WaitAttachedRequest
-	(*WaitAttachedResponse)(nil), // 1: netdra.nri.v1.WaitAttachedResponse
-	(*StatusRequest)(nil),        // 2: netdra.nri.v1.StatusRequest
-	(*Pod)(nil),                  // 3: netdra.nri.v1.Pod
-	(*StatusResponse)(nil),       // 4: netdra.nri.v1.StatusResponse
+	(*StatusRequest)(nil),  // 0: netdra.nri.v1.StatusRequest
+	(*Pod)(nil),            // 1: netdra.nri.v1.Pod
+	(*StatusResponse)(nil), // 2: netdra.nri.v1.StatusResponse
 }
 var file_netdra_nri_v1_nri_proto_depIdxs = []int32{
-	3, // 0: netdra.nri.v1.StatusResponse.pods:type_name -> netdra.nri.v1.Pod
-	2, // 1: netdra.nri.v1.NriService.Status:input_type -> netdra.nri.v1.StatusRequest
-	0, // 2: netdra.nri.v1.NriService.WaitAttached:input_type -> netdra.nri.v1.WaitAttachedRequest
-	4, // 3: netdra.nri.v1.NriService.Status:output_type -> netdra.nri.v1.StatusResponse
-	1, // 4: netdra.nri.v1.NriService.WaitAttached:output_type -> netdra.nri.v1.WaitAttachedResponse
-	3, // [3:5] is the sub-list for method output_type
-	1, // [1:3] is the sub-list for method input_type
+	1, // 0: netdra.nri.v1.StatusResponse.pods:type_name -> netdra.nri.v1.Pod
+	0, // 1: netdra.nri.v1.NriService.Status:input_type -> netdra.nri.v1.StatusRequest
+	2, // 2: netdra.nri.v1.NriService.Status:output_type -> netdra.nri.v1.StatusResponse
+	2, // [2:3] is the sub-list for method output_type
+	1, // [1:2] is the sub-list for method input_type
 	1, // [1:1] is the sub-list for extension type_name
 	1, // [1:1] is the sub-list for extension extendee
 	0, // [0:1] is the sub-list for field type_name
@@ -379,7 +279,7 @@ func file_netdra_nri_v1_nri_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_netdra_nri_v1_nri_proto_rawDesc), len(file_netdra_nri_v1_nri_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -21,8 +21,7 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	NriService_Status_FullMethodName       = "/netdra.nri.v1.NriService/Status"
-	NriService_WaitAttached_FullMethodName = "/netdra.nri.v1.NriService/WaitAttached"
+	NriService_Status_FullMethodName = "/netdra.nri.v1.NriService/Status"
 )
 
 // NriServiceClient is the client API for NriService service.
@@ -34,16 +33,6 @@ type NriServiceClient interface {
 	// Status says whether the plugin is connected to the runtime and which
 	// pods' network namespaces it knows.
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
-	// WaitAttached returns once every prepared device of the pod is in the
-	// pod's network namespace: it waits for the attach RunPodSandbox
-	// started, and attaches what is not in place. It is the fail-closed
-	// gate the plugin hands to the OCI createRuntime hook (`netdra-hook
-	// wait-attached`) of a container created while its pod's attach runs,
-	// so that the wait holds neither the runtime's NRI lock nor any other
-	// pod. FailedPrecondition, with the device and the reason, when a
-	// device cannot be attached; DeadlineExceeded when the attach has not
-	// ended in the call's time.
-	WaitAttached(ctx context.Context, in *WaitAttachedRequest, opts ...grpc.CallOption) (*WaitAttachedResponse, error)
 }
 
 type nriServiceClient struct {
@@ -64,16 +53,6 @@ func (c *nriServiceClient) Status(ctx context.Context, in *StatusRequest, opts .
 	return out, nil
 }
 
-func (c *nriServiceClient) WaitAttached(ctx context.Context, in *WaitAttachedRequest, opts ...grpc.CallOption) (*WaitAttachedResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(WaitAttachedResponse)
-	err := c.cc.Invoke(ctx, NriService_WaitAttached_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
 // NriServiceServer is the server API for NriService service.
 // All implementations must embed UnimplementedNriServiceServer
 // for forward compatibility.
@@ -83,16 +62,6 @@ type NriServiceServer interface {
 	// Status says whether the plugin is connected to the runtime and which
 	// pods' network namespaces it knows.
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
-	// WaitAttached returns once every prepared device of the pod is in the
-	// pod's network namespace: it waits for the attach RunPodSandbox
-	// started, and attaches what is not in place. It is the fail-closed
-	// gate the plugin hands to the OCI createRuntime hook (`netdra-hook
-	// wait-attached`) of a container created while its pod's attach runs,
-	// so that the wait holds neither the runtime's NRI lock nor any other
-	// pod. FailedPrecondition, with the device and the reason, when a
-	// device cannot be attached; DeadlineExceeded when the attach has not
-	// ended in the call's time.
-	WaitAttached(context.Context, *WaitAttachedRequest) (*WaitAttachedResponse, error)
 	mustEmbedUnimplementedNriServiceServer()
 }
 
@@ -105,9 +74,6 @@ type UnimplementedNriServiceServer struct{}
 
 func (UnimplementedNriServiceServer) Status(context.Context, *StatusRequest) (*StatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Status not implemented")
-}
-func (UnimplementedNriServiceServer) WaitAttached(context.Context, *WaitAttachedRequest) (*WaitAttachedResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method WaitAttached not implemented")
 }
 func (UnimplementedNriServiceServer) mustEmbedUnimplementedNriServiceServer() {}
 func (UnimplementedNriServiceServer) testEmbeddedByValue()                    {}
@@ -148,24 +114,6 @@ func _NriService_Status_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
-func _NriService_WaitAttached_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(WaitAttachedRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(NriServiceServer).WaitAttached(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: NriService_WaitAttached_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(NriServiceServer).WaitAttached(ctx, req.(*WaitAttachedRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
 // NriService_ServiceDesc is the grpc.ServiceDesc for NriService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -176,10 +124,6 @@ var NriService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Status",
 			Handler:    _NriService_Status_Handler,
-		},
-		{
-			MethodName: "WaitAttached",
-			Handler:    _NriService_WaitAttached_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,18 +1,22 @@
 // Command netdra-hook is netdra's OCI createRuntime hook, which runc runs
 // as it creates a container, before the container's program starts:
 //
-//	netdra-hook check-netns -ifname net1 [-ifname net2 ...]
+//	netdra-hook check-netns [-socket S] -ifname net1 [-ifname net2 ...]
 //	netdra-hook wait-attached -socket S -pod UID -netns PATH
 //
 // check-netns is on every netdra CDI device (dra's -netns-hook, package
-// netnscheck); wait-attached on a container created while its pod's
-// attach runs (nri's -gate-hook, package gatehook). Each reads the OCI
-// state on stdin and exits 0, or 1 with the reason on stderr, which the
-// runtime reports as the container's creation error; 2 for bad arguments.
-// It is a binary of its own, not an nri subcommand, so that it starts in
-// about the time of an empty Go program: it links the standard library,
-// hpack and the two packages only (no gRPC runtime, no net/http, no
-// Prometheus, no NRI). nri's `install-hook` copies it onto the host.
+// netnscheck): with -socket (dra's -gate-socket) it waits on nri's gate
+// until the pod's devices are attached, then checks that they are in the
+// container's netns, so a container of a claim runs this one hook.
+// wait-attached is nri's own gate hook (-gate-hook, package gatehook), on
+// a container created while its pod's attach runs that has no check-netns
+// with -socket. Each reads the OCI state on stdin and exits 0, or 1 with
+// the reason on stderr, which the runtime reports as the container's
+// creation error; 2 for bad arguments. It is a binary of its own, not an
+// nri subcommand, so that it starts in about the time of an empty Go
+// program: it links the standard library and its own packages only (no
+// gRPC runtime, no net/http, no Prometheus, no NRI). nri's
+// `install-hook` copies it onto the host.
 package main
 
 import (
@@ -46,9 +50,10 @@ func run(args []string, stdin io.Reader, stderr io.Writer) int {
 	return 2
 }
 
-// checkNetns is `netdra-hook check-netns -ifname net1 [-ifname net2
-// ...]`, the hook dra puts on netdra's CDI devices: exit 0 when every
-// interface is in the container's netns.
+// checkNetns is `netdra-hook check-netns [-socket S] -ifname net1
+// [-ifname net2 ...]`, the hook dra puts on netdra's CDI devices: exit 0
+// when nri's gate on S says the pod's devices are attached (without S, no
+// question) and every interface is in the container's netns.
 func checkNetns(args []string, stdin io.Reader, stderr io.Writer) int {
 	fs := flag.NewFlagSet("netdra-hook "+hookargs.CheckNetns, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -58,7 +63,8 @@ func checkNetns(args []string, stdin io.Reader, stderr io.Writer) int {
 		return nil
 	})
 	fs.StringVar(&c.ProcRoot, "proc", "/proc", "the proc filesystem")
-	fs.DurationVar(&c.Wait, "wait", netnscheck.DefaultWait, "how long an interface may take to appear")
+	fs.StringVar(&c.Socket, hookargs.FlagSocket, "", "nri's gate socket, asked first to wait until the pod's devices are attached; empty: none")
+	fs.DurationVar(&c.Wait, "wait", netnscheck.DefaultWait, "how long the gate's answer and the interfaces may take")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -83,7 +89,7 @@ func waitAttached(argv []string, stdin io.Reader, stderr io.Writer) int {
 		return code
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(stdin, 1<<20)) // the OCI state: the runtime writes it
-	if err := gatehook.WaitAttached(context.Background(), *socket, *pod, *netns, *wait); err != nil {
+	if err := gatehook.Ask(context.Background(), *socket, gatehook.Request{PodUID: *pod, Netns: *netns}, *wait); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}

@@ -91,12 +91,13 @@ func startNetdraOpts(b testing.TB, opts netdraOpts) *netdraNode {
 	nn.state = nodetest.Start(b, "state", nn.dir, "", append(quiet, "-db", nn.dir+"/state.db")...)
 	nn.prov = nodetest.Start(b, "provisioner", nn.dir, nn.hostNS, append(quiet, opts.provArgs...)...)
 	socks := slices.Clip(append(quiet, "-state-socket", nn.state.Socket, "-provisioner-socket", nn.prov.Socket))
+	gate := filepath.Join(nn.dir, "nri-gate.sock")
 	nn.nriP = nodetest.Start(b, "nri", nn.dir, "", append(socks, "-nri-socket", n.NRISocket(), "-metrics-address", opts.nriMetrics,
-		"-gate-hook", nodetest.Hook(b), "-gate-socket", filepath.Join(nn.dir, "nri-gate.sock"))...)
+		"-gate-hook", nodetest.Hook(b), "-gate-socket", gate)...)
 	draArgs := append(socks, "-node-name", n.Name(), "-kubeconfig", cp.Kubeconfig(), "-metrics-address", opts.draMetrics,
 		"-plugin-dir", nn.dir+"/plugins", "-registrar-dir", n.RegistryDir(), "-cdi-dir", n.CDIDir())
 	if opts.netnsHook {
-		draArgs = append(draArgs, "-netns-hook", nodetest.Hook(b))
+		draArgs = append(draArgs, "-netns-hook", nodetest.Hook(b), "-gate-socket", gate)
 	}
 	nn.dra = nodetest.Start(b, "dra", nn.dir, "", draArgs...)
 	if os.Getenv("NETDRA_BENCH_LOGS") != "" {

@@ -83,7 +83,8 @@ func podRules(ds *appsv1.DaemonSet) []string {
 // hookRules: the netns-hook init container installs netdra-hook (nri
 // install-hook, from nri's image) into its hostPath, and dra's
 // -netns-hook and nri's -gate-hook name the file it installs: a hook path
-// that names nothing fails every container of a claim.
+// that names nothing fails every container of a claim. dra's -gate-socket
+// is nri's: a hook that asks another socket refuses every container.
 func hookRules(spec corev1.PodSpec) []string {
 	i := slices.IndexFunc(spec.InitContainers, func(c corev1.Container) bool { return c.Name == "netns-hook" })
 	if i < 0 {
@@ -99,6 +100,18 @@ func hookRules(spec corev1.PodSpec) []string {
 		if !slices.Contains(c.Args, want[1]+cmd[2]) {
 			bad = append(bad, fmt.Sprintf("%s: no %s%s, the hook netns-hook installs (args %q)", want[0], want[1], cmd[2], c.Args))
 		}
+	}
+	gateSocket := func(name string) string {
+		c := spec.Containers[slices.IndexFunc(spec.Containers, func(c corev1.Container) bool { return c.Name == name })]
+		for _, a := range c.Args {
+			if v, ok := strings.CutPrefix(a, "-gate-socket="); ok {
+				return v
+			}
+		}
+		return ""
+	}
+	if dra, nri := gateSocket("dra"), gateSocket("nri"); dra == "" || dra != nri {
+		bad = append(bad, fmt.Sprintf("dra: -gate-socket=%s, want nri's, %s", dra, nri))
 	}
 	return bad
 }
@@ -368,6 +381,14 @@ func TestDaemonSet_PrivilegesDetected(t *testing.T) {
 				}
 			}
 		}, "nri: no -gate-hook=/opt/netdra/bin/netdra-hook"},
+		{"dra asks another gate socket", func(ds *appsv1.DaemonSet) {
+			c := byName(ds, "dra")
+			for i, a := range c.Args {
+				if strings.HasPrefix(a, "-gate-socket=") {
+					c.Args[i] = "-gate-socket=/run/netdra/nri-gate.sock"
+				}
+			}
+		}, "dra: -gate-socket=/run/netdra/nri-gate.sock, want nri's, /run/netdra-gate/nri.sock"},
 		{"state as root", func(ds *appsv1.DaemonSet) {
 			var root int64
 			byName(ds, "state").SecurityContext.RunAsUser = &root

@@ -99,19 +99,21 @@ func (nn *netdraNode) startProcs(t *testing.T, provArgs []string) {
 	provArgs = append([]string{"-netns-pin-dir", filepath.Join(nn.dir, "pins")}, provArgs...)
 	nn.prov = nodetest.Start(t, "provisioner", nn.dir, nn.hostNS, provArgs...)
 	socks := []string{"-state-socket", nn.state.Socket, "-provisioner-socket", nn.prov.Socket, "-metrics-address", ""}
-	// The gate hook as in the DaemonSet: a container created while its
-	// pod's attach runs waits in `netdra-hook wait-attached` (runc runs
-	// the hook binary from the host), outside containerd's NRI lock.
+	// The gate as in the DaemonSet: runc runs dra's CDI hook, `netdra-hook
+	// check-netns -socket <gate>` (the hook binary from the host), at each
+	// creation of a container of a claim; it waits on nri's gate socket
+	// for the pod's attach, outside containerd's NRI lock, then checks the
+	// container's netns. nri's own `wait-attached` hook is for containers
+	// without it.
+	gate := filepath.Join(nn.dir, "nri-gate.sock")
 	nn.nriP = nodetest.Start(t, "nri", nn.dir, "", append(socks, "-nri-socket", n.NRISocket(),
-		"-gate-hook", nodetest.Hook(t), "-gate-socket", filepath.Join(nn.dir, "nri-gate.sock"))...)
+		"-gate-hook", nodetest.Hook(t), "-gate-socket", gate)...)
 	// dra's kubelet sockets held across its restarts, as by the
 	// DaemonSet's dra-sockets container.
 	nn.sockets = startSocketHolder(t, nn.dir)
 	nn.dra = nodetest.Start(t, "dra", nn.dir, "", append(socks, "-node-name", n.Name(), "-kubeconfig", cp.Kubeconfig(),
 		"-keep-sockets", nn.sockets, "-plugin-dir", nn.dir+"/plugins", "-registrar-dir", n.RegistryDir(), "-cdi-dir", n.CDIDir(), "-publish-debounce", "50ms",
-		// The second gate, on every e2e pod: runc runs `netdra-hook
-		// check-netns` at each container's creation (from the host).
-		"-netns-hook", nodetest.Hook(t))...)
+		"-netns-hook", nodetest.Hook(t), "-gate-socket", gate)...)
 	// Registered last, run first: the pods go through the real teardown
 	// (StopPodSandbox to nri, NodeUnprepareResources to dra) while netdra
 	// still runs, and every device comes back before the processes stop.

@@ -150,7 +150,7 @@ func (d *demo) preflight(context.Context) error {
 		return fmt.Errorf("the ip command (iproute2) is needed: %w", err)
 	}
 	bins := []string{d.c.testworld, d.c.grpcurl}
-	for _, n := range append(nodeProcesses, "netdra-hook") { // nri's gate hook
+	for _, n := range append(nodeProcesses, "netdra-hook") { // the containers' gate hook
 		bins = append(bins, filepath.Join(d.c.binDir, n))
 	}
 	for _, b := range bins {
@@ -321,7 +321,8 @@ func (d *demo) nodeArgs(name string) []string {
 	case "dra":
 		return append(peers, "-node-name", d.env["TESTWORLD_NODE"], "-kubeconfig", d.env["KUBECONFIG"],
 			"-plugin-dir", d.env["TESTWORLD_PLUGINS"], "-registrar-dir", d.env["TESTWORLD_PLUGINS_REGISTRY"],
-			"-cdi-dir", filepath.Join(d.env["TESTWORLD_NODE_DIR"], "cdi"), "-metrics-address", d.c.draMetrics)
+			"-cdi-dir", filepath.Join(d.env["TESTWORLD_NODE_DIR"], "cdi"), "-metrics-address", d.c.draMetrics,
+			"-netns-hook", filepath.Join(d.c.binDir, "netdra-hook"), "-gate-socket", d.socket("nri-gate"))
 	}
 	return nil
 }
