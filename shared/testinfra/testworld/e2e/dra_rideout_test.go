@@ -37,7 +37,7 @@ const failedPrepare = "FailedPrepareDynamicResources"
 // without a kill in the same test (the speed is measured, not asserted).
 func TestE2E_DraRestartRiddenOut(t *testing.T) {
 	devs := []string{"data0", "data1", "data2"}
-	nn := startNetdra(t, devs...)
+	nn := startNetdraKeepingSockets(t, devs...)
 	c := nn.cp.Client()
 	ifNames := make([]any, len(devs))
 	for i, d := range devs {

@@ -57,6 +57,7 @@ type netdraNode struct {
 	dir                    string
 	state, prov, dra, nriP *nodetest.Proc
 	sockets                string // the handover socket of dra's socket holder
+	keepSockets            bool   // dra's kubelet sockets held by `dra sockets`
 	stateClient            statev1.StateServiceClient
 	dyn                    dynamic.Interface
 }
@@ -66,13 +67,26 @@ func startNetdra(t *testing.T, devices ...string) *netdraNode {
 	return startNetdraWith(t, nil, devices...)
 }
 
+// startNetdraKeepingSockets is startNetdra with dra's kubelet sockets held
+// by `dra sockets` across dra's restarts (dra -keep-sockets).
+func startNetdraKeepingSockets(t *testing.T, devices ...string) *netdraNode {
+	t.Helper()
+	return startNetdraOpts(t, true, nil, devices...)
+}
+
 // startNetdraWith is startNetdra with more flags for the provisioner.
 func startNetdraWith(t *testing.T, provArgs []string, devices ...string) *netdraNode {
+	t.Helper()
+	return startNetdraOpts(t, false, provArgs, devices...)
+}
+
+func startNetdraOpts(t *testing.T, keepSockets bool, provArgs []string, devices ...string) *netdraNode {
 	t.Helper()
 	testenv.RequireRoot(t, "creates network namespaces and moves links between them")
 	cp := worldtest.ControlPlane(t)
 	installCRDs(t, cp)
 	nn := newNetdraNode(t, cp, worldtest.Node(t, cp))
+	nn.keepSockets = keepSockets
 	for i, d := range devices {
 		nodetest.IP(t, "-n", nn.hostNS, "link", "add", d, "address", fmt.Sprintf("02:00:00:00:0e:%02x", i),
 			"mtu", "1500", "type", "veth", "peer", "name", "p-"+d)
@@ -108,12 +122,15 @@ func (nn *netdraNode) startProcs(t *testing.T, provArgs []string) {
 	gate := filepath.Join(nn.dir, "nri-gate.sock")
 	nn.nriP = nodetest.Start(t, "nri", nn.dir, "", append(socks, "-nri-socket", n.NRISocket(),
 		"-gate-hook", nodetest.Hook(t), "-gate-socket", gate)...)
-	// dra's kubelet sockets held across its restarts, as by the
-	// DaemonSet's dra-sockets container.
-	nn.sockets = startSocketHolder(t, nn.dir)
-	nn.dra = nodetest.Start(t, "dra", nn.dir, "", append(socks, "-node-name", n.Name(), "-kubeconfig", cp.Kubeconfig(),
-		"-keep-sockets", nn.sockets, "-plugin-dir", nn.dir+"/plugins", "-registrar-dir", n.RegistryDir(), "-cdi-dir", n.CDIDir(), "-publish-debounce", "50ms",
-		"-netns-hook", nodetest.Hook(t), "-gate-socket", gate)...)
+	draArgs := append(socks, "-node-name", n.Name(), "-kubeconfig", cp.Kubeconfig(),
+		"-plugin-dir", nn.dir+"/plugins", "-registrar-dir", n.RegistryDir(), "-cdi-dir", n.CDIDir(), "-publish-debounce", "50ms",
+		"-netns-hook", nodetest.Hook(t), "-gate-socket", gate)
+	if nn.keepSockets {
+		// dra's kubelet sockets held across its restarts by `dra sockets`.
+		nn.sockets = startSocketHolder(t, nn.dir)
+		draArgs = append(draArgs, "-keep-sockets", nn.sockets)
+	}
+	nn.dra = nodetest.Start(t, "dra", nn.dir, "", draArgs...)
 	// Registered last, run first: the pods go through the real teardown
 	// (StopPodSandbox to nri, NodeUnprepareResources to dra) while netdra
 	// still runs, and every device comes back before the processes stop.

@@ -8,16 +8,13 @@ package promtool
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"sync"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/netdra/netdra/shared/testinfra/testenv"
+	"github.com/netdra/netdra/shared/testinfra/testworld/internal/pinned"
 )
 
 // Module is the pinned promtool; the Makefile's PROMETHEUS_VERSION is the
@@ -32,47 +29,15 @@ const Tags = "remove_all_sd"
 // Env names the environment variable holding the promtool binary.
 const Env = "PROMTOOL"
 
-var (
-	once   sync.Once
-	bin    string
-	binErr error
-)
+var tool = pinned.Tool{Env: Env, Module: Module, Tags: Tags, Strict: true}
 
 // Binary returns the promtool binary. $PROMTOOL naming no file fails the
-// test; so does $PROMTOOL unset under testenv.Strict (CI passes the
-// Makefile's pinned copy, and a test that built its own would hide a
-// broken make target). Otherwise it is installed once per test binary
-// from Module (minutes cold: go install compiles it).
+// test; so does $PROMTOOL unset under testenv.Strict. Otherwise it is
+// installed once per test binary from Module (minutes cold: go install
+// compiles it).
 func Binary(t testing.TB) string {
 	t.Helper()
-	once.Do(func() { bin, binErr = find() })
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return bin
-}
-
-func find() (string, error) {
-	if p := os.Getenv(Env); p != "" {
-		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("$%s: %w (make tools builds it into .tools/bin)", Env, err)
-		}
-		return p, nil
-	}
-	if testenv.Strict() {
-		return "", fmt.Errorf("$%s is not set, and %s=1 forbids building promtool in a test: run the tests through make (test-world sets it)", Env, testenv.StrictEnv)
-	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		return "", fmt.Errorf("cache dir for promtool: %w", err)
-	}
-	gobin := filepath.Join(cache, "netdra", "tools")
-	cmd := exec.Command("go", "install", "-tags="+Tags, Module)
-	cmd.Env = append(os.Environ(), "GOBIN="+gobin, "GOWORK=off", "GOFLAGS=")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("installing %s: %w\n%s", Module, err, out)
-	}
-	return filepath.Join(gobin, "promtool"), nil
+	return tool.Binary(t)
 }
 
 // RuleFile writes the spec of the PrometheusRule named name, found among
