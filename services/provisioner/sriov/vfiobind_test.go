@@ -37,6 +37,9 @@ type fakePCI struct {
 	fail   map[string]error // by file name: the write fails, with no effect
 	netdev string
 	mac    string
+	// written, when set, is told of each write (its path under root and
+	// its value) as it is made, under k's lock.
+	written func(rel, value string)
 
 	mu     sync.Mutex
 	wg     sync.WaitGroup
@@ -79,6 +82,9 @@ func (k *fakePCI) write(path, value string) error {
 		return err
 	}
 	k.writes = append(k.writes, rel+" "+value)
+	if k.written != nil {
+		k.written(rel, value)
+	}
 	if err := k.fail[filepath.Base(path)]; err != nil {
 		return err
 	}
@@ -393,9 +399,15 @@ func TestVfio_BindFails(t *testing.T) {
 			before := r.vf(t, vfioVF.addr)
 			ctx := t.Context()
 			if tc.cancel {
+				// The caller goes away once the bind has begun: while
+				// Setup waits for a driver that will not bind.
 				var cancel context.CancelFunc
 				ctx, cancel = context.WithCancel(ctx)
-				time.AfterFunc(20*time.Millisecond, cancel)
+				r.k.written = func(rel, _ string) {
+					if filepath.Base(rel) == "drivers_probe" {
+						cancel()
+					}
+				}
 			}
 			_, err := r.m.Setup(ctx, before, &devicev1.DeviceConfig{Vfio: new(true), MacAddress: "02:aa:bb:cc:dd:ee"}, "")
 			if !errors.Is(err, tc.wantErr) || !strings.Contains(err.Error(), before.GetName()) {
