@@ -550,8 +550,8 @@ type config struct {
 	mtu       int
 	addresses []*netlink.Addr
 	routes    []*netlink.Route
-	rules     []*netlink.Rule
-	neighbors []*netlink.Neigh
+	rules     []podRule
+	neighbors []podNeighbor
 	vrf       *devicev1.Vrf
 	settings  *devicev1.LinkSettings
 	// dhcp is set when the claim asks for DHCP; Attach fills it in.

@@ -236,6 +236,11 @@ func TestMover_NetworkRefused(t *testing.T) {
 		{"route through a gateway off the link", func(c *devicev1.DeviceConfig) {
 			c.Routes = append(c.Routes, &devicev1.Route{Destination: "10.123.0.0/16", Gateway: "10.77.0.1"})
 		}, "routes[5]", "10.77.0.1"},
+		{"ipv6 neighbour on a link without ipv6", func(c *devicev1.DeviceConfig) {
+			c.LinkSettings.Sysctls["ipv6.disable_ipv6"] = 1
+			c.Addresses = c.Addresses[:1]
+			c.Routes = []*devicev1.Route{c.Routes[0], c.Routes[3], c.Routes[4]}
+		}, "neighbors[1]", "2001:db8::1"},
 		{"vrf on a kernel without VRF devices", func(c *devicev1.DeviceConfig) { c.Vrf = &devicev1.Vrf{Name: "red", Table: 100} }, "vrf", "CONFIG_NET_VRF"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
