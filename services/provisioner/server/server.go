@@ -19,7 +19,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"sync"
 
 	"google.golang.org/grpc/codes"
@@ -546,14 +545,6 @@ func (s *Server) Restore(ctx context.Context, req *provisionerv1.RestoreRequest)
 	return &provisionerv1.RestoreResponse{PreparedDevice: pd}, nil
 }
 
-// maxDeviceNodes bounds the device nodes of one prepared device (a vfio
-// VF has two; an RDMA device a few more).
-const maxDeviceNodes = 16
-
-// dnsLabel is the form of a device name (RFC 1123 label), as ResourceSlices
-// publish it.
-var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
-
 // move checks an Attach or Detach of pd (validateMove), takes the device's
 // lock and, when the device has a kernel interface, runs f, which moves it;
 // a device without one (a vfio-bound VF) has nothing to move.
@@ -590,9 +581,6 @@ func (sl slots) take(ctx context.Context) (release func(), err error) {
 		return nil, status.FromContextError(ctx.Err()).Err()
 	}
 }
-
-// maxPathLen is the longest path the kernel opens (PATH_MAX less the NUL).
-const maxPathLen = 4095
 
 // linkStatus gives the link package's errors their status codes.
 func linkStatus(err error) error {
