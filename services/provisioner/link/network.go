@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
-	"github.com/netdra/netdra/services/provisioner/hostns"
+	"github.com/netdra/netdra/services/provisioner/netlinkns"
 	"github.com/netdra/netdra/shared/fielderr"
 )
 
@@ -214,7 +214,7 @@ func (c *conn) addRules(rules []podRule) error {
 func (c *conn) unpod(want config) error {
 	var errs []error
 	for _, r := range want.rules {
-		if err := c.h.RuleDel(r.rule); err != nil && !hostns.IsNotFound(err) && !errors.Is(err, unix.ENOENT) {
+		if err := c.h.RuleDel(r.rule); err != nil && !netlinkns.IsNotFound(err) && !errors.Is(err, unix.ENOENT) {
 			errs = append(errs, fmt.Errorf("deleting rule %s in %s: %w", r.rule, c.name, err))
 		}
 	}
@@ -231,7 +231,7 @@ func (c *conn) dropVRF(name string) error {
 	if err != nil || v == nil || v.Type() != "vrf" || v.Attrs().Alias != VRFAlias {
 		return err
 	}
-	links, err := hostns.RetryDump(c.h.LinkList)
+	links, err := netlinkns.RetryDump(c.h.LinkList)
 	if err != nil {
 		return fmt.Errorf("listing the links in %s: %w", c.name, err)
 	}

@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
-	"github.com/netdra/netdra/services/provisioner/hostns"
+	"github.com/netdra/netdra/services/provisioner/netlinkns"
 	"github.com/netdra/netdra/services/provisioner/netnstest"
 	"github.com/netdra/netdra/shared/fielderr"
 )
@@ -109,7 +109,7 @@ func netViewOf(t *testing.T, path string, h *netlink.Handle, name string) netVie
 
 func featuresOf(t *testing.T, path string, index int, names ...string) map[string]bool {
 	t.Helper()
-	ns, err := hostns.Open(path)
+	ns, err := netlinkns.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,9 +27,9 @@ import (
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
-	"github.com/netdra/netdra/services/provisioner/hostns"
 	"github.com/netdra/netdra/services/provisioner/link"
 	"github.com/netdra/netdra/services/provisioner/manager"
+	"github.com/netdra/netdra/services/provisioner/netlinkns"
 	"github.com/netdra/netdra/shared/fielderr"
 	"github.com/netdra/netdra/shared/keylock"
 )
@@ -592,7 +592,7 @@ func linkStatus(err error) error {
 		code = codes.AlreadyExists
 	case errors.Is(err, link.ErrLinkNotFound), errors.Is(err, link.ErrRDMANotFound):
 		code = codes.NotFound
-	case errors.Is(err, hostns.ErrNotNetns), errors.Is(err, link.ErrHostNetns), errors.Is(err, link.ErrParentNotFound), errors.Is(err, link.ErrRDMANotMovable),
+	case errors.Is(err, netlinkns.ErrNotNetns), errors.Is(err, link.ErrHostNetns), errors.Is(err, link.ErrParentNotFound), errors.Is(err, link.ErrRDMANotMovable),
 		errors.Is(err, link.ErrNoLease):
 		code = codes.FailedPrecondition
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
