@@ -4,8 +4,8 @@
 // shared/testinfra/testworld/benchworld against the test world's real apiserver,
 // with $NETDRA_BENCH_OUT set: they write their figures there (see
 // bench/figures), and bench/cmd/benchreport turns them into
-// bench/RESULTS.md and bench/latency.png. Figures are reported, never
-// asserted.
+// bench/RESULTS.md and bench/latency.png, each figure beside its target in
+// bench/targets.yaml. Figures are reported, never asserted.
 //
 //   - BenchmarkAttach_PipelineVsBaseline: a pod's attach and detach
 //     through the real NRI runtime side, nri, state and provisioner

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -8,7 +10,7 @@ import (
 	"github.com/netdra/netdra/bench/figures"
 )
 
-// TestBesideTargets: the two rows of a pod without netdra devices beside
+// TestBesideTargets: the two rows, with the targets file's targets, of a pod without netdra devices beside
 // 8-device pods, met only when both its Ready delays (P50, P99) and every
 // hook's mean are within 2 ms and no pod failed; not measured without the
 // alone or the beside-devices phase.
@@ -41,9 +43,14 @@ func TestBesideTargets(t *testing.T) {
 		{"no alone phase", []figures.Beside{dev(1800, 2000, 1, 0)}, []string{"not measured in this run", "not measured in this run"}, []bool{false, false}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			ts, err := readTargets(repoTargets)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ts.Targets = slices.DeleteFunc(ts.Targets, func(x target) bool { return !strings.HasPrefix(x.Figure, "beside.") })
 			var measured []string
 			var met []bool
-			for _, r := range besideTargets(tc.records) {
+			for _, r := range evaluate(ts.Targets, besideFigures(tc.records)) {
 				measured, met = append(measured, r.measured), append(met, r.met)
 			}
 			if diff := cmp.Diff(tc.measured, measured); diff != "" {
@@ -61,7 +68,16 @@ func TestBesideTargets(t *testing.T) {
 func TestHookTargets_BesidePhase(t *testing.T) {
 	ps := []figures.PodStart{{Way: "burst", Claim: true, Pods: 100, Hooks: map[string]float64{"nri RunPodSandbox": 1.5}}}
 	bs := []figures.Beside{{Phase: "beside-devices", Plain: 20, Extra: 4, Devices: 8, Hooks: map[string]float64{"nri RunPodSandbox": 2.5}}}
-	got := hookTargets(ps, bs)[0]
+	ts, err := readTargets(repoTargets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts.Targets = slices.DeleteFunc(ts.Targets, func(x target) bool { return x.Figure != "nri.RunPodSandbox.mean" })
+	rows := evaluate(ts.Targets, hookFigures(ps, bs))
+	if len(rows) != 1 {
+		t.Fatalf("%d rows for nri.RunPodSandbox.mean, want 1", len(rows))
+	}
+	got := rows[0]
 	if want := "2.5 ms (20 pods without a claim beside 4 x 8 devices)"; got.measured != want || got.met {
 		t.Errorf("RunPodSandbox's row: %q, met %v; want %q, not met", got.measured, got.met, want)
 	}

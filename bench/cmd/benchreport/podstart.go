@@ -11,7 +11,7 @@ import (
 // writePodStart writes the section on pod startup on the real node with
 // a netdra claim and without, and on the kubelet's restart.
 func writePodStart(p func(string, ...any), ps []figures.PodStart, rs []figures.KubeletRestart) {
-	if !section(p, "## Pod startup on the real node (issue 21 point 4)", len(ps) > 0 || len(rs) > 0) {
+	if !section(p, "## Pod startup on the real node", len(ps) > 0 || len(rs) > 0) {
 		return
 	}
 	p("BenchmarkWorld_PodStartup (shared/testinfra/testworld/benchworld): a real kubelet and containerd with NRI and runc")

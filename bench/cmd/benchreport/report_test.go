@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"image/color"
 	"image/png"
 	"math/rand/v2"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"gonum.org/v1/plot/vg"
 
 	"github.com/netdra/netdra/bench/figures"
@@ -69,6 +71,7 @@ func writeRecords(t *testing.T, dir string) {
 		must(figures.Record(figures.BesideFile, x))
 	}
 	must(figures.Record(figures.RestartFile, figures.KubeletRestart{RestartSeconds: 1.2, SlicesBackSeconds: 0.3, PodBoundSeconds: 0.4, PodRunningSeconds: 1.1, PlainRunningSeconds: 1.0, SlicesDeleted: true}))
+	must(figures.Record(figures.InventoryFile, figures.Inventory{Devices: 1024, Seconds: 2.29, RoundsMs: []float64{2910, 2290, 1720}, Slices: 16}))
 	for name, kib := range map[string]int{"state": 20 << 10, "provisioner": 35 << 10, "nri": 25 << 10} {
 		must(figures.Record(figures.RSSFile, figures.RSS{Process: name, Phase: "churn", RSSKiB: kib}))
 	}
@@ -81,7 +84,7 @@ func TestRun_ReportAndPlot(t *testing.T) {
 	dir := t.TempDir()
 	writeRecords(t, dir)
 	out, plot := filepath.Join(dir, "RESULTS.md"), filepath.Join(dir, "latency.png")
-	if err := run(dir, out, plot, time.Minute); err != nil {
+	if err := run(dir, out, plot, repoTargets, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(out)
@@ -90,19 +93,23 @@ func TestRun_ReportAndPlot(t *testing.T) {
 	}
 	report := string(b)
 	for _, want := range []string{
-		"| 4 | pod startup one after the other, P50 with a claim - without | <= +20 ms | +",
+		"| pod startup | pod startup one after the other, P50 with a claim - without | <= 20 ms | +",
 		"ms the control plane's and ",
-		"| 4 | kubelet restart: from its SIGTERM, slices back and a new pod with a claim Running | < 2 s | slices 0.30 s, pod Running 1.10 s (a pod without a claim beside it: 1.00 s, the kubelet's own) | met |",
-		"| 3 | nri RunPodSandbox on the real node, mean per pod (worst phase, nri's metrics) | <= 2 ms | 1.5 ms",
-		"| 3 | nri StopPodSandbox on the real node, mean per pod (worst phase, nri's metrics) | <= 2 ms | 3.0 ms",
-		"| 3 | a pod without netdra devices beside 8-device pods, delayed by netdra: from the kubelet's side (Ready P50 and P99, beside - alone) | <= 2 ms | P50 +",
-		"| 3 | a pod without netdra devices beside 8-device pods, delayed by netdra: inside its hooks (nri's mean per call, beside 8-device pods) | <= 2 ms | RunPodSandbox 1.2 ms",
+		"| pod startup | kubelet restart: from its SIGTERM, slices back and a new pod with a claim Running | < 2 s | slices 0.30 s, pod Running 1.10 s (a pod without a claim beside it: 1.00 s, the kubelet's own) | met |",
+		"| hooks | nri RunPodSandbox on the real node, mean per pod (worst phase, nri's metrics) | <= 2 ms | 1.5 ms",
+		"| hooks | nri StopPodSandbox on the real node, mean per pod (worst phase, nri's metrics) | <= 2 ms | 3.0 ms",
+		"| hooks | a pod without netdra devices beside 8-device pods, delayed by netdra: from the kubelet's side (Ready P50 and P99, beside - alone) | <= 2 ms | P50 +",
+		"| hooks | a pod without netdra devices beside 8-device pods, delayed by netdra: inside its hooks (nri's mean per call, beside 8-device pods) | <= 2 ms | RunPodSandbox 1.2 ms",
 		"| beside-devices | 20 | 4 pods x 8 devices | 3 |",
-		"| 5 | state RSS, under churn (peak VmRSS) | < 30 MiB | 20.0 MiB | met |",
-		"| 5 | provisioner RSS, under churn (peak VmRSS) | < 30 MiB | 35.0 MiB | **not met** |",
-		"| 5 | dra RSS, 1,024 devices published (peak VmRSS) | < 48 MiB | not measured in this run | not measured |",
-		"| 2 | moves/s pipeline/baseline, 64 pods x 1 device(s) | >= 0.95x | 0.33x",
-		"| 1 | attach p50 pipeline/baseline, 1 pod, 8 device(s) | <= 1.05x |",
+		"| memory | state RSS, under churn (peak VmRSS) | < 30 MiB | 20.0 MiB | met |",
+		"| memory | provisioner RSS, under churn (peak VmRSS) | < 30 MiB | 35.0 MiB | **not met** |",
+		"| publication | 1024 devices published | < 1 s | 2.29 s (median of 3 rounds: 2.91, 2.29, 1.72) | **not met** |",
+		"- **publication, 1024 devices published**: the apiserver's writes of the slices",
+		"- **attach latency, attach p50 pipeline/baseline, 1 pod, 1 device(s)**: of the ",
+		"\nWhere the time goes (one run of the 1-pod, 1-device configuration",
+		"| memory | dra RSS, 1,024 devices published (peak VmRSS) | < 48 MiB | not measured in this run | not measured |",
+		"| moves | moves/s pipeline/baseline, 64 pods x 1 device(s) | >= 0.95x | 0.33x",
+		"| attach latency | attach p50 pipeline/baseline, 1 pod, 8 device(s) | <= 1.05x |",
 		"![attach latency CDFs, pipeline against baseline](latency.png)",
 		"| pods | how | claim | bound ms | sandbox begun ms | container made ms | container started ms | Ready ms |",
 		"- serial, what a claim adds to each step's P50 (claim - no claim, ms): bound +",
@@ -152,5 +159,63 @@ func checkPlot(t *testing.T, path string) {
 	}
 	if bottom[plainColor] < 100 || bottom[claimColor] < 100 {
 		t.Errorf("the pod startup row has %d pixels without a claim's colour and %d with", bottom[plainColor], bottom[claimColor])
+	}
+}
+
+// repoTargets is the repository's targets file, the one make bench uses.
+const repoTargets = "../../targets.yaml"
+
+// TestReadTargets: the repository's targets file is taken; a target with
+// a field wrong is refused naming it.
+func TestReadTargets(t *testing.T) {
+	ts, err := readTargets(repoTargets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ts.Targets) == 0 || ts.GroupNotes["attach latency"] == "" {
+		t.Errorf("the targets file has %d targets and notes %v", len(ts.Targets), ts.GroupNotes)
+	}
+	for _, tc := range []struct{ name, body, want string }{
+		{"unknown figure", `targets: [{group: g, name: n, figure: attach.p42.ratio.1dev, compare: "<=", value: 1, unit: x}]`, "targets[0].figure"},
+		{"bad compare", `targets: [{group: g, name: n, figure: kubelet.restart, compare: "=<", value: 1, unit: s}]`, "targets[0].compare"},
+		{"bad unit", `targets: [{group: g, name: n, figure: kubelet.restart, compare: "<", value: 1, unit: min}]`, "targets[0].unit"},
+		{"no name", `targets: [{group: g, figure: kubelet.restart, compare: "<", value: 1, unit: s}]`, "targets[0].name"},
+		{"unknown field", `targets: [{group: g, name: n, figure: kubelet.restart, compare: "<", value: 1, unit: s, wanted: 3}]`, "wanted"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "targets.yaml")
+			if err := os.WriteFile(path, []byte(tc.body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := readTargets(path); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("readTargets = %v, want an error naming %s", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestEvaluate: a target's verdict follows its comparison, a figure of a
+// failed run meets nothing, and a figure not measured is not met.
+func TestEvaluate(t *testing.T) {
+	ts := []target{
+		{Group: "g", Name: "at most", Figure: "a", Compare: "<=", Value: 2, Unit: "ms", Why: "the code's cause"},
+		{Group: "g", Name: "at least", Figure: "b", Compare: ">=", Value: 0.95, Unit: "x"},
+		{Group: "g", Name: "failed run", Figure: "c", Compare: "<", Value: 30, Unit: "MiB"},
+		{Group: "g", Name: "absent", Figure: "d", Compare: "<", Value: 1, Unit: "s"},
+	}
+	figs := map[string]figure{"a": {value: 2.5, shown: "2.5 ms", detail: "this run's cause"}, "b": {value: 0.95, shown: "0.95x"},
+		"c": {value: 10, shown: "10.0 MiB", failed: true}}
+	var got []string
+	for _, r := range evaluate(ts, figs) {
+		got = append(got, fmt.Sprintf("%s | %s | %s | %v | %s", r.Name, r.wanted(), r.measured, r.met, r.why))
+	}
+	want := []string{
+		"at most | <= 2 ms | 2.5 ms | false | this run's cause; the code's cause",
+		"at least | >= 0.95x | 0.95x | true | ",
+		"failed run | < 30 MiB | 10.0 MiB | false | ",
+		"absent | < 1 s | not measured in this run | false | ",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("rows (-want +got):\n%s", diff)
 	}
 }

@@ -42,7 +42,6 @@ import (
 	"github.com/netdra/netdra/services/dra/attachstatus"
 	"github.com/netdra/netdra/services/dra/cdispec"
 	"github.com/netdra/netdra/services/dra/claims"
-	"github.com/netdra/netdra/services/dra/config"
 	"github.com/netdra/netdra/services/dra/devicesync"
 	"github.com/netdra/netdra/services/dra/driver"
 	"github.com/netdra/netdra/services/dra/health"
@@ -188,12 +187,12 @@ func (a *Agent) putInForce(ctx context.Context, spec *v1alpha1.NodeConfigSpec, g
 
 // configure sends spec's configuration to the provisioner. A field the
 // provisioner refuses (a vfCount above its PF's sriov_totalvfs) is a
-// *fielderr.Error named as the spec names it (config.ProvisionerError).
+// *fielderr.Error named as the spec names it (nodeconfig.ProvisionerError).
 func (a *Agent) configure(ctx context.Context, spec *v1alpha1.NodeConfigSpec) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if _, err := a.pump.Configure(ctx, config.Provisioner(spec)); err != nil {
-		return config.ProvisionerError(err)
+	if _, err := a.pump.Configure(ctx, nodeconfig.Provisioner(spec)); err != nil {
+		return nodeconfig.ProvisionerError(err)
 	}
 	return a.syncIPPools(ctx, spec)
 }
@@ -220,7 +219,7 @@ func (a *Agent) managerWarnings(m devicev1.DeviceManager, warnings []string) {
 
 // setSpec makes spec the one in force and publishes its pools.
 func (a *Agent) setSpec(spec *v1alpha1.NodeConfigSpec, generation int64) {
-	a.pub.SetPools(config.Pools(spec))
+	a.pub.SetPools(nodeconfig.Pools(spec))
 	a.mu.Lock()
 	first := a.spec == nil
 	a.spec, a.generation = spec, generation
@@ -360,7 +359,7 @@ func (a *Agent) recover(ctx context.Context) error {
 func (a *Agent) newDriver(name string, spec *v1alpha1.NodeConfigSpec) (*driver.Driver, error) {
 	return driver.New(driver.Config{DriverName: name, NodeName: a.cfg.NodeName, State: a.cfg.State,
 		Provisioner: a.cfg.Provisioner, Claims: a.claims, PodLookup: a.claims.PodLookup, Health: a.health,
-		Pools:  config.Pools(spec),
+		Pools:  nodeconfig.Pools(spec),
 		Logger: a.log.With("part", "driver"), OnFatalError: func(err error) { a.fatal <- err },
 		CDI: a.cdi(), DeviceMetadata: a.cfg.CDIDir != "", RideOut: driver.DefaultRideOut, OnDeviceLost: a.cfg.Metrics.deviceLost})
 }
@@ -415,7 +414,7 @@ func (a *Agent) serveLocked(ctx context.Context, name string, spec *v1alpha1.Nod
 	a.serving, a.driverName = s, name
 	a.mu.Unlock()
 	a.status.SetDriverName(name)
-	a.pub.SetPools(config.Pools(spec))
+	a.pub.SetPools(nodeconfig.Pools(spec))
 	a.pub.Republish() // publish now that we can, through the new plugin's controller
 	return nil
 }

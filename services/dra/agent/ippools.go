@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
-	"github.com/netdra/netdra/services/dra/config"
+	"github.com/netdra/netdra/services/dra/nodeconfig"
 	"github.com/netdra/netdra/shared/apis/v1alpha1"
 )
 
@@ -20,7 +20,7 @@ const ipPoolsCheck = 30 * time.Second
 // service validates them again; a refusal fails the apply, and the
 // previous pools stay.
 func (a *Agent) syncIPPools(ctx context.Context, spec *v1alpha1.NodeConfigSpec) error {
-	if _, err := a.cfg.State.ReplaceIPPools(ctx, config.IPPools(spec)); err != nil {
+	if _, err := a.cfg.State.ReplaceIPPools(ctx, nodeconfig.IPPools(spec)); err != nil {
 		return fmt.Errorf("setting the ip pools: %w", err)
 	}
 	select {
@@ -64,19 +64,19 @@ func (a *Agent) watchIPPools(ctx context.Context) error {
 			a.log.Warn("Listing the ip pools", "error", err)
 			continue
 		}
-		a.pub.SetExhaustedIPPools(config.ExhaustedIPPools(resp.GetPools()))
+		a.pub.SetExhaustedIPPools(nodeconfig.ExhaustedIPPools(resp.GetPools()))
 		if onlyTaints {
 			continue
 		}
 		if spec != nil {
-			a.status.SetIPPools(config.IPPoolUsage(resp.GetPools()))
+			a.status.SetIPPools(nodeconfig.IPPoolUsage(resp.GetPools()))
 		}
 		if spec == nil || (len(spec.IPPools) == 0 && len(resp.GetPools()) == 0) {
 			continue // no pools: no condition
 		}
 		cond := metav1.Condition{Type: v1alpha1.ConditionIPPoolsDraining, Status: metav1.ConditionFalse,
 			Reason: v1alpha1.ReasonIPPoolsSettled, Message: "every address in use belongs to a configured pool's range", ObservedGeneration: generation}
-		if msg := config.IPPoolsDraining(resp.GetPools()); msg != "" {
+		if msg := nodeconfig.IPPoolsDraining(resp.GetPools()); msg != "" {
 			cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, v1alpha1.ReasonIPPoolsDraining, msg
 		}
 		if cond.Message != last {

@@ -4,9 +4,10 @@
 // the state service records them on the allocation (attachError), and
 // this package puts them on the claim: an Attached condition on the
 // device's status entry (False with reason AttachFailed and the error as
-// its message, True with reason Attached once the device is in the pod)
-// and one Warning event AttachFailed per distinct cause, not one per
-// retry of the kubelet.
+// its message, True with reason Attached once the device is in the pod,
+// False with reason Detached once it left the pod while the claim stays
+// prepared) and one Warning event AttachFailed per distinct cause, not one
+// per retry of the kubelet.
 package attachstatus
 
 import (
@@ -33,11 +34,17 @@ const (
 	ConditionAttached  = "Attached"
 	ReasonAttached     = "Attached"
 	ReasonAttachFailed = "AttachFailed"
+	ReasonDetached     = "Detached"
 )
 
 // MsgAttached is the Attached condition's message once the device is in
 // its pod's network namespace.
 const MsgAttached = "in the pod's network namespace"
+
+// MsgDetached is the Attached condition's message once the device left
+// its pod's network namespace (the pod's sandbox stopped) and the claim
+// is still prepared.
+const MsgDetached = "out of the pod's network namespace: its pod's sandbox stopped"
 
 // Source is the view of the state service's allocations;
 // *publish.Publisher is one.
@@ -56,6 +63,9 @@ type Writer interface {
 	// claims.ErrClaimGone and claims.ErrNoEntry say there is nothing to
 	// set it on.
 	SetDeviceCondition(ctx context.Context, namespace, name string, uid types.UID, dev claims.DeviceRef, cond metav1.Condition) (bool, *resourceapi.ResourceClaim, error)
+	// ReplaceDeviceCondition is SetDeviceCondition done only when the
+	// entry's condition of cond's type has status from.
+	ReplaceDeviceCondition(ctx context.Context, namespace, name string, uid types.UID, dev claims.DeviceRef, from metav1.ConditionStatus, cond metav1.Condition) (bool, *resourceapi.ResourceClaim, error)
 	// Event records an event on the claim; best effort.
 	Event(claim *resourceapi.ResourceClaim, eventType, reason, message string)
 }
@@ -91,10 +101,12 @@ type key struct {
 	claimUID, pool, device, shareID string
 }
 
-// outcome is the attach an allocation records: ok, or the error.
+// outcome is the attach an allocation records: ok, or the error; or,
+// detached, none: the device is prepared and in no pod.
 type outcome struct {
-	ok  bool
-	err string
+	ok       bool
+	err      string
+	detached bool
 }
 
 // Outcome is what a's row says of its attach, and whether it says
@@ -117,11 +129,13 @@ func Outcome(a *statev1.Allocation) (ok bool, err string, known bool) {
 // cause already on the claim gets no second event.
 func (r *Reporter) Run(ctx context.Context) error {
 	reported := map[key]outcome{}
+	first := true
 	for {
 		v, changed := r.src.View()
 		failed := false
 		if v.Synced {
-			failed = r.sync(ctx, v.Allocations, reported)
+			failed = r.sync(ctx, v.Allocations, reported, first)
+			first = first && failed
 		}
 		var again <-chan time.Time
 		if failed {
@@ -137,19 +151,34 @@ func (r *Reporter) Run(ctx context.Context) error {
 }
 
 // sync reports each allocation whose outcome is not the one reported
-// last, and forgets the allocations that are gone or say nothing. It
-// reports whether a write failed and should be tried again.
-func (r *Reporter) sync(ctx context.Context, allocs []*statev1.Allocation, reported map[key]outcome) (failed bool) {
+// last, and forgets the allocations that are gone or say nothing. A
+// prepared row in no pod is reported Detached only where the claim says
+// Attached True: after an attach this reporter saw, or, on the first sync
+// (start is true, as after a restart), where the claim's condition is
+// True; a row prepared since, never attached, is not written. It reports
+// whether a write failed and should be tried again.
+func (r *Reporter) sync(ctx context.Context, allocs []*statev1.Allocation, reported map[key]outcome, start bool) (failed bool) {
 	seen := map[key]bool{}
 	for _, a := range allocs {
-		ok, msg, known := Outcome(a)
-		if !known || a.GetClaimUid() == "" {
+		if a.GetClaimUid() == "" {
 			continue
+		}
+		ok, msg, known := Outcome(a)
+		o := outcome{ok: ok, err: msg}
+		if !known {
+			if a.GetPhase() != statev1.Phase_PHASE_PREPARED {
+				continue
+			}
+			o = outcome{detached: true}
 		}
 		k := key{a.GetClaimUid(), a.GetPool(), a.GetDeviceName(), a.GetShareId()}
 		seen[k] = true
-		o := outcome{ok, msg}
-		if prev, done := reported[k]; done && prev == o {
+		prev, done := reported[k]
+		if done && prev == o {
+			continue
+		}
+		if o.detached && !(done && prev.ok) && !(!done && start) {
+			reported[k] = o
 			continue
 		}
 		err := r.report(ctx, a, o)
@@ -176,9 +205,17 @@ func (r *Reporter) sync(ctx context.Context, allocs []*statev1.Allocation, repor
 // report sets a's Attached condition to o, and records the Warning event
 // when it turned to a new failure.
 func (r *Reporter) report(ctx context.Context, a *statev1.Allocation, o outcome) error {
-	cond := Condition(o.ok, o.err)
 	dev := claims.DeviceRef{Pool: slicepool.SlicePool(r.node, a.GetPool()), Device: a.GetDeviceName(), ShareID: a.GetShareId()}
-	changed, claim, err := r.w.SetDeviceCondition(ctx, a.GetClaimNamespace(), a.GetClaimName(), types.UID(a.GetClaimUid()), dev, cond)
+	ns, name, uid := a.GetClaimNamespace(), a.GetClaimName(), types.UID(a.GetClaimUid())
+	if o.detached {
+		changed, _, err := r.w.ReplaceDeviceCondition(ctx, ns, name, uid, dev, metav1.ConditionTrue, DetachedCondition())
+		if err == nil && changed {
+			r.log.Info("Device detached, on its claim", "claim", ns+"/"+name, "device", a.GetDeviceName())
+		}
+		return err
+	}
+	cond := Condition(o.ok, o.err)
+	changed, claim, err := r.w.SetDeviceCondition(ctx, ns, name, uid, dev, cond)
 	if err != nil {
 		return err
 	}
@@ -202,6 +239,12 @@ func Condition(ok bool, msg string) metav1.Condition {
 		return metav1.Condition{Type: ConditionAttached, Status: metav1.ConditionTrue, Reason: ReasonAttached, Message: MsgAttached}
 	}
 	return metav1.Condition{Type: ConditionAttached, Status: metav1.ConditionFalse, Reason: ReasonAttachFailed, Message: msg}
+}
+
+// DetachedCondition is the Attached condition of a device that left its
+// pod while its claim stays prepared.
+func DetachedCondition() metav1.Condition {
+	return metav1.Condition{Type: ConditionAttached, Status: metav1.ConditionFalse, Reason: ReasonDetached, Message: MsgDetached}
 }
 
 // EventMessage is the message of the Warning event of device's failed

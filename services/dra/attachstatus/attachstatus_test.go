@@ -242,3 +242,65 @@ func TestReporter_Retries(t *testing.T) {
 		t.Errorf("refusals left %d, reads of the gone claim %d; want 0 and 1", refusals, goneGets)
 	}
 }
+
+func isDetached(c *metav1.Condition) bool {
+	return c != nil && c.Status == metav1.ConditionFalse && c.Reason == ReasonDetached && c.Message == MsgDetached
+}
+
+// TestReporter_Detached: a device that leaves its pod while the claim
+// stays prepared (the row back to PREPARED) turns Attached False with
+// reason Detached, without an event, and True again at the next attach.
+func TestReporter_Detached(t *testing.T) {
+	r := start(t, claimOf("c1", "c1", "dh0"))
+	r.src.set(row("c1", "dh0", statev1.Phase_PHASE_ATTACHED, "", 0))
+	if c := r.attached("c1", "dh0", isTrue); !isTrue(c) {
+		t.Fatalf("Attached = %+v, want True", c)
+	}
+	r.src.set(row("c1", "dh0", statev1.Phase_PHASE_PREPARED, "", 0))
+	if c := r.attached("c1", "dh0", isDetached); !isDetached(c) {
+		t.Fatalf("Attached after the detach = %+v, want False Detached", c)
+	}
+	if ev := r.drain(); len(ev) != 0 {
+		t.Errorf("a detach made events %q", ev)
+	}
+	r.src.set(row("c1", "dh0", statev1.Phase_PHASE_ATTACHED, "", 0))
+	if c := r.attached("c1", "dh0", isTrue); !isTrue(c) {
+		t.Fatalf("Attached after the next attach = %+v, want True", c)
+	}
+}
+
+// TestReporter_DetachedWhileAway: a restarted dra finds a prepared row in
+// no pod whose claim still says Attached True (the detach came while dra
+// was away) and turns it Detached; a row never attached gets no
+// condition, and a row prepared after the start is not read at all.
+func TestReporter_DetachedWhileAway(t *testing.T) {
+	c := claimOf("c1", "c1", "dh0", "dh1")
+	c.Status.Devices[0].Conditions = append(c.Status.Devices[0].Conditions, Condition(true, ""))
+	c.Status.Devices[0].Conditions[1].LastTransitionTime = metav1.Now()
+	r := start(t, c, claimOf("c2", "c2", "dh2"))
+	var mu sync.Mutex
+	c2Gets := 0
+	r.client.PrependReactor("get", "resourceclaims", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.(k8stesting.GetAction).GetName() == "c2" {
+			mu.Lock()
+			c2Gets++
+			mu.Unlock()
+		}
+		return false, nil, nil
+	})
+	r.src.set(row("c1", "dh0", statev1.Phase_PHASE_PREPARED, "", 0), row("c1", "dh1", statev1.Phase_PHASE_PREPARED, "", 0))
+	if cond := r.attached("c1", "dh0", isDetached); !isDetached(cond) {
+		t.Fatalf("dh0's Attached = %+v, want False Detached", cond)
+	}
+	r.src.set(row("c1", "dh0", statev1.Phase_PHASE_PREPARED, "", 0), row("c1", "dh1", statev1.Phase_PHASE_PREPARED, "", 0),
+		row("c2", "dh2", statev1.Phase_PHASE_PREPARED, "", 0))
+	time.Sleep(200 * time.Millisecond)
+	if cond := r.attached("c1", "dh1", nil); cond != nil {
+		t.Errorf("dh1, never attached, has %+v", cond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if c2Gets != 0 {
+		t.Errorf("a claim prepared after the start was read %d times, want 0", c2Gets)
+	}
+}

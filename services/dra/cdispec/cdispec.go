@@ -243,8 +243,8 @@ type Dir struct {
 	hook Hook
 }
 
-// WithNetnsHook puts the netns check hook (package
-// services/nri/netnscheck) on every device with an interface: a container
+// WithNetnsHook puts the netns check hook (netdra-hook check-netns,
+// services/nri/cmd/netdra-hook) on every device with an interface: a container
 // of the claim is then not created until its devices are in its network
 // namespace, and, with h.GateSocket, until nri's gate said the pod's
 // attach put them there (refused when nri is not running).

@@ -108,6 +108,22 @@ type DeviceRef struct {
 // A conflict retries from a fresh copy. ErrClaimGone and ErrNoEntry say
 // why nothing could be set.
 func (c *Claims) SetDeviceCondition(ctx context.Context, namespace, name string, uid types.UID, dev DeviceRef, cond metav1.Condition) (bool, *resourceapi.ResourceClaim, error) {
+	return c.setDeviceCondition(ctx, namespace, name, uid, dev, cond, nil)
+}
+
+// ReplaceDeviceCondition is SetDeviceCondition of cond, done only when
+// the entry holds a condition of cond's type whose status is from; an
+// entry without one, or with another status, is left as it is (changed
+// false, no error).
+func (c *Claims) ReplaceDeviceCondition(ctx context.Context, namespace, name string, uid types.UID, dev DeviceRef, from metav1.ConditionStatus, cond metav1.Condition) (bool, *resourceapi.ResourceClaim, error) {
+	return c.setDeviceCondition(ctx, namespace, name, uid, dev, cond, func(cur *metav1.Condition) bool {
+		return cur != nil && cur.Status == from
+	})
+}
+
+// setDeviceCondition sets cond on dev's entry when when (nil: always)
+// holds of the entry's condition of cond's type (nil when it has none).
+func (c *Claims) setDeviceCondition(ctx context.Context, namespace, name string, uid types.UID, dev DeviceRef, cond metav1.Condition, when func(*metav1.Condition) bool) (bool, *resourceapi.ResourceClaim, error) {
 	claims := c.client.ResourceV1().ResourceClaims(namespace)
 	var changed bool
 	var out *resourceapi.ResourceClaim
@@ -127,6 +143,10 @@ func (c *Claims) SetDeviceCondition(ctx context.Context, namespace, name string,
 		e := deviceEntry(next, dev)
 		if e == nil {
 			return fmt.Errorf("claim %s/%s, device %s of pool %s: %w", namespace, name, dev.Device, dev.Pool, ErrNoEntry)
+		}
+		if when != nil && !when(meta.FindStatusCondition(e.Conditions, cond.Type)) {
+			out = cur
+			return nil
 		}
 		cond.ObservedGeneration = next.Generation
 		if !meta.SetStatusCondition(&e.Conditions, cond) {

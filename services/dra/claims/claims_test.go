@@ -169,6 +169,34 @@ func TestSetDeviceCondition(t *testing.T) {
 	}
 }
 
+// ReplaceDeviceCondition writes only over a condition of the status it
+// names: not on an entry without the condition, not over another status.
+func TestReplaceDeviceCondition(t *testing.T) {
+	ctx := context.Background()
+	c := withResourceVersions(fake.NewClientset(allocatedClaim()))
+	cl := NewClaims(c, nil)
+	dev := DeviceRef{Pool: "node-a-p", Device: "vf1"}
+	detached := metav1.Condition{Type: "Attached", Status: metav1.ConditionFalse, Reason: "Detached", Message: "out of the pod"}
+	if changed, _, err := cl.ReplaceDeviceCondition(ctx, "ns", "c", "u1", dev, metav1.ConditionTrue, detached); err != nil || changed {
+		t.Fatalf("over no Attached condition = %v, %v; want no change", changed, err)
+	}
+	ok := metav1.Condition{Type: "Attached", Status: metav1.ConditionTrue, Reason: "Attached", Message: "in the pod's network namespace"}
+	if _, _, err := cl.SetDeviceCondition(ctx, "ns", "c", "u1", dev, ok); err != nil {
+		t.Fatal(err)
+	}
+	if changed, _, err := cl.ReplaceDeviceCondition(ctx, "ns", "c", "u1", dev, metav1.ConditionTrue, detached); err != nil || !changed {
+		t.Fatalf("over Attached True = %v, %v; want a change", changed, err)
+	}
+	got, _ := c.ResourceV1().ResourceClaims("ns").Get(ctx, "c", metav1.GetOptions{})
+	if cs := got.Status.Devices[1].Conditions; len(cs) != 2 || cs[1].Status != metav1.ConditionFalse || cs[1].Reason != "Detached" {
+		t.Errorf("vf1's conditions %+v, want Attached False Detached", cs)
+	}
+	failed := metav1.Condition{Type: "Attached", Status: metav1.ConditionFalse, Reason: "AttachFailed", Message: "vrf"}
+	if changed, _, err := cl.ReplaceDeviceCondition(ctx, "ns", "c", "u1", dev, metav1.ConditionTrue, failed); err != nil || changed {
+		t.Errorf("over Attached False = %v, %v; want no change", changed, err)
+	}
+}
+
 // Nothing to set the condition on: the claim is gone or replaced, or has
 // no entry (or allocation result) for the device.
 func TestSetDeviceCondition_Nothing(t *testing.T) {

@@ -1,7 +1,10 @@
-// Package nodeconfig follows the node's NodeConfig for dra: a Watcher hands
-// each valid spec to the agent's Applier, retrying failures with a backoff,
-// and a StatusWriter keeps the NodeConfig's status (conditions, the pools
-// published, the driver name) written, coalescing updates.
+// Package nodeconfig is dra's handling of the node's NodeConfig: a Watcher
+// hands each valid spec to the agent's Applier, retrying failures with a
+// backoff; the spec maps onto what dra's parts take (Provisioner, Pools,
+// IPPools), a provisioner's refusal back onto the spec's field names
+// (ProvisionerError); and a StatusWriter keeps the NodeConfig's status
+// (conditions, the pools published, the driver name) written, coalescing
+// updates.
 package nodeconfig
 
 import (

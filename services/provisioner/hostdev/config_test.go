@@ -10,7 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
-	"github.com/netdra/netdra/services/provisioner/hostns"
+	"github.com/netdra/netdra/services/provisioner/netlinkns"
 	"github.com/netdra/netdra/shared/fielderr"
 )
 
@@ -76,7 +76,7 @@ func TestNew_Options(t *testing.T) {
 		{"zero resync", WithResync(0), nil},
 		{"negative resync", WithResync(-time.Second), nil},
 		{"missing netns", WithNetns("/nonexistent/netns"), nil},
-		{"netns not a netns", WithNetns("/proc/self/ns/uts"), hostns.ErrNotNetns},
+		{"netns not a netns", WithNetns("/proc/self/ns/uts"), netlinkns.ErrNotNetns},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(testLogger(t), "", cfg, tc.opt)

@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
-	"github.com/netdra/netdra/services/provisioner/hostns"
+	"github.com/netdra/netdra/services/provisioner/netlinkns"
 )
 
 // describe returns l as a host device, with what sysfs adds, if the
@@ -66,7 +66,7 @@ type scanner struct {
 // links come from the cache unless fresh is set (or the cache awaits a
 // dump); the default routes and sysfs are read each time.
 func (s *scanner) scan(fresh bool) ([]*devicev1.Device, error) {
-	dump := func() ([]netlink.Link, error) { return hostns.RetryDump(s.h.LinkList) }
+	dump := func() ([]netlink.Link, error) { return netlinkns.RetryDump(s.h.LinkList) }
 	var links []netlink.Link
 	var err error
 	if s.cache != nil {
@@ -158,7 +158,7 @@ func defaultRouteLinks(h *netlink.Handle) (map[int]bool, error) {
 	links := map[int]bool{}
 	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
 		filter := &netlink.Route{Table: unix.RT_TABLE_MAIN, Dst: zeroPrefix(fam)}
-		routes, err := hostns.RetryDump(func() ([]netlink.Route, error) {
+		routes, err := netlinkns.RetryDump(func() ([]netlink.Route, error) {
 			return h.RouteListFiltered(fam, filter, netlink.RT_FILTER_TABLE|netlink.RT_FILTER_DST)
 		})
 		if err != nil {

@@ -7,7 +7,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
-	"github.com/netdra/netdra/services/provisioner/hostns"
+	"github.com/netdra/netdra/services/provisioner/netlinkns"
 )
 
 // What the host manager knows of host links, for the other managers of
@@ -33,7 +33,7 @@ type Waiter interface{ Wait() }
 // when the kernel ends a subscription, until ctx ends. It fails only when
 // the first subscriptions cannot be made; the Waiter is then non-nil when
 // some goroutine started.
-func Watch(ctx context.Context, log *slog.Logger, ns hostns.Opener, changed chan<- struct{}) (Waiter, error) {
+func Watch(ctx context.Context, log *slog.Logger, ns netlinkns.Opener, changed chan<- struct{}) (Waiter, error) {
 	m := &Manager{log: log, ns: ns}
 	w, err := m.watch(ctx, changed, nil)
 	if w == nil {

@@ -28,8 +28,8 @@ import (
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	"github.com/netdra/netdra/services/provisioner/debounce"
 	"github.com/netdra/netdra/services/provisioner/ebpf"
-	"github.com/netdra/netdra/services/provisioner/hostns"
 	"github.com/netdra/netdra/services/provisioner/manager"
+	"github.com/netdra/netdra/services/provisioner/netlinkns"
 )
 
 // DefaultResync is how often Run rescans without an event.
@@ -42,7 +42,7 @@ type Manager struct {
 	log       *slog.Logger
 	sysfsRoot string
 	sel       selector
-	ns        hostns.Opener
+	ns        netlinkns.Opener
 	resync    time.Duration
 	// handoff, when set, takes the host's eBPF programs off an interface
 	// at Setup, except for the pools in keep.
@@ -67,7 +67,7 @@ type Option func(*Manager) error
 // whenever the Manager works.
 func WithNetns(path string) Option {
 	return func(m *Manager) (err error) {
-		m.ns, err = hostns.Check(path)
+		m.ns, err = netlinkns.Check(path)
 		return err
 	}
 }

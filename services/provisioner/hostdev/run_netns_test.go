@@ -17,7 +17,7 @@ import (
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
-	"github.com/netdra/netdra/services/provisioner/hostns"
+	"github.com/netdra/netdra/services/provisioner/netlinkns"
 	"github.com/netdra/netdra/services/provisioner/netnstest"
 	"github.com/netdra/netdra/shared/fielderr"
 	"github.com/netdra/netdra/shared/testinfra/testenv"
@@ -269,10 +269,10 @@ func TestRun_BadNetns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.ns = hostns.At("/proc/self/ns/uts")
+	m.ns = netlinkns.At("/proc/self/ns/uts")
 	err = m.Run(t.Context(), func([]*devicev1.Device) { t.Error("published without a namespace") })
-	if !errors.Is(err, hostns.ErrNotNetns) {
-		t.Fatalf("Run() = %v, want %v", err, hostns.ErrNotNetns)
+	if !errors.Is(err, netlinkns.ErrNotNetns) {
+		t.Fatalf("Run() = %v, want %v", err, netlinkns.ErrNotNetns)
 	}
 }
 

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
-	"github.com/netdra/netdra/services/provisioner/hostns"
+	"github.com/netdra/netdra/services/provisioner/netlinkns"
 	"github.com/netdra/netdra/services/provisioner/rdma"
 	"github.com/netdra/netdra/services/provisioner/settingrules"
 	"github.com/netdra/netdra/shared/fielderr"
@@ -41,7 +41,7 @@ func (m *Manager) Setup(ctx context.Context, dev *devicev1.Device, cfg *devicev1
 	defer h.Close()
 	l, err := h.LinkByName(name)
 	if err != nil {
-		if hostns.IsNotFound(err) {
+		if netlinkns.IsNotFound(err) {
 			return nil, fmt.Errorf("interface %s: %w", name, ErrLinkNotFound)
 		}
 		return nil, fmt.Errorf("looking up interface %s: %w", name, err)
@@ -95,7 +95,7 @@ func (m *Manager) hostLinks(h *netlink.Handle) ([]netlink.Link, error) {
 	if links, ok := m.links.cached(); ok {
 		return links, nil
 	}
-	links, err := hostns.RetryDump(h.LinkList)
+	links, err := netlinkns.RetryDump(h.LinkList)
 	if err != nil {
 		return nil, fmt.Errorf("listing links: %w", err)
 	}

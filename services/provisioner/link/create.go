@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
-	"github.com/netdra/netdra/services/provisioner/hostns"
+	"github.com/netdra/netdra/services/provisioner/netlinkns"
 )
 
 // CreatedAlias is the interface alias (IFLA_IFALIAS, `ip link show` prints
@@ -143,7 +143,7 @@ func (m *Mover) removeCreated(ctx context.Context, orig *devicev1.LinkSnapshot, 
 	}
 	log := m.log.With("link", podName, "netns", netnsPath)
 	pod, err := m.dialPod(netnsPath)
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, hostns.ErrNotNetns) {
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, netlinkns.ErrNotNetns) {
 		log.Debug("netns is gone, and the "+what+" with it", "reason", err)
 		return nil
 	}
@@ -224,7 +224,7 @@ func (c *conn) setL2Down(l netlink.Link, mac net.HardwareAddr, mtu int) error {
 
 // del deletes l; a link that is gone is success.
 func (c *conn) del(l netlink.Link) error {
-	if err := c.h.LinkDel(l); err != nil && !hostns.IsNotFound(err) {
+	if err := c.h.LinkDel(l); err != nil && !netlinkns.IsNotFound(err) {
 		return fmt.Errorf("deleting %s in %s: %w", l.Attrs().Name, c.name, err)
 	}
 	return nil

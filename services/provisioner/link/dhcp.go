@@ -25,7 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
-	"github.com/netdra/netdra/services/provisioner/hostns"
+	"github.com/netdra/netdra/services/provisioner/netlinkns"
 	"github.com/netdra/netdra/shared/fielderr"
 )
 
@@ -540,7 +540,7 @@ func (k *leaseKeeper) sameNetns(ns netns.NsHandle) bool { return k.ns.Equal(ns) 
 // namespace at netnsPath, holding lease (nil: it asks for one first). An
 // older keeper of key is stopped first, its lease not released.
 func (m *Mover) keep(key, netnsPath, podName string, lease *Lease, want config) error {
-	ns, err := hostns.Open(netnsPath)
+	ns, err := netlinkns.Open(netnsPath)
 	if err != nil {
 		return fmt.Errorf("keeping the DHCP lease of %s: %w", podName, err)
 	}

@@ -37,7 +37,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
-	"github.com/netdra/netdra/services/provisioner/hostns"
+	"github.com/netdra/netdra/services/provisioner/netlinkns"
 	"github.com/netdra/netdra/shared/fielderr"
 )
 
@@ -66,7 +66,7 @@ type Option func(*Mover) error
 // use it to run in a throwaway namespace.
 func WithHostNetns(path string) Option {
 	return func(m *Mover) error {
-		ns, err := hostns.Open(path)
+		ns, err := netlinkns.Open(path)
 		if err != nil {
 			return err
 		}
@@ -400,7 +400,7 @@ func (m *Mover) Detach(ctx context.Context, orig *devicev1.LinkSnapshot, netnsPa
 	defer host.Close()
 
 	pod, err := m.dialPod(netnsPath)
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, hostns.ErrNotNetns) {
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, netlinkns.ErrNotNetns) {
 		log.Debug("netns is gone", "reason", err)
 		if err := m.dropLease(orig.GetName(), nil, "", want); err != nil {
 			return err
@@ -533,7 +533,7 @@ func (m *Mover) dialPod(path string) (*conn, error) {
 
 // openPod opens the pod network namespace at path, refusing the host's.
 func (m *Mover) openPod(path string) (netns.NsHandle, error) {
-	ns, err := hostns.Open(path)
+	ns, err := netlinkns.Open(path)
 	if err != nil {
 		return netns.None(), err
 	}
@@ -550,8 +550,8 @@ type config struct {
 	mtu       int
 	addresses []*netlink.Addr
 	routes    []*netlink.Route
-	rules     []*netlink.Rule
-	neighbors []*netlink.Neigh
+	rules     []podRule
+	neighbors []podNeighbor
 	vrf       *devicev1.Vrf
 	settings  *devicev1.LinkSettings
 	// dhcp is set when the claim asks for DHCP; Attach fills it in.

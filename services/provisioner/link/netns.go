@@ -11,7 +11,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/netdra/netdra/services/provisioner/hostns"
+	"github.com/netdra/netdra/services/provisioner/netlinkns"
 )
 
 // conn is a rtnetlink socket opened inside one network namespace, so that no
@@ -50,7 +50,7 @@ func (c *conn) Close() {
 func (c *conn) link(name string) (netlink.Link, error) {
 	l, err := c.h.LinkByName(name)
 	if err != nil {
-		if hostns.IsNotFound(err) {
+		if netlinkns.IsNotFound(err) {
 			return nil, fmt.Errorf("link %s in %s: %w", name, c.name, ErrLinkNotFound)
 		}
 		return nil, fmt.Errorf("looking up %s in %s: %w", name, c.name, err)

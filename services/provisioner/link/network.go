@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
-	"github.com/netdra/netdra/services/provisioner/hostns"
+	"github.com/netdra/netdra/services/provisioner/netlinkns"
 	"github.com/netdra/netdra/shared/fielderr"
 )
 
@@ -51,11 +51,25 @@ func parseRouteExtras(route *netlink.Route, r *devicev1.Route, vrf *devicev1.Vrf
 	}
 }
 
+// podRule is a kernel rule made of the claim's rule at index in its
+// rules, so that a refusal names the claim's field.
+type podRule struct {
+	index int
+	rule  *netlink.Rule
+}
+
+// podNeighbor is a permanent neighbour made of the claim's neighbour at
+// index in its neighbors.
+type podNeighbor struct {
+	index int
+	neigh *netlink.Neigh
+}
+
 // parseRules converts the rules; one with neither from nor to is one rule
-// for each family.
-func parseRules(rules []*devicev1.Rule) []*netlink.Rule {
-	var out []*netlink.Rule
-	for _, r := range rules {
+// for each family, both with its index.
+func parseRules(rules []*devicev1.Rule) []podRule {
+	var out []podRule
+	for i, r := range rules {
 		rule := netlink.NewRule()
 		rule.Priority = -1
 		if r.GetPriority() != 0 {
@@ -79,12 +93,12 @@ func parseRules(rules []*devicev1.Rule) []*netlink.Rule {
 		}
 		if family != 0 {
 			rule.Family = family
-			out = append(out, rule)
+			out = append(out, podRule{i, rule})
 			continue
 		}
 		v6 := *rule
 		rule.Family, v6.Family = unix.AF_INET, unix.AF_INET6
-		out = append(out, rule, &v6)
+		out = append(out, podRule{i, rule}, podRule{i, &v6})
 	}
 	return out
 }
@@ -97,15 +111,15 @@ func familyOf(a netip.Addr) int {
 }
 
 // parseNeighbors converts the neighbours (without their link).
-func parseNeighbors(ns []*devicev1.Neighbor) []*netlink.Neigh {
-	var out []*netlink.Neigh
-	for _, n := range ns {
+func parseNeighbors(ns []*devicev1.Neighbor) []podNeighbor {
+	var out []podNeighbor
+	for i, n := range ns {
 		a, err := netip.ParseAddr(n.GetAddress())
 		mac, merr := net.ParseMAC(n.GetMac())
 		if err != nil || merr != nil {
 			continue // Validate refused it
 		}
-		out = append(out, &netlink.Neigh{Family: familyOf(a), State: netlink.NUD_PERMANENT, IP: net.IP(a.AsSlice()), HardwareAddr: mac})
+		out = append(out, podNeighbor{i, &netlink.Neigh{Family: familyOf(a), State: netlink.NUD_PERMANENT, IP: net.IP(a.AsSlice()), HardwareAddr: mac}})
 	}
 	return out
 }
@@ -169,22 +183,25 @@ func (c *conn) addVRF(vrf *devicev1.Vrf) (netlink.Link, error) {
 }
 
 // addNeighbors adds the permanent neighbours on l, replacing an entry of
-// the same address.
-func (c *conn) addNeighbors(l netlink.Link, ns []*netlink.Neigh) error {
-	for _, n := range ns {
+// the same address. One the kernel refuses is a field error naming the
+// claim's neighbour (neighbors[N]).
+func (c *conn) addNeighbors(l netlink.Link, ns []podNeighbor) error {
+	for _, pn := range ns {
+		n := pn.neigh
 		n.LinkIndex = l.Attrs().Index
 		if err := c.h.NeighSet(n); err != nil {
-			return fmt.Errorf("adding neighbour %s lladdr %s dev %s in %s: %w", n.IP, n.HardwareAddr, l.Attrs().Name, c.name, err)
+			return fielderr.New(fmt.Sprintf("neighbors[%d]", pn.index), "the kernel refused the neighbour %s lladdr %s dev %s in %s: %v", n.IP, n.HardwareAddr, l.Attrs().Name, c.name, err)
 		}
 	}
 	return nil
 }
 
-// addRules adds the rules; one that exists already is fine.
-func (c *conn) addRules(rules []*netlink.Rule) error {
+// addRules adds the rules; one that exists already is fine. One the kernel
+// refuses is a field error naming the claim's rule (rules[N]).
+func (c *conn) addRules(rules []podRule) error {
 	for _, r := range rules {
-		if err := c.h.RuleAdd(r); err != nil && !errors.Is(err, unix.EEXIST) {
-			return fmt.Errorf("adding rule %s in %s: %w", r, c.name, err)
+		if err := c.h.RuleAdd(r.rule); err != nil && !errors.Is(err, unix.EEXIST) {
+			return fielderr.New(fmt.Sprintf("rules[%d]", r.index), "the kernel refused the rule %s in %s: %v", r.rule, c.name, err)
 		}
 	}
 	return nil
@@ -197,8 +214,8 @@ func (c *conn) addRules(rules []*netlink.Rule) error {
 func (c *conn) unpod(want config) error {
 	var errs []error
 	for _, r := range want.rules {
-		if err := c.h.RuleDel(r); err != nil && !hostns.IsNotFound(err) && !errors.Is(err, unix.ENOENT) {
-			errs = append(errs, fmt.Errorf("deleting rule %s in %s: %w", r, c.name, err))
+		if err := c.h.RuleDel(r.rule); err != nil && !netlinkns.IsNotFound(err) && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("deleting rule %s in %s: %w", r.rule, c.name, err))
 		}
 	}
 	if want.vrf != nil {
@@ -214,7 +231,7 @@ func (c *conn) dropVRF(name string) error {
 	if err != nil || v == nil || v.Type() != "vrf" || v.Attrs().Alias != VRFAlias {
 		return err
 	}
-	links, err := hostns.RetryDump(c.h.LinkList)
+	links, err := netlinkns.RetryDump(c.h.LinkList)
 	if err != nil {
 		return fmt.Errorf("listing the links in %s: %w", c.name, err)
 	}

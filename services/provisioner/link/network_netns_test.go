@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
-	"github.com/netdra/netdra/services/provisioner/hostns"
+	"github.com/netdra/netdra/services/provisioner/netlinkns"
 	"github.com/netdra/netdra/services/provisioner/netnstest"
 	"github.com/netdra/netdra/shared/fielderr"
 )
@@ -109,7 +109,7 @@ func netViewOf(t *testing.T, path string, h *netlink.Handle, name string) netVie
 
 func featuresOf(t *testing.T, path string, index int, names ...string) map[string]bool {
 	t.Helper()
-	ns, err := hostns.Open(path)
+	ns, err := netlinkns.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,6 +236,11 @@ func TestMover_NetworkRefused(t *testing.T) {
 		{"route through a gateway off the link", func(c *devicev1.DeviceConfig) {
 			c.Routes = append(c.Routes, &devicev1.Route{Destination: "10.123.0.0/16", Gateway: "10.77.0.1"})
 		}, "routes[5]", "10.77.0.1"},
+		{"ipv6 neighbour on a link without ipv6", func(c *devicev1.DeviceConfig) {
+			c.LinkSettings.Sysctls["ipv6.disable_ipv6"] = 1
+			c.Addresses = c.Addresses[:1]
+			c.Routes = []*devicev1.Route{c.Routes[0], c.Routes[3], c.Routes[4]}
+		}, "neighbors[1]", "2001:db8::1"},
 		{"vrf on a kernel without VRF devices", func(c *devicev1.DeviceConfig) { c.Vrf = &devicev1.Vrf{Name: "red", Table: 100} }, "vrf", "CONFIG_NET_VRF"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -27,7 +27,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/netdra/netdra/services/provisioner/hostns"
+	"github.com/netdra/netdra/services/provisioner/netlinkns"
 )
 
 // The RDMA netns modes, as RDMA netlink names them.
@@ -66,7 +66,7 @@ func (c *rdmaConn) Close() {
 // device returns the RDMA device called name if this namespace sees it,
 // else nil.
 func (c *rdmaConn) device(name string) (*netlink.RdmaLink, error) {
-	devs, err := hostns.RetryDump(c.h.RdmaLinkList)
+	devs, err := netlinkns.RetryDump(c.h.RdmaLinkList)
 	if err != nil {
 		return nil, fmt.Errorf("listing RDMA devices in %s: %w", c.name, err)
 	}
@@ -133,7 +133,7 @@ func (m *Mover) DetachRDMA(ctx context.Context, dev, netnsPath string) error {
 	}
 	defer host.Close()
 	pod, err := m.dialRDMAPod(netnsPath)
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, hostns.ErrNotNetns) {
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, netlinkns.ErrNotNetns) {
 		m.log.Debug("netns is gone; the kernel returns its RDMA devices", "rdmaDevice", dev, "netns", netnsPath)
 		return nil
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
-	"github.com/netdra/netdra/services/provisioner/hostns"
+	"github.com/netdra/netdra/services/provisioner/netlinkns"
 )
 
 // A move is a rename and a namespace move (see move), and the provisioner
@@ -49,7 +49,7 @@ func cutShort(c *conn, macs []net.HardwareAddr, names ...string) (netlink.Link, 
 			return l, nil
 		}
 	}
-	links, err := hostns.RetryDump(c.h.LinkList)
+	links, err := netlinkns.RetryDump(c.h.LinkList)
 	if err != nil {
 		return nil, fmt.Errorf("listing the links in %s: %w", c.name, err)
 	}

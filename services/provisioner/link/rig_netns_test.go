@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
-	"github.com/netdra/netdra/services/provisioner/hostns"
+	"github.com/netdra/netdra/services/provisioner/netlinkns"
 	"github.com/netdra/netdra/services/provisioner/netnstest"
 	"github.com/netdra/netdra/shared/testinfra/testenv"
 )
@@ -73,7 +73,7 @@ type view struct {
 func viewOf(tb testing.TB, h *netlink.Handle, name string) *view {
 	tb.Helper()
 	l, err := h.LinkByName(name)
-	if hostns.IsNotFound(err) {
+	if netlinkns.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
@@ -103,10 +103,10 @@ func viewOf(tb testing.TB, h *netlink.Handle, name string) *view {
 	return v
 }
 
-// retryDump is hostns.RetryDump failing the test on an error.
+// retryDump is netlinkns.RetryDump failing the test on an error.
 func retryDump[T any](tb testing.TB, dump func() ([]T, error)) []T {
 	tb.Helper()
-	v, err := hostns.RetryDump(dump)
+	v, err := netlinkns.RetryDump(dump)
 	if err != nil {
 		tb.Fatal(err)
 	}

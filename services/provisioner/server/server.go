@@ -19,7 +19,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"sync"
 
 	"google.golang.org/grpc/codes"
@@ -28,9 +27,9 @@ import (
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
-	"github.com/netdra/netdra/services/provisioner/hostns"
 	"github.com/netdra/netdra/services/provisioner/link"
 	"github.com/netdra/netdra/services/provisioner/manager"
+	"github.com/netdra/netdra/services/provisioner/netlinkns"
 	"github.com/netdra/netdra/shared/fielderr"
 	"github.com/netdra/netdra/shared/keylock"
 )
@@ -546,14 +545,6 @@ func (s *Server) Restore(ctx context.Context, req *provisionerv1.RestoreRequest)
 	return &provisionerv1.RestoreResponse{PreparedDevice: pd}, nil
 }
 
-// maxDeviceNodes bounds the device nodes of one prepared device (a vfio
-// VF has two; an RDMA device a few more).
-const maxDeviceNodes = 16
-
-// dnsLabel is the form of a device name (RFC 1123 label), as ResourceSlices
-// publish it.
-var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
-
 // move checks an Attach or Detach of pd (validateMove), takes the device's
 // lock and, when the device has a kernel interface, runs f, which moves it;
 // a device without one (a vfio-bound VF) has nothing to move.
@@ -591,9 +582,6 @@ func (sl slots) take(ctx context.Context) (release func(), err error) {
 	}
 }
 
-// maxPathLen is the longest path the kernel opens (PATH_MAX less the NUL).
-const maxPathLen = 4095
-
 // linkStatus gives the link package's errors their status codes.
 func linkStatus(err error) error {
 	var code codes.Code
@@ -604,7 +592,7 @@ func linkStatus(err error) error {
 		code = codes.AlreadyExists
 	case errors.Is(err, link.ErrLinkNotFound), errors.Is(err, link.ErrRDMANotFound):
 		code = codes.NotFound
-	case errors.Is(err, hostns.ErrNotNetns), errors.Is(err, link.ErrHostNetns), errors.Is(err, link.ErrParentNotFound), errors.Is(err, link.ErrRDMANotMovable),
+	case errors.Is(err, netlinkns.ErrNotNetns), errors.Is(err, link.ErrHostNetns), errors.Is(err, link.ErrParentNotFound), errors.Is(err, link.ErrRDMANotMovable),
 		errors.Is(err, link.ErrNoLease):
 		code = codes.FailedPrecondition
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

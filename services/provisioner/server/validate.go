@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
@@ -17,6 +18,17 @@ import (
 	"github.com/netdra/netdra/shared/fielderr"
 	"github.com/netdra/netdra/shared/managername"
 )
+
+// maxDeviceNodes bounds the device nodes of one prepared device (a vfio
+// VF has two; an RDMA device a few more).
+const maxDeviceNodes = 16
+
+// dnsLabel is the form of a device name (RFC 1123 label), as ResourceSlices
+// publish it.
+var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
+// maxPathLen is the longest path the kernel opens (PATH_MAX less the NUL).
+const maxPathLen = 4095
 
 // The trust boundary: every request's fields are checked here before the
 // provisioner touches the node, and a bad one is InvalidArgument naming

@@ -7,7 +7,7 @@ import (
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	"github.com/netdra/netdra/services/provisioner/hostdev"
-	"github.com/netdra/netdra/services/provisioner/hostns"
+	"github.com/netdra/netdra/services/provisioner/netlinkns"
 )
 
 // scanner builds the inventory from the host's links. It remembers which
@@ -40,7 +40,7 @@ func (s *scanner) scan() ([]*devicev1.Device, error) {
 		return nil, err
 	}
 	defer h.Close()
-	links, err := hostns.RetryDump(h.LinkList)
+	links, err := netlinkns.RetryDump(h.LinkList)
 	if err != nil {
 		return nil, fmt.Errorf("listing links: %w", err)
 	}

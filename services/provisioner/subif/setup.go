@@ -13,8 +13,8 @@ import (
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	"github.com/netdra/netdra/services/provisioner/hostdev"
-	"github.com/netdra/netdra/services/provisioner/hostns"
 	"github.com/netdra/netdra/services/provisioner/link"
+	"github.com/netdra/netdra/services/provisioner/netlinkns"
 	"github.com/netdra/netdra/shared/fielderr"
 )
 
@@ -78,7 +78,7 @@ func (m *Manager) parent(o *offer) (int, net.HardwareAddr, error) {
 	}
 	defer h.Close()
 	name := o.sub.GetParentIfName()
-	l, err := hostns.Lookup(h, name)
+	l, err := netlinkns.Lookup(h, name)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -86,7 +86,7 @@ func (m *Manager) parent(o *offer) (int, net.HardwareAddr, error) {
 		return 0, nil, fmt.Errorf("parent %s: %w", name, ErrParentNotFound)
 	}
 	if !o.allowDefaultRoute {
-		links, err := hostns.RetryDump(h.LinkList)
+		links, err := netlinkns.RetryDump(h.LinkList)
 		if err != nil {
 			return 0, nil, fmt.Errorf("listing links: %w", err)
 		}

@@ -29,8 +29,8 @@ import (
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	"github.com/netdra/netdra/services/provisioner/debounce"
 	"github.com/netdra/netdra/services/provisioner/hostdev"
-	"github.com/netdra/netdra/services/provisioner/hostns"
 	"github.com/netdra/netdra/services/provisioner/manager"
+	"github.com/netdra/netdra/services/provisioner/netlinkns"
 )
 
 // DefaultResync is how often Run rescans without an event.
@@ -43,7 +43,7 @@ type Manager struct {
 	log    *slog.Logger
 	offers []offer
 	byName map[string]*offer // device name prefix -> offer
-	ns     hostns.Opener
+	ns     netlinkns.Opener
 	resync time.Duration
 }
 
@@ -57,7 +57,7 @@ type Option func(*Manager) error
 // namespace.
 func WithNetns(path string) Option {
 	return func(m *Manager) (err error) {
-		m.ns, err = hostns.Check(path)
+		m.ns, err = netlinkns.Check(path)
 		return err
 	}
 }

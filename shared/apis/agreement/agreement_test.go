@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/netdra/netdra/services/dra/config"
+	"github.com/netdra/netdra/services/dra/nodeconfig"
 	"github.com/netdra/netdra/services/provisioner/dummy"
 	"github.com/netdra/netdra/services/provisioner/hostdev"
 	"github.com/netdra/netdra/services/provisioner/sriov"
@@ -64,7 +64,7 @@ func FuzzNodeConfig(f *testing.F) {
 // spec, they take (the sysfs root's existence aside: that is the node's).
 func checkNode(t *testing.T, spec *v1alpha1.NodeConfigSpec, b []byte) {
 	t.Helper()
-	req := config.Provisioner(spec)
+	req := nodeconfig.Provisioner(spec)
 	if r := req.GetSysfsRoot(); r != "" && (!filepath.IsAbs(r) || filepath.Clean(r) != r) {
 		t.Fatalf("spec %s: the provisioner refuses sysfsRoot %q: not a clean absolute path", b, r)
 	}
@@ -89,7 +89,7 @@ func checkNode(t *testing.T, spec *v1alpha1.NodeConfigSpec, b []byte) {
 			t.Fatalf("spec %s: the provisioner refuses the subif config: %v", b, err)
 		}
 	}
-	if _, err := store.ValidatePools(config.IPPools(spec).GetPools()); err != nil {
+	if _, err := store.ValidatePools(nodeconfig.IPPools(spec).GetPools()); err != nil {
 		t.Fatalf("spec %s: the state service refuses the ip pools: %v", b, err)
 	}
 }

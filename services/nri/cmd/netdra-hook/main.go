@@ -4,8 +4,8 @@
 //	netdra-hook check-netns [-socket S] -ifname net1 [-ifname net2 ...]
 //	netdra-hook wait-attached -socket S -pod UID -netns PATH
 //
-// check-netns is on every netdra CDI device (dra's -netns-hook, package
-// netnscheck): with -socket (dra's -gate-socket) it waits on nri's gate
+// check-netns is on every netdra CDI device (dra's -netns-hook, Check in
+// netns.go): with -socket (dra's -gate-socket) it waits on nri's gate
 // until the pod's devices are attached, then checks that they are in the
 // container's netns, so a container of a claim runs this one hook.
 // wait-attached is nri's own gate hook (-gate-hook, package gatehook), on
@@ -28,7 +28,6 @@ import (
 	"time"
 
 	"github.com/netdra/netdra/services/nri/gatehook"
-	"github.com/netdra/netdra/services/nri/netnscheck"
 	"github.com/netdra/netdra/shared/hookargs"
 	"github.com/netdra/netdra/shared/process/args"
 )
@@ -57,14 +56,14 @@ func run(args []string, stdin io.Reader, stderr io.Writer) int {
 func checkNetns(args []string, stdin io.Reader, stderr io.Writer) int {
 	fs := flag.NewFlagSet("netdra-hook "+hookargs.CheckNetns, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var c netnscheck.Check
+	var c Check
 	fs.Func(hookargs.FlagIfName, "an interface that must be in the container's netns (repeatable)", func(s string) error {
 		c.IfNames = append(c.IfNames, s)
 		return nil
 	})
 	fs.StringVar(&c.ProcRoot, "proc", "/proc", "the proc filesystem")
 	fs.StringVar(&c.Socket, hookargs.FlagSocket, "", "nri's gate socket, asked first to wait until the pod's devices are attached; empty: none")
-	fs.DurationVar(&c.Wait, "wait", netnscheck.DefaultWait, "how long the gate's answer and the interfaces may take")
+	fs.DurationVar(&c.Wait, "wait", DefaultWait, "how long the gate's answer and the interfaces may take")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

@@ -1,4 +1,4 @@
-// Package netnscheck is netdra's OCI createRuntime hook on each netdra
+// check-netns, Check, is netdra's OCI createRuntime hook on each netdra
 // device's CDI device, which dra puts there: the runtime (runc) runs it as
 // it creates a container that uses the claim, after the container's
 // namespaces exist and before its program starts. With nri's gate socket
@@ -13,7 +13,8 @@
 // It reads the container's netns through /proc/<pid>/net/dev (the hook
 // runs in the runtime's namespaces, as root), so it needs no setns and no
 // netlink, and the pod's UID from the OCI state's annotations.
-package netnscheck
+
+package main
 
 import (
 	"bufio"

@@ -1,4 +1,4 @@
-package config
+package nodeconfig
 
 import (
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"

@@ -1,10 +1,10 @@
-// Package hostns opens rtnetlink sockets in the provisioner's host network
+// Package netlinkns opens rtnetlink sockets in the provisioner's host network
 // namespace (or a stand-in for it in tests) and holds the small netlink
 // helpers the device managers and the link mover share: opening a network
 // namespace file, the host's or a pod's, checked to be one (Open,
 // ErrNotNetns), telling a missing link (IsNotFound) and retrying an
 // interrupted dump (RetryDump).
-package hostns
+package netlinkns
 
 import (
 	"errors"

@@ -1,6 +1,4 @@
-// Package config maps a NodeConfig spec onto what dra's parts take: the
-// provisioner's manager configuration and the publisher's pools.
-package config
+package nodeconfig
 
 import (
 	"slices"

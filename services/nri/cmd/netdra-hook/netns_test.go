@@ -1,4 +1,4 @@
-package netnscheck
+package main
 
 import (
 	"os"
