@@ -31,6 +31,11 @@ func scrape(ctx context.Context, c kubernetes.Interface) (sample, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the apiserver's metrics: %w", err)
 	}
+	return parseSample(raw), nil
+}
+
+// parseSample parses a Prometheus text exposition.
+func parseSample(raw []byte) sample {
 	var s sample
 	sc := bufio.NewScanner(strings.NewReader(string(raw)))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -39,7 +44,7 @@ func scrape(ctx context.Context, c kubernetes.Interface) (sample, error) {
 			s = append(s, sr)
 		}
 	}
-	return s, nil
+	return s
 }
 
 // parseLine parses `name{k="v",...} value` (or `name value`).

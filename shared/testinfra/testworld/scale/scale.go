@@ -18,6 +18,7 @@
 package scale
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -55,8 +56,18 @@ type Options struct {
 	StartParallel int
 	// Deadline bounds each wait for every node (startup, change).
 	Deadline time.Duration
-	Logger   *slog.Logger // progress
-	NodeLog  *slog.Logger // the simulated nodes' dra logs
+	// ComponentQPS, when positive, has the scheduling phase run again
+	// with the controller-manager's and scheduler's client rate raised to
+	// it (the control plane restarted).
+	ComponentQPS float64
+	// ProfileDir, when set, receives CPU profiles of the control plane
+	// and of this process during the change and the scheduling.
+	ProfileDir string
+	// NodeDir is where the simulated nodes' sockets and state stores go
+	// (tmpfs: node-local files, not what is measured); "" is Dir.
+	NodeDir string
+	Logger  *slog.Logger // progress
+	NodeLog *slog.Logger // the simulated nodes' dra logs
 }
 
 // clusterConfigName is the ClusterConfig governing every simulated node.
@@ -153,7 +164,7 @@ func Run(ctx context.Context, o Options) (res figures.Scale, err error) {
 		}
 	}()
 	err = parallel(ctx, o.StartParallel, names, func(ctx context.Context, name string) error {
-		n, err := startNode(ctx, o.NodeLog, w.rc, name, filepath.Join(o.Dir, "n", name[4:]), inv)
+		n, err := startNode(ctx, o.NodeLog, w.rc, name, filepath.Join(cmp.Or(o.NodeDir, o.Dir), "n", name[4:]), inv)
 		if err != nil {
 			return err
 		}
@@ -183,7 +194,7 @@ func Run(ctx context.Context, o Options) (res figures.Scale, err error) {
 	if err != nil {
 		return res, err
 	}
-	op0, _ := readProc(op.Process.Pid)
+	op0 := op.proc()
 	sim0, _ := readProc(os.Getpid())
 	log.Info("rest window", "window", o.RestWindow)
 	time.Sleep(o.RestWindow)
@@ -191,7 +202,7 @@ func Run(ctx context.Context, o Options) (res figures.Scale, err error) {
 	if err != nil {
 		return res, err
 	}
-	op1, _ := readProc(op.Process.Pid)
+	op1 := op.proc()
 	sim1, _ := readProc(os.Getpid())
 	cp1, _ := readProc(w.cp.PID())
 	res.RestWindowS = o.RestWindow.Seconds()
@@ -213,7 +224,13 @@ func Run(ctx context.Context, o Options) (res figures.Scale, err error) {
 	// pool added (the operator carves a block per node).
 	res.ChangeWhat = "pool vf split into pf0 and pf1 (by PF), and a cluster address pool of /26 blocks added"
 	log.Info("ClusterConfig change", "what", res.ChangeWhat)
-	opC0, _ := readProc(op.Process.Pid)
+	opC0 := op.proc()
+	om0, _ := op.metrics(ctx)
+	c0, err := scrape(ctx, w.c)
+	if err != nil {
+		return res, err
+	}
+	stopProfiles := profileChange(ctx, w, o)
 	tr.expect("pf0", "pf1")
 	if err := retryConflict(ctx, func() error {
 		var cur v1alpha1.ClusterConfig
@@ -230,9 +247,18 @@ func Run(ctx context.Context, o Options) (res figures.Scale, err error) {
 		return res, fmt.Errorf("changing the ClusterConfig: %w", err)
 	}
 	applied, published, err = waitAll(ctx, tr, o.Nodes, o.Deadline, log, "change")
-	opC1, _ := readProc(op.Process.Pid)
+	stopProfiles()
+	opC1 := op.proc()
+	om1, _ := op.metrics(ctx)
+	if c1, serr := scrape(ctx, w.c); serr == nil {
+		res.ChangeWrites = scaleMap(diff(c0.writes(), c1.writes()), 1/float64(o.Nodes))
+	}
 	res.OperatorChangeCPUS = (opC1.cpu - opC0.cpu).Seconds()
 	res.OperatorRSSMiB, res.OperatorPeakMiB = opC1.rss, opC1.hwm
+	res.OperatorChangeRequests = om1.one("rest_client_request_duration_seconds_count") - om0.one("rest_client_request_duration_seconds_count")
+	res.OperatorChangeRequestS = om1.one("rest_client_request_duration_seconds_sum") - om0.one("rest_client_request_duration_seconds_sum")
+	res.OperatorChangeRateWaitS = om1.one("rest_client_rate_limiter_duration_seconds_sum") - om0.one("rest_client_rate_limiter_duration_seconds_sum")
+	res.OperatorExits, res.OperatorExit = op.restarts()
 	written := tr.writtenTimes()
 	res.ChangeWrittenP50S, res.ChangeWrittenMaxS = pct(written, 50), maxOf(written).Seconds()
 	res.ChangeAppliedP50S, res.ChangeAppliedMaxS = pct(applied, 50), maxOf(applied).Seconds()
@@ -261,10 +287,12 @@ func Run(ctx context.Context, o Options) (res figures.Scale, err error) {
 	}
 
 	if o.Pods > 0 {
-		if err := schedule(ctx, w.c, o, &res); err != nil {
+		if err := schedule(ctx, w, o, &res); err != nil {
+			res.OperatorExits, res.OperatorExit = op.restarts()
 			return res, fmt.Errorf("scheduling: %w", err)
 		}
 	}
+	res.OperatorExits, res.OperatorExit = op.restarts()
 	for _, n := range nodes {
 		if n.err != nil {
 			return res, fmt.Errorf("node %s's dra: %w", n.name, n.err)
