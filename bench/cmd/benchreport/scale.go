@@ -122,7 +122,20 @@ func writeScale(p func(string, ...any), runs []figures.Scale, png string, elapse
 	row("operator CPU: at rest (s per hour) / the change (s)", func(r figures.Scale) string {
 		return fmt.Sprintf("%.1f / %.2f", r.OperatorRestCPUS*3600/max(r.RestWindowS, 1), r.OperatorChangeCPUS)
 	})
+	row("ClusterConfig change: apiserver writes per node until the last node republished (resource VERB)", func(r figures.Scale) string { return perNodeWrites(r.ChangeWrites) })
+	row("ClusterConfig change: the operator's client, requests; s in flight; s waiting for its rate limiter (summed)", func(r figures.Scale) string {
+		if r.OperatorChangeRequests == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.0f; %.1f; %.1f", r.OperatorChangeRequests, r.OperatorChangeRequestS, r.OperatorChangeRateWaitS)
+	})
 	row("operator RSS / peak (MiB)", func(r figures.Scale) string { return fmt.Sprintf("%.0f / %.0f", r.OperatorRSSMiB, r.OperatorPeakMiB) })
+	row("operator exits (started again, as its Deployment would)", func(r figures.Scale) string {
+		if r.OperatorExits == 0 {
+			return "0"
+		}
+		return fmt.Sprintf("%d (first: %s)", r.OperatorExits, oneLine(r.OperatorExit))
+	})
 	for _, k := range schedKinds(runs) {
 		row("scheduling, pods/s: "+k, func(r figures.Scale) string {
 			if v, ok := r.SchedPodsPerSec[k]; ok {
@@ -131,6 +144,16 @@ func writeScale(p func(string, ...any), runs []figures.Scale, png string, elapse
 			return "-"
 		})
 	}
+	row("scheduling: the control plane's clients' rate-limiter wait, s summed (by kind)", func(r figures.Scale) string {
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(r.SchedRateWaitS)) {
+			parts = append(parts, fmt.Sprintf("%s %.0f", k, r.SchedRateWaitS[k]))
+		}
+		if len(parts) == 0 {
+			return "-"
+		}
+		return strings.Join(parts, ", ")
+	})
 	row("etcd in use: Nodes only / with netdra (MiB); per node (KiB)", func(r figures.Scale) string {
 		return fmt.Sprintf("%.1f / %.1f; %.1f", r.EtcdBaselineBytes/(1<<20), r.EtcdBytes/(1<<20), (r.EtcdBytes-r.EtcdBaselineBytes)/1024/float64(r.Nodes))
 	})
@@ -180,11 +203,52 @@ func writeScaleGoals(p func(string, ...any), runs []figures.Scale) {
 				r.Nodes, secs(max(r.ChangeAppliedMaxS, r.ChangeSlicesMaxS)), r.ChangeNodesMissing, verdict)
 		}
 		if r.Nodes == 500 {
-			v := r.SchedPodsPerSec["1 VF claim"]
-			p("| pods with a netdra claim scheduled, N = 500 | >= 244 pods/s | %.0f pods/s (without a claim %.0f) | %s |", v, r.SchedPodsPerSec["no claim"], metIf(v >= 244))
+			for _, suffix := range []string{"", " (limits raised)"} {
+				v, ok := r.SchedPodsPerSec["1 VF claim"+suffix]
+				if !ok && suffix != "" {
+					continue
+				}
+				p("| pods with a netdra claim scheduled, N = 500%s | >= 244 pods/s | %.0f pods/s (without a claim %.0f) | %s |",
+					suffix, v, r.SchedPodsPerSec["no claim"+suffix], metIf(v >= 244))
+			}
 		}
 	}
 	p("")
+}
+
+// perNodeWrites lists m's writes ("resource VERB": count per node),
+// largest first, those of at least 0.05.
+func perNodeWrites(m map[string]float64) string {
+	keys := slices.Collect(maps.Keys(m))
+	slices.SortFunc(keys, func(a, b string) int {
+		if m[a] != m[b] {
+			if m[a] > m[b] {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	var parts []string
+	for _, k := range keys {
+		if m[k] >= 0.05 {
+			parts = append(parts, fmt.Sprintf("%s %.1f", k, m[k]))
+		}
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// oneLine is s on one line, without table separators, at most 160
+// characters.
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(strings.ReplaceAll(s, "|", "/")), " ")
+	if len(s) > 160 {
+		s = s[:157] + "..."
+	}
+	return s
 }
 
 func metIf(ok bool) string {
