@@ -49,6 +49,10 @@ type Scale struct {
 	// ChangeWrites are the apiserver's writes from the change until every
 	// node applied and republished it, per node, by "resource VERB".
 	ChangeWrites map[string]float64 `json:"changeWrites,omitempty"`
+	// ChangeCPCPUS and ChangeSimCPUS are the CPU seconds the control
+	// plane's process and the simulation's used over the change.
+	ChangeCPCPUS  float64 `json:"changeCpCpuS"`
+	ChangeSimCPUS float64 `json:"changeSimCpuS"`
 	// The operator's client over the change: its requests, the seconds
 	// they spent in flight and waiting for its rate limiter (summed over
 	// the requests).
@@ -77,6 +81,10 @@ type Scale struct {
 	// limits raised (their names end in " (limits raised)").
 	SchedRateWaitS    map[string]float64 `json:"schedRateWaitS,omitempty"`
 	SchedComponentQPS float64            `json:"schedComponentQps,omitempty"`
+	// SchedCPCPUS and SchedSimCPUS are the CPU seconds the control
+	// plane's process and the simulation's used during each kind.
+	SchedCPCPUS  map[string]float64 `json:"schedCpCpuS,omitempty"`
+	SchedSimCPUS map[string]float64 `json:"schedSimCpuS,omitempty"`
 	// Etcd: its database size in use, with the Nodes only and with
 	// netdra at rest (before the pods), bytes; objects by resource.
 	EtcdBaselineBytes float64            `json:"etcdBaselineBytes"`

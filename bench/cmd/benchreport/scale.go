@@ -129,6 +129,12 @@ func writeScale(p func(string, ...any), runs []figures.Scale, png string, elapse
 		}
 		return fmt.Sprintf("%.0f; %.1f; %.1f", r.OperatorChangeRequests, r.OperatorChangeRequestS, r.OperatorChangeRateWaitS)
 	})
+	row("ClusterConfig change: CPU s of the control plane / of the simulation (every node's dra) over it", func(r figures.Scale) string {
+		if r.ChangeCPCPUS == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.0f / %.0f", r.ChangeCPCPUS, r.ChangeSimCPUS)
+	})
 	row("operator RSS / peak (MiB)", func(r figures.Scale) string { return fmt.Sprintf("%.0f / %.0f", r.OperatorRSSMiB, r.OperatorPeakMiB) })
 	row("operator exits (started again, as its Deployment would)", func(r figures.Scale) string {
 		if r.OperatorExits == 0 {
@@ -144,6 +150,20 @@ func writeScale(p func(string, ...any), runs []figures.Scale, png string, elapse
 			return "-"
 		})
 	}
+	row("scheduling: the control plane's CPU per pod, ms; cores it used (by kind)", func(r figures.Scale) string {
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(r.SchedCPCPUS)) {
+			n, took := schedCount(r, k), schedTook(r, k)
+			if n == 0 || took == 0 {
+				continue
+			}
+			parts = append(parts, fmt.Sprintf("%s %.0f; %.2f", k, 1000*r.SchedCPCPUS[k]/n, r.SchedCPCPUS[k]/took))
+		}
+		if len(parts) == 0 {
+			return "-"
+		}
+		return strings.Join(parts, ", ")
+	})
 	row("scheduling: the control plane's clients' rate-limiter wait, s summed (by kind)", func(r figures.Scale) string {
 		var parts []string
 		for _, k := range slices.Sorted(maps.Keys(r.SchedRateWaitS)) {
@@ -173,16 +193,84 @@ func writeScale(p func(string, ...any), runs []figures.Scale, png string, elapse
 	p("The change: %s. Scheduling: %s", runs[0].ChangeWhat, schedNotes(runs))
 	p("")
 	writeScaleGoals(p, runs)
-	p("Why pods with a claim are scheduled more slowly here (facts of the components' defaults, which the test world")
-	p("keeps): the controller-manager's client is limited to 20 requests a second (burst 30, `--kube-api-qps`), shared by")
-	p("its controllers, and its resourceclaim controller makes two writes per pod with a claim template (the claim, then")
-	p("the pod's `status.resourceClaimStatuses`); the scheduler's client is limited to 50 a second (burst 100,")
-	p("`clientConnection.qps`), and binds a pod without a claim in one write, one with a claim in two (the claim's")
-	p("allocation and reservation, then the binding). upstream's scheduler_perf, whose figures the goal quotes, runs the")
-	p("scheduler and the claim controller without those limits. netdra's part in it is the slices the scheduler reads:")
-	p("one per pool per node, written once and not again at rest.")
-	p("")
+	writeChangeCause(p, runs)
+	writeSchedCause(p, runs)
 	p("%s", scaleEnd)
+}
+
+// writeChangeCause says where the ClusterConfig change's time went, from
+// the figures: the operator's writes, its client's rate-limiter wait,
+// what each node wrote, and the CPU the control plane got.
+func writeChangeCause(p func(string, ...any), runs []figures.Scale) {
+	var lines []string
+	for _, r := range runs {
+		total := max(r.ChangeAppliedMaxS, r.ChangeSlicesMaxS)
+		if total == 0 {
+			continue
+		}
+		line := fmt.Sprintf("N = %d: the operator wrote the last NodeConfig at %s s (its client waited %.1f s in all for its rate limiter, %d exits), "+
+			"the last node republished at %s s; each node's writes over the change: %s; the control plane's process used %.0f s of CPU in those %.0f s (%.2f cores), the simulation's %.0f s",
+			r.Nodes, secs(r.ChangeWrittenMaxS), r.OperatorChangeRateWaitS, r.OperatorExits, secs(total), perNodeWrites(r.ChangeWrites),
+			r.ChangeCPCPUS, total, r.ChangeCPCPUS/total, r.ChangeSimCPUS)
+		lines = append(lines, line)
+	}
+	if len(lines) == 0 {
+		return
+	}
+	p("Where the ClusterConfig change's time went: %s.", strings.Join(lines, ". "))
+	p("")
+}
+
+// schedCount is how many pods of kind a run placed.
+func schedCount(r figures.Scale, kind string) float64 {
+	if strings.HasPrefix(kind, "2 VFs") {
+		return float64(r.SchedPods / 2)
+	}
+	return float64(r.SchedPods)
+}
+
+// schedTook is how long kind's pods took, from the first created to the
+// last bound, s.
+func schedTook(r figures.Scale, kind string) float64 {
+	if v := r.SchedPodsPerSec[kind]; v > 0 {
+		return schedCount(r, kind) / v
+	}
+	return 0
+}
+
+// writeSchedCause says, from the figures, what bounds the scheduling of
+// pods with a claim: the clients' rate limits (the round with them raised
+// is faster) or the control plane's CPU (it is not: the CPU per pod and
+// the cores the process got set the rate).
+func writeSchedCause(p func(string, ...any), runs []figures.Scale) {
+	const claim, none, raised = "1 VF claim", "no claim", " (limits raised)"
+	var lines []string
+	for _, r := range runs {
+		def, ok := r.SchedPodsPerSec[claim]
+		if !ok || r.SchedCPCPUS[claim] == 0 {
+			continue
+		}
+		msPod := 1000 * r.SchedCPCPUS[claim] / schedCount(r, claim)
+		msNone := 1000 * r.SchedCPCPUS[none] / max(schedCount(r, none), 1)
+		cores := r.SchedCPCPUS[claim] / max(schedTook(r, claim), 1e-9)
+		line := fmt.Sprintf("N = %d: a pod with a 1 VF claim cost the control plane's process %.0f ms of CPU (one without a claim %.0f ms), "+
+			"which got %.2f cores while they were placed, a ceiling of %.0f pods/s; its clients waited %.0f s in all for their rate limiters",
+			r.Nodes, msPod, msNone, cores, 1000*cores/max(msPod, 1e-9), r.SchedRateWaitS[claim])
+		if up, ok := r.SchedPodsPerSec[claim+raised]; ok {
+			line += fmt.Sprintf("; with the controller-manager's and scheduler's limits raised to %.0f/s, %.0f pods/s against %.0f (%s)",
+				r.SchedComponentQPS, up, def, map[bool]string{true: "the limits bound it", false: "the limits do not bound it: the CPU does"}[up >= 1.5*def])
+		}
+		lines = append(lines, line)
+	}
+	if len(lines) == 0 {
+		return
+	}
+	p("What bounds the scheduling of pods with a claim here, from the figures above (the process holds etcd, the apiserver,")
+	p("the controller-manager and the scheduler; a pod with a claim template costs the controller-manager two writes, the")
+	p("claim and the pod's `status.resourceClaimStatuses`, and the scheduler two, the claim's allocation and the binding,")
+	p("each a write through the apiserver and etcd): %s.", strings.Join(lines, ". "))
+	p("Upstream's scheduler_perf runs its components with clients at 5000/s on dedicated cores.")
+	p("")
 }
 
 func writeScaleGoals(p func(string, ...any), runs []figures.Scale) {

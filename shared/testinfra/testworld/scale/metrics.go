@@ -24,10 +24,19 @@ type series struct {
 
 // scrape reads the apiserver's /metrics (the control plane's process
 // registry: the scheduler's and controller-manager's metrics are in it too).
+// An apiserver short of CPU can take long to answer: each of three tries
+// gets a minute.
 func scrape(ctx context.Context, c kubernetes.Interface) (sample, error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	raw, err := c.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	var raw []byte
+	var err error
+	for try := 0; try < 3; try++ {
+		tctx, cancel := context.WithTimeout(ctx, time.Minute)
+		raw, err = c.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(tctx)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("reading the apiserver's metrics: %w", err)
 	}

@@ -195,6 +195,7 @@ func Run(ctx context.Context, o Options) (res figures.Scale, err error) {
 		return res, err
 	}
 	op0 := op.proc()
+	exR0, _ := op.restarts()
 	sim0, _ := readProc(os.Getpid())
 	log.Info("rest window", "window", o.RestWindow)
 	time.Sleep(o.RestWindow)
@@ -212,7 +213,8 @@ func Run(ctx context.Context, o Options) (res figures.Scale, err error) {
 		res.WritesPerNodeHour[k] = v / float64(o.Nodes) * float64(time.Hour) / float64(o.RestWindow)
 	}
 	res.Watches = r1.watches()
-	res.OperatorRestCPUS = (op1.cpu - op0.cpu).Seconds()
+	exR1, _ := op.restarts()
+	res.OperatorRestCPUS = since(op0.cpu.Seconds(), op1.cpu.Seconds(), exR0, exR1)
 	res.SimRestCPUS = (sim1.cpu - sim0.cpu).Seconds()
 	res.SimRSSMiB = sim1.rss
 	res.CPRSSMiB = cp1.rss
@@ -226,10 +228,13 @@ func Run(ctx context.Context, o Options) (res figures.Scale, err error) {
 	log.Info("ClusterConfig change", "what", res.ChangeWhat)
 	opC0 := op.proc()
 	om0, _ := op.metrics(ctx)
+	ex0, _ := op.restarts()
 	c0, err := scrape(ctx, w.c)
 	if err != nil {
 		return res, err
 	}
+	cpC0, _ := readProc(w.cp.PID())
+	simC0, _ := readProc(os.Getpid())
 	stopProfiles := profileChange(ctx, w, o)
 	tr.expect("pf0", "pf1")
 	if err := retryConflict(ctx, func() error {
@@ -248,17 +253,25 @@ func Run(ctx context.Context, o Options) (res figures.Scale, err error) {
 	}
 	applied, published, err = waitAll(ctx, tr, o.Nodes, o.Deadline, log, "change")
 	stopProfiles()
+	cpC1, _ := readProc(w.cp.PID())
+	simC1, _ := readProc(os.Getpid())
+	res.ChangeCPCPUS, res.ChangeSimCPUS = (cpC1.cpu - cpC0.cpu).Seconds(), (simC1.cpu - simC0.cpu).Seconds()
 	opC1 := op.proc()
 	om1, _ := op.metrics(ctx)
 	if c1, serr := scrape(ctx, w.c); serr == nil {
 		res.ChangeWrites = scaleMap(diff(c0.writes(), c1.writes()), 1/float64(o.Nodes))
 	}
-	res.OperatorChangeCPUS = (opC1.cpu - opC0.cpu).Seconds()
-	res.OperatorRSSMiB, res.OperatorPeakMiB = opC1.rss, opC1.hwm
-	res.OperatorChangeRequests = om1.one("rest_client_request_duration_seconds_count") - om0.one("rest_client_request_duration_seconds_count")
-	res.OperatorChangeRequestS = om1.one("rest_client_request_duration_seconds_sum") - om0.one("rest_client_request_duration_seconds_sum")
-	res.OperatorChangeRateWaitS = om1.one("rest_client_rate_limiter_duration_seconds_sum") - om0.one("rest_client_rate_limiter_duration_seconds_sum")
 	res.OperatorExits, res.OperatorExit = op.restarts()
+	res.OperatorChangeCPUS = since(opC0.cpu.Seconds(), opC1.cpu.Seconds(), ex0, res.OperatorExits)
+	res.OperatorRSSMiB, res.OperatorPeakMiB = opC1.rss, opC1.hwm
+	for _, m := range []struct {
+		name string
+		to   *float64
+	}{{"rest_client_request_duration_seconds_count", &res.OperatorChangeRequests},
+		{"rest_client_request_duration_seconds_sum", &res.OperatorChangeRequestS},
+		{"rest_client_rate_limiter_duration_seconds_sum", &res.OperatorChangeRateWaitS}} {
+		*m.to = since(om0.one(m.name), om1.one(m.name), ex0, res.OperatorExits)
+	}
 	written := tr.writtenTimes()
 	res.ChangeWrittenP50S, res.ChangeWrittenMaxS = pct(written, 50), maxOf(written).Seconds()
 	res.ChangeAppliedP50S, res.ChangeAppliedMaxS = pct(applied, 50), maxOf(applied).Seconds()

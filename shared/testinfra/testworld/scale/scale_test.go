@@ -18,17 +18,27 @@ import (
 var netdraResources = []string{"resourceslices", "nodeconfigs", "events", "resourceclaims", "clusterconfigs"}
 
 // TestScale_Smoke runs the whole simulation with a few nodes and short
-// windows: every phase completes, and netdra writes nothing at rest.
+// windows: every phase completes (the scheduling twice, the second time
+// with the components' client limits raised), and netdra writes nothing
+// at rest.
 func TestScale_Smoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane")
 	}
 	o := options(t, 3, 20*time.Second, 10)
 	o.Deadline = 3 * time.Minute
+	o.ComponentQPS = 5000
 	res, err := Run(context.Background(), o)
 	t.Logf("figures: %+v", res)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if _, ok := res.SchedPodsPerSec["1 VF claim (limits raised)"]; !ok || res.SchedComponentQPS != 5000 {
+		t.Errorf("no scheduling round with the limits raised: %v", res.SchedPodsPerSec)
+	}
+	if res.OperatorRSSMiB == 0 || res.ChangeWrittenMaxS == 0 || res.WritesPerNodeHourAfterChange == nil {
+		t.Errorf("operator RSS %.0f MiB, NodeConfigs written by %.1f s, writes after the change %v: want each measured",
+			res.OperatorRSSMiB, res.ChangeWrittenMaxS, res.WritesPerNodeHourAfterChange)
 	}
 	for when, writes := range map[string]map[string]float64{"before the change": res.WritesPerNodeHour,
 		"after the change (address pools)": res.WritesPerNodeHourAfterChange} {

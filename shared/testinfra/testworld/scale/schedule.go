@@ -3,6 +3,7 @@ package scale
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -65,6 +66,7 @@ func schedule(ctx context.Context, w *world, o Options, res *figures.Scale) erro
 	res.SchedPods = o.Pods
 	res.SchedPodsPerSec = map[string]float64{}
 	res.SchedRateWaitS = map[string]float64{}
+	res.SchedCPCPUS, res.SchedSimCPUS = map[string]float64{}, map[string]float64{}
 	kinds := []podKind{{"no claim", "", o.Pods}, {"1 VF claim", one.Name, o.Pods}, {"2 VFs, one pcieRoot (matchAttribute)", two.Name, o.Pods / 2}}
 	round := func(suffix string) error {
 		for _, k := range kinds {
@@ -111,6 +113,8 @@ func scheduleKind(ctx context.Context, w *world, o Options, res *figures.Scale, 
 	}
 	stop := profileKind(ctx, w, o, k.name)
 	defer stop()
+	cp0, _ := readProc(w.cp.PID())
+	sim0, _ := readProc(os.Getpid())
 	start := time.Now()
 	err = parallel(ctx, 32, names, func(ctx context.Context, name string) error {
 		_, err := c.CoreV1().Pods(schedNamespace).Create(ctx, pod(name, k.template), metav1.CreateOptions{})
@@ -125,6 +129,9 @@ func scheduleKind(ctx context.Context, w *world, o Options, res *figures.Scale, 
 		return fmt.Errorf("%s pods: %w", k.name, err)
 	}
 	took := last.Sub(start)
+	cp1, _ := readProc(w.cp.PID())
+	sim1, _ := readProc(os.Getpid())
+	res.SchedCPCPUS[k.name], res.SchedSimCPUS[k.name] = (cp1.cpu - cp0.cpu).Seconds(), (sim1.cpu - sim0.cpu).Seconds()
 	if m1, err := scrape(ctx, c); err == nil {
 		res.SchedRateWaitS[k.name] = m1.one("rest_client_rate_limiter_duration_seconds_sum") - m0.one("rest_client_rate_limiter_duration_seconds_sum")
 	}

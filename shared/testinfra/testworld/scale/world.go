@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -178,7 +179,7 @@ func (op *operator) supervise() {
 		}
 		op.exits++
 		if op.first == "" {
-			op.first = fmt.Sprintf("%v: %s", err, controlplane.TailLines(op.logPath, 5))
+			op.first = fmt.Sprintf("%v: %s", err, exitLine(op.logPath))
 		}
 		op.mu.Unlock()
 		time.Sleep(time.Second)
@@ -191,14 +192,40 @@ func (op *operator) supervise() {
 	}
 }
 
+// exitLine is the operator log's last line saying why it exited, else
+// its last line.
+func exitLine(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.Contains(lines[i], "msg=Exiting") {
+			return lines[i]
+		}
+	}
+	return lines[len(lines)-1]
+}
+
 // proc reads the running operator's CPU and memory; cpu counts only the
-// current process, so a restart in a window shows as a drop.
+// current process (see since).
 func (op *operator) proc() proc {
 	op.mu.Lock()
 	pid := op.cmd.Process.Pid
 	op.mu.Unlock()
 	p, _ := readProc(pid)
 	return p
+}
+
+// since is after - before for a counter of the operator's process, or
+// after alone when it was started again in between (exits changed): the
+// count of the new process, which misses the old one's part.
+func since(before, after float64, exitsBefore, exitsAfter int) float64 {
+	if exitsAfter != exitsBefore {
+		return after
+	}
+	return after - before
 }
 
 // restarts are how many times the operator exited, and what the first
