@@ -163,6 +163,16 @@ func (s sample) watches() map[string]float64 {
 	})
 }
 
+// has reports whether s holds a series of name.
+func (s sample) has(name string) bool {
+	for _, sr := range s {
+		if sr.name == name {
+			return true
+		}
+	}
+	return false
+}
+
 // one is the sum of name's series.
 func (s sample) one(name string) float64 {
 	return s.sum(name, func(map[string]string) string { return "x" })["x"]

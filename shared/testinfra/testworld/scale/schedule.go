@@ -132,7 +132,7 @@ func scheduleKind(ctx context.Context, w *world, o Options, res *figures.Scale, 
 	cp1, _ := readProc(w.cp.PID())
 	sim1, _ := readProc(os.Getpid())
 	res.SchedCPCPUS[k.name], res.SchedSimCPUS[k.name] = (cp1.cpu - cp0.cpu).Seconds(), (sim1.cpu - sim0.cpu).Seconds()
-	if m1, err := scrape(ctx, c); err == nil {
+	if m1, err := scrape(ctx, c); err == nil && m1.has("rest_client_rate_limiter_duration_seconds_sum") {
 		res.SchedRateWaitS[k.name] = m1.one("rest_client_rate_limiter_duration_seconds_sum") - m0.one("rest_client_rate_limiter_duration_seconds_sum")
 	}
 	res.SchedPodsPerSec[k.name] = float64(k.count) / took.Seconds()

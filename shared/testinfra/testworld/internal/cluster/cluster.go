@@ -31,6 +31,10 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	basecompatibility "k8s.io/component-base/compatibility"
 	logsapi "k8s.io/component-base/logs/api/v1"
+	// client-go's request and rate-limiter metrics of the components'
+	// clients, on the apiserver's /metrics, as the components' own
+	// commands register them.
+	_ "k8s.io/component-base/metrics/prometheus/clientgo"
 
 	apiserverapp "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	apiserveroptions "k8s.io/kubernetes/cmd/kube-apiserver/app/options"
