@@ -135,7 +135,12 @@ func writeScale(p func(string, ...any), runs []figures.Scale, png string, elapse
 		}
 		return fmt.Sprintf("%.0f / %.0f", r.ChangeCPCPUS, r.ChangeSimCPUS)
 	})
-	row("operator RSS / peak (MiB)", func(r figures.Scale) string { return fmt.Sprintf("%.0f / %.0f", r.OperatorRSSMiB, r.OperatorPeakMiB) })
+	row("operator RSS / peak (MiB)", func(r figures.Scale) string {
+		if r.OperatorRSSMiB == 0 && r.OperatorExits > 0 {
+			return "- (between an exit and its restart when read)"
+		}
+		return fmt.Sprintf("%.0f / %.0f", r.OperatorRSSMiB, r.OperatorPeakMiB)
+	})
 	row("operator exits (started again, as its Deployment would)", func(r figures.Scale) string {
 		if r.OperatorExits == 0 {
 			return "0"
@@ -208,9 +213,14 @@ func writeChangeCause(p func(string, ...any), runs []figures.Scale) {
 		if total == 0 {
 			continue
 		}
-		line := fmt.Sprintf("N = %d: the operator wrote the last NodeConfig at %s s (its client waited %.1f s in all for its rate limiter, %d exits), "+
+		client := fmt.Sprintf("its client waited %.1f s in all for its rate limiter", r.OperatorChangeRateWaitS)
+		if r.OperatorChangeRequests == 0 {
+			client = "its client's figures went with its exits"
+		}
+		line := fmt.Sprintf("N = %d: the operator wrote the last NodeConfig at %s s (%s; it exited %d times, the first as the exits row says; "+
+			"a restarted operator waits for its old Lease to expire), "+
 			"the last node republished at %s s; each node's writes over the change: %s; the control plane's process used %.0f s of CPU in those %.0f s (%.2f cores), the simulation's %.0f s",
-			r.Nodes, secs(r.ChangeWrittenMaxS), r.OperatorChangeRateWaitS, r.OperatorExits, secs(total), perNodeWrites(r.ChangeWrites),
+			r.Nodes, secs(r.ChangeWrittenMaxS), client, r.OperatorExits, secs(total), perNodeWrites(r.ChangeWrites),
 			r.ChangeCPCPUS, total, r.ChangeCPCPUS/total, r.ChangeSimCPUS)
 		lines = append(lines, line)
 	}
