@@ -46,6 +46,23 @@ type Scale struct {
 	ChangeSlicesP50S   float64 `json:"changeSlicesP50S"`
 	ChangeSlicesMaxS   float64 `json:"changeSlicesMaxS"`
 	ChangeNodesMissing int     `json:"changeNodesMissing"`
+	// ChangeWrites are the apiserver's writes from the change until every
+	// node applied and republished it, per node, by "resource VERB".
+	ChangeWrites map[string]float64 `json:"changeWrites,omitempty"`
+	// ChangeCPCPUS and ChangeSimCPUS are the CPU seconds the control
+	// plane's process and the simulation's used over the change.
+	ChangeCPCPUS  float64 `json:"changeCpCpuS"`
+	ChangeSimCPUS float64 `json:"changeSimCpuS"`
+	// The operator's client over the change: its requests, the seconds
+	// they spent in flight and waiting for its rate limiter (summed over
+	// the requests).
+	OperatorChangeRequests  float64 `json:"operatorChangeRequests"`
+	OperatorChangeRequestS  float64 `json:"operatorChangeRequestS"`
+	OperatorChangeRateWaitS float64 `json:"operatorChangeRateWaitS"`
+	// OperatorExits counts the operator's exits (it is started again, as
+	// its Deployment would); OperatorExit is what the first said.
+	OperatorExits int    `json:"operatorExits"`
+	OperatorExit  string `json:"operatorExit,omitempty"`
 	// Operator: CPU seconds over the rest window and over the change,
 	// RSS at the end and peak (VmHWM), MiB.
 	OperatorRestCPUS   float64 `json:"operatorRestCpuS"`
@@ -57,6 +74,17 @@ type Scale struct {
 	SchedPods       int                `json:"schedPods"`
 	SchedPodsPerSec map[string]float64 `json:"schedPodsPerSec"`
 	SchedNote       string             `json:"schedNote,omitempty"`
+	// SchedRateWaitS are the seconds the control plane's in-process
+	// clients (the controller-manager's and the scheduler's) waited for
+	// their rate limiters during each kind, summed over their requests;
+	// SchedComponentQPS the client rate of the kinds measured again with
+	// limits raised (their names end in " (limits raised)").
+	SchedRateWaitS    map[string]float64 `json:"schedRateWaitS,omitempty"`
+	SchedComponentQPS float64            `json:"schedComponentQps,omitempty"`
+	// SchedCPCPUS and SchedSimCPUS are the CPU seconds the control
+	// plane's process and the simulation's used during each kind.
+	SchedCPCPUS  map[string]float64 `json:"schedCpCpuS,omitempty"`
+	SchedSimCPUS map[string]float64 `json:"schedSimCpuS,omitempty"`
 	// Etcd: its database size in use, with the Nodes only and with
 	// netdra at rest (before the pods), bytes; objects by resource.
 	EtcdBaselineBytes float64            `json:"etcdBaselineBytes"`

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/netdra/netdra/services/operator/controller"
 	"github.com/netdra/netdra/shared/process"
@@ -29,6 +30,8 @@ import (
 
 type config struct {
 	Kubeconfig string
+	KubeQPS    float64
+	KubeBurst  int
 	LogLevel   slog.Level
 	LogFormat  process.LogFormat
 	controller.Options
@@ -36,6 +39,8 @@ type config struct {
 
 func (c *config) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig file; empty uses the in-cluster service account")
+	fs.Float64Var(&c.KubeQPS, "kube-api-qps", 50, "queries per second to the apiserver (client-side rate limit): a ClusterConfig change writes the NodeConfig of every node it governs")
+	fs.IntVar(&c.KubeBurst, "kube-api-burst", 100, "burst of queries to the apiserver above -kube-api-qps")
 	fs.TextVar(&c.LogLevel, "log-level", slog.LevelInfo, "minimum log level: debug, info, warn, error")
 	fs.TextVar(&c.LogFormat, "log-format", process.LogJSON, "log line format: json or text")
 	fs.DurationVar(&c.Refresh, "refresh", controller.DefaultRefresh, "period of the full re-check, independent of watch events")
@@ -70,6 +75,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	// global logger: both go to the same slog handler.
 	klog.SetSlogLogger(log)
 	ctrllog.SetLogger(logr.FromSlogHandler(log.Handler()))
+	// How long the client's requests take and wait for its rate limiter,
+	// on the metrics endpoint beside the request counts.
+	ctrlmetrics.RegisterRESTClientMetrics(ctrlmetrics.MetricRequestLatency, ctrlmetrics.MetricRateLimiterLatency)
 	if err := cfg.run(ctx, log); err != nil {
 		log.Error("Exiting", "error", err)
 		return 1
@@ -78,10 +86,14 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 }
 
 func (c *config) run(ctx context.Context, log *slog.Logger) error {
+	if c.KubeQPS <= 0 || c.KubeBurst <= 0 {
+		return fmt.Errorf("-kube-api-qps %v and -kube-api-burst %d: both must be positive", c.KubeQPS, c.KubeBurst)
+	}
 	rc, err := restConfig(c.Kubeconfig)
 	if err != nil {
 		return err
 	}
+	rc.QPS, rc.Burst = float32(c.KubeQPS), c.KubeBurst
 	log.Info("Starting", "host", rc.Host, "refresh", c.Refresh, "leaderElection", c.LeaderElection,
 		"lease", c.LeaderElectionNamespace+"/"+c.LeaderElectionID)
 	return controller.Run(ctx, log, rc, c.Options)

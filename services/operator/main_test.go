@@ -18,6 +18,8 @@ func TestRun_ExitCodes(t *testing.T) {
 		{"help", []string{"-h"}, 0, "-leader-election-namespace"},
 		{"bad flag", []string{"-refresh", "soon"}, 2, "invalid value"},
 		{"extra argument", []string{"now"}, 2, "unexpected arguments"},
+		{"no client rate", []string{"-kube-api-qps", "0"}, 1, "-kube-api-qps 0"},
+		{"no client burst", []string{"-kube-api-burst", "-1"}, 1, "-kube-api-burst -1"},
 		{"no cluster", nil, 1, "pass -kubeconfig outside a cluster"},
 		{"missing kubeconfig", []string{"-kubeconfig", "/nonexistent"}, 1, "kubeconfig /nonexistent"},
 	}

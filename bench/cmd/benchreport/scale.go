@@ -122,7 +122,31 @@ func writeScale(p func(string, ...any), runs []figures.Scale, png string, elapse
 	row("operator CPU: at rest (s per hour) / the change (s)", func(r figures.Scale) string {
 		return fmt.Sprintf("%.1f / %.2f", r.OperatorRestCPUS*3600/max(r.RestWindowS, 1), r.OperatorChangeCPUS)
 	})
-	row("operator RSS / peak (MiB)", func(r figures.Scale) string { return fmt.Sprintf("%.0f / %.0f", r.OperatorRSSMiB, r.OperatorPeakMiB) })
+	row("ClusterConfig change: apiserver writes per node until the last node republished (resource VERB)", func(r figures.Scale) string { return perNodeWrites(r.ChangeWrites) })
+	row("ClusterConfig change: the operator's client, requests; s in flight; s waiting for its rate limiter (summed)", func(r figures.Scale) string {
+		if r.OperatorChangeRequests == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.0f; %.1f; %.1f", r.OperatorChangeRequests, r.OperatorChangeRequestS, r.OperatorChangeRateWaitS)
+	})
+	row("ClusterConfig change: CPU s of the control plane / of the simulation (every node's dra) over it", func(r figures.Scale) string {
+		if r.ChangeCPCPUS == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.0f / %.0f", r.ChangeCPCPUS, r.ChangeSimCPUS)
+	})
+	row("operator RSS / peak (MiB)", func(r figures.Scale) string {
+		if r.OperatorRSSMiB == 0 && r.OperatorExits > 0 {
+			return "- (between an exit and its restart when read)"
+		}
+		return fmt.Sprintf("%.0f / %.0f", r.OperatorRSSMiB, r.OperatorPeakMiB)
+	})
+	row("operator exits (started again, as its Deployment would)", func(r figures.Scale) string {
+		if r.OperatorExits == 0 {
+			return "0"
+		}
+		return fmt.Sprintf("%d (first: %s)", r.OperatorExits, oneLine(r.OperatorExit))
+	})
 	for _, k := range schedKinds(runs) {
 		row("scheduling, pods/s: "+k, func(r figures.Scale) string {
 			if v, ok := r.SchedPodsPerSec[k]; ok {
@@ -131,6 +155,30 @@ func writeScale(p func(string, ...any), runs []figures.Scale, png string, elapse
 			return "-"
 		})
 	}
+	row("scheduling: the control plane's CPU per pod, ms; cores it used (by kind)", func(r figures.Scale) string {
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(r.SchedCPCPUS)) {
+			n, took := schedCount(r, k), schedTook(r, k)
+			if n == 0 || took == 0 {
+				continue
+			}
+			parts = append(parts, fmt.Sprintf("%s %.0f; %.2f", k, 1000*r.SchedCPCPUS[k]/n, r.SchedCPCPUS[k]/took))
+		}
+		if len(parts) == 0 {
+			return "-"
+		}
+		return strings.Join(parts, ", ")
+	})
+	row("scheduling: the control plane's clients' rate-limiter wait, s summed (by kind)", func(r figures.Scale) string {
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(r.SchedRateWaitS)) {
+			parts = append(parts, fmt.Sprintf("%s %.0f", k, r.SchedRateWaitS[k]))
+		}
+		if len(parts) == 0 {
+			return "-"
+		}
+		return strings.Join(parts, ", ")
+	})
 	row("etcd in use: Nodes only / with netdra (MiB); per node (KiB)", func(r figures.Scale) string {
 		return fmt.Sprintf("%.1f / %.1f; %.1f", r.EtcdBaselineBytes/(1<<20), r.EtcdBytes/(1<<20), (r.EtcdBytes-r.EtcdBaselineBytes)/1024/float64(r.Nodes))
 	})
@@ -150,16 +198,89 @@ func writeScale(p func(string, ...any), runs []figures.Scale, png string, elapse
 	p("The change: %s. Scheduling: %s", runs[0].ChangeWhat, schedNotes(runs))
 	p("")
 	writeScaleGoals(p, runs)
-	p("Why pods with a claim are scheduled more slowly here (facts of the components' defaults, which the test world")
-	p("keeps): the controller-manager's client is limited to 20 requests a second (burst 30, `--kube-api-qps`), shared by")
-	p("its controllers, and its resourceclaim controller makes two writes per pod with a claim template (the claim, then")
-	p("the pod's `status.resourceClaimStatuses`); the scheduler's client is limited to 50 a second (burst 100,")
-	p("`clientConnection.qps`), and binds a pod without a claim in one write, one with a claim in two (the claim's")
-	p("allocation and reservation, then the binding). upstream's scheduler_perf, whose figures the goal quotes, runs the")
-	p("scheduler and the claim controller without those limits. netdra's part in it is the slices the scheduler reads:")
-	p("one per pool per node, written once and not again at rest.")
-	p("")
+	writeChangeCause(p, runs)
+	writeSchedCause(p, runs)
 	p("%s", scaleEnd)
+}
+
+// writeChangeCause says where the ClusterConfig change's time went, from
+// the figures: the operator's writes, its client's rate-limiter wait,
+// what each node wrote, and the CPU the control plane got.
+func writeChangeCause(p func(string, ...any), runs []figures.Scale) {
+	var lines []string
+	for _, r := range runs {
+		total := max(r.ChangeAppliedMaxS, r.ChangeSlicesMaxS)
+		if total == 0 {
+			continue
+		}
+		client := fmt.Sprintf("its client waited %.1f s in all for its rate limiter", r.OperatorChangeRateWaitS)
+		if r.OperatorChangeRequests == 0 {
+			client = "its client's figures went with its exits"
+		}
+		line := fmt.Sprintf("N = %d: the operator wrote the last NodeConfig at %s s (%s; it exited %d times, the first as the exits row says; "+
+			"a restarted operator waits for its old Lease to expire), "+
+			"the last node republished at %s s; each node's writes over the change: %s; the control plane's process used %.0f s of CPU in those %.0f s (%.2f cores), the simulation's %.0f s",
+			r.Nodes, secs(r.ChangeWrittenMaxS), client, r.OperatorExits, secs(total), perNodeWrites(r.ChangeWrites),
+			r.ChangeCPCPUS, total, r.ChangeCPCPUS/total, r.ChangeSimCPUS)
+		lines = append(lines, line)
+	}
+	if len(lines) == 0 {
+		return
+	}
+	p("Where the ClusterConfig change's time went: %s.", strings.Join(lines, ". "))
+	p("")
+}
+
+// schedCount is how many pods of kind a run placed.
+func schedCount(r figures.Scale, kind string) float64 {
+	if strings.HasPrefix(kind, "2 VFs") {
+		return float64(r.SchedPods / 2)
+	}
+	return float64(r.SchedPods)
+}
+
+// schedTook is how long kind's pods took, from the first created to the
+// last bound, s.
+func schedTook(r figures.Scale, kind string) float64 {
+	if v := r.SchedPodsPerSec[kind]; v > 0 {
+		return schedCount(r, kind) / v
+	}
+	return 0
+}
+
+// writeSchedCause says, from the figures, what bounds the scheduling of
+// pods with a claim: the clients' rate limits (the round with them raised
+// is faster) or the control plane's CPU (it is not: the CPU per pod and
+// the cores the process got set the rate).
+func writeSchedCause(p func(string, ...any), runs []figures.Scale) {
+	const claim, none, raised = "1 VF claim", "no claim", " (limits raised)"
+	var lines []string
+	for _, r := range runs {
+		def, ok := r.SchedPodsPerSec[claim]
+		if !ok || r.SchedCPCPUS[claim] == 0 {
+			continue
+		}
+		msPod := 1000 * r.SchedCPCPUS[claim] / schedCount(r, claim)
+		msNone := 1000 * r.SchedCPCPUS[none] / max(schedCount(r, none), 1)
+		cores := r.SchedCPCPUS[claim] / max(schedTook(r, claim), 1e-9)
+		line := fmt.Sprintf("N = %d: a pod with a 1 VF claim cost the control plane's process %.0f ms of CPU (one without a claim %.0f ms), "+
+			"which got %.2f cores while they were placed, a ceiling of %.0f pods/s; its clients waited %.0f s in all for their rate limiters",
+			r.Nodes, msPod, msNone, cores, 1000*cores/max(msPod, 1e-9), r.SchedRateWaitS[claim])
+		if up, ok := r.SchedPodsPerSec[claim+raised]; ok {
+			line += fmt.Sprintf("; with the controller-manager's and scheduler's limits raised to %.0f/s, %.0f pods/s against %.0f (%s)",
+				r.SchedComponentQPS, up, def, map[bool]string{true: "the limits bound it", false: "the limits do not bound it: the CPU does"}[up >= 1.5*def])
+		}
+		lines = append(lines, line)
+	}
+	if len(lines) == 0 {
+		return
+	}
+	p("What bounds the scheduling of pods with a claim here, from the figures above (the process holds etcd, the apiserver,")
+	p("the controller-manager and the scheduler; a pod with a claim template costs the controller-manager two writes, the")
+	p("claim and the pod's `status.resourceClaimStatuses`, and the scheduler two, the claim's allocation and the binding,")
+	p("each a write through the apiserver and etcd): %s.", strings.Join(lines, ". "))
+	p("Upstream's scheduler_perf runs its components with clients at 5000/s on dedicated cores.")
+	p("")
 }
 
 func writeScaleGoals(p func(string, ...any), runs []figures.Scale) {
@@ -180,11 +301,52 @@ func writeScaleGoals(p func(string, ...any), runs []figures.Scale) {
 				r.Nodes, secs(max(r.ChangeAppliedMaxS, r.ChangeSlicesMaxS)), r.ChangeNodesMissing, verdict)
 		}
 		if r.Nodes == 500 {
-			v := r.SchedPodsPerSec["1 VF claim"]
-			p("| pods with a netdra claim scheduled, N = 500 | >= 244 pods/s | %.0f pods/s (without a claim %.0f) | %s |", v, r.SchedPodsPerSec["no claim"], metIf(v >= 244))
+			for _, suffix := range []string{"", " (limits raised)"} {
+				v, ok := r.SchedPodsPerSec["1 VF claim"+suffix]
+				if !ok && suffix != "" {
+					continue
+				}
+				p("| pods with a netdra claim scheduled, N = 500%s | >= 244 pods/s | %.0f pods/s (without a claim %.0f) | %s |",
+					suffix, v, r.SchedPodsPerSec["no claim"+suffix], metIf(v >= 244))
+			}
 		}
 	}
 	p("")
+}
+
+// perNodeWrites lists m's writes ("resource VERB": count per node),
+// largest first, those of at least 0.05.
+func perNodeWrites(m map[string]float64) string {
+	keys := slices.Collect(maps.Keys(m))
+	slices.SortFunc(keys, func(a, b string) int {
+		if m[a] != m[b] {
+			if m[a] > m[b] {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	var parts []string
+	for _, k := range keys {
+		if m[k] >= 0.05 {
+			parts = append(parts, fmt.Sprintf("%s %.1f", k, m[k]))
+		}
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// oneLine is s on one line, without table separators, at most 160
+// characters.
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(strings.ReplaceAll(s, "|", "/")), " ")
+	if len(s) > 160 {
+		s = s[:157] + "..."
+	}
+	return s
 }
 
 func metIf(ok bool) string {

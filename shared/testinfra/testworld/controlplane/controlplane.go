@@ -55,6 +55,10 @@ type Options struct {
 	// apiserver with their in-cluster configuration and projected
 	// ServiceAccount token. It needs root; the address goes at Stop.
 	PodAccess bool
+	// ComponentQPS, when positive, is the controller-manager's and the
+	// scheduler's apiserver client rate (burst twice that); 0 keeps their
+	// defaults. SetComponentQPS changes it for the next Restart.
+	ComponentQPS float64
 }
 
 // ControlPlane is a running control plane.
@@ -156,6 +160,9 @@ func (c *ControlPlane) launch(ctx context.Context, logFlag int) (*child, Info, t
 	args := []string{"control-plane", "--dir", c.dir, "--v", strconv.Itoa(c.opts.Verbosity)}
 	if c.opts.PodAccess {
 		args = append(args, "--pod-access")
+	}
+	if c.opts.ComponentQPS > 0 {
+		args = append(args, "--component-qps", strconv.FormatFloat(c.opts.ComponentQPS, 'f', -1, 64))
 	}
 	cmd := exec.Command(c.bin, args...)
 	cmd.Stderr = logFile
@@ -280,6 +287,13 @@ func (c *ControlPlane) Stop() error {
 		c.stopErr = c.stopChild(c.child)
 	}
 	return c.stopErr
+}
+
+// SetComponentQPS sets Options.ComponentQPS for the next Restart.
+func (c *ControlPlane) SetComponentQPS(qps float64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.opts.ComponentQPS = qps
 }
 
 // Restart stops the control plane as Stop does (kill: with SIGKILL at

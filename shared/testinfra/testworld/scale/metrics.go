@@ -24,13 +24,27 @@ type series struct {
 
 // scrape reads the apiserver's /metrics (the control plane's process
 // registry: the scheduler's and controller-manager's metrics are in it too).
+// An apiserver short of CPU can take long to answer: each of three tries
+// gets a minute.
 func scrape(ctx context.Context, c kubernetes.Interface) (sample, error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	raw, err := c.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	var raw []byte
+	var err error
+	for try := 0; try < 3; try++ {
+		tctx, cancel := context.WithTimeout(ctx, time.Minute)
+		raw, err = c.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(tctx)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("reading the apiserver's metrics: %w", err)
 	}
+	return parseSample(raw), nil
+}
+
+// parseSample parses a Prometheus text exposition.
+func parseSample(raw []byte) sample {
 	var s sample
 	sc := bufio.NewScanner(strings.NewReader(string(raw)))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -39,7 +53,7 @@ func scrape(ctx context.Context, c kubernetes.Interface) (sample, error) {
 			s = append(s, sr)
 		}
 	}
-	return s, nil
+	return s
 }
 
 // parseLine parses `name{k="v",...} value` (or `name value`).
@@ -147,6 +161,16 @@ func (s sample) watches() map[string]float64 {
 		}
 		return resourceOf(l)
 	})
+}
+
+// has reports whether s holds a series of name.
+func (s sample) has(name string) bool {
+	for _, sr := range s {
+		if sr.name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // one is the sum of name's series.

@@ -18,6 +18,7 @@
 package scale
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -55,8 +56,18 @@ type Options struct {
 	StartParallel int
 	// Deadline bounds each wait for every node (startup, change).
 	Deadline time.Duration
-	Logger   *slog.Logger // progress
-	NodeLog  *slog.Logger // the simulated nodes' dra logs
+	// ComponentQPS, when positive, has the scheduling phase run again
+	// with the controller-manager's and scheduler's client rate raised to
+	// it (the control plane restarted).
+	ComponentQPS float64
+	// ProfileDir, when set, receives CPU profiles of the control plane
+	// and of this process during the change and the scheduling.
+	ProfileDir string
+	// NodeDir is where the simulated nodes' sockets and state stores go
+	// (tmpfs: node-local files, not what is measured); "" is Dir.
+	NodeDir string
+	Logger  *slog.Logger // progress
+	NodeLog *slog.Logger // the simulated nodes' dra logs
 }
 
 // clusterConfigName is the ClusterConfig governing every simulated node.
@@ -153,7 +164,7 @@ func Run(ctx context.Context, o Options) (res figures.Scale, err error) {
 		}
 	}()
 	err = parallel(ctx, o.StartParallel, names, func(ctx context.Context, name string) error {
-		n, err := startNode(ctx, o.NodeLog, w.rc, name, filepath.Join(o.Dir, "n", name[4:]), inv)
+		n, err := startNode(ctx, o.NodeLog, w.rc, name, filepath.Join(cmp.Or(o.NodeDir, o.Dir), "n", name[4:]), inv)
 		if err != nil {
 			return err
 		}
@@ -183,7 +194,8 @@ func Run(ctx context.Context, o Options) (res figures.Scale, err error) {
 	if err != nil {
 		return res, err
 	}
-	op0, _ := readProc(op.Process.Pid)
+	op0 := op.proc()
+	exR0, _ := op.restarts()
 	sim0, _ := readProc(os.Getpid())
 	log.Info("rest window", "window", o.RestWindow)
 	time.Sleep(o.RestWindow)
@@ -191,7 +203,7 @@ func Run(ctx context.Context, o Options) (res figures.Scale, err error) {
 	if err != nil {
 		return res, err
 	}
-	op1, _ := readProc(op.Process.Pid)
+	op1 := op.proc()
 	sim1, _ := readProc(os.Getpid())
 	cp1, _ := readProc(w.cp.PID())
 	res.RestWindowS = o.RestWindow.Seconds()
@@ -201,7 +213,8 @@ func Run(ctx context.Context, o Options) (res figures.Scale, err error) {
 		res.WritesPerNodeHour[k] = v / float64(o.Nodes) * float64(time.Hour) / float64(o.RestWindow)
 	}
 	res.Watches = r1.watches()
-	res.OperatorRestCPUS = (op1.cpu - op0.cpu).Seconds()
+	exR1, _ := op.restarts()
+	res.OperatorRestCPUS = since(op0.cpu.Seconds(), op1.cpu.Seconds(), exR0, exR1)
 	res.SimRestCPUS = (sim1.cpu - sim0.cpu).Seconds()
 	res.SimRSSMiB = sim1.rss
 	res.CPRSSMiB = cp1.rss
@@ -213,7 +226,16 @@ func Run(ctx context.Context, o Options) (res figures.Scale, err error) {
 	// pool added (the operator carves a block per node).
 	res.ChangeWhat = "pool vf split into pf0 and pf1 (by PF), and a cluster address pool of /26 blocks added"
 	log.Info("ClusterConfig change", "what", res.ChangeWhat)
-	opC0, _ := readProc(op.Process.Pid)
+	opC0 := op.proc()
+	om0, _ := op.metrics(ctx)
+	ex0, _ := op.restarts()
+	c0, err := scrape(ctx, w.c)
+	if err != nil {
+		return res, err
+	}
+	cpC0, _ := readProc(w.cp.PID())
+	simC0, _ := readProc(os.Getpid())
+	stopProfiles := profileChange(ctx, w, o)
 	tr.expect("pf0", "pf1")
 	if err := retryConflict(ctx, func() error {
 		var cur v1alpha1.ClusterConfig
@@ -230,9 +252,26 @@ func Run(ctx context.Context, o Options) (res figures.Scale, err error) {
 		return res, fmt.Errorf("changing the ClusterConfig: %w", err)
 	}
 	applied, published, err = waitAll(ctx, tr, o.Nodes, o.Deadline, log, "change")
-	opC1, _ := readProc(op.Process.Pid)
-	res.OperatorChangeCPUS = (opC1.cpu - opC0.cpu).Seconds()
+	stopProfiles()
+	cpC1, _ := readProc(w.cp.PID())
+	simC1, _ := readProc(os.Getpid())
+	res.ChangeCPCPUS, res.ChangeSimCPUS = (cpC1.cpu - cpC0.cpu).Seconds(), (simC1.cpu - simC0.cpu).Seconds()
+	opC1 := op.proc()
+	om1, _ := op.metrics(ctx)
+	if c1, serr := scrape(ctx, w.c); serr == nil {
+		res.ChangeWrites = scaleMap(diff(c0.writes(), c1.writes()), 1/float64(o.Nodes))
+	}
+	res.OperatorExits, res.OperatorExit = op.restarts()
+	res.OperatorChangeCPUS = since(opC0.cpu.Seconds(), opC1.cpu.Seconds(), ex0, res.OperatorExits)
 	res.OperatorRSSMiB, res.OperatorPeakMiB = opC1.rss, opC1.hwm
+	for _, m := range []struct {
+		name string
+		to   *float64
+	}{{"rest_client_request_duration_seconds_count", &res.OperatorChangeRequests},
+		{"rest_client_request_duration_seconds_sum", &res.OperatorChangeRequestS},
+		{"rest_client_rate_limiter_duration_seconds_sum", &res.OperatorChangeRateWaitS}} {
+		*m.to = since(om0.one(m.name), om1.one(m.name), ex0, res.OperatorExits)
+	}
 	written := tr.writtenTimes()
 	res.ChangeWrittenP50S, res.ChangeWrittenMaxS = pct(written, 50), maxOf(written).Seconds()
 	res.ChangeAppliedP50S, res.ChangeAppliedMaxS = pct(applied, 50), maxOf(applied).Seconds()
@@ -261,10 +300,12 @@ func Run(ctx context.Context, o Options) (res figures.Scale, err error) {
 	}
 
 	if o.Pods > 0 {
-		if err := schedule(ctx, w.c, o, &res); err != nil {
+		if err := schedule(ctx, w, o, &res); err != nil {
+			res.OperatorExits, res.OperatorExit = op.restarts()
 			return res, fmt.Errorf("scheduling: %w", err)
 		}
 	}
+	res.OperatorExits, res.OperatorExit = op.restarts()
 	for _, n := range nodes {
 		if n.err != nil {
 			return res, fmt.Errorf("node %s's dra: %w", n.name, n.err)

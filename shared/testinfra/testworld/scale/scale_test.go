@@ -18,17 +18,27 @@ import (
 var netdraResources = []string{"resourceslices", "nodeconfigs", "events", "resourceclaims", "clusterconfigs"}
 
 // TestScale_Smoke runs the whole simulation with a few nodes and short
-// windows: every phase completes, and netdra writes nothing at rest.
+// windows: every phase completes (the scheduling twice, the second time
+// with the components' client limits raised), and netdra writes nothing
+// at rest.
 func TestScale_Smoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane")
 	}
 	o := options(t, 3, 20*time.Second, 10)
 	o.Deadline = 3 * time.Minute
+	o.ComponentQPS = 5000
 	res, err := Run(context.Background(), o)
 	t.Logf("figures: %+v", res)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if _, ok := res.SchedPodsPerSec["1 VF claim (limits raised)"]; !ok || res.SchedComponentQPS != 5000 {
+		t.Errorf("no scheduling round with the limits raised: %v", res.SchedPodsPerSec)
+	}
+	if res.OperatorRSSMiB == 0 || res.ChangeWrittenMaxS == 0 || res.WritesPerNodeHourAfterChange == nil {
+		t.Errorf("operator RSS %.0f MiB, NodeConfigs written by %.1f s, writes after the change %v: want each measured",
+			res.OperatorRSSMiB, res.ChangeWrittenMaxS, res.WritesPerNodeHourAfterChange)
 	}
 	for when, writes := range map[string]map[string]float64{"before the change": res.WritesPerNodeHour,
 		"after the change (address pools)": res.WritesPerNodeHourAfterChange} {
@@ -46,7 +56,10 @@ func TestScale_Smoke(t *testing.T) {
 // $NETDRA_SCALE_NODES (space-separated), each recorded in
 // $NETDRA_BENCH_OUT's scale records; it stops at the first count that
 // fails, recording what broke. $NETDRA_SCALE_REST is the rest window
-// (default 3m), $NETDRA_SCALE_PODS the pods of each kind (default 1000).
+// (default 3m), $NETDRA_SCALE_PODS the pods of each kind (default 1000),
+// $NETDRA_SCALE_COMPONENT_QPS the controller-manager's and scheduler's
+// client rate of the second scheduling round (0 or unset: none),
+// $NETDRA_SCALE_PROFILES a folder for CPU profiles (unset: none).
 func TestScale_Bench(t *testing.T) {
 	counts := strings.Fields(os.Getenv("NETDRA_SCALE_NODES"))
 	if len(counts) == 0 {
@@ -68,12 +81,22 @@ func TestScale_Bench(t *testing.T) {
 		}
 		pods = n
 	}
+	var qps float64
+	if s := os.Getenv("NETDRA_SCALE_COMPONENT_QPS"); s != "" {
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil || v < 0 {
+			t.Fatalf("NETDRA_SCALE_COMPONENT_QPS: %q is not a rate", s)
+		}
+		qps = v
+	}
 	for _, c := range counts {
 		n, err := strconv.Atoi(c)
 		if err != nil {
 			t.Fatalf("NETDRA_SCALE_NODES: %v", err)
 		}
 		o := options(t, n, rest, min(pods, n*32))
+		o.ComponentQPS = qps
+		o.ProfileDir = os.Getenv("NETDRA_SCALE_PROFILES")
 		res, err := Run(context.Background(), o)
 		t.Logf("N=%d figures: %+v", n, res)
 		if rerr := figures.Record(figures.ScaleFile, res); rerr != nil {
@@ -98,12 +121,21 @@ func options(t *testing.T, nodes int, rest time.Duration, pods int) Options {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
+	// The nodes' sockets and state stores on tmpfs when there is one:
+	// node-local files, which a real node keeps on its own disk.
+	nodeDir := ""
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		if nodeDir, err = os.MkdirTemp("/dev/shm", "nsc"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(nodeDir) })
+	}
 	level := slog.LevelWarn
 	if os.Getenv("NETDRA_SCALE_DEBUG") != "" {
 		level = slog.LevelInfo
 	}
 	nodeLog := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	return Options{Nodes: nodes, PFs: 2, VFsPerPF: 32, RestWindow: rest, Settle: max(rest/6, 10*time.Second), Pods: pods,
-		Dir: dir, RepoDir: filepath.Join(src, "..", "..", ".."), StartParallel: 8, Deadline: 10 * time.Minute,
+		Dir: dir, NodeDir: nodeDir, RepoDir: filepath.Join(src, "..", "..", ".."), StartParallel: 8, Deadline: 10 * time.Minute,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)), NodeLog: nodeLog}
 }

@@ -3,6 +3,7 @@ package scale
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -33,8 +34,12 @@ type podKind struct {
 // for one VF, and o.Pods/2 pods with a claim for two VFs under one PCIe
 // root (matchAttribute), one kind after the other in the same cluster,
 // and records each kind's pods per second: from the first pod created to
-// the last one bound by the scheduler.
-func schedule(ctx context.Context, c kubernetes.Interface, o Options, res *figures.Scale) error {
+// the last one bound by the scheduler. With o.ComponentQPS set it then
+// restarts the control plane with the controller-manager's and
+// scheduler's client limits raised to it and does the same again (the
+// earlier pods stay: the cluster is fuller the second time).
+func schedule(ctx context.Context, w *world, o Options, res *figures.Scale) error {
+	c := w.c
 	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: schedNamespace}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
@@ -60,30 +65,78 @@ func schedule(ctx context.Context, c kubernetes.Interface, o Options, res *figur
 	bound := newBindWatch(ctx, c)
 	res.SchedPods = o.Pods
 	res.SchedPodsPerSec = map[string]float64{}
+	res.SchedRateWaitS = map[string]float64{}
+	res.SchedCPCPUS, res.SchedSimCPUS = map[string]float64{}, map[string]float64{}
 	kinds := []podKind{{"no claim", "", o.Pods}, {"1 VF claim", one.Name, o.Pods}, {"2 VFs, one pcieRoot (matchAttribute)", two.Name, o.Pods / 2}}
-	for _, k := range kinds {
-		o.Logger.Info("scheduling", "kind", k.name, "pods", k.count)
-		names := make([]string, k.count)
-		for i := range names {
-			names[i] = fmt.Sprintf("p%d-%s", len(res.SchedPodsPerSec), strconv.Itoa(i))
+	round := func(suffix string) error {
+		for _, k := range kinds {
+			k.name += suffix
+			if err := scheduleKind(ctx, w, o, res, bound, k); err != nil {
+				return err
+			}
 		}
-		start := time.Now()
-		err := parallel(ctx, 32, names, func(ctx context.Context, name string) error {
-			_, err := c.CoreV1().Pods(schedNamespace).Create(ctx, pod(name, k.template), metav1.CreateOptions{})
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("creating %s pods: %w", k.name, err)
-		}
-		created := time.Since(start)
-		last, err := bound.wait(ctx, names, o.Deadline)
-		if err != nil {
-			return fmt.Errorf("%s pods: %w", k.name, err)
-		}
-		took := last.Sub(start)
-		res.SchedPodsPerSec[k.name] = float64(k.count) / took.Seconds()
-		res.SchedNote += fmt.Sprintf("%s: %d pods created in %.1f s, all bound after %.1f s; ", k.name, k.count, created.Seconds(), took.Seconds())
+		return nil
 	}
+	if err := round(""); err != nil {
+		return err
+	}
+	if o.ComponentQPS <= 0 {
+		return nil
+	}
+	o.Logger.Info("restarting the control plane with the controller-manager's and scheduler's client limits raised", "qps", o.ComponentQPS)
+	w.cp.SetComponentQPS(o.ComponentQPS)
+	if err := w.cp.Restart(ctx, false); err != nil {
+		return err
+	}
+	res.SchedComponentQPS = o.ComponentQPS
+	// One pod bound: the scheduler's caches are filled again.
+	if _, err := c.CoreV1().Pods(schedNamespace).Create(ctx, pod("warm", ""), metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("after the restart: %w", err)
+	}
+	if _, err := bound.wait(ctx, []string{"warm"}, o.Deadline); err != nil {
+		return fmt.Errorf("after the restart: %w", err)
+	}
+	return round(" (limits raised)")
+}
+
+// scheduleKind creates k's pods and waits until the last is bound.
+func scheduleKind(ctx context.Context, w *world, o Options, res *figures.Scale, bound *bindWatch, k podKind) error {
+	c := w.c
+	o.Logger.Info("scheduling", "kind", k.name, "pods", k.count)
+	names := make([]string, k.count)
+	for i := range names {
+		names[i] = fmt.Sprintf("p%d-%s", len(res.SchedPodsPerSec), strconv.Itoa(i))
+	}
+	m0, err := scrape(ctx, c)
+	if err != nil {
+		return err
+	}
+	stop := profileKind(ctx, w, o, k.name)
+	defer stop()
+	cp0, _ := readProc(w.cp.PID())
+	sim0, _ := readProc(os.Getpid())
+	start := time.Now()
+	err = parallel(ctx, 32, names, func(ctx context.Context, name string) error {
+		_, err := c.CoreV1().Pods(schedNamespace).Create(ctx, pod(name, k.template), metav1.CreateOptions{})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("creating %s pods: %w", k.name, err)
+	}
+	created := time.Since(start)
+	last, err := bound.wait(ctx, names, o.Deadline)
+	if err != nil {
+		return fmt.Errorf("%s pods: %w", k.name, err)
+	}
+	took := last.Sub(start)
+	cp1, _ := readProc(w.cp.PID())
+	sim1, _ := readProc(os.Getpid())
+	res.SchedCPCPUS[k.name], res.SchedSimCPUS[k.name] = (cp1.cpu - cp0.cpu).Seconds(), (sim1.cpu - sim0.cpu).Seconds()
+	if m1, err := scrape(ctx, c); err == nil && m1.has("rest_client_rate_limiter_duration_seconds_sum") {
+		res.SchedRateWaitS[k.name] = m1.one("rest_client_rate_limiter_duration_seconds_sum") - m0.one("rest_client_rate_limiter_duration_seconds_sum")
+	}
+	res.SchedPodsPerSec[k.name] = float64(k.count) / took.Seconds()
+	res.SchedNote += fmt.Sprintf("%s: %d pods created in %.1f s, all bound after %.1f s; ", k.name, k.count, created.Seconds(), took.Seconds())
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fsnotify/fsnotify"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -138,11 +139,26 @@ func nodeClients(rc *rest.Config, node string) (kubernetes.Interface, dynamic.In
 // registerPlugins does what the kubelet's plugin watcher does with a
 // registration socket that appears in dir: GetInfo, then
 // NotifyRegistrationStatus registered. A socket made again (a new
-// registration attempt, a new driver name) is registered again.
+// registration attempt, a new driver name) is registered again. Like the
+// kubelet's, it learns of sockets through inotify, so a socket is
+// registered as soon as it appears and N idle watchers cost nothing; a
+// socket that does not answer yet is tried again 100 ms later, and a look
+// every 5 s catches anything else.
 func registerPlugins(ctx context.Context, dir string) {
 	seen := map[string]time.Time{}
+	var events <-chan fsnotify.Event
+	if w, err := fsnotify.NewWatcher(); err == nil {
+		defer w.Close()
+		if w.Add(dir) == nil {
+			events = w.Events
+		}
+	}
 	every := 100 * time.Millisecond
+	if events != nil {
+		every = 5 * time.Second
+	}
 	for {
+		wait := every
 		entries, _ := os.ReadDir(dir)
 		for _, e := range entries {
 			if !strings.HasSuffix(e.Name(), "-reg.sock") {
@@ -154,13 +170,15 @@ func registerPlugins(ctx context.Context, dir string) {
 			}
 			if registerPlugin(ctx, filepath.Join(dir, e.Name())) == nil {
 				seen[e.Name()] = info.ModTime()
-				every = time.Second
+			} else {
+				wait = 100 * time.Millisecond // not serving yet
 			}
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(every):
+		case <-events:
+		case <-time.After(wait):
 		}
 	}
 }

@@ -3,10 +3,14 @@ package scale
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -32,14 +36,13 @@ import (
 
 // world is the control plane, the harness's clients and the operator.
 type world struct {
-	o   Options
-	cp  *controlplane.ControlPlane
-	rc  *rest.Config
-	c   kubernetes.Interface
-	dc  dynamic.Interface
-	cl  client.Client
-	op  *exec.Cmd
-	log *os.File
+	o  Options
+	cp *controlplane.ControlPlane
+	rc *rest.Config
+	c  kubernetes.Interface
+	dc dynamic.Interface
+	cl client.Client
+	op *operator
 }
 
 var scheme = func() *runtime.Scheme {
@@ -58,7 +61,17 @@ func startWorld(ctx context.Context, o Options) (*world, error) {
 	if err := os.MkdirAll(cpDir, 0o755); err != nil {
 		return nil, err
 	}
-	cp, err := controlplane.Start(ctx, controlplane.Options{Dir: cpDir, Logger: o.Logger})
+	// A copy of the binary of its own: the shared one may be rebuilt from
+	// another checkout before the control plane's restart.
+	shared, err := controlplane.Binary(ctx, o.Logger)
+	if err != nil {
+		return nil, err
+	}
+	bin := filepath.Join(o.Dir, "testworld")
+	if err := copyFile(shared, bin); err != nil {
+		return nil, fmt.Errorf("copying the testworld binary: %w", err)
+	}
+	cp, err := controlplane.Start(ctx, controlplane.Options{Dir: cpDir, Logger: o.Logger, Binary: bin})
 	if err != nil {
 		return nil, err
 	}
@@ -89,9 +102,25 @@ func startWorld(ctx context.Context, o Options) (*world, error) {
 	return w, nil
 }
 
+// operator is netdra's operator process, restarted when it exits as its
+// Deployment's pod would be: exits counts those, first holds the log's
+// last lines at the first.
+type operator struct {
+	bin, kubeconfig, logPath string
+	metricsAddr              string // its Prometheus endpoint, host:port
+
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	exits   int
+	first   string
+	stopped bool
+	done    chan struct{}
+}
+
 // startOperator builds netdra's operator from the checkout and runs it
-// against the control plane, with leader election as it is deployed.
-func (w *world) startOperator(ctx context.Context) (*exec.Cmd, error) {
+// against the control plane, with leader election as it is deployed, and
+// its metrics served on a free loopback port.
+func (w *world) startOperator(ctx context.Context) (*operator, error) {
 	bin := filepath.Join(w.o.Dir, "operator")
 	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-tags", "grpcnotrace", "-o", bin, "./services/operator")
 	build.Dir = w.o.RepoDir
@@ -99,29 +128,166 @@ func (w *world) startOperator(ctx context.Context) (*exec.Cmd, error) {
 	if out, err := build.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("building the operator: %w: %s", err, out)
 	}
-	lf, err := os.Create(filepath.Join(w.o.Dir, "operator.log"))
+	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "-kubeconfig", w.cp.Kubeconfig(), "-leader-election-namespace", "default",
-		"-metrics-addr", "0", "-health-addr", "", "-log-level", "warn", "-log-format", "text")
+	addr := l.Addr().String()
+	l.Close()
+	op := &operator{bin: bin, kubeconfig: w.cp.Kubeconfig(), logPath: filepath.Join(w.o.Dir, "operator.log"),
+		metricsAddr: addr, done: make(chan struct{})}
+	if err := op.start(); err != nil {
+		return nil, err
+	}
+	go op.supervise()
+	w.op = op
+	return op, nil
+}
+
+func (op *operator) start() error {
+	lf, err := os.OpenFile(op.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer lf.Close() // the child holds its own descriptor
+	cmd := exec.Command(op.bin, "-kubeconfig", op.kubeconfig, "-leader-election-namespace", "default",
+		"-metrics-addr", op.metricsAddr, "-health-addr", "", "-log-level", "warn", "-log-format", "text")
 	cmd.Stdout, cmd.Stderr = lf, lf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		lf.Close()
+		return err
+	}
+	op.mu.Lock()
+	op.cmd = cmd
+	op.mu.Unlock()
+	return nil
+}
+
+// supervise waits for the operator and starts it again a second after it
+// exits, until stop.
+func (op *operator) supervise() {
+	defer close(op.done)
+	for {
+		op.mu.Lock()
+		cmd := op.cmd
+		op.mu.Unlock()
+		err := cmd.Wait()
+		op.mu.Lock()
+		if op.stopped {
+			op.mu.Unlock()
+			return
+		}
+		op.exits++
+		if op.first == "" {
+			op.first = fmt.Sprintf("%v: %s", err, exitLine(op.logPath))
+		}
+		op.mu.Unlock()
+		time.Sleep(time.Second)
+		if err := op.start(); err != nil {
+			op.mu.Lock()
+			op.first += fmt.Sprintf("; not restarted: %v", err)
+			op.mu.Unlock()
+			return
+		}
+	}
+}
+
+// exitLine is the operator log's last line saying why it exited, else
+// its last line.
+func exitLine(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.Contains(lines[i], "msg=Exiting") {
+			return lines[i]
+		}
+	}
+	return lines[len(lines)-1]
+}
+
+// proc reads the running operator's CPU and memory; cpu counts only the
+// current process (see since).
+func (op *operator) proc() proc {
+	op.mu.Lock()
+	pid := op.cmd.Process.Pid
+	op.mu.Unlock()
+	p, _ := readProc(pid)
+	return p
+}
+
+// since is after - before for a counter of the operator's process, or
+// after alone when it was started again in between (exits changed): the
+// count of the new process, which misses the old one's part.
+func since(before, after float64, exitsBefore, exitsAfter int) float64 {
+	if exitsAfter != exitsBefore {
+		return after
+	}
+	return after - before
+}
+
+// restarts are how many times the operator exited, and what the first
+// exit said.
+func (op *operator) restarts() (int, string) {
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	return op.exits, op.first
+}
+
+// metrics scrapes the operator's own /metrics.
+func (op *operator) metrics(ctx context.Context) (sample, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+op.metricsAddr+"/metrics", nil)
+	if err != nil {
 		return nil, err
 	}
-	w.op, w.log = cmd, lf
-	return cmd, nil
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("reading the operator's metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	return parseSample(raw), nil
+}
+
+func (op *operator) stop() {
+	op.mu.Lock()
+	op.stopped = true
+	cmd := op.cmd
+	op.mu.Unlock()
+	_ = cmd.Process.Kill()
+	<-op.done
 }
 
 func (w *world) stop() {
 	if w.op != nil {
-		_ = w.op.Process.Kill()
-		_ = w.op.Wait()
-		w.log.Close()
+		w.op.stop()
 	}
 	_ = w.cp.Stop()
+}
+
+// copyFile copies src to dst, executable.
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }
 
 // createNode creates a Node as a kubelet would register it, Ready, with

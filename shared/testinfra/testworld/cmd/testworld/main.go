@@ -359,6 +359,7 @@ func runControlPlane(args []string, stdout, stderr io.Writer) int {
 	dir := fs.String("dir", "", "working directory (must exist)")
 	verbosity := fs.Int("v", 0, "klog verbosity of the components")
 	podAccess := fs.Bool("pod-access", false, "make the kubernetes Service's ClusterIP answer on this host, for pods of a real node (root)")
+	componentQPS := fs.Float64("component-qps", 0, "the controller-manager's and scheduler's apiserver client rate, burst twice that; 0 keeps their defaults")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -378,7 +379,7 @@ func runControlPlane(args []string, stdout, stderr io.Writer) int {
 			os.Exit(3)
 		})
 	}()
-	err := cluster.Run(ctx, cluster.Config{Dir: *dir, Verbosity: *verbosity, Logger: logger, PodAccess: *podAccess}, func(info cluster.Info) {
+	err := cluster.Run(ctx, cluster.Config{Dir: *dir, Verbosity: *verbosity, Logger: logger, PodAccess: *podAccess, ComponentQPS: *componentQPS}, func(info cluster.Info) {
 		b, _ := json.Marshal(controlplane.Info(info))
 		fmt.Fprintf(stdout, "%s\n", b)
 	})

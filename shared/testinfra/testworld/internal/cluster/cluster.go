@@ -31,6 +31,10 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	basecompatibility "k8s.io/component-base/compatibility"
 	logsapi "k8s.io/component-base/logs/api/v1"
+	// client-go's request and rate-limiter metrics of the components'
+	// clients, on the apiserver's /metrics, as the components' own
+	// commands register them.
+	_ "k8s.io/component-base/metrics/prometheus/clientgo"
 
 	apiserverapp "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	apiserveroptions "k8s.io/kubernetes/cmd/kube-apiserver/app/options"
@@ -57,6 +61,10 @@ type Config struct {
 	// host (see serviceProxy), so that pods of a real node reach the
 	// apiserver with their in-cluster configuration. It needs root.
 	PodAccess bool
+	// ComponentQPS, when positive, is the controller-manager's and the
+	// scheduler's apiserver client rate (--kube-api-qps), with a burst of
+	// twice that; 0 keeps their defaults (20 and 50 a second).
+	ComponentQPS float64
 }
 
 // Info tells a client how to reach a ready control plane.
@@ -128,10 +136,11 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	logger.Info("kube-apiserver ready", "server", server)
 
 	comps.run("kube-controller-manager", func(ctx context.Context) error {
-		return runControllerManager(ctx, controllerManagerArgs(kubeconfig, p, verbosity))
+		return runControllerManager(ctx, append(controllerManagerArgs(kubeconfig, p, verbosity), clientLimitArgs(cfg.ComponentQPS)...))
 	})
 	comps.run("kube-scheduler", func(ctx context.Context) error {
-		return runScheduler(ctx, []string{"--kubeconfig=" + kubeconfig, "--leader-elect=false", "--secure-port=0", verbosity})
+		return runScheduler(ctx, append([]string{"--kubeconfig=" + kubeconfig, "--leader-elect=false", "--secure-port=0", verbosity},
+			clientLimitArgs(cfg.ComponentQPS)...))
 	})
 	ready(Info{Kubeconfig: kubeconfig, Server: server, Etcd: etcd.url,
 		KubernetesService: net.JoinHostPort(svc.clusterIP.String(), strconv.Itoa(servicePort))})
@@ -189,6 +198,15 @@ func controllerManagerArgs(kubeconfig string, p *pki, verbosity string) []string
 		"--use-service-account-credentials=false",
 		verbosity,
 	}
+}
+
+// clientLimitArgs are the flags that set a component's apiserver client
+// rate to qps (burst twice that); none for qps <= 0.
+func clientLimitArgs(qps float64) []string {
+	if qps <= 0 {
+		return nil
+	}
+	return []string{"--kube-api-qps=" + strconv.FormatFloat(qps, 'f', -1, 64), "--kube-api-burst=" + strconv.Itoa(int(2*qps))}
 }
 
 // apiserverArgs are kube-apiserver's flags: on loopback with the PKI's

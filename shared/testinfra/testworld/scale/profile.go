@@ -1,0 +1,85 @@
+package scale
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"strings"
+	"time"
+)
+
+// Profiles, when Options.ProfileDir is set: CPU profiles of the control
+// plane's process (its apiserver's /debug/pprof: the apiserver, the
+// controller-manager and the scheduler share the process) and of this
+// process (every simulated node's dra), and the control plane's
+// goroutines, during the change and each scheduling kind. They are
+// evidence for the report's causes, not figures of it.
+
+// profileChange profiles the change: the control plane for 30 s from now,
+// this process until the returned stop.
+func profileChange(ctx context.Context, w *world, o Options) (stop func()) {
+	if o.ProfileDir == "" {
+		return func() {}
+	}
+	base := filepath.Join(o.ProfileDir, fmt.Sprintf("n%d-change", o.Nodes))
+	go cpProfile(ctx, w, 30*time.Second, base+"-cp.pprof")
+	f, err := os.Create(base + "-sim.pprof")
+	if err != nil {
+		o.Logger.Warn("profile", "err", err)
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		o.Logger.Warn("profile", "err", err)
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
+}
+
+// profileKind profiles the control plane for 20 s from now and dumps its
+// goroutines 10 s from now.
+func profileKind(ctx context.Context, w *world, o Options, kind string) (stop func()) {
+	if o.ProfileDir == "" {
+		return func() {}
+	}
+	name := strings.NewReplacer(" ", "-", "(", "", ")", "", ",", "").Replace(kind)
+	base := filepath.Join(o.ProfileDir, fmt.Sprintf("n%d-%s", o.Nodes, name))
+	ctx, cancel := context.WithCancel(ctx)
+	go cpProfile(ctx, w, 20*time.Second, base+"-cp.pprof")
+	go func() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(10 * time.Second):
+		}
+		cpGet(ctx, w, "/debug/pprof/goroutine", map[string]string{"debug": "1"}, 30*time.Second, base+"-goroutines.txt")
+	}()
+	return cancel
+}
+
+func cpProfile(ctx context.Context, w *world, d time.Duration, path string) {
+	cpGet(ctx, w, "/debug/pprof/profile", map[string]string{"seconds": fmt.Sprint(int(d.Seconds()))}, d+time.Minute, path)
+}
+
+// cpGet writes the apiserver's answer at path to file; a failure is
+// logged and leaves no file.
+func cpGet(ctx context.Context, w *world, path string, params map[string]string, timeout time.Duration, file string) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req := w.c.CoreV1().RESTClient().Get().AbsPath(path)
+	for k, v := range params {
+		req = req.Param(k, v)
+	}
+	raw, err := req.DoRaw(ctx)
+	if err == nil {
+		err = os.WriteFile(file, raw, 0o644)
+	}
+	if err != nil {
+		w.o.Logger.Warn("control plane profile", "path", path, "err", err)
+	}
+}
