@@ -410,6 +410,9 @@ func (a *Agent) serveLocked(ctx context.Context, name string, spec *v1alpha1.Nod
 		func(_ context.Context, err error, msg string) {
 			a.log.Warn("Publishing ResourceSlices", "driver", name, "msg", msg, "err", err)
 		})
+	if a.cfg.KeepSockets != "" {
+		go a.watchHolder(dctx, name)
+	}
 	a.mu.Lock()
 	a.serving, a.driverName = s, name
 	a.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"net"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
@@ -36,7 +37,7 @@ func (a *Agent) takeSockets(ctx context.Context, name string, renew bool) (*held
 	if a.cfg.KeepSockets == "" {
 		return nil, nil
 	}
-	paths := []string{filepath.Join(a.cfg.PluginDir, name, pluginSocket), filepath.Join(a.cfg.RegistrarDir, name+registrarSuffix)}
+	paths := a.socketPaths(name)
 	tries := 0
 	t, err := sockkeep.Take(ctx, a.cfg.KeepSockets, paths, renew, func(err error) {
 		msg := fmt.Sprintf("waiting for the socket holder at %s: %v", a.cfg.KeepSockets, err)
@@ -53,6 +54,75 @@ func (a *Agent) takeSockets(ctx context.Context, name string, renew bool) (*held
 	}
 	a.log.Info("Took the kubelet sockets from the holder", "sockets", paths, "inherited", t.Inherited, "registered", t.Registered)
 	return &heldSockets{a: a, taken: t, paths: paths}, nil
+}
+
+// socketPaths are the plugin and registration sockets of driver name.
+func (a *Agent) socketPaths(name string) []string {
+	return []string{filepath.Join(a.cfg.PluginDir, name, pluginSocket), filepath.Join(a.cfg.RegistrarDir, name+registrarSuffix)}
+}
+
+// holderCheckInterval is how often a dra serving on held sockets asks the
+// holder whether it still holds them, and holderUnreachable how many
+// checks in a row may fail to reach it before dra gives up.
+const (
+	holderCheckInterval = 2 * time.Second
+	holderUnreachable   = 3
+)
+
+// watchHolder asks the holder every holderCheckInterval, until ctx ends
+// (the plugin under name stops serving), whether it still holds name's
+// sockets. A holder that restarted (it holds them no longer, or cannot be
+// reached holderUnreachable times in a row) closed and removed them: the
+// kubelet's plugin watcher deregistered the plugin, and dra's duplicates
+// listen on sockets nobody can dial. dra then stops with an error, and
+// its restart takes the sockets anew from the holder and registers again.
+func (a *Agent) watchHolder(ctx context.Context, name string) {
+	paths := a.socketPaths(name)
+	failed := 0
+	t := time.NewTicker(holderCheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		cctx, cancel := context.WithTimeout(ctx, holderCheckInterval)
+		held, err := sockkeep.Held(cctx, a.cfg.KeepSockets)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		var lost error
+		switch {
+		case err != nil:
+			failed++
+			a.log.Warn("Could not reach the socket holder", "holder", a.cfg.KeepSockets, "error", err, "failures", failed)
+			if failed >= holderUnreachable {
+				lost = fmt.Errorf("socket holder %s unreachable %d times in a row: %w", a.cfg.KeepSockets, failed, err)
+			}
+		case !containsAll(held, paths):
+			lost = fmt.Errorf("socket holder %s holds %v, no longer the kubelet sockets %v (it restarted and removed them; the kubelet deregistered the plugin): stopping, to take them anew", a.cfg.KeepSockets, held, paths)
+		default:
+			failed = 0
+		}
+		if lost != nil {
+			select {
+			case a.fatal <- lost:
+			case <-ctx.Done():
+			}
+			return
+		}
+	}
+}
+
+func containsAll(have, want []string) bool {
+	for _, w := range want {
+		if !slices.Contains(have, w) {
+			return false
+		}
+	}
+	return true
 }
 
 // options make the kubelet plugin helper serve on the held sockets.

@@ -35,6 +35,17 @@ import (
 //     old name's ResourceSlices of this node are deleted.
 //  4. apply makes the spec the one in force, and serveNewName serves the
 //     plugin under the new name when the old one was served.
+//
+// With a socket holder (-keep-sockets) the kubelet sockets are the
+// holder's, by path, and the paths carry the driver name. Stopping the old
+// plugin in step 3 leaves the holder holding the old name's sockets, still
+// registered with the kubelet: a rollback serves them again as they are,
+// with no new registration. The new name's first take (serveNewName) asks
+// for its own sockets only: the holder closes and removes the old name's
+// (the kubelet's plugin watcher deregisters the old driver) and creates
+// the new name's (the watcher registers the new one). A kubelet call under
+// the old name that waits in the old sockets' backlog meanwhile fails when
+// they close; none is expected, no claim being prepared under it.
 
 // rename is a driverName change under way in apply, from the name in force
 // to the spec's. A nil *rename is no change: its methods do nothing.

@@ -78,6 +78,24 @@ func MarkRegistered(ctx context.Context, handover string, paths []string) error 
 	return err
 }
 
+// Held asks the holder at handover which sockets it holds (OpHeld), once:
+// an error means the holder did not answer, or refused the caller.
+func Held(ctx context.Context, handover string) ([]string, error) {
+	conn, err := (&net.Dialer{}).DialContext(ctx, "unix", handover)
+	if err != nil {
+		return nil, fmt.Errorf("socket holder %s: %w", handover, err)
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	reply, fds, err := roundTrip(conn.(*net.UnixConn), Request{Op: OpHeld})
+	closeFDs(fds)
+	if err != nil {
+		return nil, err
+	}
+	return reply.Held, nil
+}
+
 // retryInterval is the pause between two attempts to reach the holder.
 const retryInterval = 200 * time.Millisecond
 

@@ -3,10 +3,12 @@ package sockkeep
 import (
 	"context"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/netdra/netdra/shared/process"
 )
@@ -18,8 +20,13 @@ const DefaultSocket = process.SocketDir + "/dra-sockets.sock"
 // Main is `dra sockets [flags]`: the holder, serving its handover socket
 // until SIGINT or SIGTERM, then closing the held sockets and removing
 // their files. It returns the exit code: 0 after a signal, 1 on an error,
-// 2 on bad flags.
+// 2 on bad flags. `dra sockets health [-socket]` instead asks the holder
+// which sockets it holds (for exec probes): 0 when it answered, 1 when
+// not.
 func Main(args []string, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "health" {
+		return health(args[1:], stderr)
+	}
 	fs := flag.NewFlagSet("dra sockets", flag.ContinueOnError)
 	socket := fs.String("socket", DefaultSocket, "unix socket dra takes the held kubelet sockets from (dra's -keep-sockets)")
 	var allowed process.UIDList
@@ -43,5 +50,23 @@ func Main(args []string, stderr io.Writer) int {
 		return 1
 	}
 	log.Info("Shut down; the held sockets are closed and removed", "sockets", held)
+	return 0
+}
+
+// healthTimeout bounds a health check, under the probes' timeout.
+const healthTimeout = 5 * time.Second
+
+func health(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("dra sockets health", flag.ContinueOnError)
+	socket := fs.String("socket", DefaultSocket, "the holder's handover socket")
+	if code, ok := process.ParseArgs(fs, args, stderr); !ok {
+		return code
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), healthTimeout)
+	defer cancel()
+	if _, err := Held(ctx, *socket); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
 	return 0
 }

@@ -127,8 +127,11 @@ func (h *Holder) handle(conn *net.UnixConn) (Reply, []*os.File) {
 	if err := req.Validate(); err != nil {
 		return Reply{Error: err.Error()}, nil
 	}
-	if req.Op == OpRegistered {
+	switch req.Op {
+	case OpRegistered:
 		return h.markRegistered(req.Paths)
+	case OpHeld:
+		return Reply{Held: h.Held()}, nil
 	}
 	return h.take(req.Paths, req.Renew)
 }

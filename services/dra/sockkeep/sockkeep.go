@@ -33,6 +33,9 @@ const (
 	// the held sockets at Paths; a later Take of the same sockets reports
 	// it until they are created anew.
 	OpRegistered = "registered"
+	// OpHeld asks which sockets are held, and changes nothing: the
+	// holder's health check. Paths must be empty.
+	OpHeld = "held"
 )
 
 // Request is what a client sends, one JSON object on one line.
@@ -55,6 +58,8 @@ type Reply struct {
 	// kubelet registered the plugin behind them (OpRegistered) since
 	// they were created.
 	Registered bool `json:"registered,omitempty"`
+	// Held are the paths held, sorted, for OpHeld.
+	Held []string `json:"held,omitempty"`
 }
 
 // maxSocketPath is the longest path a unix socket address holds.
@@ -67,8 +72,13 @@ const maxPaths = 8
 func (r *Request) Validate() error {
 	switch r.Op {
 	case OpTake, OpRegistered:
+	case OpHeld:
+		if len(r.Paths) > 0 {
+			return fmt.Errorf("paths: %d given, %q takes none", len(r.Paths), OpHeld)
+		}
+		return nil
 	default:
-		return fmt.Errorf("op: %q is neither %q nor %q", r.Op, OpTake, OpRegistered)
+		return fmt.Errorf("op: %q is not %q, %q or %q", r.Op, OpTake, OpRegistered, OpHeld)
 	}
 	if len(r.Paths) == 0 && r.Op == OpRegistered {
 		return errors.New("paths: empty")

@@ -210,3 +210,56 @@ func TestTakeWaitsForHolder(t *testing.T) {
 		t.Fatal("Take did not report waiting for the holder")
 	}
 }
+
+// TestHealth: `dra sockets health` answers 0 against a serving holder,
+// whatever it holds, and changes nothing; 1 naming the socket when no
+// holder serves there; a held request with paths is refused naming them.
+func TestHealth(t *testing.T) {
+	h, handover, dir := startHolder(t)
+	p := filepath.Join(dir, "p.sock")
+	waitServing(t, handover)
+	var stderr strings.Builder
+	if code := Main([]string{"health", "-socket=" + handover}, &stderr); code != 0 {
+		t.Fatalf("health of a holder holding nothing: exit %d: %s", code, stderr.String())
+	}
+	take(t, handover, []string{p}, false).Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	held, err := Held(ctx, handover)
+	if err != nil || len(held) != 1 || held[0] != p {
+		t.Fatalf("Held: %v %v, want [%s]", held, err, p)
+	}
+	if code := Main([]string{"health", "-socket=" + handover}, &stderr); code != 0 {
+		t.Fatalf("health: exit %d: %s", code, stderr.String())
+	}
+	if got := h.Held(); len(got) != 1 || got[0] != p {
+		t.Fatalf("after the health checks the holder holds %v, want [%s]", got, p)
+	}
+	mustExist(t, p, true)
+
+	absent := filepath.Join(dir, "absent.sock")
+	stderr.Reset()
+	if code := Main([]string{"health", "-socket=" + absent}, &stderr); code != 1 || !strings.Contains(stderr.String(), absent) {
+		t.Errorf("health without a holder: exit %d, stderr %q; want 1 naming %s", code, stderr.String(), absent)
+	}
+	req := Request{Op: OpHeld, Paths: []string{p}}
+	if err := req.Validate(); err == nil || !strings.Contains(err.Error(), "paths") {
+		t.Errorf("a held request with paths: %v, want an error naming paths", err)
+	}
+}
+
+// waitServing waits until a holder answers at handover.
+func waitServing(t *testing.T, handover string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := Held(context.Background(), handover)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no holder answers at %s: %v", handover, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

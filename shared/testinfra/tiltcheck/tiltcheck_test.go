@@ -61,7 +61,8 @@ func yamlDocs[T any](t *testing.T, glob string) []T {
 // dev overlay applied; every image of the dev overlay built through the
 // Makefile with a live update of its binary; the binaries built through
 // the Makefile; the node and operator workloads and the setup objects as
-// resources; a grpcurl resource per socket of the node pod.
+// resources; a grpcurl resource per gRPC socket of the node pod, and a
+// health check per other socket.
 func TestTiltfile(t *testing.T) {
 	w := evaluate(t)
 
@@ -157,7 +158,7 @@ func TestTiltfile(t *testing.T) {
 		}
 	})
 
-	t.Run("a grpcurl resource per socket", func(t *testing.T) {
+	t.Run("a resource per socket", func(t *testing.T) {
 		var ds *appsv1.DaemonSet
 		for _, d := range yamlDocs[appsv1.DaemonSet](t, "pods/base/daemonset.yaml") {
 			if d.Kind == "DaemonSet" {
@@ -174,6 +175,21 @@ func TestTiltfile(t *testing.T) {
 				if s, ok := strings.CutPrefix(a, "-socket="); ok {
 					socket = s
 				}
+			}
+			if len(c.Args) > 0 && !strings.HasPrefix(c.Args[0], "-") {
+				// A subcommand of its image's binary (dra sockets, the
+				// holder of dra's kubelet sockets): no gRPC server, its
+				// resource runs its health check against its socket.
+				i := slices.IndexFunc(locals, func(l call) bool { return l.str("name") == "health-"+c.Name })
+				if i < 0 || c.ReadinessProbe == nil || c.ReadinessProbe.Exec == nil {
+					t.Errorf("no local_resource health-%s running its readiness probe for %s", c.Name, socket)
+					continue
+				}
+				want := "exec ds/" + ds.Name + " -c " + c.Name + " -- " + strings.Join(c.ReadinessProbe.Exec.Command, " ")
+				if cmd := locals[i].str("cmd"); !strings.Contains(cmd, want) || !strings.Contains(cmd, "-socket="+socket) {
+					t.Errorf("health-%s runs %q: want %q", c.Name, cmd, want)
+				}
+				continue
 			}
 			i := slices.IndexFunc(locals, func(l call) bool { return l.str("name") == "grpcurl-"+c.Name })
 			if i < 0 {

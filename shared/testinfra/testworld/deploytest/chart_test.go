@@ -190,19 +190,25 @@ func TestChart_Values(t *testing.T) {
 			t.Errorf("the node pod breaks its privilege rules with these values:\n%s", strings.Join(bad, "\n"))
 		}
 	}
+	// The holder follows the driver name and the kubelet root dir as dra
+	// does: its sockets are dra's.
+	if bad := holderRules(spec); len(bad) > 0 {
+		t.Errorf("the socket holder and dra disagree with these values:\n%s", strings.Join(bad, "\n"))
+	}
 	wantImage := map[string]string{
 		"state-dir":   "registry.example.com/netdra/state:v1.2.3",
 		"netns-hook":  "registry.example.com/netdra/nri:v1.2.3@" + digest,
 		"provisioner": "registry.example.com/netdra/provisioner:v1.2.3",
 		"state":       "registry.example.com/netdra/state:v1.2.3",
 		"dra":         "mirror.example.com/n/dra:v1.2.4",
+		"dra-sockets": "mirror.example.com/n/dra:v1.2.4",
 		"nri":         "registry.example.com/netdra/nri:v1.2.3@" + digest,
 	}
 	for _, c := range append(slices.Clone(spec.InitContainers), spec.Containers...) {
 		if c.Image != wantImage[c.Name] || c.ImagePullPolicy != "Always" {
 			t.Errorf("%s: image %s, pull policy %q; want %s, Always", c.Name, c.Image, c.ImagePullPolicy, wantImage[c.Name])
 		}
-		if slices.Contains(nodeContainers, c.Name) && (!slices.Contains(c.Args, "-metrics-address=") || len(c.Ports) > 0) {
+		if slices.Contains(nodeProcesses, c.Name) && (!slices.Contains(c.Args, "-metrics-address=") || len(c.Ports) > 0) {
 			t.Errorf("%s: metrics not off: %q, ports %v", c.Name, c.Args, c.Ports)
 		}
 		if slices.Contains(nodeContainers, c.Name) && !slices.Contains(c.Args, "-log-level=debug") {

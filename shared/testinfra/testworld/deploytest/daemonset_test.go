@@ -11,8 +11,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// nodeContainers are the node pod's containers: one per process.
-var nodeContainers = []string{"provisioner", "state", "dra", "nri"}
+// nodeProcesses are netdra's node processes, each in its container of the
+// node pod (named after it, running its image) with a gRPC socket and a
+// metrics port.
+var nodeProcesses = []string{"provisioner", "state", "dra", "nri"}
+
+// holder is the container of dra's socket holder (dra sockets): dra's
+// image, no gRPC and no metrics.
+const holder = "dra-sockets"
+
+// nodeContainers are the node pod's containers: one per process, then the
+// holder of dra's kubelet sockets.
+var nodeContainers = append(slices.Clone(nodeProcesses), holder)
 
 // provisionerCaps are the only capabilities any netdra container adds.
 var provisionerCaps = []corev1.Capability{"BPF", "NET_ADMIN", "SYS_ADMIN"}
@@ -23,7 +33,8 @@ var hostPathOwners = []struct {
 	prefix     string
 	containers []string
 }{
-	{"/var/lib/kubelet/", []string{"dra"}},
+	// dra's own; the holder's are checked by holderRules.
+	{"/var/lib/kubelet/", []string{"dra", holder}},
 	{"/var/run/cdi", []string{"dra"}},
 	{"/var/run/nri", []string{"nri"}},
 	{"/run/nri", []string{"nri"}},
@@ -71,6 +82,7 @@ func podRules(ds *appsv1.DaemonSet) []string {
 		}
 	}
 	bad = append(bad, hookRules(spec)...)
+	bad = append(bad, holderRules(spec)...)
 	all := append(slices.Clone(spec.InitContainers), spec.Containers...)
 	for _, c := range all {
 		bad = append(bad, imageRules(c)...)
@@ -116,6 +128,65 @@ func hookRules(spec corev1.PodSpec) []string {
 	return bad
 }
 
+// holderRules: the holder of dra's kubelet sockets runs `dra sockets` from
+// dra's very image (an upgrade moves both), serves the handover socket
+// dra's -keep-sockets names (else dra waits for a holder that is not
+// there and never registers), mounts the kubelet directories dra mounts
+// at the same paths (the sockets it creates are dra's, where the kubelet
+// looks for them) and no other host path, and serves no port.
+func holderRules(spec corev1.PodSpec) []string {
+	byName := func(name string) *corev1.Container {
+		i := slices.IndexFunc(spec.Containers, func(c corev1.Container) bool { return c.Name == name })
+		if i < 0 {
+			return nil
+		}
+		return &spec.Containers[i]
+	}
+	h, dra := byName(holder), byName("dra")
+	if h == nil || dra == nil {
+		return []string{fmt.Sprintf("no %s or dra container", holder)}
+	}
+	var bad []string
+	if h.Image != dra.Image {
+		bad = append(bad, fmt.Sprintf("%s: image %s, want dra's, %s", holder, h.Image, dra.Image))
+	}
+	if len(h.Args) == 0 || h.Args[0] != "sockets" {
+		bad = append(bad, fmt.Sprintf("%s: args %q, want dra's sockets subcommand first", holder, h.Args))
+	}
+	var handover, keep string
+	for _, a := range h.Args {
+		if v, ok := strings.CutPrefix(a, "-socket="); ok {
+			handover = v
+		}
+	}
+	for _, a := range dra.Args {
+		if v, ok := strings.CutPrefix(a, "-keep-sockets="); ok {
+			keep = v
+		}
+	}
+	if keep == "" || keep != handover {
+		bad = append(bad, fmt.Sprintf("dra: -keep-sockets=%s, want the handover socket %s serves, %s", keep, holder, handover))
+	}
+	kubeletMounts := func(c *corev1.Container) []string {
+		var out []string
+		for _, m := range c.VolumeMounts {
+			i := slices.IndexFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == m.Name })
+			if i >= 0 && spec.Volumes[i].HostPath != nil && strings.Contains(spec.Volumes[i].HostPath.Path, "/kubelet/") {
+				out = append(out, m.Name+" at "+m.MountPath)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got, want := kubeletMounts(h), kubeletMounts(dra); len(want) == 0 || !slices.Equal(got, want) {
+		bad = append(bad, fmt.Sprintf("%s: mounts the kubelet directories %q, want dra's, %q", holder, got, want))
+	}
+	if len(h.Ports) > 0 {
+		bad = append(bad, fmt.Sprintf("%s: ports %v, want none", holder, h.Ports))
+	}
+	return bad
+}
+
 // imageRules: every container, init containers too, runs one of netdra's
 // own images (make images builds them, make images-load imports them): an
 // image from elsewhere (busybox for a chmod) is one more image a user must
@@ -127,7 +198,7 @@ func imageRules(c corev1.Container) []string {
 		repo, tag = ref[:i], ref[i+1:]
 	}
 	svc := repo[strings.LastIndex(repo, "/")+1:]
-	if !slices.Contains(append(slices.Clone(nodeContainers), "operator"), svc) || !strings.Contains(repo, "netdra") {
+	if !slices.Contains(append(slices.Clone(nodeProcesses), "operator"), svc) || !strings.Contains(repo, "netdra") {
 		return []string{fmt.Sprintf("%s: image %s is not one of netdra's", c.Name, c.Image)}
 	}
 	// A release's tag: no tag or latest would follow whatever was pushed
@@ -234,7 +305,8 @@ func propagationRules(container string, m corev1.VolumeMount, hostPath string) [
 }
 
 // probeRules: liveness and readiness probes run the container's own
-// binary's health subcommand against the socket it serves.
+// binary's health subcommand against the socket it serves: a process's
+// `<name> health`, the holder's `dra sockets health`.
 func probeRules(c corev1.Container) []string {
 	var socket string
 	for _, a := range c.Args {
@@ -246,6 +318,9 @@ func probeRules(c corev1.Container) []string {
 		return []string{c.Name + ": no -socket argument"}
 	}
 	want := []string{"/usr/local/bin/" + c.Name, "health", "-socket=" + socket}
+	if c.Name == holder {
+		want = []string{"/usr/local/bin/dra", "sockets", "health", "-socket=" + socket}
+	}
 	var bad []string
 	for kind, p := range map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
 		if p == nil || p.Exec == nil {
@@ -327,7 +402,36 @@ func TestDaemonSet_PrivilegesDetected(t *testing.T) {
 		{"nri mounts kubelet plugins", func(ds *appsv1.DaemonSet) {
 			c := byName(ds, "nri")
 			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "kubelet-registry", MountPath: "/x"})
-		}, "nri: mounts host path /var/lib/kubelet/plugins_registry, which only [dra] may"},
+		}, "nri: mounts host path /var/lib/kubelet/plugins_registry, which only [dra dra-sockets] may"},
+		{"the holder mounts the CDI directory", func(ds *appsv1.DaemonSet) {
+			c := byName(ds, holder)
+			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "cdi-specs", MountPath: "/var/run/cdi"})
+		}, "dra-sockets: mounts host path /var/run/cdi, which only [dra] may"},
+		{"the holder without the registration directory", func(ds *appsv1.DaemonSet) {
+			c := byName(ds, holder)
+			c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "kubelet-registry" })
+		}, "dra-sockets: mounts the kubelet directories"},
+		{"the holder's registration directory elsewhere", func(ds *appsv1.DaemonSet) {
+			c := byName(ds, holder)
+			for i := range c.VolumeMounts {
+				if c.VolumeMounts[i].Name == "kubelet-registry" {
+					c.VolumeMounts[i].MountPath = "/registry"
+				}
+			}
+		}, "dra-sockets: mounts the kubelet directories"},
+		{"the holder gets a capability", func(ds *appsv1.DaemonSet) {
+			byName(ds, holder).SecurityContext.Capabilities.Add = []corev1.Capability{"DAC_OVERRIDE"}
+		}, "dra-sockets: adds capabilities [DAC_OVERRIDE]"},
+		{"dra without the holder", func(ds *appsv1.DaemonSet) {
+			c := byName(ds, "dra")
+			c.Args = slices.DeleteFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "-keep-sockets=") })
+		}, "dra: -keep-sockets=, want the handover socket dra-sockets serves"},
+		{"the holder on another image", func(ds *appsv1.DaemonSet) {
+			byName(ds, holder).Image = "ghcr.io/netdra/nri:0.2.0-dev"
+		}, "dra-sockets: image ghcr.io/netdra/nri:0.2.0-dev, want dra's"},
+		{"the holder's probe asks dra", func(ds *appsv1.DaemonSet) {
+			byName(ds, holder).ReadinessProbe.Exec.Command = []string{"/usr/local/bin/dra", "health", "-socket=/run/netdra/dra-sockets.sock"}
+		}, "dra-sockets: readiness probe runs"},
 		{"dra mounts the NRI socket", func(ds *appsv1.DaemonSet) {
 			c := byName(ds, "dra")
 			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "nri", MountPath: "/var/run/nri"})

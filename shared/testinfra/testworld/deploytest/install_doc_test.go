@@ -3,6 +3,7 @@ package deploytest
 import (
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,17 +17,28 @@ var installPatch = regexp.MustCompile(`\{op: replace, path: (/spec/template/spec
 // kubelet root dir against the base's DaemonSet: each index-based path
 // must still point at the field it means to change (a /var/lib/kubelet
 // path, or dra's flag naming one), so a volume or mount added to the base
-// cannot silently turn the documented patch onto another field.
+// cannot silently turn the documented patch onto another field, and every
+// /var/lib/kubelet value of the base is patched.
 func TestInstallDoc_KubeletRootPatch(t *testing.T) {
 	b, err := os.ReadFile("../../../../docs/install.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ops := installPatch.FindAllStringSubmatch(string(b), -1)
-	if len(ops) < 6 {
-		t.Fatalf("docs/install.md's kubelet root dir patch has %d operations, want 6", len(ops))
-	}
 	ds := find(t, render(t, base), "DaemonSet", "netdra-node")
+	// Every /var/lib/kubelet value of the DaemonSet is patched: one left
+	// out keeps a container on the default root.
+	var want []string
+	kubeletValues(ds.Object, "", func(p string) { want = append(want, p) })
+	var patched []string
+	for _, op := range ops {
+		patched = append(patched, op[1])
+	}
+	slices.Sort(want)
+	slices.Sort(patched)
+	if !slices.Equal(patched, want) {
+		t.Errorf("docs/install.md's kubelet root dir patch replaces %q, want every /var/lib/kubelet value of the base's DaemonSet: %q", patched, want)
+	}
 	for _, op := range ops {
 		cur, err := pointer(ds.Object, op[1])
 		if err != nil {
@@ -38,6 +50,25 @@ func TestInstallDoc_KubeletRootPatch(t *testing.T) {
 		want := strings.Replace(op[2], "/var/lib/k0s/kubelet", "/var/lib/kubelet", 1)
 		if old, _ := cur.(string); old != want || want == op[2] {
 			t.Errorf("docs/install.md patch %s sets %s, but the base has %q there (want %q)", op[1], op[2], old, want)
+		}
+	}
+}
+
+// kubeletValues calls found with the JSON pointer of each string under
+// the pod template's spec that names a /var/lib/kubelet path.
+func kubeletValues(v any, at string, found func(string)) {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			kubeletValues(e, at+"/"+k, found)
+		}
+	case []any:
+		for i, e := range v {
+			kubeletValues(e, at+"/"+strconv.Itoa(i), found)
+		}
+	case string:
+		if strings.HasPrefix(at, "/spec/template/spec/") && strings.Contains(v, "/var/lib/kubelet") {
+			found(at)
 		}
 	}
 }

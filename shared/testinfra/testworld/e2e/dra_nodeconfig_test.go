@@ -2,7 +2,11 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -134,9 +138,14 @@ func TestE2E_NodeConfigStatus(t *testing.T) {
 // through the driver that prepared it) and the old name stays, also across
 // a restart of dra; once the pod is gone the change applies without a
 // restart: the old slices go, the plugin registers and publishes under the
-// new name, and a pod's claim of the new driver is prepared.
+// new name, and a pod's claim of the new driver is prepared. dra's kubelet
+// sockets are held by `dra sockets`, as in the chart: the restart under
+// the old name serves the sockets the kubelet registered, and the change
+// has the holder release the old name's sockets (their files removed, the
+// kubelet deregisters the old driver) and hold the new name's.
 func TestE2E_DraDriverNameChange(t *testing.T) {
-	nn := startNetdra(t, "data0")
+	nn := startNetdraKeepingSockets(t, "data0")
+	oldSockets := []string{filepath.Join(nn.node.RegistryDir(), driver+"-reg.sock"), filepath.Join(nn.dir, "plugins", driver, "dra.sock")}
 	c := nn.cp.Client()
 	spec := func(driverName string) map[string]any {
 		return map[string]any{"driverName": driverName,
@@ -188,9 +197,11 @@ func TestE2E_DraDriverNameChange(t *testing.T) {
 	// Nor does a restart of dra switch under the prepared claim: it serves
 	// them under the name they were prepared under.
 	nn.dra.Restart()
-	registered := `"msg":"Registered with the kubelet","driver":"` + driver + `"`
-	waitFor(t, "dra registered again under "+driver, 2*time.Minute, func(context.Context) (bool, error) {
-		return strings.Count(nn.dra.Log(), registered) == 2, nil
+	// The kubelet registered the plugin on the held sockets before: the
+	// restarted dra serves them, and no registration comes again.
+	servedAgain := `"msg":"Serving the kubelet on the held sockets it registered","driver":"` + driver + `"`
+	waitFor(t, "dra serving "+driver+" again on the held sockets", 2*time.Minute, func(context.Context) (bool, error) {
+		return strings.Count(nn.dra.Log(), servedAgain) == 1, nil
 	})
 	nn.waitStatus(t, "the change refused after the restart", func(nc *v1alpha1.NodeConfig) bool {
 		c := applied(nc)
@@ -213,6 +224,22 @@ func TestE2E_DraDriverNameChange(t *testing.T) {
 		n, err2 := driverSlices(ctx, c, nn.node.Name(), newName)
 		return err1 == nil && err2 == nil && o == 0 && n == 1, nil
 	})
+
+	// The holder released the old name's sockets and holds the new name's.
+	newSockets := []string{filepath.Join(nn.node.RegistryDir(), newName+"-reg.sock"), filepath.Join(nn.dir, "plugins", newName, "dra.sock")}
+	for _, p := range oldSockets {
+		if _, err := os.Stat(p); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("the old driver's socket %s after the change: %v, want it removed", p, err)
+		}
+	}
+	for _, p := range newSockets {
+		if fi, err := os.Stat(p); err != nil || fi.Mode().Type() != os.ModeSocket {
+			t.Errorf("the new driver's socket %s after the change: %v, want a socket", p, err)
+		}
+	}
+	if took := `"msg":"Took the kubelet sockets from the holder","sockets":["` + newSockets[1] + `","` + newSockets[0] + `"]`; !strings.Contains(nn.dra.Log(), took) {
+		t.Errorf("dra's log has no %s", took)
+	}
 
 	// The real kubelet has the plugin under its new name: a claim of the
 	// new driver is prepared.

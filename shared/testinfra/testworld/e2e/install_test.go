@@ -23,13 +23,16 @@ import (
 // TestE2E_Install follows docs/install.md ("Installing on a cluster") on
 // a real node, as written: make images-load into the node's containerd, an
 // overlay pointing at the local images, kubectl apply --server-side -k,
-// rollout status of the DaemonSet (4/4 containers ready: their exec
+// rollout status of the DaemonSet (5/5 containers ready: their exec
 // probes pass) and of the operator (2 replicas, leader election), both
 // running under their own ServiceAccounts with projected tokens and the
 // RBAC of pods/base; the node labelled, a ClusterConfig with a pool of
 // host veths, a pod with a claim Running with net1 (kubectl logs of its
 // container), the health subcommands through kubectl exec, grpcurl on
-// the emptyDir's host path, the metrics; then the uninstall: every device
+// the emptyDir's host path, the metrics; the state and then the dra
+// container killed while a pod with a claim starts, the dra kill ridden
+// out on the held kubelet sockets (containerRestartsRidden); a roll to
+// new image tags; then the uninstall: every device
 // back as it was, nothing of netdra left on the node but the state file.
 func TestE2E_Install(t *testing.T) {
 	testenv.RequireRoot(t, "runs a real node and hands host veths to pods")
@@ -57,6 +60,15 @@ func TestE2E_Install(t *testing.T) {
 	pod := in.demoPod(t)
 	t.Logf("configured, pod Running with net1 in %s", time.Since(step).Round(time.Millisecond))
 	in.lookInside(t, nodePod, pod)
+	if names := containerNames(nodePod); !slices.Equal(names, []string{"provisioner", "state", "dra", "nri", "dra-sockets"}) {
+		t.Errorf("netdra-node's containers %v: want the four processes and dra-sockets, the holder of dra's kubelet sockets", names)
+	}
+	in.k(t, "-n", in.ns, "exec", "ds/netdra-node", "-c", "dra-sockets", "--",
+		"/usr/local/bin/dra", "sockets", "health", "-socket=/run/netdra/dra-sockets.sock")
+
+	step = time.Now()
+	in.containerRestartsRidden(t)
+	t.Logf("state and dra containers killed and restarted by the kubelet with pods starting, in %s", time.Since(step).Round(time.Millisecond))
 
 	step = time.Now()
 	in.loadImages(t, "e2e-2")
@@ -71,8 +83,9 @@ func TestE2E_Install(t *testing.T) {
 	t.Logf("uninstalled in %s; whole walkthrough %s", time.Since(step).Round(time.Millisecond), time.Since(t0).Round(time.Millisecond))
 }
 
-// nodePod is the DaemonSet's pod on the node, with its four containers
-// ready (their probes run each binary's health subcommand).
+// nodePod is the DaemonSet's pod on the node, with all its containers
+// ready (their probes run each binary's health subcommand): the four
+// processes', and dra-sockets from this tree on.
 func (in *installer) nodePod(t *testing.T) *corev1.Pod {
 	t.Helper()
 	pods, err := in.cp.Client().CoreV1().Pods(in.ns).List(context.Background(), metav1.ListOptions{
@@ -87,10 +100,19 @@ func (in *installer) nodePod(t *testing.T) *corev1.Pod {
 			ready++
 		}
 	}
-	if ready != 4 || len(p.Spec.Containers) != 4 {
+	if ready != len(p.Spec.Containers) || len(p.Spec.Containers) < 4 {
 		t.Fatalf("netdra-node pod %s: %d/%d containers ready", p.Name, ready, len(p.Spec.Containers))
 	}
 	return p
+}
+
+// containerNames are the pod's containers' names, in order.
+func containerNames(p *corev1.Pod) []string {
+	var out []string
+	for _, c := range p.Spec.Containers {
+		out = append(out, c.Name)
+	}
+	return out
 }
 
 // configure is "Configure the nodes": label the node, a ClusterConfig

@@ -1,0 +1,73 @@
+package agent
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/netdra/netdra/services/dra/sockkeep"
+)
+
+// TestWatchHolder: a dra serving on held sockets goes on while the holder
+// holds them, stops with an error naming them once a restarted holder no
+// longer does (the kubelet deregistered the plugin), and says nothing
+// once its plugin stops serving.
+func TestWatchHolder(t *testing.T) {
+	dir := t.TempDir()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	handover := filepath.Join(dir, "h.sock")
+	a := &Agent{cfg: Config{PluginDir: filepath.Join(dir, "plugins"), RegistrarDir: dir, KeepSockets: handover},
+		log: log, fatal: make(chan error, 1)}
+
+	h := sockkeep.NewHolder(log, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	served := make(chan error, 1)
+	go func() { served <- h.Serve(ctx, handover) }()
+	defer h.Close()
+	held, err := a.takeSockets(ctx, "netdra.io", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held.closeUnused()
+
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { a.watchHolder(wctx, "netdra.io"); close(done) }()
+	select {
+	case err := <-a.fatal:
+		t.Fatalf("while the holder holds the sockets: %v", err)
+	case <-time.After(2*holderCheckInterval + time.Second):
+	}
+
+	// The holder restarted: it holds nothing, the files are gone.
+	h.Close()
+	select {
+	case err := <-a.fatal:
+		if !strings.Contains(err.Error(), "no longer the kubelet sockets") || !strings.Contains(err.Error(), "netdra.io-reg.sock") {
+			t.Errorf("error %q, want one naming the sockets no longer held", err)
+		}
+	case <-time.After(2*holderCheckInterval + time.Second):
+		t.Fatal("no error after the holder released the sockets")
+	}
+	<-done
+
+	// A plugin that stopped serving (a rename) watches no more.
+	done = make(chan struct{})
+	go func() { a.watchHolder(wctx, "netdra.io"); close(done) }()
+	stop()
+	select {
+	case err := <-a.fatal:
+		t.Errorf("after the plugin stopped serving: %v", err)
+	case <-done:
+	}
+	select {
+	case err := <-a.fatal:
+		t.Errorf("after the plugin stopped serving: %v", err)
+	default:
+	}
+}
