@@ -16,16 +16,17 @@ CLI       := services/cli/cmd/kubectl-netdra
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 VERSION_LDFLAGS := -X github.com/netdra/netdra/shared/process.version=$(VERSION)
 
-# Pinned tools, installed from the module proxy by `make tools`.
+# Pinned tools, built from module sources by `make tools`: buf and the
+# protoc plugins each from its own module at the version below; grpcurl,
+# controller-gen, helm and promtool (the alert rules' checks and unit
+# tests) from one module, shared/tools, whose go.mod pins them (go's tool
+# directives) with their dependencies at the test world's versions, so that
+# a cold run compiles Kubernetes' packages once for the tools and the tests
+# instead of once per tool.
 BUF_VERSION                 := v1.75.0
 PROTOC_GEN_GO_VERSION       := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION  := v1.6.2
-GRPCURL_VERSION             := v1.9.4
-CONTROLLER_TOOLS_VERSION    := v0.23.0
-HELM_VERSION                := v3.22.0
-# promtool (the alert rules' checks and unit tests) is built from the
-# Prometheus module, whose Go versions are v0.<major><minor>.<patch>.
-PROMETHEUS_VERSION          := v0.316.0
+TOOLS_MOD                   := shared/tools
 
 BUF     := $(TOOLS_BIN)/buf
 GRPCURL := $(TOOLS_BIN)/grpcurl
@@ -79,19 +80,24 @@ endef
 $(eval $(call tool,buf,github.com/bufbuild/buf/cmd/buf,$(BUF_VERSION)))
 $(eval $(call tool,protoc-gen-go,google.golang.org/protobuf/cmd/protoc-gen-go,$(PROTOC_GEN_GO_VERSION)))
 $(eval $(call tool,protoc-gen-go-grpc,google.golang.org/grpc/cmd/protoc-gen-go-grpc,$(PROTOC_GEN_GO_GRPC_VERSION)))
-$(eval $(call tool,grpcurl,github.com/fullstorydev/grpcurl/cmd/grpcurl,$(GRPCURL_VERSION)))
-$(eval $(call tool,controller-gen,sigs.k8s.io/controller-tools/cmd/controller-gen,$(CONTROLLER_TOOLS_VERSION)))
-$(eval $(call tool,helm,helm.sh/helm/v3/cmd/helm,$(HELM_VERSION)))
 # remove_all_sd leaves out Prometheus' service discoveries (cloud SDKs,
 # Kubernetes' client), which promtool's rule checks and tests never use.
 PROMTOOL_TAGS := $(GO_TAGS),remove_all_sd
-$(eval $(call tool,promtool,github.com/prometheus/prometheus/cmd/promtool,$(PROMETHEUS_VERSION),-tags=$(PROMTOOL_TAGS)))
+MODTOOLS := $(TOOLS)/stamps/modtools
+$(MODTOOLS): $(TOOLS_MOD)/go.mod $(TOOLS_MOD)/go.sum
+	@echo ">> building grpcurl, controller-gen, helm and promtool from $(TOOLS_MOD) (cached after the first time)"
+	@mkdir -p $(TOOLS_BIN) $(TOOLS)/stamps
+	cd $(TOOLS_MOD) && $(GO) build -tags=$(PROMTOOL_TAGS) -o $(TOOLS_BIN)/ tool
+	@touch $@
+TOOL_STAMPS += $(MODTOOLS)
 
 # Every Go module the tests build with (this module's, the images', the
 # test world's and its real node's), downloaded in the background while the
 # tools compile: a cold run's downloads then overlap its compiles. A go
 # command fetches what is still missing itself, so this cannot fail a run;
-# its output is in _output/prefetch.log.
+# its output is in _output/prefetch.log. shared/tools is left to its build:
+# its go.mod lists every cloud SDK of Prometheus' service discoveries,
+# which promtool's build tags leave out and nothing needs downloaded.
 GO_MODULES := . bench/cmd pods/images shared/testinfra/testworld shared/testinfra/testworld/realnode/tools/containerd shared/testinfra/testworld/realnode/tools/cni
 
 .PHONY: prefetch
@@ -135,7 +141,7 @@ generate: tools ## Generate the protos' Go code (buf), deepcopy and the CRDs (co
 # values.yaml's comments (pods/chartgen; its tests and deploytest's check
 # both).
 .PHONY: manifests
-manifests: $(TOOLS)/stamps/helm-$(HELM_VERSION) ## Render pods/base from the chart, and the chart README's values from values.yaml.
+manifests: $(MODTOOLS) ## Render pods/base from the chart, and the chart README's values from values.yaml.
 	$(GO) run ./pods/chartgen -helm $(HELM)
 
 .PHONY: checkgenerate
@@ -172,6 +178,9 @@ vet-world: ## go vet of the test world's module.
 # dependencies of every dependency, which nothing else needs (make test
 # runs it in its checks lane, off the test world's path).
 .PHONY: tidy
+# shared/tools is not checked: tidying it loads every build tag's imports,
+# which means downloading those cloud SDKs; `go get -tool` writes its go.mod
+# and make tools builds it.
 tidy: ## Fail when a go.mod is not tidy.
 	@out=$$($(GO) mod tidy -diff 2>&1) || { echo "go.mod is not tidy (run go mod tidy):"; echo "$$out"; exit 1; }
 	@cd shared/testinfra/testworld && out=$$($(GO) mod tidy -diff 2>&1) || { echo "shared/testinfra/testworld/go.mod is not tidy (run go mod tidy there):"; echo "$$out"; exit 1; }
@@ -241,7 +250,7 @@ DEV_DIR     ?= /tmp/netdra-dev
 DEV_ONESHOT ?=
 
 .PHONY: dev
-dev: build world-bin node-bin dev-bin $(TOOLS)/stamps/grpcurl-$(GRPCURL_VERSION) ## Run netdra's whole job here (as root): test world, node processes, a pod with a device; until Ctrl-C (DEV_ONESHOT=1: once).
+dev: build world-bin node-bin dev-bin $(MODTOOLS) ## Run netdra's whole job here (as root): test world, node processes, a pod with a device; until Ctrl-C (DEV_ONESHOT=1: once).
 	@$(OUT)/devdemo -dir $(DEV_DIR) -bin $(OUT) -testworld $(OUT)/testworld -grpcurl $(GRPCURL) \
 		-crds $(CURDIR)/$(CRD_DIR) $(if $(filter 1 yes true,$(DEV_ONESHOT)),-oneshot)
 
@@ -276,18 +285,18 @@ node-deps: ## Install what the test world's real node takes from Debian (runc) w
 # tests run in two processes at once, beside the other packages
 # (shared/testinfra/testworld/dev/test.sh).
 .PHONY: test-world
-test-world: node-deps $(TOOLS)/stamps/helm-$(HELM_VERSION) $(TOOLS)/stamps/promtool-$(PROMETHEUS_VERSION) ## Run the test world's tests, the operator's and the end-to-end tests (real control plane).
+test-world: node-deps $(MODTOOLS) ## Run the test world's tests, the operator's and the end-to-end tests (real control plane).
 	@echo ">> test world: building Kubernetes v1.37.2 from module sources if not cached (about 7 minutes the first time)"
 	GO=$(GO) GRPCURL=$(GRPCURL) HELM=$(HELM) PROMTOOL=$(PROMTOOL) bash shared/testinfra/testworld/dev/test.sh
 
 .PHONY: chart
-chart: $(TOOLS)/stamps/helm-$(HELM_VERSION) ## helm lint and helm template of pods/chart/netdra (helm built from its module); make test-world also checks it renders what pods/base does.
+chart: $(MODTOOLS) ## helm lint and helm template of pods/chart/netdra (helm built from its module); make test-world also checks it renders what pods/base does.
 	$(HELM) lint --strict pods/chart/netdra
 	$(HELM) template netdra pods/chart/netdra --namespace netdra-system >/dev/null
 	$(GO) run ./pods/chartgen -helm $(HELM) -check
 
 .PHONY: e2e
-e2e: node-deps $(TOOLS)/stamps/helm-$(HELM_VERSION) $(TOOLS)/stamps/promtool-$(PROMETHEUS_VERSION) ## Run the end-to-end tests alone, on the real node (as root).
+e2e: node-deps $(MODTOOLS) ## Run the end-to-end tests alone, on the real node (as root).
 	cd shared/testinfra/testworld && GRPCURL=$(GRPCURL) HELM=$(HELM) PROMTOOL=$(PROMTOOL) $(GO) test -count=1 -p 1 -timeout 40m ./e2e/
 
 # The chaos test on the real node: pod lifecycles, several at once, while
@@ -342,7 +351,7 @@ images-load: images ## Import _output/images/*.tar into containerd's k8s.io name
 	done
 
 .PHONY: test-images
-test-images: $(TOOLS)/stamps/helm-$(HELM_VERSION) ## Run pods/images' tests: the builder, pods/Dockerfile and pods/base describe the same images; one image read back; a release pushed to a registry.
+test-images: $(MODTOOLS) ## Run pods/images' tests: the builder, pods/Dockerfile and pods/base describe the same images; one image read back; a release pushed to a registry.
 	cd pods/images && $(GO) vet ./... && HELM=$(HELM) $(GO) test -vet=off -count=1 -p 1 ./...
 
 # A release: `make release VERSION=v0.4.0` builds every image for
@@ -358,7 +367,7 @@ RELEASE_ARCHS    ?= amd64,arm64
 PUSH             ?= 0
 
 .PHONY: release
-release: $(TOOLS)/stamps/helm-$(HELM_VERSION) ## Build a release (VERSION=vX.Y.Z): multi-arch images as OCI indexes and the chart pinned to them; PUSH=1 pushes both to RELEASE_REGISTRY.
+release: $(MODTOOLS) ## Build a release (VERSION=vX.Y.Z): multi-arch images as OCI indexes and the chart pinned to them; PUSH=1 pushes both to RELEASE_REGISTRY.
 	@test -n "$(VERSION)" || { echo "usage: make release VERSION=vX.Y.Z [RELEASE_REGISTRY=$(IMAGE_PREFIX)] [RELEASE_ARCHS=$(RELEASE_ARCHS)] [PUSH=1]" >&2; exit 2; }
 	$(GO) run -C pods/images . -root $(CURDIR) -out $(OUT)/release -release $(VERSION) \
 		-prefix $(RELEASE_REGISTRY) -arch $(RELEASE_ARCHS) -licenses '$(IMAGE_LICENSES)' -go $(GO) -helm $(HELM) \
@@ -378,9 +387,9 @@ images-engine: ## Build every service's image from pods/Dockerfile with a contai
 # image IMAGE.
 DEV_GRPCURL := $(OUT)/dev/grpcurl
 
-$(DEV_GRPCURL):
+$(DEV_GRPCURL): $(MODTOOLS)
 	@mkdir -p $(OUT)/dev
-	CGO_ENABLED=0 GOBIN=$(OUT)/dev $(GO) install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
+	cp $(GRPCURL) $@
 
 .PHONY: image-dev
 image-dev: $(DEV_GRPCURL)

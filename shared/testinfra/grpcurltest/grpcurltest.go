@@ -5,18 +5,19 @@ package grpcurltest
 import (
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/netdra/netdra/shared/testinfra/toolsmod"
 )
 
-// Module is the pinned grpcurl.
-const Module = "github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.4"
+// Package is grpcurl's main package, pinned by shared/tools/go.mod.
+const Package = "github.com/fullstorydev/grpcurl/cmd/grpcurl"
 
 // Binary returns the grpcurl binary: $GRPCURL (the Makefile's pinned copy)
-// or one installed from the module proxy into the user cache.
+// or one built from the tools module into the user cache.
 func Binary(t testing.TB) string {
 	t.Helper()
 	if p := os.Getenv("GRPCURL"); p != "" {
@@ -24,17 +25,11 @@ func Binary(t testing.TB) string {
 			return p
 		}
 	}
-	cache, err := os.UserCacheDir()
+	bin, err := toolsmod.Build(Package, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(cache, "netdra", "tools")
-	cmd := exec.Command("go", "install", Module)
-	cmd.Env = append(os.Environ(), "GOBIN="+bin)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("installing %s: %v\n%s", Module, err, out)
-	}
-	return filepath.Join(bin, "grpcurl")
+	return bin
 }
 
 // Call runs `grpcurl -plaintext -unix [-d data] sock args...` and returns

@@ -1,28 +1,26 @@
 // Package pinned finds a pinned Go tool for the test world's tests: the
 // binary its environment variable names (the Makefile's copy in
-// .tools/bin), or the tool installed from its Go module into the user
-// cache, never a prebuilt binary.
+// .tools/bin), or the tool built from the tools module (shared/tools) into
+// the user cache, never a prebuilt binary.
 package pinned
 
 import (
 	"fmt"
 	"os"
-	"os/exec"
-	"path"
-	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 
 	"github.com/netdra/netdra/shared/testinfra/testenv"
+	"github.com/netdra/netdra/shared/testinfra/toolsmod"
 )
 
 // Tool is one pinned tool.
 type Tool struct {
 	// Env names the environment variable that may name the binary.
 	Env string
-	// Module is the tool's package at its pinned version ("pkg@version").
-	Module string
+	// Package is the tool's main package, one of shared/tools' tool
+	// directives (which pin its version).
+	Package string
 	// Tags are the build tags it is installed with, if any.
 	Tags string
 	// Strict makes a missing or wrong Env fail under testenv.Strict instead
@@ -36,7 +34,7 @@ type Tool struct {
 }
 
 // Binary returns the tool's binary, found or installed once per test
-// binary (minutes cold: go install compiles it); it fails the test when
+// binary (minutes cold: go build compiles it); it fails the test when
 // neither can be had.
 func (tl *Tool) Binary(t testing.TB) string {
 	t.Helper()
@@ -60,20 +58,5 @@ func (tl *Tool) find() (string, error) {
 	if tl.Strict && testenv.Strict() {
 		return "", fmt.Errorf("$%s is not set, and %s=1 forbids building it in a test: run the tests through make (test-world sets it)", tl.Env, testenv.StrictEnv)
 	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		return "", fmt.Errorf("cache dir for %s: %w", tl.Module, err)
-	}
-	gobin := filepath.Join(cache, "netdra", "tools")
-	args := []string{"install"}
-	if tl.Tags != "" {
-		args = append(args, "-tags="+tl.Tags)
-	}
-	cmd := exec.Command("go", append(args, tl.Module)...)
-	cmd.Env = append(os.Environ(), "GOBIN="+gobin, "GOWORK=off", "GOFLAGS=")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("installing %s: %w\n%s", tl.Module, err, out)
-	}
-	pkg, _, _ := strings.Cut(tl.Module, "@")
-	return filepath.Join(gobin, path.Base(pkg)), nil
+	return toolsmod.Build(tl.Package, tl.Tags)
 }

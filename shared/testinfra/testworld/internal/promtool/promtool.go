@@ -17,9 +17,8 @@ import (
 	"github.com/netdra/netdra/shared/testinfra/testworld/internal/pinned"
 )
 
-// Module is the pinned promtool; the Makefile's PROMETHEUS_VERSION is the
-// same.
-const Module = "github.com/prometheus/prometheus/cmd/promtool@v0.316.0"
+// Package is promtool's main package, pinned by shared/tools/go.mod.
+const Package = "github.com/prometheus/prometheus/cmd/promtool"
 
 // Tags are the build tags promtool is built with, the Makefile's
 // PROMTOOL_TAGS less netdra's own: no service discovery, which rule
@@ -29,12 +28,11 @@ const Tags = "remove_all_sd"
 // Env names the environment variable holding the promtool binary.
 const Env = "PROMTOOL"
 
-var tool = pinned.Tool{Env: Env, Module: Module, Tags: Tags, Strict: true}
+var tool = pinned.Tool{Env: Env, Package: Package, Tags: Tags, Strict: true}
 
 // Binary returns the promtool binary. $PROMTOOL naming no file fails the
 // test; so does $PROMTOOL unset under testenv.Strict. Otherwise it is
-// installed once per test binary from Module (minutes cold: go install
-// compiles it).
+// built once per test binary from the tools module (minutes cold).
 func Binary(t testing.TB) string {
 	t.Helper()
 	return tool.Binary(t)
