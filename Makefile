@@ -316,7 +316,7 @@ SOAK_LOG      ?= /tmp/netdra-soak.log
 soak: node-deps ## Run the soak on the real node and write its section of bench/RESULTS.md (as root; SOAK_DURATION, default 1h).
 	@out=$$(mktemp -d /tmp/netdra-soak.XXXXXX); start=$$(date +%s); \
 	( cd shared/testinfra/testworld && NETDRA_BENCH_OUT=$$out SOAK_DURATION=$(SOAK_DURATION) GRPCURL=$(GRPCURL) \
-		$(GO) test -count=1 -p 1 -timeout 0 -v -run '^TestE2E_Soak$$' ./e2e/ ) >$(SOAK_LOG) 2>&1; rc=$$?; \
+		$(GO) test -vet=off -count=1 -p 1 -timeout 0 -v -run '^TestE2E_Soak$$' ./e2e/ ) >$(SOAK_LOG) 2>&1; rc=$$?; \
 	grep -E '^(--- |ok|FAIL)|SOAK|VIOLATION|soak_test' $(SOAK_LOG); echo "full log: $(SOAK_LOG)"; \
 	if [ -s $$out/soak-run.jsonl ]; then \
 		$(GO) -C bench/cmd run ./benchreport -soak -in $$out -out $(CURDIR)/bench/RESULTS.md -soak-png $(CURDIR)/bench/soak.png -elapsed $$(( $$(date +%s) - start ))s || rc=1; fi; \

@@ -86,6 +86,10 @@ type chaos struct {
 	until time.Time
 	// finished counts the lifecycles that ended, pod deleted.
 	finished atomic.Int64
+	// quiesce is read-held by each lifecycle in flight (with the
+	// programs' check after it); a sampler write-holds it to see the
+	// node with no lifecycle in flight.
+	quiesce sync.RWMutex
 	// churned, when set, is called once the last lifecycle ended, before
 	// the node is left to converge.
 	churned func()
@@ -153,13 +157,15 @@ func (cs *chaos) run() {
 	for range chaosWorkers {
 		done.Go(func() {
 			for i := range next {
+				cs.quiesce.RLock()
 				if err := cs.lifecycle(ctx, fmt.Sprintf("chaos-%03d", i)); err != nil {
 					t.Error(err)
 				}
-				cs.finished.Add(1)
 				if err := cs.checkPrograms(ctx); err != nil {
 					t.Errorf("after lifecycle %d: %v", i, err)
 				}
+				cs.finished.Add(1)
+				cs.quiesce.RUnlock()
 			}
 		})
 	}
