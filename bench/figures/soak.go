@@ -22,23 +22,29 @@ type SoakSample struct {
 
 // SoakSeries describes one sampled series: its name, its unit, what it
 // counts, and the bound its growth is held under (Bound, in Unit per
-// 1,000 lifecycles); Asserted is false for a series other tests on the
-// same machine move too, which is reported but not held to its bound.
+// 1,000 lifecycles). Floor is the series' noise, in Unit: a fitted growth
+// that adds up to less than Floor over the fitted lifecycles is not told
+// from it, and holds whatever its rate (a short run's few lifecycles).
+// Asserted is false for a series other tests on the same machine move
+// too, which is reported but not held to its bound.
 type SoakSeries struct {
 	Name     string  `json:"name"`
 	Unit     string  `json:"unit"`
 	What     string  `json:"what"`
 	Bound    float64 `json:"bound_per_1000"`
+	Floor    float64 `json:"floor"`
 	Asserted bool    `json:"asserted"`
 }
 
 // SoakGrowth is a series' fit over the samples after the warm-up: its
-// slope per 1,000 lifecycles and that slope's standard error, its first
-// and last value in the window, and whether it stayed under its bound.
+// slope per 1,000 lifecycles and that slope's standard error, the
+// lifecycles the fit spans, its first and last value in the window, and
+// whether it held (under its bound, or under its floor over the span).
 type SoakGrowth struct {
 	SoakSeries
 	PerThousand float64 `json:"per_1000"`
 	StdErr      float64 `json:"stderr_per_1000"`
+	Span        int     `json:"span_lifecycles"`
 	First       float64 `json:"first"`
 	Last        float64 `json:"last"`
 	Min         float64 `json:"min"`
@@ -103,7 +109,7 @@ func Slope(xs, ys []float64) (slope, stderr float64, err error) {
 
 // Growth fits each series over the samples taken at or after warmup
 // seconds (up to the last sample) against the lifecycles ended, in units
-// per 1,000 lifecycles, and judges it against its bound. A series without
+// per 1,000 lifecycles, and judges it against its bound and floor. A series without
 // a value in a sample is fitted over the samples that have one.
 func Growth(samples []SoakSample, series []SoakSeries, warmup float64) ([]SoakGrowth, error) {
 	var out []SoakGrowth
@@ -128,7 +134,8 @@ func Growth(samples []SoakSample, series []SoakSeries, warmup float64) ([]SoakGr
 			return nil, errors.New("series " + s.Name + ": " + err.Error())
 		}
 		g.PerThousand, g.StdErr = b*1000, se*1000
-		g.Held = g.PerThousand <= s.Bound
+		g.Span = int(xs[len(xs)-1] - xs[0])
+		g.Held = g.PerThousand <= s.Bound || b*float64(g.Span) <= s.Floor
 		out = append(out, g)
 	}
 	return out, nil

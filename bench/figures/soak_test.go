@@ -44,6 +44,11 @@ func TestGrowth(t *testing.T) {
 	if math.Abs(g[1].PerThousand-10) > 1e-9 || g[1].Held {
 		t.Errorf("b grows 10 per 1,000 over a bound of 5: %+v", g[1])
 	}
+	// Over its 600 lifecycles, b grows 6: under a floor of 6 it holds.
+	g, err = Growth(samples, []SoakSeries{{Name: "b", Bound: 5, Floor: 6}}, 3)
+	if err != nil || g[0].Span != 600 || !g[0].Held {
+		t.Errorf("b under its floor: %+v, %v", g, err)
+	}
 	if _, err := Growth(samples, []SoakSeries{{Name: "missing"}}, 0); err == nil {
 		t.Error("a series without samples: no error")
 	}

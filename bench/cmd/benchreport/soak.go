@@ -80,7 +80,8 @@ func writeSoak(p func(string, ...any), run figures.SoakRun, png string, elapsed 
 	p("watched throughout and nothing killed; every %s it samples each netdra process's VmRSS, open fds and", dur(run.IntervalS))
 	p("goroutines (its metrics' go_goroutines), the state file's size and the netns and link counts. Each series is fitted")
 	p("by least squares against the lifecycles ended, after a warm-up of %s (%d lifecycles); the test fails on a", dur(run.WarmupS), run.WarmupLifecycles)
-	p("series over its bound (the test's doc says why each bound), a device lost or a container without its device.")
+	p("series over its bound that also grew by more than its floor (its noise) over the lifecycles fitted (the test's doc")
+	p("says why each bound and floor), a device lost or a container without its device.")
 	p("CI runs the same test for 3 minutes.")
 	p("")
 	p("**%d lifecycles in %s (%d after the warm-up), %d samples: %d devices lost, %d containers without their device, %d broken invariants.**",
@@ -88,8 +89,8 @@ func writeSoak(p func(string, ...any), run figures.SoakRun, png string, elapsed 
 	p("")
 	p("![soak](%s)", png)
 	p("")
-	p("| series | growth per 1,000 lifecycles | ± (std. error) | bound | after the warm-up: first, last (min..max) | verdict |")
-	p("|---|---:|---:|---:|---|---|")
+	p("| series | growth per 1,000 lifecycles | ± (std. error) | bound | floor, over the lifecycles fitted | after the warm-up: first, last (min..max) | verdict |")
+	p("|---|---:|---:|---:|---:|---|---|")
 	for _, g := range run.Growth {
 		verdict := "held"
 		switch {
@@ -98,8 +99,8 @@ func writeSoak(p func(string, ...any), run figures.SoakRun, png string, elapsed 
 		case !g.Held:
 			verdict = "**over**"
 		}
-		p("| %s (%s) | %s | %s | %g | %g, %g (%g..%g) | %s |", g.What, g.Unit, fmt.Sprintf("%+.1f", g.PerThousand),
-			fmt.Sprintf("%.1f", g.StdErr), g.Bound, round1(g.First), round1(g.Last), round1(g.Min), round1(g.Max), verdict)
+		p("| %s (%s) | %s | %s | %g | %g over %d | %g, %g (%g..%g) | %s |", g.What, g.Unit, fmt.Sprintf("%+.1f", g.PerThousand),
+			fmt.Sprintf("%.1f", g.StdErr), g.Bound, g.Floor, g.Span, round1(g.First), round1(g.Last), round1(g.Min), round1(g.Max), verdict)
 	}
 	p("")
 	p("%s", soakEnd)
