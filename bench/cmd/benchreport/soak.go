@@ -43,7 +43,8 @@ func spliceMarked(report, section, begin, end string) string {
 }
 
 // runSoak rewrites only the soak section of out from the soak's records
-// in in, and the soak plot.
+// in in, and the soak plot. The growth table is fitted from the samples
+// (figures.Growth) with the series the run record names.
 func runSoak(in, out, png string, elapsed time.Duration) error {
 	samples, err := figures.Read[figures.SoakSample](in, figures.SoakSampleFile)
 	if err != nil {
@@ -57,6 +58,15 @@ func runSoak(in, out, png string, elapsed time.Duration) error {
 		return fmt.Errorf("%s: want samples and one soak run, have %d samples and %d runs", in, len(samples), len(runs))
 	}
 	run := runs[0]
+	// The fit again, from the samples, with the run's series, bounds and
+	// floors: the table is what the samples give.
+	series := make([]figures.SoakSeries, len(run.Growth))
+	for i, g := range run.Growth {
+		series[i] = g.SoakSeries
+	}
+	if run.Growth, err = figures.Growth(samples, series, run.WarmupS); err != nil {
+		return err
+	}
 	if err := writeSoakPlot(png, samples, run); err != nil {
 		return fmt.Errorf("soak plot: %w", err)
 	}
