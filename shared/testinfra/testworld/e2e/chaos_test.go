@@ -81,6 +81,12 @@ type chaos struct {
 	victims    []string   // one round of kills
 	moments    []string   // when to kill: "start", "stop", "any"
 	lifecycles int
+	startEv    chan struct{} // a pod was just created
+	stopEv     chan struct{} // a pod is just being deleted
+	cmu        sync.Mutex
+	kills      []chaosKill
+	starts     []chaosStart
+
 	// until, when set, runs lifecycles until then instead of lifecycles
 	// of them (which run sets to the number started).
 	until time.Time
@@ -93,11 +99,6 @@ type chaos struct {
 	// churned, when set, is called once the last lifecycle ended, before
 	// the node is left to converge.
 	churned func()
-	startEv chan struct{} // a pod was just created
-	stopEv  chan struct{} // a pod is just being deleted
-	cmu     sync.Mutex
-	kills   []chaosKill
-	starts  []chaosStart
 }
 
 // chaosEnv reads an integer setting from the environment.
