@@ -53,8 +53,8 @@ type SoakGrowth struct {
 }
 
 // SoakRun is the soak's summary: its length, the pod lifecycles it ran,
-// the warm-up the fit leaves out (seconds, and the lifecycles ended by
-// then), the sampling interval, what it found broken (devices lost,
+// the warm-up the fit leaves out (the samples before WarmupS seconds or
+// before WarmupLifecycles lifecycles), the sampling interval, what it found broken (devices lost,
 // containers that ran without their device, other violations) and each
 // series' growth.
 type SoakRun struct {
@@ -108,17 +108,18 @@ func Slope(xs, ys []float64) (slope, stderr float64, err error) {
 }
 
 // Growth fits each series over the samples taken at or after warmup
-// seconds (up to the last sample) against the lifecycles ended, in units
-// per 1,000 lifecycles, and judges it against its bound and floor. A series without
-// a value in a sample is fitted over the samples that have one.
-func Growth(samples []SoakSample, series []SoakSeries, warmup float64) ([]SoakGrowth, error) {
+// seconds and warmupLifecycles lifecycles (up to the last sample) against
+// the lifecycles ended, in units per 1,000 lifecycles, and judges it
+// against its bound and floor. A series without a value in a sample is
+// fitted over the samples that have one.
+func Growth(samples []SoakSample, series []SoakSeries, warmup float64, warmupLifecycles int) ([]SoakGrowth, error) {
 	var out []SoakGrowth
 	for _, s := range series {
 		g := SoakGrowth{SoakSeries: s, Min: math.Inf(1), Max: math.Inf(-1)}
 		var xs, ys []float64
 		for _, smp := range samples {
 			v, ok := smp.Values[s.Name]
-			if smp.T < warmup || !ok {
+			if smp.T < warmup || smp.Lifecycles < warmupLifecycles || !ok {
 				continue
 			}
 			if len(ys) == 0 {

@@ -34,7 +34,7 @@ func TestGrowth(t *testing.T) {
 		}
 		samples = append(samples, SoakSample{T: float64(i), Lifecycles: 100 * i, Values: map[string]float64{"a": v, "b": float64(i)}})
 	}
-	g, err := Growth(samples, []SoakSeries{{Name: "a", Bound: 1}, {Name: "b", Bound: 5}}, 3)
+	g, err := Growth(samples, []SoakSeries{{Name: "a", Bound: 1}, {Name: "b", Bound: 5}}, 3, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,11 +45,16 @@ func TestGrowth(t *testing.T) {
 		t.Errorf("b grows 10 per 1,000 over a bound of 5: %+v", g[1])
 	}
 	// Over its 600 lifecycles, b grows 6: under a floor of 6 it holds.
-	g, err = Growth(samples, []SoakSeries{{Name: "b", Bound: 5, Floor: 6}}, 3)
+	g, err = Growth(samples, []SoakSeries{{Name: "b", Bound: 5, Floor: 6}}, 3, 0)
 	if err != nil || g[0].Span != 600 || !g[0].Held {
 		t.Errorf("b under its floor: %+v, %v", g, err)
 	}
-	if _, err := Growth(samples, []SoakSeries{{Name: "missing"}}, 0); err == nil {
+	// The lifecycles' warm-up: from 500 on, b's 5 samples span 400.
+	g, err = Growth(samples, []SoakSeries{{Name: "b", Bound: 5}}, 0, 500)
+	if err != nil || g[0].Span != 400 || g[0].First != 5 {
+		t.Errorf("b after 500 lifecycles: %+v, %v", g, err)
+	}
+	if _, err := Growth(samples, []SoakSeries{{Name: "missing"}}, 0, 0); err == nil {
 		t.Error("a series without samples: no error")
 	}
 }

@@ -64,7 +64,7 @@ func runSoak(in, out, png string, elapsed time.Duration) error {
 	for i, g := range run.Growth {
 		series[i] = g.SoakSeries
 	}
-	if run.Growth, err = figures.Growth(samples, series, run.WarmupS); err != nil {
+	if run.Growth, err = figures.Growth(samples, series, run.WarmupS, run.WarmupLifecycles); err != nil {
 		return err
 	}
 	if err := writeSoakPlot(png, samples, run); err != nil {
@@ -89,7 +89,7 @@ func writeSoak(p func(string, ...any), run figures.SoakRun, png string, elapsed 
 	p("each pod with a netdra claim, checked from inside its container and in its netns, with the chaos run's invariants")
 	p("watched throughout and nothing killed; every %s it samples each netdra process's VmRSS, open fds and", dur(run.IntervalS))
 	p("goroutines (its metrics' go_goroutines), the state file's size and the netns and link counts. Each series is fitted")
-	p("by least squares against the lifecycles ended, after a warm-up of %s (%d lifecycles); the test fails on a", dur(run.WarmupS), run.WarmupLifecycles)
+	p("by least squares against the lifecycles ended, after a warm-up of %s and %d lifecycles; the test fails on a", dur(run.WarmupS), run.WarmupLifecycles)
 	p("series over its bound that also grew by more than its floor (its noise) over the lifecycles fitted (the test's doc")
 	p("says why each bound and floor), a device lost or a container without its device.")
 	p("CI runs the same test for 3 minutes.")

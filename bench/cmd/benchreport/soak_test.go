@@ -32,7 +32,7 @@ func TestRunSoak_RewritesOnlyItsSection(t *testing.T) {
 	if err := runSoak(in, out, png, time.Minute); err == nil {
 		t.Fatal("runSoak without a run record: no error")
 	}
-	growth, err := figures.Growth(samples, series, 50)
+	growth, err := figures.Growth(samples, series, 50, 35)
 	if err != nil {
 		t.Fatal(err)
 	}

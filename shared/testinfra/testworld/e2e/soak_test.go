@@ -28,6 +28,16 @@ import (
 // short form make test-world runs.
 const soakCIDuration = 3 * time.Minute
 
+// soakWarmupLifecycles is how many lifecycles the fit leaves out at least
+// (SOAK_WARMUP_LIFECYCLES), or half the run's when it ran fewer than
+// twice as many. The state service keeps its recent changes for its
+// watchers to resume from (between one and two times changeLogSize, each
+// with its own copy of the row) and a lifecycle makes several: until that
+// log is full, the state's heap grows with it, a growth that stops. The
+// default covers its filling with the changes a lifecycle of this test
+// makes.
+const soakWarmupLifecycles = 300
+
 // soakProcs are netdra's four processes, in the order the series list
 // them.
 var soakProcs = []string{"state", "provisioner", "dra", "nri"}
@@ -83,10 +93,10 @@ func soakSeries() []figures.SoakSeries {
 // file's size, and the netns and link counts of the node and of the
 // machine. It fails on a device lost, a container that ran without its
 // device, any broken invariant of the chaos run, or a series that grows,
-// after the warm-up (SOAK_WARMUP), faster than its bound per 1,000
-// lifecycles and by more than its floor over the fitted lifecycles
-// (soakSeries says why each bound and floor) by a least-squares fit of
-// the series against the lifecycles ended. With NETDRA_BENCH_OUT set it
+// after the warm-up (SOAK_WARMUP, and soakWarmupLifecycles), faster than
+// its bound per 1,000 lifecycles and by more than its floor over the
+// fitted lifecycles (soakSeries says why each bound and floor) by a
+// least-squares fit of the series against the lifecycles ended. With NETDRA_BENCH_OUT set it
 // writes the samples and the fit there (figures.SoakSampleFile,
 // figures.SoakRunFile) for benchreport -soak.
 func TestE2E_Soak(t *testing.T) {
@@ -96,10 +106,12 @@ func TestE2E_Soak(t *testing.T) {
 	if warmup >= d-10*interval {
 		t.Fatalf("SOAK_WARMUP=%s leaves fewer than 10 samples of SOAK_DURATION=%s at SOAK_INTERVAL=%s", warmup, d, interval)
 	}
+	warmupLifecycles := int(chaosEnv(t, "SOAK_WARMUP_LIFECYCLES", soakWarmupLifecycles))
 	ch := startChurnOpts(t, chaosDevices, netdraOpts{metrics: true})
 	cs := &chaos{churn: ch, startEv: make(chan struct{}, 1), stopEv: make(chan struct{}, 1)}
 	s := newSoaker(t, cs)
-	t.Logf("soak: %s of lifecycles, %d at once over %d devices, a sample every %s, fitted after %s", d, chaosWorkers, chaosDevices, interval, warmup)
+	t.Logf("soak: %s of lifecycles, %d at once over %d devices, a sample every %s, fitted after %s and %d lifecycles",
+		d, chaosWorkers, chaosDevices, interval, warmup, warmupLifecycles)
 	stop := make(chan struct{})
 	var sampling sync.WaitGroup
 	cs.churned = func() {
@@ -110,7 +122,7 @@ func TestE2E_Soak(t *testing.T) {
 	cs.until = s.t0.Add(d)
 	sampling.Go(func() { s.loop(interval, stop) })
 	cs.run()
-	s.judge(d, interval, warmup)
+	s.judge(d, interval, warmup, warmupLifecycles)
 }
 
 // soakDuration reads a duration from the environment.
@@ -387,15 +399,18 @@ func hostNetnsLinks(bridge string) (onBridge, all float64, err error) {
 // judge fits each series after the warm-up, logs the table, records the
 // run and fails on a series over its bound, a device lost or a container
 // that ran without its device.
-func (s *soaker) judge(d, interval, warmup time.Duration) {
+func (s *soaker) judge(d, interval, warmup time.Duration, warmupLifecycles int) {
 	t := s.t
 	cs := s.cs
 	series := soakSeries()
 	run := figures.SoakRun{DurationS: d.Seconds(), Lifecycles: int(cs.finished.Load()), Workers: chaosWorkers, Devices: chaosDevices,
 		WarmupS: warmup.Seconds(), IntervalS: interval.Seconds(), Samples: len(s.samples), DevicesLost: len(cs.lostNow())}
+	// The fit starts after both warm-ups, the lifecycles' capped at half
+	// the run's.
+	run.WarmupLifecycles = min(warmupLifecycles, run.Lifecycles/2)
 	for _, smp := range s.samples {
 		if smp.T <= warmup.Seconds() {
-			run.WarmupLifecycles = smp.Lifecycles
+			run.WarmupLifecycles = max(run.WarmupLifecycles, smp.Lifecycles)
 		}
 	}
 	cs.mu.Lock()
@@ -406,13 +421,13 @@ func (s *soaker) judge(d, interval, warmup time.Duration) {
 		}
 	}
 	cs.mu.Unlock()
-	growth, err := figures.Growth(s.samples, series, warmup.Seconds())
+	growth, err := figures.Growth(s.samples, series, warmup.Seconds(), run.WarmupLifecycles)
 	if err != nil {
 		t.Errorf("fitting the series: %v", err)
 	}
 	run.Growth = growth
-	t.Logf("SOAK: %d lifecycles in %s (%d after the warm-up of %s), %d samples every %s; %d devices lost, %d containers without their device, %d violations",
-		run.Lifecycles, d, run.Lifecycles-run.WarmupLifecycles, warmup, run.Samples, interval, run.DevicesLost, run.WithoutDevice, run.Violations)
+	t.Logf("SOAK: %d lifecycles in %s (%d after the warm-up of %s and %d lifecycles), %d samples every %s; %d devices lost, %d containers without their device, %d violations",
+		run.Lifecycles, d, run.Lifecycles-run.WarmupLifecycles, warmup, run.WarmupLifecycles, run.Samples, interval, run.DevicesLost, run.WithoutDevice, run.Violations)
 	for _, g := range growth {
 		verdict := "held"
 		switch {
