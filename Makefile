@@ -312,6 +312,25 @@ chaos: node-deps ## Run the long chaos test on the real node (as root; CHAOS_LIF
 		$(GO) test -count=1 -p 1 -timeout 120m -v -run 'TestE2E_Chaos$$' ./e2e/ >$(CHAOS_LOG) 2>&1; rc=$$?; \
 		grep -E '^(--- |ok|FAIL)|CHAOS|kill -9|VIOLATION|chaos_test' $(CHAOS_LOG); echo "full log: $(CHAOS_LOG)"; exit $$rc
 
+# The soak on the real node: pod lifecycles back to back (the chaos run's,
+# nothing killed) for SOAK_DURATION while each netdra process's RSS, fds
+# and goroutines, the state file's size and the netns and link counts are
+# sampled; it rewrites the soak section of bench/RESULTS.md and
+# bench/soak.png (also when the test failed: the figures show why). CI
+# runs the same test for 3 minutes (in the e2e tests). The samples stay in
+# the folder it names.
+SOAK_DURATION ?= 1h
+SOAK_LOG      ?= /tmp/netdra-soak.log
+.PHONY: soak
+soak: node-deps ## Run the soak on the real node and write its section of bench/RESULTS.md (as root; SOAK_DURATION, default 1h).
+	@out=$$(mktemp -d /tmp/netdra-soak.XXXXXX); start=$$(date +%s); \
+	( cd shared/testinfra/testworld && NETDRA_BENCH_OUT=$$out SOAK_DURATION=$(SOAK_DURATION) GRPCURL=$(GRPCURL) \
+		$(GO) test -vet=off -count=1 -p 1 -timeout 0 -v -run '^TestE2E_Soak$$' ./e2e/ ) >$(SOAK_LOG) 2>&1; rc=$$?; \
+	grep -E '^(--- |ok|FAIL)|SOAK|VIOLATION|soak_test' $(SOAK_LOG); echo "full log: $(SOAK_LOG)"; \
+	if [ -s $$out/soak-run.jsonl ]; then \
+		$(GO) -C bench/cmd run ./benchreport -soak -in $$out -out $(CURDIR)/bench/RESULTS.md -soak-png $(CURDIR)/bench/soak.png -elapsed $$(( $$(date +%s) - start ))s || rc=1; fi; \
+	echo "the samples: $$out"; exit $$rc
+
 .PHONY: world
 world: world-bin node-bin ## Start the test world by hand (control plane + a real node, as root) until Ctrl-C.
 	$(OUT)/testworld -dir /tmp/netdra-world

@@ -26,9 +26,13 @@ func main() {
 	scale := flag.Bool("scale", false, "rewrite only the report's scale section, and the scale plot -scale-png, from -in's scale records (make bench-scale)")
 	scalePNG := flag.String("scale-png", "bench/scale.png", "the scale plot to write with -scale")
 	targetsFile := flag.String("targets", "", "the targets file to set the figures beside (default: targets.yaml beside -out)")
+	soak := flag.Bool("soak", false, "rewrite only the report's soak section, and the soak plot -soak-png, from -in's soak records (make soak)")
+	soakPNG := flag.String("soak-png", "bench/soak.png", "the soak plot to write with -soak")
 	flag.Parse()
 	var err error
-	if *scale {
+	if *soak {
+		err = runSoak(*in, *out, *soakPNG, *elapsed)
+	} else if *scale {
 		err = runScale(*in, *out, *scalePNG, *elapsed)
 	} else {
 		t := *targetsFile
@@ -110,6 +114,10 @@ func run(in, out, png, targetsFile string, elapsed time.Duration) error {
 	report := b.String()
 	if s := scaleSection(string(old)); s != "" {
 		report = spliceScale(report, s)
+	}
+	// So is make soak's.
+	if s := markedSection(string(old), soakBegin, soakEnd); s != "" {
+		report = spliceMarked(report, s, soakBegin, soakEnd)
 	}
 	return os.WriteFile(out, []byte(report), 0o644)
 }

@@ -250,6 +250,11 @@ func (p *Proc) start() {
 	}
 }
 
+// Pid is the process's id, of its current run (a Restart changes it).
+// The provisioner's nsenter runs it in place: its id is the
+// provisioner's.
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+
 // Kill sends SIGKILL and waits for the process to end.
 func (p *Proc) Kill() {
 	if p.cmd.ProcessState == nil {

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -85,6 +86,19 @@ type chaos struct {
 	cmu        sync.Mutex
 	kills      []chaosKill
 	starts     []chaosStart
+
+	// until, when set, runs lifecycles until then instead of lifecycles
+	// of them (which run sets to the number started).
+	until time.Time
+	// finished counts the lifecycles that ended, pod deleted.
+	finished atomic.Int64
+	// quiesce is read-held by each lifecycle in flight (with the
+	// programs' check after it); a sampler write-holds it to see the
+	// node with no lifecycle in flight.
+	quiesce sync.RWMutex
+	// churned, when set, is called once the last lifecycle ended, before
+	// the node is left to converge.
+	churned func()
 }
 
 // chaosEnv reads an integer setting from the environment.
@@ -129,7 +143,11 @@ func TestE2E_Chaos(t *testing.T) {
 // converge and checks what is left.
 func (cs *chaos) run() {
 	t := cs.t
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(cs.lifecycles)*20*time.Second+5*time.Minute)
+	budget := time.Duration(cs.lifecycles)*20*time.Second + 5*time.Minute
+	if !cs.until.IsZero() {
+		budget = time.Until(cs.until) + 10*time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
 	monCtx, stopMonitor := context.WithCancel(ctx)
 	var monitor sync.WaitGroup
@@ -140,26 +158,34 @@ func (cs *chaos) run() {
 	for range chaosWorkers {
 		done.Go(func() {
 			for i := range next {
+				cs.quiesce.RLock()
 				if err := cs.lifecycle(ctx, fmt.Sprintf("chaos-%03d", i)); err != nil {
 					t.Error(err)
 				}
 				if err := cs.checkPrograms(ctx); err != nil {
 					t.Errorf("after lifecycle %d: %v", i, err)
 				}
+				cs.finished.Add(1)
+				cs.quiesce.RUnlock()
 			}
 		})
 	}
 	killing := make(chan struct{})
 	go func() {
-		for i := range cs.lifecycles {
+		i := 0
+		for ; cs.until.IsZero() && i < cs.lifecycles || !cs.until.IsZero() && time.Now().Before(cs.until); i++ {
 			next <- i
 		}
+		cs.lifecycles = i
 		close(next)
 		close(killing) // the last lifecycles run out undisturbed
 	}()
 	cs.killLoop(ctx, killing)
 	done.Wait()
 	churned := time.Since(t0)
+	if cs.churned != nil {
+		cs.churned()
+	}
 	last := time.Now()
 	if k := cs.lastKill(); k != nil {
 		last = k.at
@@ -208,6 +234,13 @@ func (cs *chaos) keepLogs() {
 // killLoop kills and restarts one process at a time, in rounds of
 // chaosRound in a random order, until stop is closed.
 func (cs *chaos) killLoop(ctx context.Context, stop <-chan struct{}) {
+	if len(cs.victims) == 0 {
+		select {
+		case <-stop:
+		case <-ctx.Done():
+		}
+		return
+	}
 	var round []string
 	for {
 		gap := time.Duration(500+cs.rng.IntN(2500)) * time.Millisecond

@@ -111,12 +111,18 @@ func startChurn(t *testing.T) *churn {
 // startChurnN is startChurn with n devices.
 func startChurnN(t *testing.T, n int) *churn {
 	t.Helper()
+	return startChurnOpts(t, n, netdraOpts{})
+}
+
+// startChurnOpts is startChurnN with netdra started with o.
+func startChurnOpts(t *testing.T, n int, o netdraOpts) *churn {
+	t.Helper()
 	ch := &churn{t: t, nDev: n, orig: map[string]hostLink{}, byMAC: map[string]string{}, ran: map[string]string{},
 		uses: map[string]int{}, netns: map[string]bool{}, progress: make(chan struct{}, 1)}
 	for i := range n {
 		ch.devices = append(ch.devices, fmt.Sprintf("data%d", i))
 	}
-	ch.nn = startNetdra(t, ch.devices...)
+	ch.nn = startNetdraNode(t, o, ch.devices...)
 	ch.c = ch.nn.cp.Client()
 	names := make([]any, len(ch.devices))
 	for i, d := range ch.devices {

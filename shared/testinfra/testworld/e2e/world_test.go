@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -60,6 +61,10 @@ type netdraNode struct {
 	keepSockets            bool   // dra's kubelet sockets held by `dra sockets`
 	stateClient            statev1.StateServiceClient
 	dyn                    dynamic.Interface
+	// metrics are the processes' metrics addresses by process name,
+	// when they serve metrics (netdraOpts.metrics); the provisioner's is
+	// in hostNS.
+	metrics map[string]string
 }
 
 func startNetdra(t *testing.T, devices ...string) *netdraNode {
@@ -82,16 +87,36 @@ func startNetdraWith(t *testing.T, provArgs []string, devices ...string) *netdra
 
 func startNetdraOpts(t *testing.T, keepSockets bool, provArgs []string, devices ...string) *netdraNode {
 	t.Helper()
+	return startNetdraNode(t, netdraOpts{keepSockets: keepSockets, provArgs: provArgs}, devices...)
+}
+
+// netdraOpts are how a test's netdra differs from the plain one.
+type netdraOpts struct {
+	keepSockets bool     // dra's kubelet sockets held by `dra sockets`
+	provArgs    []string // more flags for the provisioner
+	// metrics serves each process's Prometheus metrics on a free
+	// loopback port (the provisioner's in its host netns, whose lo is
+	// brought up for it): netdraNode.metrics has the addresses.
+	metrics bool
+}
+
+func startNetdraNode(t *testing.T, o netdraOpts, devices ...string) *netdraNode {
+	t.Helper()
 	testenv.RequireRoot(t, "creates network namespaces and moves links between them")
 	cp := worldtest.ControlPlane(t)
 	installCRDs(t, cp)
 	nn := newNetdraNode(t, cp, worldtest.Node(t, cp))
-	nn.keepSockets = keepSockets
+	nn.keepSockets = o.keepSockets
 	for i, d := range devices {
 		nodetest.IP(t, "-n", nn.hostNS, "link", "add", d, "address", fmt.Sprintf("02:00:00:00:0e:%02x", i),
 			"mtu", "1500", "type", "veth", "peer", "name", "p-"+d)
 	}
-	nn.startProcs(t, provArgs)
+	if o.metrics {
+		nodetest.IP(t, "-n", nn.hostNS, "link", "set", "lo", "up")
+		nn.metrics = map[string]string{"state": testenv.FreeAddr(t), "provisioner": "127.0.0.1:9654",
+			"dra": testenv.FreeAddr(t), "nri": testenv.FreeAddr(t)}
+	}
+	nn.startProcs(t, o.provArgs)
 	return nn
 }
 
@@ -107,10 +132,16 @@ func newNetdraNode(t *testing.T, cp *controlplane.ControlPlane, n *realnode.Node
 func (nn *netdraNode) startProcs(t *testing.T, provArgs []string) {
 	t.Helper()
 	cp, n := nn.cp, nn.node
-	nn.state = nodetest.Start(t, "state", nn.dir, "", "-db", nn.dir+"/state.db")
+	metrics := func(name string) []string {
+		if nn.metrics == nil {
+			return nil
+		}
+		return []string{"-metrics-address", nn.metrics[name]}
+	}
+	nn.state = nodetest.Start(t, "state", nn.dir, "", append([]string{"-db", nn.dir + "/state.db"}, metrics("state")...)...)
 	// The netns pins as in the DaemonSet: they outlive a provisioner
 	// restart (nodetest keeps its mount namespace across restarts).
-	provArgs = append([]string{"-netns-pin-dir", filepath.Join(nn.dir, "pins")}, provArgs...)
+	provArgs = append(append([]string{"-netns-pin-dir", filepath.Join(nn.dir, "pins")}, metrics("provisioner")...), provArgs...)
 	nn.prov = nodetest.Start(t, "provisioner", nn.dir, nn.hostNS, provArgs...)
 	socks := []string{"-state-socket", nn.state.Socket, "-provisioner-socket", nn.prov.Socket, "-metrics-address", ""}
 	// The gate as in the DaemonSet: runc runs dra's CDI hook, `netdra-hook
@@ -120,8 +151,8 @@ func (nn *netdraNode) startProcs(t *testing.T, provArgs []string) {
 	// container's netns. nri's own `wait-attached` hook is for containers
 	// without it.
 	gate := filepath.Join(nn.dir, "nri-gate.sock")
-	nn.nriP = nodetest.Start(t, "nri", nn.dir, "", append(socks, "-nri-socket", n.NRISocket(),
-		"-gate-hook", nodetest.Hook(t), "-gate-socket", gate)...)
+	nriArgs := append(slices.Clone(socks), "-nri-socket", n.NRISocket(), "-gate-hook", nodetest.Hook(t), "-gate-socket", gate)
+	nn.nriP = nodetest.Start(t, "nri", nn.dir, "", append(nriArgs, metrics("nri")...)...)
 	draArgs := append(socks, "-node-name", n.Name(), "-kubeconfig", cp.Kubeconfig(),
 		"-plugin-dir", nn.dir+"/plugins", "-registrar-dir", n.RegistryDir(), "-cdi-dir", n.CDIDir(), "-publish-debounce", "50ms",
 		"-netns-hook", nodetest.Hook(t), "-gate-socket", gate)
@@ -130,7 +161,7 @@ func (nn *netdraNode) startProcs(t *testing.T, provArgs []string) {
 		nn.sockets = startSocketHolder(t, nn.dir)
 		draArgs = append(draArgs, "-keep-sockets", nn.sockets)
 	}
-	nn.dra = nodetest.Start(t, "dra", nn.dir, "", draArgs...)
+	nn.dra = nodetest.Start(t, "dra", nn.dir, "", append(draArgs, metrics("dra")...)...)
 	// Registered last, run first: the pods go through the real teardown
 	// (StopPodSandbox to nri, NodeUnprepareResources to dra) while netdra
 	// still runs, and every device comes back before the processes stop.
