@@ -49,6 +49,7 @@ func BenchmarkWorld_Footprint(b *testing.B) {
 	for b.Loop() {
 		time.Sleep(5 * time.Second) // the publication's writes and their garbage behind
 		w.nn.footprint(b, procs, "idle, 64 devices", "the footprint world: 64 host devices published, nothing prepared", nil)
+		b.Logf("idle, the Go runtime's memory, MiB: dra %s; nri %s", goMemory(b, w.draMet), goMemory(b, w.nriMet))
 
 		prep := w.prepareBackToBack(b, 20)
 		b.ReportMetric(prep.P50, "prepare-p50-ms")
@@ -63,6 +64,7 @@ func BenchmarkWorld_Footprint(b *testing.B) {
 		w.nn.footprint(b, procs, "churn, 64 devices", fmt.Sprintf("the footprint world: peak VmRSS sampled every 50 ms over %d rounds of %d pods with a claim started at once and deleted", footprintRounds, footprintChurn), peak)
 		time.Sleep(5 * time.Second)
 		w.nn.footprint(b, procs, "after churn, 64 devices", "the footprint world: 5 s after the churn", nil)
+		b.Logf("after churn, the Go runtime's memory, MiB: dra %s; nri %s", goMemory(b, w.draMet), goMemory(b, w.nriMet))
 	}
 }
 
@@ -103,6 +105,27 @@ func (nn *netdraNode) footprint(b *testing.B, procs map[string]int, phase, conte
 	}
 	b.ReportMetric(mib(total), strings.ReplaceAll(strings.Split(phase, ",")[0], " ", "-")+"-total-MiB")
 	b.Logf("%s: VmRSS MiB, the four together %.1f: %s", phase, mib(total), strings.Join(parts, "; "))
+}
+
+// goMemory is what the Go runtime of the process serving metrics at addr
+// says it holds (MiB): the heap in use, its idle spans not returned to
+// the OS, the goroutine stacks and the runtime's own structures.
+func goMemory(b *testing.B, addr string) string {
+	b.Helper()
+	want := []string{"go_memstats_heap_inuse_bytes", "go_memstats_heap_idle_bytes", "go_memstats_heap_released_bytes",
+		"go_memstats_stack_inuse_bytes", "go_memstats_mspan_inuse_bytes", "go_memstats_other_sys_bytes", "go_memstats_gc_sys_bytes"}
+	got := map[string]float64{}
+	scrape(b, addr, func(line string) {
+		f := strings.Fields(line)
+		if len(f) == 2 && slices.Contains(want, f[0]) {
+			got[f[0]], _ = strconv.ParseFloat(f[1], 64)
+		}
+	})
+	var out []string
+	for _, k := range want {
+		out = append(out, fmt.Sprintf("%s %.1f", strings.TrimSuffix(strings.TrimPrefix(k, "go_memstats_"), "_bytes"), got[k]/(1<<20)))
+	}
+	return strings.Join(out, ", ")
 }
 
 func mib(kib int) float64 { return float64(kib) / 1024 }
