@@ -183,11 +183,16 @@ func (r *Reporter) sync(ctx context.Context, allocs []*statev1.Allocation, repor
 		}
 		err := r.report(ctx, a, o)
 		switch {
-		case err == nil, errors.Is(err, claims.ErrClaimGone), errors.Is(err, claims.ErrNoEntry):
+		case err == nil, errors.Is(err, claims.ErrClaimGone):
 			if err != nil {
 				r.log.Debug("No claim status to report an attach on", "device", a.GetDeviceName(), "reason", err)
 			}
 			reported[k] = o
+		case errors.Is(err, claims.ErrNoEntry):
+			// The prepare's status write comes after the prepare
+			// returned, and may not have landed yet: tried again.
+			r.log.Debug("No status entry yet to report an attach on", "device", a.GetDeviceName(), "reason", err)
+			failed = true
 		default:
 			r.log.Warn("Reporting an attach on its claim", "claim", a.GetClaimNamespace()+"/"+a.GetClaimName(),
 				"device", a.GetDeviceName(), "error", err)

@@ -304,3 +304,25 @@ func TestReporter_DetachedWhileAway(t *testing.T) {
 		t.Errorf("a claim prepared after the start was read %d times, want 0", c2Gets)
 	}
 }
+
+// TestReporter_EntryLater: an attach recorded before dra's status write
+// after the prepare landed (the claim has no entry for the device yet) is
+// reported once the entry is there.
+func TestReporter_EntryLater(t *testing.T) {
+	claim := claimOf("c1", "c1")
+	r := start(t, claim)
+	r.src.set(row("c1", "dh0", statev1.Phase_PHASE_ATTACHED, "", 0))
+	time.Sleep(100 * time.Millisecond)
+	withEntry := claimOf("c1", "c1", "dh0")
+	cur, err := r.client.ResourceV1().ResourceClaims("ns").Get(context.Background(), "c1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.Status = withEntry.Status
+	if _, err := r.client.ResourceV1().ResourceClaims("ns").UpdateStatus(context.Background(), cur, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if c := r.attached("c1", "dh0", isTrue); !isTrue(c) {
+		t.Fatalf("Attached = %+v once the entry was written, want True", c)
+	}
+}

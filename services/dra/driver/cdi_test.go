@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
@@ -51,6 +53,7 @@ func prepareResult(t *testing.T, r *rig, claim *resourceapi.ResourceClaim) kubel
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.d.statusWrites.Wait()
 	return res[claim.UID]
 }
 
@@ -116,12 +119,12 @@ func TestPrepare_CDISpec(t *testing.T) {
 	}
 }
 
-// A prepare that fails after the spec was written (the status write)
-// removes the spec with the rest.
+// A prepare that fails after the spec was written (the commit) removes
+// the spec with the rest.
 func TestPrepare_CDISpecRolledBack(t *testing.T) {
 	r, dir := cdiRig(t)
-	r.claims.UpdateDeviceStatusFunc = func(*resourceapi.ResourceClaim, []resourceapi.AllocatedDeviceStatus) error {
-		return errors.New("apiserver away")
+	r.state.CommitPrepareFunc = func(*statev1.CommitPrepareRequest) (*statev1.CommitPrepareResponse, error) {
+		return nil, status.Error(codes.Unavailable, "state service restarting")
 	}
 	if res := prepareResult(t, r, twoVFs.build()); res.Err == nil {
 		t.Fatal("prepare succeeded")

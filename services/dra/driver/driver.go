@@ -10,12 +10,14 @@
 // unique in the pod), with nothing touched. Then state.BeginPrepare records
 // durable intents for all the claim's devices at once, the provisioner sets
 // each device up and state.RecordPrepared stores its prepared device on its
-// intent right away, the claim status gets one Ready entry per device (with the
-// serialized prepared device, see [StatusData]) and state.CommitPrepare turns
-// the intents into allocations. Any failure frees what was set up (in
-// reverse), aborts the intents and records a PrepareFailed event on the
-// claim, so nothing on the node stays changed. Prepare is idempotent: a
-// claim with prepared allocations is answered from them.
+// intent right away (for a claim of one device, the commit carries it), and
+// state.CommitPrepare turns the intents into allocations. Any failure frees
+// what was set up (in reverse), aborts the intents and records a
+// PrepareFailed event on the claim, so nothing on the node stays changed.
+// The claim status gets one Ready entry per device (with the serialized
+// prepared device, see [StatusData]) after the prepare returned: the
+// kubelet does not wait for that write. Prepare is idempotent: a claim with
+// prepared allocations is answered from them.
 //
 // Unprepare frees each device of the claim and deletes its allocation. A
 // failed Free leaves the allocation FREEING_FAILED; [Driver.Run] retries it
@@ -24,8 +26,11 @@
 // [Driver.Recover] reconciles the state with the claims after a restart. A
 // prepare that a crash interrupted leaves an intent (PREPARING): it is
 // completed from the claim status when the status was written, else rolled
-// back. Each device's prepared device is recorded on its intent
-// (state.RecordPrepared) right after Setup returns, so the rollback frees
+// back (a status written before the commit is an earlier release's); a
+// committed claim whose status was not written yet gets it from its
+// allocations. Each device's prepared device is recorded on its intent
+// (state.RecordPrepared, or the commit for a claim of one device) right
+// after Setup returns, so the rollback frees
 // it exactly, whatever its manager. Only a Setup whose reply was lost (the
 // crash came while the provisioner worked) leaves no prepared device: a
 // dummy device is then freed with one guessed from the inventory (a
@@ -220,6 +225,9 @@ type Driver struct {
 	now         func() time.Time
 	cleanupTime time.Duration
 	rideOut     time.Duration
+	// statusWrites are the claim status writes after prepares
+	// (writeStatusLater) under way.
+	statusWrites sync.WaitGroup
 }
 
 var _ kubeletplugin.DRAPlugin = (*Driver)(nil)

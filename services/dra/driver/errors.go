@@ -53,6 +53,10 @@ const (
 	// claim whose device Free found lost at unprepare: its link went with
 	// a pod netns the runtime tore down while netdra held no handle on it.
 	ReasonDeviceLost = "DeviceLost"
+	// ReasonStatusNotWritten is the reason of the Warning event recorded
+	// on a prepared claim whose status dra could not write after the
+	// prepare; the message is the last error. dra's next start writes it.
+	ReasonStatusNotWritten = "StatusNotWritten"
 )
 
 // rpcError is an error of a call to another netdra service: it prints the

@@ -373,10 +373,14 @@ func rowDevice(row *statev1.Allocation, inv map[string]*devicev1.Device) *device
 }
 
 // setUp sets every device up at once (setUpAll), then writes the CDI spec
-// and the claim status and commits the intents. Any failure rolls
-// everything back. The spec is written before the status: a claim whose
-// status says Ready always has its spec, and one a crash left without a
-// status has its spec swept at recovery (syncSpecs).
+// and commits the intents; the claim status is written after the prepare
+// returned (writeStatusLater). Any failure before the commit rolls
+// everything back. The spec is written before the commit: a committed
+// claim always has its spec, and one a crash left uncommitted has its
+// spec swept at recovery (syncSpecs). The status entries are made before
+// the commit, so that status data that cannot be encoded fails the
+// prepare; a claim whose status says Ready is committed, and one a crash
+// left committed without its status gets it at recovery (fillStatus).
 func (d *Driver) setUp(ctx context.Context, log *slog.Logger, p *preparation, devs []*devicev1.Device) ([]*devicev1.PreparedDevice, map[string]string, error) {
 	rb, err := d.setUpAll(ctx, p, devs)
 	if err != nil {
@@ -390,30 +394,31 @@ func (d *Driver) setUp(ctx context.Context, log *slog.Logger, p *preparation, de
 	}
 	p.steps.done("cdi")
 	entries := make([]resourceapi.AllocatedDeviceStatus, len(p.devices))
+	keys := make([]string, len(p.devices))
 	commit := &statev1.CommitPrepareRequest{ClaimUid: string(p.claim.UID)}
 	for i, dev := range p.devices {
 		e, err := d.readyEntry(p.claim, dev.deviceRef, rb.prepared[i], dev.config)
 		if err != nil {
 			return nil, nil, d.rollBack(ctx, log, rb, err)
 		}
-		entries[i] = e
+		entries[i], keys[i] = e, dev.key()
 		commit.Allocations = append(commit.Allocations, &statev1.PreparedAllocation{
 			Key: dev.allocKey(), PreparedDevice: rb.prepared[i]})
 	}
-	if err := d.claims.UpdateDeviceStatus(ctx, p.claim, entries); err != nil {
-		return nil, nil, d.rollBack(ctx, log, rb, fmt.Errorf("writing claim status: %w", err))
-	}
-	rb.statusWritten = true
-	p.steps.done("status")
 	if _, err := d.intents.CommitPrepare(ctx, commit); err != nil {
 		return nil, nil, d.rollBack(ctx, log, rb, callErr("committing the allocations", err))
 	}
 	p.steps.done("commit")
+	d.writeStatusLater(log, p.claim, keys, entries)
 	return rb.prepared, ids, nil
 }
 
 // setUpAll runs setUpOne for every device of the claim at once and
-// returns when all of them have. One after the other, each Setup waited
+// returns when all of them have. A claim of one device does not record
+// its prepared device on its intent: the commit, right after, carries it
+// (one fsynced write of the state service less on the kubelet's path),
+// and the window in which a crash leaves an intent without it is the
+// same: from Setup's change to the first durable record of its reply. One after the other, each Setup waited
 // in the kernel (RTNL) behind the provisioner's background eBPF attach of
 // the device set up before it, and a claim's prepare summed those waits.
 // The error joins the failed devices' errors in the claim's order; rb
@@ -428,7 +433,7 @@ func (d *Driver) setUp(ctx context.Context, log *slog.Logger, p *preparation, de
 func (d *Driver) setUpAll(ctx context.Context, p *preparation, devs []*devicev1.Device) (*rollback, error) {
 	rb := &rollback{p: p, devs: devs, prepared: make([]*devicev1.PreparedDevice, len(p.devices)), uncertain: make([]bool, len(p.devices))}
 	errs := fanout.Each(len(p.devices), func(i int) error {
-		pd, err := d.setUpOne(ctx, p, devs[i], p.devices[i])
+		pd, err := d.setUpOne(ctx, p, devs[i], p.devices[i], len(p.devices) > 1)
 		// Each call writes its own index only.
 		rb.prepared[i] = pd
 		rb.uncertain[i] = pd == nil && rpc.OutcomeUnknown(err)
@@ -437,11 +442,11 @@ func (d *Driver) setUpAll(ctx context.Context, p *preparation, devs []*devicev1.
 	return rb, errors.Join(errs...)
 }
 
-// setUpOne sets one device up and records its prepared device on its
-// intent. pd is set when Setup succeeded (the recording may have failed);
-// an error whose outcome is unknown with pd nil is a Setup whose reply
-// was lost.
-func (d *Driver) setUpOne(ctx context.Context, p *preparation, dev *devicev1.Device, pl plannedDevice) (*devicev1.PreparedDevice, error) {
+// setUpOne sets one device up and, with record, records its prepared
+// device on its intent. pd is set when Setup succeeded (the recording may
+// have failed); an error whose outcome is unknown with pd nil is a Setup
+// whose reply was lost.
+func (d *Driver) setUpOne(ctx context.Context, p *preparation, dev *devicev1.Device, pl plannedDevice, record bool) (*devicev1.PreparedDevice, error) {
 	// The provisioner reads the device's name and manager, and takes the
 	// rest from its own inventory.
 	ref := &devicev1.Device{Name: dev.GetName(), Manager: dev.GetManager()}
@@ -453,6 +458,9 @@ func (d *Driver) setUpOne(ctx context.Context, p *preparation, dev *devicev1.Dev
 		return nil, fmt.Errorf("device %s (request %q): %w", pl.device, pl.request, callErr("setup", err))
 	}
 	pd := resp.GetPreparedDevice()
+	if !record {
+		return pd, nil
+	}
 	// Durable before anything else happens: a crash from here on is
 	// rolled back with Free and this prepared device (Recover).
 	if _, err := d.intents.RecordPrepared(ctx, &statev1.RecordPreparedRequest{ClaimUid: string(p.claim.UID),

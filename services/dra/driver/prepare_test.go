@@ -17,6 +17,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
@@ -116,14 +117,14 @@ func TestPrepare(t *testing.T) {
 		check func(*testing.T, *rig)
 	}{
 		{
-			name:        "prepares: intents, the setups at once, status, commit",
+			name:        "prepares: intents, the setups at once, commit, then the status",
 			claim:       twoVFs,
 			wantDevices: twoVFsResult,
 			wantCalls: calls(freshCalls, setUps(
 				"prov.Setup vf1", "state.RecordPrepared pool-a/vf1", "prov.Setup vf2", "state.RecordPrepared pool-a/vf2",
 			), []string{
-				"claims.UpdateDeviceStatus node-a/pool-a/vf1 node-a/pool-a/vf2",
 				"state.CommitPrepare pool-a/vf1 pool-a/vf2",
+				"state.ListAllocations claim=uid-c1", "claims.UpdateDeviceStatus node-a/pool-a/vf1 node-a/pool-a/vf2",
 			}),
 			wantRows: []string{
 				"pool-a/vf1 PHASE_PREPARED uid-c1 pod=uid-web if=net1 pd",
@@ -331,25 +332,31 @@ func TestPrepare(t *testing.T) {
 			wantRows: []string{},
 		},
 		{
-			name:  "status write fails: all freed in reverse",
+			name:  "status write fails after the commit: the prepare stands, the write tried again, then an event",
 			claim: twoVFs,
 			change: func(r *rig) {
 				r.claims.UpdateDeviceStatusFunc = func(*resourceapi.ResourceClaim, []resourceapi.AllocatedDeviceStatus) error {
 					return errors.New("resourceclaims.resource.k8s.io \"c1\" is forbidden")
 				}
 			},
-			wantMsg: `writing claim status: resourceclaims.resource.k8s.io "c1" is forbidden`,
+			wantDevices: twoVFsResult,
 			wantCalls: calls(freshCalls, setUps(
 				"prov.Setup vf1", "state.RecordPrepared pool-a/vf1", "prov.Setup vf2", "state.RecordPrepared pool-a/vf2",
-			), []string{
-				"claims.UpdateDeviceStatus node-a/pool-a/vf1 node-a/pool-a/vf2",
-				"prov.Free vf2", "prov.Free vf1",
-				"state.AbortPrepare pool-a/vf1 pool-a/vf2",
-			}, event),
-			wantRows: []string{},
+			), []string{"state.CommitPrepare pool-a/vf1 pool-a/vf2"},
+				slices.Repeat([]string{"state.ListAllocations claim=uid-c1", "claims.UpdateDeviceStatus node-a/pool-a/vf1 node-a/pool-a/vf2"}, statusAttempts),
+				[]string{"claims.Event Warning StatusNotWritten"}),
+			wantRows: []string{
+				"pool-a/vf1 PHASE_PREPARED uid-c1 pod=uid-web if=net1 pd",
+				"pool-a/vf2 PHASE_PREPARED uid-c1 pod=uid-web if=net2 pd",
+			},
+			check: func(t *testing.T, r *rig) {
+				if ev := r.claims.getEvents(); len(ev) != 1 || !strings.Contains(ev[0], "StatusNotWritten") || !strings.Contains(ev[0], "is forbidden") {
+					t.Errorf("events %q, want one StatusNotWritten event with the last error", ev)
+				}
+			},
 		},
 		{
-			name:  "commit fails: status marked not ready, all freed",
+			name:  "commit fails: all freed, no status written",
 			claim: twoVFs,
 			change: func(r *rig) {
 				r.state.CommitPrepareFunc = func(*statev1.CommitPrepareRequest) (*statev1.CommitPrepareResponse, error) {
@@ -358,20 +365,14 @@ func TestPrepare(t *testing.T) {
 			},
 			wantMsg: "committing the allocations: state service restarting",
 			check: func(t *testing.T, r *rig) {
-				for _, e := range r.claims.getWritten("uid-c1") {
-					c := findCondition(e.Conditions, ConditionReady)
-					if e.Data != nil || e.NetworkData != nil || c == nil || c.Status != metav1.ConditionFalse ||
-						!strings.Contains(c.Message, "state service restarting") {
-						t.Errorf("status entry after the rollback: %+v, want Ready False with the cause and no data", e)
-					}
+				if st := r.claims.getWritten("uid-c1"); len(st) != 0 {
+					t.Errorf("status entries %+v after a failed prepare, want none", st)
 				}
 			},
 			wantCalls: calls(freshCalls, setUps(
 				"prov.Setup vf1", "state.RecordPrepared pool-a/vf1", "prov.Setup vf2", "state.RecordPrepared pool-a/vf2",
 			), []string{
-				"claims.UpdateDeviceStatus node-a/pool-a/vf1 node-a/pool-a/vf2",
 				"state.CommitPrepare pool-a/vf1 pool-a/vf2",
-				"claims.UpdateDeviceStatus node-a/pool-a/vf1 node-a/pool-a/vf2",
 				"prov.Free vf2", "prov.Free vf1",
 				"state.AbortPrepare pool-a/vf1 pool-a/vf2",
 			}, event),
@@ -442,8 +443,8 @@ func TestPrepare(t *testing.T) {
 			}, freshCalls[1:], setUps(
 				"prov.Setup vf1", "state.RecordPrepared pool-a/vf1", "prov.Setup vf2", "state.RecordPrepared pool-a/vf2",
 			), []string{
-				"claims.UpdateDeviceStatus node-a/pool-a/vf1 node-a/pool-a/vf2",
 				"state.CommitPrepare pool-a/vf1 pool-a/vf2",
+				"state.ListAllocations claim=uid-c1", "claims.UpdateDeviceStatus node-a/pool-a/vf1 node-a/pool-a/vf2",
 			}),
 			wantRows: []string{
 				"pool-a/vf1 PHASE_PREPARED uid-c1 pod=uid-web if=net1 pd",
@@ -460,8 +461,9 @@ func TestPrepare(t *testing.T) {
 				"state.ListAllocations claim=uid-c1",
 				"prov.Free vf3", "state.DeleteAllocation pool-a/vf3",
 				"state.ListDevices", "state.ListAllocations pod=uid-web",
-				"state.BeginPrepare pool-a/vf1", "prov.Setup vf1", "state.RecordPrepared pool-a/vf1",
-				"claims.UpdateDeviceStatus node-a/pool-a/vf1", "state.CommitPrepare pool-a/vf1",
+				"state.BeginPrepare pool-a/vf1", "prov.Setup vf1",
+				"state.CommitPrepare pool-a/vf1",
+				"state.ListAllocations claim=uid-c1", "claims.UpdateDeviceStatus node-a/pool-a/vf1",
 			},
 			wantRows: []string{"pool-a/vf1 PHASE_PREPARED uid-c1 pod=uid-web if= pd"},
 		},
@@ -475,8 +477,9 @@ func TestPrepare(t *testing.T) {
 				"state.ListAllocations claim=uid-c1",
 				"state.ListDevices", "state.AbortPrepare pool-a/vf1",
 				"state.ListDevices", "state.ListAllocations pod=uid-web",
-				"state.BeginPrepare pool-a/vf1", "prov.Setup vf1", "state.RecordPrepared pool-a/vf1",
-				"claims.UpdateDeviceStatus node-a/pool-a/vf1", "state.CommitPrepare pool-a/vf1",
+				"state.BeginPrepare pool-a/vf1", "prov.Setup vf1",
+				"state.CommitPrepare pool-a/vf1",
+				"state.ListAllocations claim=uid-c1", "claims.UpdateDeviceStatus node-a/pool-a/vf1",
 			},
 			wantRows: []string{"pool-a/vf1 PHASE_PREPARED uid-c1 pod=uid-web if= pd"},
 		},
@@ -791,5 +794,27 @@ func TestSteps(t *testing.T) {
 func TestStatusDataMaxLength_IsTheAPIs(t *testing.T) {
 	if statusdata.MaxLength != resourceapi.AllocatedDeviceStatusDataMaxLength {
 		t.Fatalf("statusdata.MaxLength is %d, the API's limit %d", statusdata.MaxLength, resourceapi.AllocatedDeviceStatusDataMaxLength)
+	}
+}
+
+// TestPrepare_StatusWriteAfterUnprepare: a status write after a prepare
+// that comes once the claim was unprepared writes nothing.
+func TestPrepare_StatusWriteAfterUnprepare(t *testing.T) {
+	r := newRig(t)
+	claim := twoVFs.build()
+	if _, err := r.prepare(t, claim); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := r.d.UnprepareResourceClaims(context.Background(), []kubeletplugin.NamespacedObject{claimRef("c1")}); err != nil || res["uid-c1"] != nil {
+		t.Fatalf("unprepare: %v %v", err, res)
+	}
+	before := len(r.rec.get())
+	entries := r.claims.getWritten("uid-c1")
+	done, err := r.d.writeStatusOnce(claim, []string{"pool-a/vf1", "pool-a/vf2"}, entries)
+	if !done || err != nil {
+		t.Fatalf("writeStatusOnce: done %v, %v; want done", done, err)
+	}
+	if diff := cmp.Diff([]string{"state.ListAllocations claim=uid-c1"}, r.rec.get()[before:]); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
 	}
 }

@@ -51,12 +51,23 @@ import (
 // is not restored and nothing is done to it: a RecoveryRefused event on
 // the claim says why, and Recover goes on.
 //
+// A prepare writes the claim status after its commit, once it returned
+// (writeStatusLater): an intent whose claim status has the Ready entry
+// was left by an earlier release, which wrote the status before the
+// commit. The Ready entries that a prepared claim's status lacks (a
+// crash between the commit and the status write) are written from its
+// allocations (fillStatus).
+//
 // Then the CDI specs are made to match the prepared claims (syncSpecs).
 //
 // The error joins what could not be done; the rest is done.
 func (d *Driver) Recover(ctx context.Context, claims []*resourceapi.ResourceClaim) error {
 	err := d.recoverAllocations(ctx, claims)
-	return errors.Join(err, d.syncSpecs(ctx))
+	rows, lerr := d.listAllocations(ctx, &statev1.ListAllocationsRequest{})
+	if lerr != nil {
+		return errors.Join(err, lerr)
+	}
+	return errors.Join(err, d.fillStatus(ctx, claims, rows), d.syncSpecs(rows))
 }
 
 func (d *Driver) recoverAllocations(ctx context.Context, claims []*resourceapi.ResourceClaim) error {
@@ -285,13 +296,10 @@ func (d *Driver) refuse(c *resourceapi.ResourceClaim, device string, err error) 
 // writing it and the claim status, or one whose unprepare was missed.
 // A claim with a device still being freed (FREEING_FAILED) or an intent
 // keeps no spec.
-func (d *Driver) syncSpecs(ctx context.Context) error {
+// rows are the node's allocations.
+func (d *Driver) syncSpecs(rows []*statev1.Allocation) error {
 	if d.cdi == nil {
 		return nil
-	}
-	rows, err := d.listAllocations(ctx, &statev1.ListAllocationsRequest{})
-	if err != nil {
-		return err
 	}
 	byClaim := map[string][]cdispec.Device{}
 	unusable := map[string]bool{}

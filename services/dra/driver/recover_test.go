@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -235,7 +236,9 @@ func TestRecover(t *testing.T) {
 			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
 				t.Fatalf("Recover error %v, want %q", err, tt.wantErr)
 			}
-			if diff := cmp.Diff(tt.wantCalls, r.rec.get()); diff != "" {
+			// Recover ends with one listing of the allocations, for the
+			// claims' status and CDI specs.
+			if diff := cmp.Diff(append(slices.Clone(tt.wantCalls), "state.ListAllocations "), r.rec.get()); diff != "" {
 				t.Errorf("calls (-want +got):\n%s", diff)
 			}
 			if diff := cmp.Diff(tt.wantRows, r.mem.snapshot(), protocmp.Transform()); diff != "" {
@@ -285,5 +288,31 @@ func TestRecover_ThenPrepareIsIdempotent(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"state.ListAllocations claim=uid-c1"}, r.rec.get()); diff != "" {
 		t.Errorf("calls (-want +got):\n%s", diff)
+	}
+}
+
+// TestRecover_WritesMissingStatus: a claim committed before a crash that
+// came before its status write gets the status a prepare writes, from its
+// allocations; a claim whose status has its entries is not written.
+func TestRecover_WritesMissingStatus(t *testing.T) {
+	entries, rows := preparedClaim(t, twoVFs)
+	r := newRig(t, rows...)
+	if err := r.d.Recover(context.Background(), []*resourceapi.ResourceClaim{twoVFs.build()}); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(entries, r.claims.getWritten("uid-c1")); diff != "" {
+		t.Errorf("status written at recovery (-prepare's +recovery's):\n%s", diff)
+	}
+	if diff := cmp.Diff(rows, r.mem.snapshot(), protocmp.Transform()); diff != "" {
+		t.Errorf("state rows changed (-before +after):\n%s", diff)
+	}
+	r.rec.calls = nil
+	written := twoVFs
+	written.status = entries
+	if err := r.d.Recover(context.Background(), []*resourceapi.ResourceClaim{written.build()}); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.rec.get("state.List"); len(got) != 0 {
+		t.Errorf("Recover of a claim with its status called %q, want nothing but listings", got)
 	}
 }

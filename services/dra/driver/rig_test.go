@@ -97,6 +97,8 @@ func (r *rig) prepare(t *testing.T, claim *resourceapi.ResourceClaim) ([]deviceR
 	if err != nil {
 		t.Fatalf("PrepareResourceClaims: %v", err)
 	}
+	// The claim status is written after the prepare returned.
+	r.d.statusWrites.Wait()
 	got, ok := res[claim.UID]
 	if !ok || len(res) != 1 {
 		t.Fatalf("PrepareResourceClaims returned %v, want one result for %s", res, claim.UID)

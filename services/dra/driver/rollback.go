@@ -9,7 +9,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	resourceapi "k8s.io/api/resource/v1"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
@@ -28,9 +27,8 @@ type rollback struct {
 	prepared []*devicev1.PreparedDevice
 	// uncertain[i] says that device i's Setup reply was lost: it may be
 	// set up, and no prepared device says how.
-	uncertain     []bool
-	specWritten   bool
-	statusWritten bool
+	uncertain   []bool
+	specWritten bool
 }
 
 // setUpCount is how many devices Setup is known to have set up.
@@ -45,8 +43,9 @@ func (rb *rollback) setUpCount() int {
 }
 
 // rollBack undoes a failed prepare and returns cause, with what could not
-// be undone appended. In order: a claim status that was written is marked
-// not Ready (so recovery never restores it); the CDI spec is removed; the
+// be undone appended. A failed prepare never wrote the claim status (it
+// is written once the intents are committed). In order: the CDI spec is
+// removed; the
 // devices that may be set up are freed (freeAll); the intents are
 // aborted. A device whose Free fails keeps its row, committed with its
 // prepared device and marked FREEING_FAILED, for Run to retry.
@@ -56,15 +55,6 @@ func (d *Driver) rollBack(ctx context.Context, log *slog.Logger, rb *rollback, c
 	log.Warn("prepare failed; rolling back", "error", cause, "setUp", rb.setUpCount())
 	p := rb.p
 	var problems []string
-	if rb.statusWritten {
-		entries := make([]resourceapi.AllocatedDeviceStatus, len(p.devices))
-		for i, dev := range p.devices {
-			entries[i] = d.rolledBackEntry(p.claim, dev.deviceRef, cause)
-		}
-		if err := d.claims.UpdateDeviceStatus(ctx, p.claim, entries); err != nil {
-			problems = append(problems, fmt.Sprintf("marking the claim status not ready: %v", err))
-		}
-	}
 	if rb.specWritten {
 		if err := d.cdi.Remove(string(p.claim.UID)); err != nil {
 			problems = append(problems, err.Error())

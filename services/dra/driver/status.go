@@ -16,12 +16,11 @@ type StatusData = statusdata.Data
 
 // Condition of a status entry.
 const (
-	// ConditionReady is True on a prepared device's status entry, and
-	// False after a prepare that wrote the entry was rolled back.
+	// ConditionReady is True on a prepared device's status entry; an
+	// entry whose Ready is not True is never restored from.
 	ConditionReady = "Ready"
-	// reasonPrepared and reasonRolledBack are the Ready condition's reasons.
-	reasonPrepared   = "DevicePrepared"
-	reasonRolledBack = "PrepareRolledBack"
+	// reasonPrepared is the Ready condition's reason.
+	reasonPrepared = "DevicePrepared"
 )
 
 // readyEntry is the status entry of a prepared device: Ready, the
@@ -62,12 +61,6 @@ func networkData(pd *devicev1.PreparedDevice, cfg *devicev1.DeviceConfig) *resou
 		return nd
 	}
 	return nil
-}
-
-// rolledBackEntry replaces a Ready entry after its prepare was rolled back:
-// Ready False, no data, so recovery never restores it.
-func (d *Driver) rolledBackEntry(claim *resourceapi.ResourceClaim, dev deviceRef, cause error) resourceapi.AllocatedDeviceStatus {
-	return d.entry(claim, dev, metav1.ConditionFalse, reasonRolledBack, cause.Error())
 }
 
 func (d *Driver) entry(claim *resourceapi.ResourceClaim, dev deviceRef, st metav1.ConditionStatus, reason, msg string) resourceapi.AllocatedDeviceStatus {

@@ -20,8 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
@@ -86,10 +86,28 @@ func (w *Watcher) Retry() {
 
 // Run watches until ctx ends.
 func (w *Watcher) Run(ctx context.Context) error {
-	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(w.client, 10*time.Minute, "", func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", w.node).String()
+	// A plain informer on the dynamic client: dynamicinformer's factory
+	// would link client-go's informers and listers of every API group
+	// into dra.
+	sel := fields.OneTermEqualSelector("metadata.name", w.node).String()
+	res := w.client.Resource(NodeConfigsResource)
+	inf := cache.NewSharedIndexInformer(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = sel
+			return res.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = sel
+			return res.Watch(ctx, o)
+		},
+	}, &unstructured.Unstructured{}, 10*time.Minute, cache.Indexers{})
+	// Nothing here reads who wrote which field.
+	_ = inf.SetTransform(func(obj any) (any, error) {
+		if o, ok := obj.(metav1.Object); ok {
+			o.SetManagedFields(nil)
+		}
+		return obj, nil
 	})
-	inf := factory.ForResource(NodeConfigsResource).Informer()
 	queue := w.queue
 	kick := func(any) { w.Retry() }
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -97,8 +115,10 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
+	ictx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); inf.RunWithContext(ictx) }()
+	defer func() { stop(); <-done }()
 	var applied int64 = -1
 	var retry time.Duration
 	for {

@@ -43,9 +43,17 @@ const BuildTags = "grpcnotrace"
 // shared by the test binary and returns it, as the images build them:
 // static (CGO_ENABLED=0), with BuildTags, without this machine's paths and
 // symbol tables, so that the tests measure (RSS, start times) what ships.
+//
+// $NETDRA_TEST_BINARIES, when set, names a folder of binaries built
+// that way beforehand (another commit's, to measure it beside this one's):
+// they are used instead, and nothing is built.
 func Binaries(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
+		if dir := os.Getenv("NETDRA_TEST_BINARIES"); dir != "" {
+			binDir = dir
+			return
+		}
 		// The product module's folder, from it or from a module that
 		// replaces it with a local path (the test world).
 		out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/netdra/netdra").Output()

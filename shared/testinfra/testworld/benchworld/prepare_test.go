@@ -195,15 +195,22 @@ func newAllocatedClaim(b *testing.B, c kubernetes.Interface, ns, node, name stri
 }
 
 // checkStatus checks that dra wrote the claim's status: one entry per
-// device. It is a correctness check of the run, not a timing assertion.
-func checkStatus(b *testing.B, c kubernetes.Interface, ns, name string, n int) {
+// device, within 10 s of the prepare (dra writes it after the prepare
+// returned). It is a correctness check of the run, not a timing
+// assertion.
+func checkStatus(b testing.TB, c kubernetes.Interface, ns, name string, n int) {
 	b.Helper()
-	got, err := c.ResourceV1().ResourceClaims(ns).Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if len(got.Status.Devices) != n {
-		b.Fatalf("claim %s has %d device statuses after prepare, want %d", name, len(got.Status.Devices), n)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		got, err := c.ResourceV1().ResourceClaims(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(got.Status.Devices) == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("claim %s has %d device statuses 10 s after prepare, want %d", name, len(got.Status.Devices), n)
+		}
 	}
 }
 

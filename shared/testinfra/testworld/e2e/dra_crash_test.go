@@ -26,9 +26,10 @@ import (
 )
 
 // statusGate is a validating admission webhook that holds dra's first
-// write of a claim's device status (the step between provisioner Setup and
-// CommitPrepare) until the test lets it go, and then refuses it, as if the
-// write had never happened. Other writes pass at once.
+// write of a claim's device status (the step after CommitPrepare, once
+// the prepare returned to the kubelet) until the test lets it go, and
+// then refuses it, as if the write had never happened. Other writes pass
+// at once.
 type statusGate struct {
 	srv     *httptest.Server
 	held    atomic.Bool
@@ -128,14 +129,14 @@ func (g *statusGate) install(t *testing.T, c kubernetes.Interface, ns string) {
 	})
 }
 
-// TestE2E_DraCrashMidPrepare: dra is killed (-9) after the provisioner set
-// the device up and the state service recorded the prepared device, while
-// its claim status write is held: no status, no commit. Restarted, dra
-// rolls the interrupted prepare back with Free and the recorded prepared
-// device (not a guess), the kubelet's retry prepares the claim again, the
-// pod gets its device, and after the pod is gone nothing is left: no
-// allocation, the device back in the host and published again.
-func TestE2E_DraCrashMidPrepare(t *testing.T) {
+// TestE2E_DraCrashBeforeStatus: dra is killed (-9) after a prepare
+// committed and returned to the kubelet, while its claim status write is
+// held: the allocation is PREPARED, the claim has no status. The pod
+// starts with its device meanwhile (the kubelet waits for the prepare
+// only). Restarted, dra writes the claim's Ready status from the
+// allocation the state service holds; after the pod is gone nothing is
+// left: no allocation, the device back in the host and published again.
+func TestE2E_DraCrashBeforeStatus(t *testing.T) {
 	nn := startNetdra(t, "data0")
 	c := nn.cp.Client()
 	nn.applyNodeConfig(t, map[string]any{
@@ -162,33 +163,33 @@ func TestE2E_DraCrashMidPrepare(t *testing.T) {
 	case <-time.After(3 * time.Minute):
 		t.Fatal("dra never wrote the claim status")
 	}
-	// Setup is done and its prepared device recorded: the intent says so.
+	// The prepare committed before its status write.
 	resp, err := nn.stateClient.ListAllocations(context.Background(), &statev1.ListAllocationsRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rows := resp.GetAllocations(); len(rows) != 1 || rows[0].GetPhase() != statev1.Phase_PHASE_PREPARING || rows[0].GetPreparedDevice() == nil {
-		t.Fatalf("while the status write is held, allocations = %v, want one PREPARING intent with its prepared device", rows)
+	if rows := resp.GetAllocations(); len(rows) != 1 || rows[0].GetPhase() == statev1.Phase_PHASE_PREPARING || rows[0].GetPreparedDevice() == nil {
+		t.Fatalf("while the status write is held, allocations = %v, want one committed with its prepared device", rows)
 	}
 	nn.dra.Kill()
 	gate.open()
 	t.Logf("dra killed while writing the status of claim %s", claim)
-	resp, err = nn.stateClient.ListAllocations(context.Background(), &statev1.ListAllocationsRequest{})
-	if err != nil || len(resp.GetAllocations()) != 1 || resp.GetAllocations()[0].GetPhase() != statev1.Phase_PHASE_PREPARING {
-		t.Fatalf("after the kill, allocations = %v (%v), want the intent", resp.GetAllocations(), err)
+	claimNS, claimName, _ := strings.Cut(claim, "/")
+	if got, err := c.ResourceV1().ResourceClaims(claimNS).Get(context.Background(), claimName, metav1.GetOptions{}); err != nil || hasDriverStatus(got) {
+		t.Fatalf("after the kill, the claim's status has dra's entry (%v): the held write was not refused", err)
 	}
 	nn.dra.Restart()
 
+	waitFor(t, "the claim's Ready status, written by the restarted dra", time.Minute, func(ctx context.Context) (bool, error) {
+		got, err := c.ResourceV1().ResourceClaims(claimNS).Get(ctx, claimName, metav1.GetOptions{})
+		return err == nil && hasDriverStatus(got), nil
+	})
 	waitFor(t, "the pod to run", 3*time.Minute, func(ctx context.Context) (bool, error) {
 		p, err := c.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
 		return err == nil && p.Status.Phase == corev1.PodRunning, nil
 	})
-	log := nn.dra.Log()
-	if !strings.Contains(log, "rolling back an interrupted prepare") {
-		t.Error("dra did not roll the interrupted prepare back")
-	}
-	if strings.Contains(log, "cannot be restored") {
-		t.Error("dra rolled back without the recorded prepared device")
+	if log := nn.dra.Log(); !strings.Contains(log, "claim status written at recovery") {
+		t.Error("dra did not write the claim status at recovery")
 	}
 	netns, ok := nn.node.Sandbox(pod.UID)
 	if !ok {
@@ -197,10 +198,10 @@ func TestE2E_DraCrashMidPrepare(t *testing.T) {
 	if in, ok := link(t, netns, "net1"); !ok || in.MTU != 1400 {
 		t.Fatalf("net1 in the pod: %+v %v", in, ok)
 	}
-	resp, err = nn.stateClient.ListAllocations(context.Background(), &statev1.ListAllocationsRequest{})
-	if err != nil || len(resp.GetAllocations()) != 1 || resp.GetAllocations()[0].GetPhase() != statev1.Phase_PHASE_ATTACHED {
-		t.Errorf("allocations while the pod runs: %v (%v), want one ATTACHED", resp.GetAllocations(), err)
-	}
+	waitFor(t, "the allocation ATTACHED", time.Minute, func(ctx context.Context) (bool, error) {
+		resp, err := nn.stateClient.ListAllocations(ctx, &statev1.ListAllocationsRequest{})
+		return err == nil && len(resp.GetAllocations()) == 1 && resp.GetAllocations()[0].GetPhase() == statev1.Phase_PHASE_ATTACHED, nil
+	})
 
 	if err := c.CoreV1().Pods(ns).Delete(context.Background(), pod.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
