@@ -26,22 +26,12 @@ const (
 
 // scaleSection returns the scale section of a report (markers included),
 // "" when it has none.
-func scaleSection(report string) string {
-	i := strings.Index(report, scaleBegin)
-	j := strings.Index(report, scaleEnd)
-	if i < 0 || j < i {
-		return ""
-	}
-	return report[i : j+len(scaleEnd)]
-}
+func scaleSection(report string) string { return markedSection(report, scaleBegin, scaleEnd) }
 
 // spliceScale puts section in report in place of its scale section, or at
 // its end.
 func spliceScale(report, section string) string {
-	if old := scaleSection(report); old != "" {
-		return strings.Replace(report, old, section, 1)
-	}
-	return strings.TrimRight(report, "\n") + "\n\n" + section + "\n"
+	return spliceMarked(report, section, scaleBegin, scaleEnd)
 }
 
 // runScale rewrites only the scale section of out from the Scale records
