@@ -37,7 +37,7 @@ func withCRI(ctx context.Context, socket string, f func(runtimeapi.RuntimeServic
 func (n *Node) Sandbox(podUID types.UID) (netns string, ok bool) {
 	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		var err error
-		netns, err = SandboxNetns(ctx, n.ContainerdSocket(), podUID)
+		netns, err = SandboxNetns(ctx, n.CRISocket(), podUID)
 		if status.Code(err) == codes.Unavailable {
 			return false, nil
 		}
@@ -117,7 +117,7 @@ func (n *Node) record(netns string) {
 // recordSandboxes notes the netns of every sandbox containerd has, so that
 // Stop can remove those it leaves.
 func (n *Node) recordSandboxes(ctx context.Context) {
-	_ = withCRI(ctx, n.ContainerdSocket(), func(c runtimeapi.RuntimeServiceClient) error {
+	_ = withCRI(ctx, n.CRISocket(), func(c runtimeapi.RuntimeServiceClient) error {
 		resp, err := c.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
 		if err != nil {
 			return err
@@ -135,7 +135,7 @@ func (n *Node) recordSandboxes(ctx context.Context) {
 // `kubectl exec` would (CRI ExecSync), and returns its output and exit
 // code. err is about reaching the container, not the command's status.
 func (n *Node) Exec(ctx context.Context, podUID types.UID, container string, cmd ...string) (out string, exitCode int32, err error) {
-	err = withCRI(ctx, n.ContainerdSocket(), func(c runtimeapi.RuntimeServiceClient) error {
+	err = withCRI(ctx, n.CRISocket(), func(c runtimeapi.RuntimeServiceClient) error {
 		resp, err := c.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{
 			State:         &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
 			LabelSelector: map[string]string{"io.kubernetes.pod.uid": string(podUID), "io.kubernetes.container.name": container},
@@ -168,7 +168,7 @@ type PodTimes struct {
 // sandbox and of its container named container.
 func (n *Node) PodTimes(ctx context.Context, podUID types.UID, container string) (PodTimes, error) {
 	var t PodTimes
-	err := withCRI(ctx, n.ContainerdSocket(), func(c runtimeapi.RuntimeServiceClient) error {
+	err := withCRI(ctx, n.CRISocket(), func(c runtimeapi.RuntimeServiceClient) error {
 		sbs, err := c.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
 			LabelSelector: map[string]string{"io.kubernetes.pod.uid": string(podUID)},
 		}})
