@@ -18,7 +18,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// withCRI calls f with a CRI runtime client of the containerd on socket.
+// withCRI calls f with a CRI runtime client of the runtime (containerd or
+// CRI-O) on socket.
 func withCRI(ctx context.Context, socket string, f func(runtimeapi.RuntimeServiceClient) error) error {
 	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -52,7 +53,8 @@ func (n *Node) Sandbox(podUID types.UID) (netns string, ok bool) {
 
 // SandboxNetns asks containerd, through the CRI on its socket, for the
 // network namespace of the pod's ready sandbox: its name under
-// /var/run/netns (containerd names them cni-<uuid>).
+// /var/run/netns (containerd names them cni-<uuid>, CRI-O <uuid>). The
+// socket may be CRI-O's too.
 func SandboxNetns(ctx context.Context, containerdSocket string, podUID types.UID) (string, error) {
 	var netns string
 	err := withCRI(ctx, containerdSocket, func(c runtimeapi.RuntimeServiceClient) error {
@@ -80,8 +82,9 @@ func sandboxNetns(ctx context.Context, c runtimeapi.RuntimeServiceClient, id str
 	return netnsOfSandbox(st.GetInfo()["info"])
 }
 
-// netnsOfSandbox reads the network namespace's name from containerd's
-// verbose sandbox info (the OCI runtime spec it made for the sandbox).
+// netnsOfSandbox reads the network namespace's name from the verbose
+// sandbox info of containerd or CRI-O (both give the OCI runtime spec they
+// made for the sandbox as "runtimeSpec").
 func netnsOfSandbox(info string) (string, error) {
 	var v struct {
 		RuntimeSpec struct {

@@ -56,7 +56,7 @@ type Node struct {
 	ports   [2]int // kubelet, healthz
 	sysctls map[string]string
 
-	mu         sync.Mutex
+	mu      sync.Mutex
 	netns   map[string]bool // of the sandboxes seen, for Stop
 	runtime *proc           // containerd or crio
 	kubelet *proc
