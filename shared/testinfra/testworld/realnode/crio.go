@@ -27,13 +27,15 @@ const (
 	CRIO       Runtime = "crio"
 )
 
-// crioTags are CRI-O's build tags for a static binary without the C
+// crioTags are CRI-O's build tags (with -trimpath whatever GOFLAGS say:
+// no other build shares CRI-O's packages, and one flag set keeps one copy
+// of them in the build cache) for a static binary without the C
 // libraries (gpgme, btrfs, devicemapper, ostree, libseccomp) Debian's
 // packages would have to provide: images are verified by the Go OpenPGP
 // implementation, and the containers run without a seccomp profile.
 const crioTags = "containers_image_ostree_stub containers_image_openpgp exclude_graphdriver_btrfs exclude_graphdriver_devicemapper"
 
-const crioLDFlags = "-s -w -X github.com/cri-o/cri-o/internal/version.gitCommit=v1.34.0"
+const crioLDFlags = "-s -w"
 
 // Crio, Pinns, RuncClamp and LoadImage are the paths of CRI-O's programs,
 // set by BuildCRIO.
@@ -67,7 +69,7 @@ func BuildCRIO(ctx context.Context, logger *slog.Logger, b *Binaries) error {
 	t0 := time.Now()
 	steps := []goInstall{
 		{what: "CRI-O v1.34.0 (the first build compiles containers/storage and containers/image: minutes)", dir: tools, gobin: b.Dir,
-			args: []string{"-tags", crioTags, "-ldflags", crioLDFlags, "github.com/cri-o/cri-o/cmd/crio", "./loadimage"}},
+			args: []string{"-trimpath", "-tags", crioTags, "-ldflags", crioLDFlags, "github.com/cri-o/cri-o/cmd/crio", "./loadimage"}},
 		{what: "runcclamp", dir: src, gobin: b.Dir, args: []string{"-ldflags=-s -w", "./realnode/runcclamp"}},
 	}
 	for _, s := range steps {
@@ -133,8 +135,10 @@ func (n *Node) loadImages(ctx context.Context) error {
 }
 
 func (n *Node) startCRIO(ctx context.Context) error {
-	p, err := startProc(n.LogPath("crio"), n.cfg.Binaries.Crio, "--config", filepath.Join(n.cfg.Dir, "crio/crio.conf"),
-		"--config-dir", "")
+	// crio runs its runtime itself (state, kill, delete) as well as
+	// through conmon: runcclamp finds runc by the same variable.
+	p, err := startProcEnv(n.LogPath("crio"), []string{"REALNODE_RUNC=" + n.cfg.Binaries.Runc},
+		n.cfg.Binaries.Crio, "--config", filepath.Join(n.cfg.Dir, "crio/crio.conf"), "--config-dir", "")
 	if err != nil {
 		return fmt.Errorf("starting crio: %w", err)
 	}

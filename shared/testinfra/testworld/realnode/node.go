@@ -549,6 +549,11 @@ type proc struct {
 }
 
 func startProc(logPath, bin string, args ...string) (*proc, error) {
+	return startProcEnv(logPath, nil, bin, args...)
+}
+
+// startProcEnv is startProc with env added to the process's environment.
+func startProcEnv(logPath string, env []string, bin string, args ...string) (*proc, error) {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
@@ -556,7 +561,7 @@ func startProc(logPath, bin string, args ...string) (*proc, error) {
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	// containerd finds containerd-shim-runc-v2 on its PATH.
-	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+	cmd.Env = append(append(os.Environ(), "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH")), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		f.Close()
