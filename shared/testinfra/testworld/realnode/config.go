@@ -190,7 +190,9 @@ func render(path, tmpl string, vars map[string]string) error {
 // namespaces pinned under /var/run/netns as containerd's are, runc (through
 // runcclamp, CRI-O's stand-in for restrict_oom_score_adj) with conmon from
 // Debian and cgroupfs, the pause image pinned, CDI specs read from the
-// node's cdi directory, NRI on at the node's socket. CRI-O 1.34 has no NRI
+// node's cdi directory, NRI on at the node's socket, no host port
+// mapping (no pod asks for one; CRI-O refuses to start without iptables or
+// nft otherwise), no irqbalance file touched. CRI-O 1.34 has no NRI
 // validator (its NRI is v0.9, validation came with NRI v0.10): a pod's
 // required-plugins annotation is not read; netdra's CDI hook is what
 // refuses a container whose device nri did not attach.
@@ -219,6 +221,8 @@ container_attach_socket_dir = '{{dir}}/crio/run/attach'
 cdi_spec_dirs = ['{{dir}}/cdi']
 decryption_keys_path = '{{dir}}/crio/keys'
 irqbalance_config_file = ''
+irqbalance_config_restore_file = ''
+disable_hostport_mapping = true
 default_mounts_file = ''
 log_level = 'info'
 
