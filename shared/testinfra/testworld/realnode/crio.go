@@ -27,12 +27,13 @@ const (
 	CRIO       Runtime = "crio"
 )
 
-// crioTags are CRI-O's build tags (with -trimpath whatever GOFLAGS say:
-// no other build shares CRI-O's packages, and one flag set keeps one copy
-// of them in the build cache) for a static binary without the C
+// crioTags are CRI-O's build tags for a static binary without the C
 // libraries (gpgme, btrfs, devicemapper, ostree, libseccomp) Debian's
 // packages would have to provide: images are verified by the Go OpenPGP
 // implementation, and the containers run without a seccomp profile.
+// CRI-O is built with -trimpath whatever GOFLAGS say: no other build
+// shares its packages, and one flag set keeps one copy of them in the
+// build cache.
 const crioTags = "containers_image_ostree_stub containers_image_openpgp exclude_graphdriver_btrfs exclude_graphdriver_devicemapper"
 
 const crioLDFlags = "-s -w"
