@@ -6,6 +6,10 @@
 // lower its score and runc fails the container ("can't get final child's
 // PID from pipe"); the pause container always asks for -998. containerd
 // has the same clamp built in (restrict_oom_score_adj), CRI-O has none.
+// Likewise it drops a bundle's linux.resources.hugepageLimits when the
+// machine's cgroups have no hugetlb controller, where runc would fail the
+// container ("cannot set hugetlb limit"): containerd tolerates a missing
+// hugetlb controller the same way (tolerate_missing_hugetlb_controller).
 // It exits 1, naming the file, when it cannot read or rewrite one.
 package main
 
@@ -28,8 +32,9 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
+	noHugetlb := hugetlbMissing()
 	for _, f := range specFiles(os.Args[1:]) {
-		if err := clamp(f.path, f.process, own); err != nil {
+		if err := clamp(f.path, f.process, own, noHugetlb); err != nil {
 			fail(err)
 		}
 	}
@@ -73,9 +78,41 @@ func specFiles(args []string) []specFile {
 	return out
 }
 
-// clamp raises the file's oomScoreAdj to own when it is lower, keeping
-// every other field as it is.
-func clamp(path string, process bool, own int) error {
+// hugetlbMissing reports whether this machine's cgroups lack the hugetlb
+// controller (cgroup v2: not in the root's cgroup.controllers; v1: no
+// hierarchy mounted for it).
+func hugetlbMissing() bool {
+	if b, err := os.ReadFile("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+		return !strings.Contains(" "+strings.TrimSpace(string(b))+" ", " hugetlb ")
+	}
+	_, err := os.Stat("/sys/fs/cgroup/hugetlb")
+	return err != nil
+}
+
+// dropHugetlb removes linux.resources.hugepageLimits from a bundle's
+// config.json document; it reports whether it changed doc.
+func dropHugetlb(doc map[string]json.RawMessage) (bool, error) {
+	var linux map[string]json.RawMessage
+	if doc["linux"] == nil || json.Unmarshal(doc["linux"], &linux) != nil || linux["resources"] == nil {
+		return false, nil
+	}
+	var res map[string]json.RawMessage
+	if json.Unmarshal(linux["resources"], &res) != nil || res["hugepageLimits"] == nil {
+		return false, nil
+	}
+	delete(res, "hugepageLimits")
+	var err error
+	if linux["resources"], err = json.Marshal(res); err != nil {
+		return false, err
+	}
+	doc["linux"], err = json.Marshal(linux)
+	return err == nil, err
+}
+
+// clamp raises the file's oomScoreAdj to own when it is lower and, with
+// noHugetlb, drops a bundle's hugepage limits, keeping every other field
+// as it is.
+func clamp(path string, process bool, own int, noHugetlb bool) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
@@ -84,24 +121,30 @@ func clamp(path string, process bool, own int) error {
 	if err := json.Unmarshal(b, &doc); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	proc := doc
-	if !process {
-		if doc["process"] == nil {
-			return nil
+	changed := false
+	if !process && noHugetlb {
+		if changed, err = dropHugetlb(doc); err != nil {
+			return fmt.Errorf("%s: linux: %w", path, err)
 		}
+	}
+	proc := doc
+	if !process && doc["process"] != nil {
 		if err := json.Unmarshal(doc["process"], &proc); err != nil {
 			return fmt.Errorf("%s: process: %w", path, err)
 		}
 	}
 	var adj int
-	if proc["oomScoreAdj"] == nil || json.Unmarshal(proc["oomScoreAdj"], &adj) != nil || adj >= own {
-		return nil
-	}
-	proc["oomScoreAdj"] = json.RawMessage(strconv.Itoa(own))
-	if !process {
-		if doc["process"], err = json.Marshal(proc); err != nil {
-			return err
+	if (process || doc["process"] != nil) && proc["oomScoreAdj"] != nil && json.Unmarshal(proc["oomScoreAdj"], &adj) == nil && adj < own {
+		proc["oomScoreAdj"] = json.RawMessage(strconv.Itoa(own))
+		if !process {
+			if doc["process"], err = json.Marshal(proc); err != nil {
+				return err
+			}
 		}
+		changed = true
+	}
+	if !changed {
+		return nil
 	}
 	if b, err = json.Marshal(doc); err != nil {
 		return err

@@ -40,7 +40,7 @@ func TestClamp(t *testing.T) {
 		return v
 	}
 	cfg := write("config.json", `{"ociVersion":"1.2.0","process":{"args":["/pause"],"oomScoreAdj":-998},"root":{"path":"rootfs"}}`)
-	if err := clamp(cfg, false, 0); err != nil {
+	if err := clamp(cfg, false, 0, false); err != nil {
 		t.Fatal(err)
 	}
 	v := read(cfg)
@@ -51,20 +51,34 @@ func TestClamp(t *testing.T) {
 		t.Errorf("other fields changed: %v", v)
 	}
 	high := write("high.json", `{"process":{"oomScoreAdj":1000}}`)
-	if err := clamp(high, false, 0); err != nil {
+	if err := clamp(high, false, 0, false); err != nil {
 		t.Fatal(err)
 	}
 	if adj := read(high)["process"].(map[string]any)["oomScoreAdj"]; adj != 1000.0 {
 		t.Errorf("a higher score changed to %v", adj)
 	}
 	proc := write("proc.json", `{"args":["sh"],"oomScoreAdj":-5}`)
-	if err := clamp(proc, true, 3); err != nil {
+	if err := clamp(proc, true, 3, true); err != nil {
 		t.Fatal(err)
 	}
 	if adj := read(proc)["oomScoreAdj"]; adj != 3.0 {
 		t.Errorf("process file: oomScoreAdj %v, want 3", adj)
 	}
-	if err := clamp(write("bad.json", `{`), false, 0); err == nil {
+	if err := clamp(write("bad.json", `{`), false, 0, true); err == nil {
 		t.Error("a broken config.json gave no error")
+	}
+	huge := write("huge.json", `{"process":{"oomScoreAdj":5},"linux":{"resources":{"hugepageLimits":[{"pageSize":"2MB","limit":0}],"memory":{"limit":1}}}}`)
+	if err := clamp(huge, false, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	if res := read(huge)["linux"].(map[string]any)["resources"].(map[string]any); res["hugepageLimits"] == nil {
+		t.Error("hugepage limits dropped where the machine has the controller")
+	}
+	if err := clamp(huge, false, 0, true); err != nil {
+		t.Fatal(err)
+	}
+	res := read(huge)["linux"].(map[string]any)["resources"].(map[string]any)
+	if res["hugepageLimits"] != nil || res["memory"] == nil {
+		t.Errorf("without a hugetlb controller: resources %v, want the memory limit alone", res)
 	}
 }
