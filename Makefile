@@ -273,9 +273,11 @@ node-bin: world-bin node-deps ## Build the test world's real node (kubelet, cont
 	@$(OUT)/testworld build-node
 
 .PHONY: node-deps
-node-deps: ## Install what the test world's real node takes from Debian (runc) when missing.
+node-deps: ## Install what the test world's real node takes from Debian (runc; conmon for CRI-O) when missing.
 	@command -v runc >/dev/null || { echo ">> installing runc from Debian for the test world's real node"; \
 		apt-get install -y -q --no-install-recommends runc || { apt-get update -q && apt-get install -y -q --no-install-recommends runc; }; }
+	@command -v conmon >/dev/null || { echo ">> installing conmon from Debian for the test world's CRI-O node"; \
+		apt-get install -y -q --no-install-recommends conmon || { apt-get update -q && apt-get install -y -q --no-install-recommends conmon; }; }
 
 # The test world: a real control plane and real nodes (a real kubelet,
 # containerd with NRI, runc, containers), in its own Go module

@@ -76,18 +76,18 @@ func startNetdra(t *testing.T, devices ...string) *netdraNode {
 // by `dra sockets` across dra's restarts (dra -keep-sockets).
 func startNetdraKeepingSockets(t *testing.T, devices ...string) *netdraNode {
 	t.Helper()
-	return startNetdraOpts(t, true, nil, devices...)
+	return startNetdraOpts(t, true, nil, nil, devices...)
 }
 
 // startNetdraWith is startNetdra with more flags for the provisioner.
 func startNetdraWith(t *testing.T, provArgs []string, devices ...string) *netdraNode {
 	t.Helper()
-	return startNetdraOpts(t, false, provArgs, devices...)
+	return startNetdraOpts(t, false, provArgs, nil, devices...)
 }
 
-func startNetdraOpts(t *testing.T, keepSockets bool, provArgs []string, devices ...string) *netdraNode {
+func startNetdraOpts(t *testing.T, keepSockets bool, provArgs []string, nodeOpts []worldtest.NodeOption, devices ...string) *netdraNode {
 	t.Helper()
-	return startNetdraNode(t, netdraOpts{keepSockets: keepSockets, provArgs: provArgs}, devices...)
+	return startNetdraNode(t, netdraOpts{keepSockets: keepSockets, provArgs: provArgs, nodeOpts: nodeOpts}, devices...)
 }
 
 // netdraOpts are how a test's netdra differs from the plain one.
@@ -98,6 +98,8 @@ type netdraOpts struct {
 	// loopback port (the provisioner's in its host netns, whose lo is
 	// brought up for it): netdraNode.metrics has the addresses.
 	metrics bool
+	// nodeOpts configure the real node (its runtime, for one).
+	nodeOpts []worldtest.NodeOption
 }
 
 func startNetdraNode(t *testing.T, o netdraOpts, devices ...string) *netdraNode {
@@ -105,7 +107,7 @@ func startNetdraNode(t *testing.T, o netdraOpts, devices ...string) *netdraNode 
 	testenv.RequireRoot(t, "creates network namespaces and moves links between them")
 	cp := worldtest.ControlPlane(t)
 	installCRDs(t, cp)
-	nn := newNetdraNode(t, cp, worldtest.Node(t, cp))
+	nn := newNetdraNode(t, cp, worldtest.Node(t, cp, o.nodeOpts...))
 	nn.keepSockets = o.keepSockets
 	for i, d := range devices {
 		nodetest.IP(t, "-n", nn.hostNS, "link", "add", d, "address", fmt.Sprintf("02:00:00:00:0e:%02x", i),

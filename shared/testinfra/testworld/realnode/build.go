@@ -34,6 +34,9 @@ type Binaries struct {
 	CNIDir string // loopback, bridge, host-local
 	Runc   string // Debian's runc
 	Images string // pause.tar and testapp.tar: OCI archives for ctr images import
+	// Crio and Conmon are CRI-O's (in Dir) and Debian's conmon, set by
+	// BuildCRIO; empty after Build alone.
+	Crio, Conmon string
 }
 
 // Kubelet, Containerd and Ctr are the binaries' paths.

@@ -80,8 +80,8 @@ state = '{{dir}}/containerd/state'
 // gate, on by default too.
 const kubeletConfig = `apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-containerRuntimeEndpoint: unix://{{dir}}/containerd.sock
-imageServiceEndpoint: unix://{{dir}}/containerd.sock
+containerRuntimeEndpoint: unix://{{crisock}}
+imageServiceEndpoint: unix://{{crisock}}
 cgroupDriver: cgroupfs
 cgroupsPerQOS: false
 enforceNodeAllocatable: []
@@ -183,3 +183,78 @@ func render(path, tmpl string, vars map[string]string) error {
 	}
 	return os.WriteFile(path, []byte(out), 0o644)
 }
+
+// crioConfig is CRI-O 1.34's configuration for one node, the equivalent
+// of containerdConfig: every path CRI-O keeps under the node's directory
+// (storage, its sockets, exit files, version files), pod network
+// namespaces pinned under /var/run/netns as containerd's are, runc (through
+// runcclamp, CRI-O's stand-in for restrict_oom_score_adj) with conmon from
+// Debian and cgroupfs, the pause image pinned, CDI specs read from the
+// node's cdi directory, NRI on at the node's socket, no host port
+// mapping (no pod asks for one; CRI-O refuses to start without iptables or
+// nft otherwise), no irqbalance file touched. CRI-O 1.34 has no NRI
+// validator (its NRI is v0.9, validation came with NRI v0.10): a pod's
+// required-plugins annotation is not read; netdra's CDI hook is what
+// refuses a container whose device nri did not attach.
+const crioConfig = `[crio]
+root = '{{dir}}/crio/root'
+runroot = '{{dir}}/crio/run'
+storage_driver = 'overlay'
+log_dir = '{{dir}}/crio/logs'
+version_file = '{{dir}}/crio/run/version'
+version_file_persist = '{{dir}}/crio/root/version'
+clean_shutdown_file = '{{dir}}/crio/root/clean.shutdown'
+
+[crio.api]
+listen = '{{dir}}/crio.sock'
+stream_address = '127.0.0.1'
+stream_port = '0'
+
+[crio.runtime]
+default_runtime = 'runc'
+cgroup_manager = 'cgroupfs'
+conmon_cgroup = 'pod'
+hooks_dir = ['{{dir}}/crio/hooks.d']
+pinns_path = '{{pinns}}'
+container_exits_dir = '{{dir}}/crio/run/exits'
+container_attach_socket_dir = '{{dir}}/crio/run/attach'
+cdi_spec_dirs = ['{{dir}}/cdi']
+decryption_keys_path = '{{dir}}/crio/keys'
+irqbalance_config_file = ''
+irqbalance_config_restore_file = ''
+disable_hostport_mapping = true
+default_mounts_file = ''
+log_level = 'info'
+
+[crio.runtime.runtimes.runc]
+runtime_path = '{{runcclamp}}'
+runtime_type = 'oci'
+runtime_root = '{{dir}}/crio/runc'
+monitor_path = '{{conmon}}'
+monitor_cgroup = 'pod'
+monitor_env = ['PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', 'REALNODE_RUNC={{runc}}']
+
+[crio.image]
+pause_image = '{{pause}}'
+pause_command = '/pause'
+pinned_images = ['{{pause}}']
+signature_policy = '{{dir}}/crio/policy.json'
+
+[crio.network]
+network_dir = '{{dir}}/cni/net.d'
+plugin_dirs = ['{{cni}}']
+
+[crio.metrics]
+enable_metrics = false
+
+[crio.nri]
+enable_nri = true
+nri_listen = '{{dir}}/nri/nri.sock'
+nri_plugin_dir = '{{dir}}/nri/plugins'
+nri_plugin_config_dir = '{{dir}}/nri/conf.d'
+`
+
+// crioPolicy is the image signature policy CRI-O reads: the node's images
+// are built here, never pulled, so any is accepted.
+const crioPolicy = `{"default": [{"type": "insecureAcceptAnything"}]}
+`

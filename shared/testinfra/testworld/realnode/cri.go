@@ -18,7 +18,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// withCRI calls f with a CRI runtime client of the containerd on socket.
+// withCRI calls f with a CRI runtime client of the runtime (containerd or
+// CRI-O) on socket.
 func withCRI(ctx context.Context, socket string, f func(runtimeapi.RuntimeServiceClient) error) error {
 	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -37,7 +38,7 @@ func withCRI(ctx context.Context, socket string, f func(runtimeapi.RuntimeServic
 func (n *Node) Sandbox(podUID types.UID) (netns string, ok bool) {
 	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		var err error
-		netns, err = SandboxNetns(ctx, n.ContainerdSocket(), podUID)
+		netns, err = SandboxNetns(ctx, n.CRISocket(), podUID)
 		if status.Code(err) == codes.Unavailable {
 			return false, nil
 		}
@@ -52,7 +53,8 @@ func (n *Node) Sandbox(podUID types.UID) (netns string, ok bool) {
 
 // SandboxNetns asks containerd, through the CRI on its socket, for the
 // network namespace of the pod's ready sandbox: its name under
-// /var/run/netns (containerd names them cni-<uuid>).
+// /var/run/netns (containerd names them cni-<uuid>, CRI-O <uuid>). The
+// socket may be CRI-O's too.
 func SandboxNetns(ctx context.Context, containerdSocket string, podUID types.UID) (string, error) {
 	var netns string
 	err := withCRI(ctx, containerdSocket, func(c runtimeapi.RuntimeServiceClient) error {
@@ -80,8 +82,9 @@ func sandboxNetns(ctx context.Context, c runtimeapi.RuntimeServiceClient, id str
 	return netnsOfSandbox(st.GetInfo()["info"])
 }
 
-// netnsOfSandbox reads the network namespace's name from containerd's
-// verbose sandbox info (the OCI runtime spec it made for the sandbox).
+// netnsOfSandbox reads the network namespace's name from the verbose
+// sandbox info of containerd or CRI-O (both give the OCI runtime spec they
+// made for the sandbox as "runtimeSpec").
 func netnsOfSandbox(info string) (string, error) {
 	var v struct {
 		RuntimeSpec struct {
@@ -117,7 +120,7 @@ func (n *Node) record(netns string) {
 // recordSandboxes notes the netns of every sandbox containerd has, so that
 // Stop can remove those it leaves.
 func (n *Node) recordSandboxes(ctx context.Context) {
-	_ = withCRI(ctx, n.ContainerdSocket(), func(c runtimeapi.RuntimeServiceClient) error {
+	_ = withCRI(ctx, n.CRISocket(), func(c runtimeapi.RuntimeServiceClient) error {
 		resp, err := c.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
 		if err != nil {
 			return err
@@ -135,7 +138,7 @@ func (n *Node) recordSandboxes(ctx context.Context) {
 // `kubectl exec` would (CRI ExecSync), and returns its output and exit
 // code. err is about reaching the container, not the command's status.
 func (n *Node) Exec(ctx context.Context, podUID types.UID, container string, cmd ...string) (out string, exitCode int32, err error) {
-	err = withCRI(ctx, n.ContainerdSocket(), func(c runtimeapi.RuntimeServiceClient) error {
+	err = withCRI(ctx, n.CRISocket(), func(c runtimeapi.RuntimeServiceClient) error {
 		resp, err := c.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{
 			State:         &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
 			LabelSelector: map[string]string{"io.kubernetes.pod.uid": string(podUID), "io.kubernetes.container.name": container},
@@ -168,7 +171,7 @@ type PodTimes struct {
 // sandbox and of its container named container.
 func (n *Node) PodTimes(ctx context.Context, podUID types.UID, container string) (PodTimes, error) {
 	var t PodTimes
-	err := withCRI(ctx, n.ContainerdSocket(), func(c runtimeapi.RuntimeServiceClient) error {
+	err := withCRI(ctx, n.CRISocket(), func(c runtimeapi.RuntimeServiceClient) error {
 		sbs, err := c.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
 			LabelSelector: map[string]string{"io.kubernetes.pod.uid": string(podUID)},
 		}})

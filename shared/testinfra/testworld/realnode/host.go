@@ -19,9 +19,11 @@ var sysctlsChanged = []string{
 	"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes", "net/ipv4/ip_forward",
 }
 
-// hostPaths are written by the kubelet, containerd or libcni outside a
+// hostPaths are written by the kubelet, containerd, CRI-O (its pinned
+// IPC, UTS and user namespaces beside /var/run/netns) or libcni outside a
 // node's directory whatever their configuration says.
-var hostPaths = []string{"/var/lib/kubelet", "/var/log/containers", "/var/lib/cni", "/run/containerd"}
+var hostPaths = []string{"/var/lib/kubelet", "/var/log/containers", "/var/lib/cni", "/run/containerd",
+	"/run/crio", "/var/lib/crio", "/run/ipcns", "/run/utsns", "/run/userns"}
 
 // cgroupTops are the cgroups the kubelet and containerd create under each
 // hierarchy for pods.

@@ -40,6 +40,9 @@ type Config struct {
 	Binaries *Binaries
 	// Labels are the Node's extra labels (--node-labels).
 	Labels map[string]string
+	// Runtime is the node's container runtime. Default: Containerd. CRIO
+	// needs Binaries that BuildCRIO completed.
+	Runtime Runtime
 	// Logger receives progress lines. Default: discard.
 	Logger *slog.Logger
 }
@@ -53,11 +56,11 @@ type Node struct {
 	ports   [2]int // kubelet, healthz
 	sysctls map[string]string
 
-	mu         sync.Mutex
-	netns      map[string]bool // of the sandboxes seen, for Stop
-	containerd *proc
-	kubelet    *proc
-	stopped    bool
+	mu      sync.Mutex
+	netns   map[string]bool // of the sandboxes seen, for Stop
+	runtime *proc           // containerd or crio
+	kubelet *proc
+	stopped bool
 }
 
 var (
@@ -74,6 +77,17 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	if len(cfg.Dir) > 60 {
 		return nil, fmt.Errorf("realnode: Dir %q is too long for its unix sockets", cfg.Dir)
+	}
+	switch cfg.Runtime {
+	case "":
+		cfg.Runtime = Containerd
+	case Containerd:
+	case CRIO:
+		if cfg.Binaries.Crio == "" {
+			return nil, errors.New("realnode: Runtime crio needs Binaries from BuildCRIO")
+		}
+	default:
+		return nil, fmt.Errorf("realnode: Runtime %q is neither %q nor %q", cfg.Runtime, Containerd, CRIO)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -112,11 +126,18 @@ func (n *Node) start(ctx context.Context) error {
 	if err := n.writeConfigs(); err != nil {
 		return err
 	}
-	if err := n.startContainerd(ctx); err != nil {
+	if n.cfg.Runtime == CRIO {
+		if err := n.loadImages(ctx); err != nil {
+			return err
+		}
+	}
+	if err := n.startRuntime(ctx); err != nil {
 		return err
 	}
-	if err := n.importImages(ctx); err != nil {
-		return err
+	if n.cfg.Runtime == Containerd {
+		if err := n.importImages(ctx); err != nil {
+			return err
+		}
 	}
 	if err := n.startKubelet(ctx); err != nil {
 		return err
@@ -140,11 +161,24 @@ func (n *Node) writeConfigs() error {
 		return err
 	}
 	b := n.cfg.Binaries
-	vars := map[string]string{"dir": d, "pause": PauseImage, "runc": b.Runc, "cni": b.CNIDir,
+	vars := map[string]string{"dir": d, "pause": PauseImage, "runc": b.Runc, "cni": b.CNIDir, "crisock": n.CRISocket(),
 		"nodeip": n.nodeIP, "clientca": ca,
 		"port": strconv.Itoa(n.ports[0]), "healthz": strconv.Itoa(n.ports[1]),
 		"bridge": n.Bridge(), "subnet": fmt.Sprintf("10.%d.%d.0/24", 200+n.index/250, n.index%250)} // 10.200-203.x
-	if err := render(filepath.Join(d, "containerd.toml"), containerdConfig, vars); err != nil {
+	if n.cfg.Runtime == CRIO {
+		vars["pinns"], vars["runcclamp"], vars["conmon"] = b.Pinns(), b.RuncClamp(), b.Conmon
+		for _, sub := range []string{"crio/hooks.d", "crio/keys"} {
+			if err := os.MkdirAll(filepath.Join(d, sub), 0o755); err != nil {
+				return err
+			}
+		}
+		if err := render(filepath.Join(d, "crio/crio.conf"), crioConfig, vars); err != nil {
+			return err
+		}
+		if err := render(filepath.Join(d, "crio/policy.json"), crioPolicy, vars); err != nil {
+			return err
+		}
+	} else if err := render(filepath.Join(d, "containerd.toml"), containerdConfig, vars); err != nil {
 		return err
 	}
 	if err := render(filepath.Join(d, "kubelet.yaml"), kubeletConfig, vars); err != nil {
@@ -170,7 +204,19 @@ func (n *Node) Name() string { return n.cfg.Name }
 // Dir is the node's directory.
 func (n *Node) Dir() string { return n.cfg.Dir }
 
-// NRISocket is containerd's NRI socket, where netdra's nri plugin
+// Runtime is the node's container runtime.
+func (n *Node) Runtime() Runtime { return n.cfg.Runtime }
+
+// CRISocket is the runtime's CRI socket, the kubelet's
+// containerRuntimeEndpoint: containerd's gRPC socket or CRI-O's.
+func (n *Node) CRISocket() string {
+	if n.cfg.Runtime == CRIO {
+		return filepath.Join(n.cfg.Dir, "crio.sock")
+	}
+	return n.ContainerdSocket()
+}
+
+// NRISocket is the runtime's NRI socket, where netdra's nri plugin
 // connects. It is in NRIDir, as /var/run/nri/nri.sock is in /var/run/nri.
 func (n *Node) NRISocket() string { return filepath.Join(n.NRIDir(), "nri.sock") }
 
@@ -194,9 +240,17 @@ func (n *Node) PluginsDir() string { return filepath.Join(n.KubeletDir(), "plugi
 // CDIDir is where containerd reads CDI specs.
 func (n *Node) CDIDir() string { return filepath.Join(n.cfg.Dir, "cdi") }
 
-// LogPath is the log file of the node's kubelet or containerd.
+// LogPath is the log file of the node's kubelet, containerd or crio.
 func (n *Node) LogPath(component string) string {
 	return filepath.Join(n.cfg.Dir, "logs", component+".log")
+}
+
+// startRuntime starts the node's runtime and waits until its CRI answers.
+func (n *Node) startRuntime(ctx context.Context) error {
+	if n.cfg.Runtime == CRIO {
+		return n.startCRIO(ctx)
+	}
+	return n.startContainerd(ctx)
 }
 
 func (n *Node) startContainerd(ctx context.Context) error {
@@ -205,7 +259,7 @@ func (n *Node) startContainerd(ctx context.Context) error {
 		return fmt.Errorf("starting containerd: %w", err)
 	}
 	n.mu.Lock()
-	n.containerd = p
+	n.runtime = p
 	n.mu.Unlock()
 	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		select {
@@ -324,14 +378,19 @@ func (n *Node) RestartKubelet(ctx context.Context) error {
 	return n.waitReady(ctx)
 }
 
-// RestartContainerd stops containerd (SIGTERM) and starts it again; the
-// containers keep running in their shims.
-func (n *Node) RestartContainerd(ctx context.Context) error {
+// RestartContainerd stops the node's runtime (SIGTERM) and starts it
+// again; the containers keep running in their shims (containerd) or under
+// their conmon (CRI-O). On a CRI-O node it restarts CRI-O.
+func (n *Node) RestartContainerd(ctx context.Context) error { return n.RestartRuntime(ctx) }
+
+// RestartRuntime stops the node's runtime (SIGTERM) and starts it again,
+// returning once its CRI answers.
+func (n *Node) RestartRuntime(ctx context.Context) error {
 	n.mu.Lock()
-	c := n.containerd
+	c := n.runtime
 	n.mu.Unlock()
 	c.stop(30 * time.Second)
-	return n.startContainerd(ctx)
+	return n.startRuntime(ctx)
 }
 
 // ContainerLog returns what a container of a pod on this node wrote, in
@@ -391,14 +450,18 @@ func (n *Node) Stop() error {
 		errs = append(errs, err)
 	}
 	n.mu.Lock()
-	k, c := n.kubelet, n.containerd
+	k, c := n.kubelet, n.runtime
 	n.mu.Unlock()
 	if k != nil {
 		k.stop(30 * time.Second)
 	}
 	if c != nil {
 		n.recordSandboxes(ctx)
-		n.removeContainers(ctx)
+		if n.cfg.Runtime == CRIO {
+			n.removeSandboxes(ctx)
+		} else {
+			n.removeContainers(ctx)
+		}
 		c.stop(30 * time.Second)
 	}
 	errs = append(errs, n.cleanHost()...)
@@ -486,6 +549,11 @@ type proc struct {
 }
 
 func startProc(logPath, bin string, args ...string) (*proc, error) {
+	return startProcEnv(logPath, nil, bin, args...)
+}
+
+// startProcEnv is startProc with env added to the process's environment.
+func startProcEnv(logPath string, env []string, bin string, args ...string) (*proc, error) {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
@@ -493,7 +561,7 @@ func startProc(logPath, bin string, args ...string) (*proc, error) {
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	// containerd finds containerd-shim-runc-v2 on its PATH.
-	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+	cmd.Env = append(append(os.Environ(), "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH")), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		f.Close()
@@ -531,13 +599,14 @@ func (p *proc) stop(grace time.Duration) {
 	}
 }
 
-// Kill kills the kubelet or containerd at once (SIGKILL), as a crash
-// would; Restart* start them again.
+// Kill kills the kubelet or the runtime ("containerd", "crio" or
+// "runtime": whichever the node runs) at once (SIGKILL), as a crash would;
+// Restart* start them again.
 func (n *Node) Kill(component string) {
 	n.mu.Lock()
 	p := n.kubelet
-	if component == "containerd" {
-		p = n.containerd
+	if component == "containerd" || component == "crio" || component == "runtime" {
+		p = n.runtime
 	}
 	n.mu.Unlock()
 	if p != nil && !p.done() {

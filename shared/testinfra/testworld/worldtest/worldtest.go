@@ -139,6 +139,35 @@ func WithLabels(l map[string]string) NodeOption {
 	return func(c *realnode.Config) { c.Labels = l }
 }
 
+// WithRuntime runs the node's pods on rt (realnode.CRIO builds CRI-O's
+// programs first: minutes the first time on a machine).
+func WithRuntime(rt realnode.Runtime) NodeOption {
+	return func(c *realnode.Config) { c.Runtime = rt }
+}
+
+var (
+	crioOnce sync.Once
+	crioBins *realnode.Binaries
+	crioErr  error
+)
+
+// crioBinaries returns b completed with CRI-O's programs, built once per
+// test binary.
+func crioBinaries(t testing.TB, b *realnode.Binaries) *realnode.Binaries {
+	t.Helper()
+	crioOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+		defer cancel()
+		c := *b
+		crioErr = realnode.BuildCRIO(ctx, slog.New(newStderrHandler()), &c)
+		crioBins = &c
+	})
+	if crioErr != nil {
+		t.Fatalf("building CRI-O for the real node: %v", crioErr)
+	}
+	return crioBins
+}
+
 var (
 	binOnce sync.Once
 	bins    *realnode.Binaries
@@ -161,7 +190,8 @@ func Binaries(t testing.TB) *realnode.Binaries {
 }
 
 // Node starts a real node for this test — a real kubelet and containerd
-// with NRI, runc and the CNI plugins, named after the test — against cp.
+// (or CRI-O: WithRuntime) with NRI, runc and the CNI plugins, named after
+// the test — against cp.
 // At the test's end its pods are deleted, the node is stopped and
 // everything it made is removed, the Node object included. It needs root
 // test when not run as root.
@@ -185,6 +215,9 @@ func Node(t testing.TB, cp *controlplane.ControlPlane, opts ...NodeOption) *real
 	for _, o := range opts {
 		o(&cfg)
 	}
+	if cfg.Runtime == realnode.CRIO {
+		cfg.Binaries = crioBinaries(t, b)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	n, err := realnode.Start(ctx, cfg)
@@ -195,6 +228,9 @@ func Node(t testing.TB, cp *controlplane.ControlPlane, opts ...NodeOption) *real
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("kubelet log of %s (tail):\n%s", name, realnode.Tail(n.LogPath("kubelet"), 6000))
+			if n.Runtime() == realnode.CRIO {
+				t.Logf("crio log of %s (tail):\n%s", name, realnode.Tail(n.LogPath("crio"), 6000))
+			}
 		}
 		if err := n.Stop(); err != nil {
 			t.Errorf("stopping node %s: %v", name, err)
