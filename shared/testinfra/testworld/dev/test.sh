@@ -6,8 +6,9 @@
 # processes at once, each with its own control plane and real nodes (the
 # real node's host snapshot is shared between processes: see
 # realnode/hostusers.go). The tests are dealt out in turn, by name; the
-# install tests, which share the DaemonSet's host paths, all go to the
-# second. The other packages run one at a time, beside both halves: before
+# install tests, which share the DaemonSet's host paths and host ports, and
+# make dev's (TestE2E_Dev*), whose demo listens on the same metrics ports,
+# all go to the second. The other packages run one at a time, beside both halves: before
 # the first half, they held it back in a cold run (packages 688 s, the
 # first half 289 s after them, the second 706 s beside both, with one core
 # idle for the last 4 minutes).
@@ -40,7 +41,7 @@ mapfile -t tests < <("$go" test -vet=off -count=1 -list '^Test' ./e2e/ | grep '^
 first=() second=()
 i=0
 for t in "${tests[@]}"; do
-  if [[ $t == TestE2E_Install* ]]; then
+  if [[ $t == TestE2E_Install* || $t == TestE2E_Dev* ]]; then
     second+=("$t")
   elif ((i++ % 2 == 0)); then
     second+=("$t")
