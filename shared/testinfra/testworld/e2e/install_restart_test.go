@@ -21,8 +21,8 @@ import (
 // kubelet restarts the container), each time creating a pod with a claim
 // right after the kill, and measures how long each pod takes to be Ready.
 // The dra kill is ridden out on the sockets the dra-sockets container
-// holds: the kubelet records no failed prepare for the pod (its retry
-// would cost it 10 s or more), the restarted dra serves the sockets the
+// holds: the kubelet records no failed prepare for the pod (whose retry
+// would delay the pod by the kubelet's back-off), the restarted dra serves the sockets the
 // kubelet had registered, and dra-sockets itself did not restart. The
 // pods are deleted again, their devices free, when it returns.
 func (in *installer) containerRestartsRidden(t *testing.T) {

@@ -58,7 +58,7 @@ var soakProcs = []string{"state", "provisioner", "dra", "nri"}
 // The floors are each series' noise at rest: a growth that adds up to
 // less over the fitted lifecycles is not told from it. RSS: 4 MiB, the Go
 // heap's own swing between collections and its early growth in a
-// process of 15-40 MiB; counted series: 2, a timer's or a connection's
+// small Go process; counted series: 2, a timer's or a connection's
 // goroutine or fd that comes and goes; the state file: 64 KiB, one step
 // of bbolt's file growth at its size. A long run's hundreds of lifecycles
 // put the floors below the bounds; the CI form's few dozen (on a busy
