@@ -11,7 +11,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"k8s.io/apimachinery/pkg/util/wait"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/netdra/netdra/shared/testinfra/testworld/controlplane"
@@ -143,25 +142,12 @@ func (n *Node) startCRIO(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("starting crio: %w", err)
 	}
-	n.mu.Lock()
-	n.runtime = p
-	n.mu.Unlock()
-	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		select {
-		case <-p.exited:
-			return false, fmt.Errorf("crio exited: %s", tail(n.LogPath("crio")))
-		default:
-		}
-		err := withCRI(ctx, n.CRISocket(), func(c runtimeapi.RuntimeServiceClient) error {
+	return n.awaitRuntime(ctx, "crio", p, func(ctx context.Context) bool {
+		return withCRI(ctx, n.CRISocket(), func(c runtimeapi.RuntimeServiceClient) error {
 			_, err := c.Version(ctx, &runtimeapi.VersionRequest{})
 			return err
-		})
-		return err == nil, nil
+		}) == nil
 	})
-	if err != nil {
-		return fmt.Errorf("waiting for crio: %w", err)
-	}
-	return nil
 }
 
 // removeSandboxes stops and removes every pod sandbox CRI-O has (their

@@ -258,19 +258,28 @@ func (n *Node) startContainerd(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("starting containerd: %w", err)
 	}
+	return n.awaitRuntime(ctx, "containerd", p, func(ctx context.Context) bool {
+		return exec.CommandContext(ctx, n.cfg.Binaries.Ctr(), "--address", n.ContainerdSocket(), "version").Run() == nil
+	})
+}
+
+// awaitRuntime makes p the node's runtime and waits up to a minute until
+// ready reports it answers; its error names the runtime, with the tail of
+// its log when it exited first.
+func (n *Node) awaitRuntime(ctx context.Context, name string, p *proc, ready func(context.Context) bool) error {
 	n.mu.Lock()
 	n.runtime = p
 	n.mu.Unlock()
-	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		select {
 		case <-p.exited:
-			return false, fmt.Errorf("containerd exited: %s", tail(n.LogPath("containerd")))
+			return false, fmt.Errorf("%s exited: %s", name, tail(n.LogPath(name)))
 		default:
 		}
-		return exec.CommandContext(ctx, n.cfg.Binaries.Ctr(), "--address", n.ContainerdSocket(), "version").Run() == nil, nil
+		return ready(ctx), nil
 	})
 	if err != nil {
-		return fmt.Errorf("waiting for containerd: %w", err)
+		return fmt.Errorf("waiting for %s: %w", name, err)
 	}
 	return nil
 }
