@@ -231,7 +231,8 @@ func names(links []hostVeth) []string {
 }
 
 // hostVeths creates n veth pairs in the host's network namespace (the
-// kernel here has no dummy module), removed at the end of the test.
+// kernel here has no dummy module), replacing any of the same names, and
+// removes them at the end of the test.
 func hostVeths(t *testing.T, prefix string, n int) []hostVeth {
 	t.Helper()
 	var out []hostVeth
@@ -242,6 +243,10 @@ func hostVeths(t *testing.T, prefix string, n int) []hostVeth {
 				t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
 			}
 		}
+		// A run killed before its cleanups (a CI timeout) leaves its pairs
+		// behind on a reused machine; they are this test's names, so gone.
+		_ = exec.Command("ip", "link", "del", l.name).Run()
+		_ = exec.Command("ip", "link", "del", l.peer).Run()
 		run("link", "add", l.name, "address", l.mac, "mtu", "1500", "type", "veth", "peer", "name", l.peer)
 		t.Cleanup(func() { _ = exec.Command("ip", "link", "del", l.peer).Run() })
 		run("link", "set", l.peer, "up")
