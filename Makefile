@@ -16,10 +16,10 @@ CLI       := services/cli/cmd/kubectl-netdra
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 VERSION_LDFLAGS := -X github.com/netdra/netdra/shared/process.version=$(VERSION)
 
-# Pinned tools, built from module sources by `make tools`: buf and the
+# Pinned tools, built from module sources by `make tools` (promtool, the
+# alert rules' checks and unit tests, by `make promtool`): buf and the
 # protoc plugins each from its own module at the version below; grpcurl,
-# controller-gen, helm and promtool (the alert rules' checks and unit
-# tests) from one module, shared/tools, whose go.mod pins them (go's tool
+# controller-gen, helm and promtool from one module, shared/tools, whose go.mod pins them (go's tool
 # directives) with their dependencies at the test world's versions, so that
 # a cold run compiles Kubernetes' packages once for the tools and the tests
 # instead of once per tool.
@@ -41,7 +41,7 @@ GOTEST_FLAGS ?= -count=1 -p 2 -timeout 20m
 # go test's own vet (a subset of go vet's analyzers) for test-unit, fuzz
 # and test-kernel; make test sets -vet=off, since it runs go vet (vet,
 # vet-kernel), every analyzer, on the same packages with both tag sets
-# before them: go test would otherwise type-check every dependency once
+# beside them: go test would otherwise type-check every dependency once
 # more for its vet facts (its flags are not go vet's, so nothing of go
 # vet's is reused).
 GOTEST_VET ?=
@@ -82,14 +82,30 @@ $(eval $(call tool,protoc-gen-go,google.golang.org/protobuf/cmd/protoc-gen-go,$(
 $(eval $(call tool,protoc-gen-go-grpc,google.golang.org/grpc/cmd/protoc-gen-go-grpc,$(PROTOC_GEN_GO_GRPC_VERSION)))
 # remove_all_sd leaves out Prometheus' service discoveries (cloud SDKs,
 # Kubernetes' client), which promtool's rule checks and tests never use.
-PROMTOOL_TAGS := $(GO_TAGS),remove_all_sd
+# The module's tools build with one set of tags so that the packages they
+# share compile once.
+TOOLS_MOD_TAGS := $(GO_TAGS),remove_all_sd
+# grpcurl, controller-gen and helm: what generate, the unit tests and the
+# chart need.
 MODTOOLS := $(TOOLS)/stamps/modtools
 $(MODTOOLS): $(TOOLS_MOD)/go.mod $(TOOLS_MOD)/go.sum
-	@echo ">> building grpcurl, controller-gen, helm and promtool from $(TOOLS_MOD) (cached after the first time)"
+	@echo ">> building grpcurl, controller-gen and helm from $(TOOLS_MOD) (cached after the first time)"
 	@mkdir -p $(TOOLS_BIN) $(TOOLS)/stamps
-	cd $(TOOLS_MOD) && $(GO) build -tags=$(PROMTOOL_TAGS) -o $(TOOLS_BIN)/ tool
+	cd $(TOOLS_MOD) && $(GO) build -tags=$(TOOLS_MOD_TAGS) -o $(TOOLS_BIN)/ \
+		github.com/fullstorydev/grpcurl/cmd/grpcurl sigs.k8s.io/controller-tools/cmd/controller-gen helm.sh/helm/v3/cmd/helm
 	@touch $@
 TOOL_STAMPS += $(MODTOOLS)
+# promtool, the largest, for the alert rules' tests in the test world
+# alone: make test builds it after the unit tests, off the path to them.
+PROMTOOL_STAMP := $(TOOLS)/stamps/promtool
+$(PROMTOOL_STAMP): $(TOOLS_MOD)/go.mod $(TOOLS_MOD)/go.sum
+	@echo ">> building promtool from $(TOOLS_MOD) (cached after the first time)"
+	@mkdir -p $(TOOLS_BIN) $(TOOLS)/stamps
+	cd $(TOOLS_MOD) && $(GO) build -tags=$(TOOLS_MOD_TAGS) -o $(TOOLS_BIN)/ github.com/prometheus/prometheus/cmd/promtool
+	@touch $@
+
+.PHONY: promtool
+promtool: $(PROMTOOL_STAMP) ## Build promtool (the alert rules' tests) into .tools/bin.
 
 # Every Go module the tests build with (this module's, the images', the
 # test world's and its real node's), downloaded in the background while the
@@ -188,12 +204,13 @@ tidy: ## Fail when a go.mod is not tidy.
 	@cd bench/cmd && out=$$($(GO) mod tidy -diff 2>&1) || { echo "bench/cmd/go.mod is not tidy (run go mod tidy there):"; echo "$$out"; exit 1; }
 
 # make test: the apt packages, then two lanes side by side
-# (shared/testinfra/maketest.sh): the tools, checkgenerate, vet and the unit
-# tests, then go.mod's tidiness, the images', the chart's, the fuzz and the
-# kernel-rig checks; beside them, from the start, the test world's
+# (shared/testinfra/maketest.sh): the tools, checkgenerate, the unit tests
+# and promtool, then go vet, go.mod's tidiness, the images', the chart's
+# and the kernel-rig checks; beside them, from the start, the test world's
 # binaries, then its tests once the unit tests are done. The go tests run
-# with -vet=off (GOTEST_VET): go vet has run every analyzer on their
-# packages before them.
+# with -vet=off (GOTEST_VET): go vet runs every analyzer on their packages
+# in the same run. The fuzz search is `make fuzz`, not part of it (the
+# targets' seeds and found inputs run in the unit tests).
 .PHONY: test
 test: prefetch node-deps unit-deps ## Run every test, all set-up included (as root).
 	@MAKE='$(MAKE)' GOTEST_VET=-vet=off bash shared/testinfra/maketest.sh
@@ -219,7 +236,7 @@ FUZZ_TARGETS = $(shell grep -rEo --include='*_test.go' --exclude-dir=.git --excl
 	'^func Fuzz[A-Za-z0-9_]*\(f \*testing\.F\)' . | sed -E 's|^\./(.*)/[^/]*_test\.go:func (Fuzz[A-Za-z0-9_]*).*|\1:\2|' | sort)
 
 .PHONY: fuzz
-fuzz: ## Run each fuzz target for FUZZTIME (default 4s), one after another.
+fuzz: ## Search with each fuzz target for FUZZTIME (default 4s), one after another (not in make test).
 	@test -n "$(FUZZ_TARGETS)" || { echo "no fuzz targets found"; exit 1; }
 	@set -e; out=$$(mktemp); trap 'rm -f $$out' EXIT; for t in $(FUZZ_TARGETS); do \
 	  pkg=$${t%%:*}; name=$${t##*:}; \
@@ -287,7 +304,7 @@ node-deps: ## Install what the test world's real node takes from Debian (runc; c
 # tests run in two processes at once, beside the other packages
 # (shared/testinfra/testworld/dev/test.sh).
 .PHONY: test-world
-test-world: node-deps $(MODTOOLS) ## Run the test world's tests, the operator's and the end-to-end tests (real control plane).
+test-world: node-deps $(MODTOOLS) $(PROMTOOL_STAMP) ## Run the test world's tests, the operator's and the end-to-end tests (real control plane).
 	@echo ">> test world: building Kubernetes v1.37.2 from module sources if not cached (about 7 minutes the first time)"
 	GO=$(GO) GRPCURL=$(GRPCURL) HELM=$(HELM) PROMTOOL=$(PROMTOOL) bash shared/testinfra/testworld/dev/test.sh
 
@@ -298,7 +315,7 @@ chart: $(MODTOOLS) ## helm lint and helm template of pods/chart/netdra (helm bui
 	$(GO) run ./pods/chartgen -helm $(HELM) -check
 
 .PHONY: e2e
-e2e: node-deps $(MODTOOLS) ## Run the end-to-end tests alone, on the real node (as root).
+e2e: node-deps $(MODTOOLS) $(PROMTOOL_STAMP) ## Run the end-to-end tests alone, on the real node (as root).
 	cd shared/testinfra/testworld && GRPCURL=$(GRPCURL) HELM=$(HELM) PROMTOOL=$(PROMTOOL) $(GO) test -count=1 -p 1 -timeout 40m ./e2e/
 
 # The chaos test on the real node: pod lifecycles, several at once, while
@@ -451,6 +468,26 @@ bench-scale: ## Run the scale simulation at SCALE_NODES (default "100 500 1000")
 	  $(GO) test -count=1 -v -run '^TestScale_Bench$$' -timeout 0 ./scale/ ) 2>&1 | grep --line-buffered -vE '^\s*>|level=(INFO|WARN).*"node=' | tee $$out/scale.txt; \
 	$(GO) -C bench/cmd run ./benchreport -scale -in $$out -out $(CURDIR)/bench/RESULTS.md -scale-png $(CURDIR)/bench/scale.png -elapsed $$(( $$(date +%s) - start ))s; rc=$$?; \
 	rm -rf $$out; exit $$rc
+
+# make ci-cold: `bash .ci/run` timed as on a fresh machine: on a clean
+# clone of HEAD (what is committed), with HOME (and so the Go build and
+# module caches and the real node's) and KERNELRIG_DIR empty, under
+# CI_COLD_DIR; the apt packages are this machine's. It rewrites the cold CI
+# section of bench/RESULTS.md from the run's log, kept as
+# CI_COLD_DIR/ci.log; the rest of CI_COLD_DIR is removed. Measure on a
+# machine doing nothing else: a cold run is compile-bound.
+CI_COLD_DIR ?= /tmp/netdra-ci-cold
+.PHONY: ci-cold
+ci-cold: ## Time .ci/run as on a fresh machine (clean clone of HEAD, empty caches under CI_COLD_DIR) and write RESULTS.md's cold CI section (root).
+	@rm -rf $(CI_COLD_DIR) && mkdir -p $(CI_COLD_DIR)/home && git clone -q $(CURDIR) $(CI_COLD_DIR)/repo && \
+	commit=$$(git -C $(CI_COLD_DIR)/repo log -1 --format='%h (%cs)'); load=$$(cut -d' ' -f1-3 /proc/loadavg); \
+	echo ">> cold CI run of $$commit in $(CI_COLD_DIR) (log $(CI_COLD_DIR)/ci.log)"; \
+	( cd $(CI_COLD_DIR)/repo && env -i PATH=/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+		HOME=$(CI_COLD_DIR)/home KERNELRIG_DIR=$(CI_COLD_DIR)/kernelrig CI=true bash .ci/run ) >$(CI_COLD_DIR)/ci.log 2>&1; rc=$$?; \
+	tail -n 20 $(CI_COLD_DIR)/ci.log; \
+	$(GO) -C bench/cmd run ./benchreport -coldci $(CI_COLD_DIR)/ci.log -coldci-rc $$rc -out $(CURDIR)/bench/RESULTS.md \
+		-coldci-about "Commit $$commit on $$(nproc) cores, load average $$load at its start." || rc=1; \
+	find $(CI_COLD_DIR) -mindepth 1 -maxdepth 1 ! -name ci.log -exec rm -rf {} +; exit $$rc
 
 .PHONY: clean
 clean: ## Remove build output and the installed tools.

@@ -28,9 +28,14 @@ func main() {
 	targetsFile := flag.String("targets", "", "the targets file to set the figures beside (default: targets.yaml beside -out)")
 	soak := flag.Bool("soak", false, "rewrite only the report's soak section, and the soak plot -soak-png, from -in's soak records (make soak)")
 	soakPNG := flag.String("soak-png", "bench/soak.png", "the soak plot to write with -soak")
+	coldci := flag.String("coldci", "", "rewrite only the report's cold CI section from this log of a cold .ci/run (make ci-cold)")
+	coldAbout := flag.String("coldci-about", "", "what the cold run was (commit, machine), for its section")
+	coldRC := flag.Int("coldci-rc", 0, "the cold run's exit status")
 	flag.Parse()
 	var err error
-	if *soak {
+	if *coldci != "" {
+		err = runColdCI(*coldci, *out, *coldAbout, *coldRC)
+	} else if *soak {
 		err = runSoak(*in, *out, *soakPNG, *elapsed)
 	} else if *scale {
 		err = runScale(*in, *out, *scalePNG, *elapsed)
@@ -118,6 +123,10 @@ func run(in, out, png, targetsFile string, elapsed time.Duration) error {
 	// So is make soak's.
 	if s := markedSection(string(old), soakBegin, soakEnd); s != "" {
 		report = spliceMarked(report, s, soakBegin, soakEnd)
+	}
+	// And make ci-cold's.
+	if s := markedSection(string(old), coldBegin, coldEnd); s != "" {
+		report = spliceMarked(report, s, coldBegin, coldEnd)
 	}
 	return os.WriteFile(out, []byte(report), 0o644)
 }

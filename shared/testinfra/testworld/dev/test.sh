@@ -8,11 +8,10 @@
 # realnode/hostusers.go). The tests are dealt out in turn, by name; the
 # install tests, which share the DaemonSet's host paths and host ports, and
 # make dev's (TestE2E_Dev*), whose demo listens on the same metrics ports,
-# all go to the second. The other packages run one at a time, beside both halves: before
-# the first half, they held it back in a cold run (packages 688 s, the
-# first half 289 s after them, the second 706 s beside both, with one core
-# idle for the last 4 minutes).
-# Each half's output is prefixed with its name; the exit status is the
+# all go to the second; the CRI-O tests run after the first half (below).
+# The other packages run one at a time beside both halves, not before
+# them: they would hold back the longest path of a run.
+# Each lane's output is prefixed with its name; the exit status is the
 # first failure's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,10 +37,12 @@ if [[ ${TESTWORLD_VET:-1} != 0 ]]; then
 fi
 # One build of the e2e test binary, listed; both halves reuse the cache.
 mapfile -t tests < <("$go" test -vet=off -count=1 -list '^Test' ./e2e/ | grep '^Test')
-first=() second=()
+first=() second=() crio=()
 i=0
 for t in "${tests[@]}"; do
-  if [[ $t == TestE2E_Install* || $t == TestE2E_Dev* ]]; then
+  if [[ $t == TestE2E_CRIO* ]]; then
+    crio+=("$t")
+  elif [[ $t == TestE2E_Install* || $t == TestE2E_Dev* ]]; then
     second+=("$t")
   elif ((i++ % 2 == 0)); then
     second+=("$t")
@@ -52,9 +53,25 @@ done
 regex() { local IFS='|'; echo "^($*)\$"; }
 others=$("$go" list ./... | grep -v '/e2e$')
 
-echo ">> test world: ${#first[@]} + ${#second[@]} end-to-end tests in two processes"
+# CRI-O's node takes a build of its own (minutes the first time): it is
+# built beside the first tests when TESTWORLD_BIN is given, and the
+# TestE2E_CRIO* tests run after the first half's, in a test process of
+# their own.
+first_then_crio() {
+  local rc=0
+  "$go" test -vet=off -count=1 -p 1 -timeout "$timeout" -run "$(regex "${first[@]}")" ./e2e/ || rc=$?
+  if ((${#crio[@]})); then
+    "$go" test -vet=off -count=1 -p 1 -timeout "$timeout" -run "$(regex "${crio[@]}")" ./e2e/ || rc=$?
+  fi
+  return $rc
+}
+
+echo ">> test world: ${#first[@]} + ${#crio[@]} (CRI-O) + ${#second[@]} end-to-end tests in two processes"
+[[ -z ${TESTWORLD_BIN:-} ]] || lane crio-build "$TESTWORLD_BIN" build-node -crio &
 lane packages "$go" test -vet=off -count=1 -p 1 -timeout "$timeout" $others &
-lane e2e-1 "$go" test -vet=off -count=1 -p 1 -timeout "$timeout" -run "$(regex "${first[@]}")" ./e2e/ &
+lane e2e-1 first_then_crio &
 lane e2e-2 "$go" test -vet=off -count=1 -p 1 -timeout "$timeout" -run "$(regex "${second[@]}")" ./e2e/ &
 wait
-lanes_report packages e2e-1 e2e-2
+lanes=(packages e2e-1 e2e-2)
+[[ -z ${TESTWORLD_BIN:-} ]] || lanes+=(crio-build)
+lanes_report "${lanes[@]}"

@@ -4,11 +4,12 @@
 // the CNI plugins: package realnode), until Ctrl-C.
 //
 //	testworld [-dir DIR] [-node-name NAME] [-start-timeout D] [-keep]
-//	testworld build-node
+//	testworld build-node [-crio]
 //
 // It first builds the real node's programs (realnode.Build: minutes the
 // first time on a machine, seconds after; `testworld build-node` does only
-// that, so that make can build them ahead). It is ready once the control
+// that, so that make can build them ahead; with -crio also what a CRI-O
+// node needs, realnode.BuildCRIO). It is ready once the control
 // plane answers, the node is Ready and the "default" namespace has its
 // default ServiceAccount (no pod is admitted before); then it writes
 // DIR/world.env (KUBECONFIG, TESTWORLD_NODE, TESTWORLD_NRI_SOCKET,
@@ -212,6 +213,7 @@ func (c worldConfig) makeDirs(made *madePaths) (cpDir, envFile string, err error
 func runBuildNode(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("build-node", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	crio := fs.Bool("crio", false, "also build what a CRI-O node needs (crio, pinns, loadimage, runcclamp)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -228,6 +230,9 @@ func runBuildNode(args []string, stderr io.Writer) int {
 	fmt.Fprintln(stderr, ">> building the real node: kubelet v1.37.2, containerd v2.4.2, CNI plugins, pause and test-app images (minutes the first time, seconds after)")
 	t0 := time.Now()
 	bins, err := realnode.Build(ctx, logger)
+	if err == nil && *crio {
+		err = realnode.BuildCRIO(ctx, logger, bins)
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "build-node:", err)
 		return 1

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A .ci/run log in small: maketest.sh's lanes, test.sh's inside world, a
+// test's own bracketed line, and the reports lanes.sh prints.
+const ciLogSample = `go version go1.26.0 linux/amd64
+[    0] [world-build] >> building Kubernetes
+[    1] [setup] >> installing buf
+[  400] [unit] ok  	github.com/netdra/netdra/services/dra	3.1s
+[  700] [world] >> test world: 16 + 1 (CRI-O) + 23 end-to-end tests in two processes
+[  900] [world] [e2e-1] [pod] a line of a test that looks like a lane
+[ 1600] [world] [e2e-1] ok  	github.com/netdra/netdra/shared/testinfra/testworld/e2e	880.1s
+[ 1700] [world] >> packages: rc=0 (990s)
+[ 1700] [world] >> e2e-1: rc=0 (995s)
+[ 1700] [world] >> e2e-2: rc=1 (1000s)
+[ 1701] >> setup: rc=0 (399s)
+[ 1701] >> unit: rc=0 (300s)
+[ 1701] >> world-build: rc=0 (690s)
+[ 1701] >> world: rc=2 (1001s)
+`
+
+func TestParseCILog(t *testing.T) {
+	steps, total, err := parseCILog(strings.NewReader(ciLogSample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if total != 1701 {
+		t.Errorf("total %d, want 1701", total)
+	}
+	got := map[string]ciStep{}
+	for _, s := range steps {
+		got[s.path] = s
+	}
+	want := map[string]ciStep{
+		"world-build": {path: "world-build", start: 0, end: 1701, rc: "0", seconds: "690"},
+		"setup":       {path: "setup", start: 1, end: 1701, rc: "0", seconds: "399"},
+		"unit":        {path: "unit", start: 400, end: 1701, rc: "0", seconds: "300"},
+		"world":       {path: "world", start: 700, end: 1701, rc: "2", seconds: "1001"},
+		"world/e2e-1": {path: "world/e2e-1", start: 900, end: 1700, rc: "0", seconds: "995"},
+	}
+	for p, w := range want {
+		if got[p] != w {
+			t.Errorf("%s: %+v, want %+v", p, got[p], w)
+		}
+	}
+	// e2e-2 and packages printed nothing but their reports; the test's
+	// bracketed word is no lane.
+	if _, ok := got["world/e2e-1/pod"]; ok {
+		t.Errorf("a test's bracketed word taken for a lane: %+v", steps)
+	}
+	if len(steps) != 5 {
+		t.Errorf("%d steps, want 5: %+v", len(steps), steps)
+	}
+}
+
+// TestColdCISectionCarried: make ci-cold writes only its section, and
+// make bench's report carries it over.
+func TestColdCISectionCarried(t *testing.T) {
+	dir := t.TempDir()
+	log, out := filepath.Join(dir, "ci.log"), filepath.Join(dir, "RESULTS.md")
+	if err := os.WriteFile(log, []byte(ciLogSample), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := "# results\n\nbefore\n"
+	if err := os.WriteFile(out, []byte(before), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := runColdCI(log, out, "clone of abc", 2); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(got)
+	if !strings.HasPrefix(s, before) || !strings.Contains(s, "**28m21s, red (exit 2); within the 45-minute budget.**") ||
+		!strings.Contains(s, "| world/e2e-1 | 900 | 995 s | 0 |") || !strings.Contains(s, "clone of abc") {
+		t.Errorf("report:\n%s", s)
+	}
+	if s := markedSection(s, coldBegin, coldEnd); s == "" {
+		t.Error("no cold CI section")
+	}
+}
