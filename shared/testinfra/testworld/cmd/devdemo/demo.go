@@ -254,6 +254,14 @@ var worldEnv = []string{"KUBECONFIG", "TESTWORLD_NODE", "TESTWORLD_NRI_SOCKET", 
 // kubelet and containerd (half a minute each at most) and cleans up.
 const worldStopGrace = 3 * time.Minute
 
+// worldStartBound is how long, beyond the step timeout, the test world may
+// take to write world.env. testworld bounds its world's start itself
+// (-start-timeout, the step timeout) and exits when it fails; before that
+// it builds the real node's programs, which takes minutes the first time
+// and waits for any other build of the same cache, so this bound only
+// catches a testworld that hangs.
+const worldStartBound = 20 * time.Minute
+
 // startWorld starts the testworld binary and waits for its world.env.
 func (d *demo) startWorld(ctx context.Context) error {
 	logPath := filepath.Join(d.c.dir, "world.log")
@@ -270,7 +278,7 @@ func (d *demo) startWorld(ctx context.Context) error {
 	d.onExit("removing what the real node left", d.removeNodeLeftovers)
 	d.onExit("stopping the test world", func() error { return p.stop(worldStopGrace) })
 	envPath := filepath.Join(d.c.worldDir(), "world.env")
-	err = p.waitUntil(ctx, "world.env (the world ready)", d.c.timeout+30*time.Second, func(context.Context) (bool, error) {
+	err = p.waitUntil(ctx, "world.env (the world ready)", worldStartBound+d.c.timeout, func(context.Context) (bool, error) {
 		env, err := readEnv(envPath)
 		if err != nil {
 			return false, err
