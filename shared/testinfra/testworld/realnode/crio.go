@@ -50,7 +50,7 @@ func (b *Binaries) LoadImage() string { return filepath.Join(b.Dir, "loadimage")
 // library) with the host's C compiler from the same module's sources, and
 // runcclamp. conmon comes from Debian (apt-get install conmon; make
 // node-deps installs it). A cold build takes minutes; a warm one seconds.
-// The cache's lock serializes concurrent callers.
+// Concurrent callers are serialized by a file lock apart from Build's.
 func BuildCRIO(ctx context.Context, logger *slog.Logger, b *Binaries) error {
 	conmon, err := exec.LookPath("conmon")
 	if err != nil {
@@ -60,7 +60,10 @@ func BuildCRIO(ctx context.Context, logger *slog.Logger, b *Binaries) error {
 	if err != nil {
 		return err
 	}
-	unlock, err := controlplane.LockFile(filepath.Join(filepath.Dir(b.Dir), ".lock"))
+	// A lock of its own: what it builds are other files than Build's, and
+	// a cold build of CRI-O must not hold back every node's start, which
+	// takes Build's lock.
+	unlock, err := controlplane.LockFile(filepath.Join(filepath.Dir(b.Dir), ".lock-crio"))
 	if err != nil {
 		return err
 	}
