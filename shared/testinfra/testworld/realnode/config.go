@@ -190,12 +190,17 @@ func render(path, tmpl string, vars map[string]string) error {
 // namespaces pinned under /var/run/netns as containerd's are, runc (through
 // runcclamp, CRI-O's stand-in for restrict_oom_score_adj) with conmon from
 // Debian and cgroupfs, the pause image pinned, CDI specs read from the
-// node's cdi directory, NRI on at the node's socket, no host port
+// node's cdi directory, NRI's socket and plugin folders in the node's
+// directory but NRI itself off (enable_nri = false, as a crio.conf that
+// turns it off has it: CRI-O 1.34's own default is on), no host port
 // mapping (no pod asks for one; CRI-O refuses to start without iptables or
-// nft otherwise), no irqbalance file touched. CRI-O 1.34 has no NRI
-// validator (its NRI is v0.9, validation came with NRI v0.10): a pod's
-// required-plugins annotation is not read; netdra's CDI hook is what
-// refuses a container whose device nri did not attach.
+// nft otherwise), no irqbalance file touched. NRI is turned on by the
+// drop-in docs/install.md tells an operator to write, taken from its text
+// (crioNRIDropIn) into the node's crio.conf.d: a node whose pods get
+// their devices is the proof that the documented drop-in works. CRI-O
+// 1.34 has no NRI validator (its NRI is v0.9, validation came with NRI
+// v0.10): a pod's required-plugins annotation is not read; netdra's CDI
+// hook is what refuses a container whose device nri did not attach.
 const crioConfig = `[crio]
 root = '{{dir}}/crio/root'
 runroot = '{{dir}}/crio/run'
@@ -248,7 +253,7 @@ plugin_dirs = ['{{cni}}']
 enable_metrics = false
 
 [crio.nri]
-enable_nri = true
+enable_nri = false
 nri_listen = '{{dir}}/nri/nri.sock'
 nri_plugin_dir = '{{dir}}/nri/plugins'
 nri_plugin_config_dir = '{{dir}}/nri/conf.d'

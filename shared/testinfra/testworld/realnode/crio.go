@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -141,7 +142,8 @@ func (n *Node) startCRIO(ctx context.Context) error {
 	// crio runs its runtime itself (state, kill, delete) as well as
 	// through conmon: runcclamp finds runc by the same variable.
 	p, err := startProcEnv(n.LogPath("crio"), []string{"REALNODE_RUNC=" + n.cfg.Binaries.Runc},
-		n.cfg.Binaries.Crio, "--config", filepath.Join(n.cfg.Dir, "crio/crio.conf"), "--config-dir", "")
+		n.cfg.Binaries.Crio, "--config", filepath.Join(n.cfg.Dir, "crio/crio.conf"),
+		"--config-dir", filepath.Join(n.cfg.Dir, "crio/crio.conf.d"))
 	if err != nil {
 		return fmt.Errorf("starting crio: %w", err)
 	}
@@ -172,4 +174,52 @@ func (n *Node) removeSandboxes(ctx context.Context) {
 		}
 		return nil
 	})
+}
+
+// installDoc is the install guide, relative to the repository's root,
+// whose CRI-O drop-in the node writes.
+const installDoc = "docs/install.md"
+
+// nriDropInLine is the guide's command that writes CRI-O's NRI drop-in:
+// printf with a single-quoted format, redirected to a file in
+// /etc/crio/crio.conf.d.
+var nriDropInLine = regexp.MustCompile(`(?m)^printf '([^']*)' >/etc/crio/crio\.conf\.d/([A-Za-z0-9._-]+\.conf)$`)
+
+// crioNRIDropIn returns the NRI drop-in that the install guide (doc, its
+// text) tells an operator to write: the file's name in
+// /etc/crio/crio.conf.d and what the guide's printf writes there (run by
+// the host's printf, the format as written, without a shell). An error
+// says the guide has no such command, or more than one.
+func crioNRIDropIn(doc string) (name string, content []byte, err error) {
+	m := nriDropInLine.FindAllStringSubmatch(doc, -1)
+	if len(m) != 1 {
+		return "", nil, fmt.Errorf("%s: want one line `printf '...' >/etc/crio/crio.conf.d/NAME.conf` (CRI-O's NRI drop-in), found %d", installDoc, len(m))
+	}
+	out, err := exec.Command("printf", m[0][1]).Output()
+	if err != nil {
+		return "", nil, fmt.Errorf("%s: running the drop-in's printf %q: %w", installDoc, m[0][1], err)
+	}
+	return m[0][2], out, nil
+}
+
+// writeNRIDropIn writes the install guide's NRI drop-in (crioNRIDropIn)
+// into dir, the node's crio.conf.d, under the guide's file name. The
+// guide is read from the repository holding the test world's module.
+func writeNRIDropIn(dir string) error {
+	src, err := controlplane.ModuleDir()
+	if err != nil {
+		return err
+	}
+	doc, err := os.ReadFile(filepath.Join(src, "../../..", installDoc))
+	if err != nil {
+		return fmt.Errorf("reading CRI-O's NRI drop-in from the install guide: %w", err)
+	}
+	name, content, err := crioNRIDropIn(string(doc))
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, name), content, 0o644)
 }

@@ -175,6 +175,9 @@ func (n *Node) writeConfigs() error {
 		if err := render(filepath.Join(d, "crio/crio.conf"), crioConfig, vars); err != nil {
 			return err
 		}
+		if err := writeNRIDropIn(filepath.Join(d, "crio/crio.conf.d")); err != nil {
+			return err
+		}
 		if err := render(filepath.Join(d, "crio/policy.json"), crioPolicy, vars); err != nil {
 			return err
 		}
