@@ -322,7 +322,8 @@ e2e: node-deps $(MODTOOLS) $(PROMTOOL_STAMP) ## Run the end-to-end tests alone, 
 # nri, state, the provisioner, dra, containerd and the kubelet are killed
 # with SIGKILL at random moments and restarted. CI runs 24 lifecycles (in
 # the e2e tests); this runs CHAOS_LIFECYCLES (CHAOS_SEED replays the
-# choices; CHAOS_VICTIMS and CHAOS_MOMENTS aim the kills).
+# choices; CHAOS_VICTIMS and CHAOS_MOMENTS aim the kills; CHAOS_RUNTIME=crio
+# runs it on a CRI-O node).
 CHAOS_LIFECYCLES ?= 200
 CHAOS_LOG        ?= /tmp/netdra-chaos.log
 .PHONY: chaos

@@ -25,6 +25,7 @@ import (
 	"github.com/netdra/netdra/shared/rpc"
 	"github.com/netdra/netdra/shared/testinfra/nodetest"
 	"github.com/netdra/netdra/shared/testinfra/testworld/realnode"
+	"github.com/netdra/netdra/shared/testinfra/testworld/worldtest"
 )
 
 // The chaos run: chaosWorkers pods at once, each worker running pod
@@ -124,17 +125,45 @@ func chaosEnv(t *testing.T, name string, def int64) int64 {
 // no device is ever allocated twice or held by a pod without its claim;
 // afterwards no claim, no allocation row, every device back in the host
 // netns under its name (or reported lost), every process healthy.
-// CHAOS_LIFECYCLES sets the count, CHAOS_SEED the seed (logged).
+// CHAOS_LIFECYCLES sets the count, CHAOS_SEED the seed (logged),
+// CHAOS_RUNTIME the node's runtime: containerd (the default) or crio.
+//
+// On CRI-O (1.34) the same run checks the same things, with three
+// differences in what happens: a killed runtime is crio, whose containers
+// keep running under their conmon (not a shim) while it is away, and which
+// finds them again at its start; a pod's required-plugins annotation is
+// not read (no NRI validator), so a container whose start meets a killed
+// nri is refused only by netdra's CDI hook (its netns lacks net1) and
+// started by the kubelet's next try, never by a validator's refusal;
+// crio's NRI drops nri's connection when nri dies, as containerd's does,
+// and takes the restarted nri's new one.
 func TestE2E_Chaos(t *testing.T) {
 	seed := uint64(chaosEnv(t, "CHAOS_SEED", time.Now().UnixNano()))
 	n := int(chaosEnv(t, "CHAOS_LIFECYCLES", chaosCILifecycles))
-	t.Logf("chaos: %d lifecycles, %d at once, %d devices, seed %d (CHAOS_SEED=%d to replay the choices)",
-		n, chaosWorkers, chaosDevices, seed, seed)
-	ch := startChurnN(t, chaosDevices)
+	rt := realnode.Runtime(cmp.Or(os.Getenv("CHAOS_RUNTIME"), string(realnode.Containerd)))
+	if rt != realnode.Containerd && rt != realnode.CRIO {
+		t.Fatalf("CHAOS_RUNTIME=%q: want %q or %q", rt, realnode.Containerd, realnode.CRIO)
+	}
+	runChaos(t, rt, n, seed)
+}
+
+// runChaos is a chaos run of n lifecycles on a node whose runtime is rt;
+// the runtime's kills are of containerd or crio, whichever rt is (a
+// "containerd" victim of CHAOS_VICTIMS names the node's runtime).
+func runChaos(t *testing.T, rt realnode.Runtime, n int, seed uint64) {
+	t.Logf("chaos: %d lifecycles, %d at once, %d devices, runtime %s, seed %d (CHAOS_SEED=%d to replay the choices)",
+		n, chaosWorkers, chaosDevices, rt, seed, seed)
+	ch := startChurnOpts(t, chaosDevices, netdraOpts{nodeOpts: []worldtest.NodeOption{worldtest.WithRuntime(rt)}})
 	ch.runtimeRestarts = true
+	victims := slices.Clone(chaosList("CHAOS_VICTIMS", chaosRound))
+	for i, v := range victims {
+		if v == "containerd" || v == "crio" {
+			victims[i] = string(rt)
+		}
+	}
 	cs := &chaos{churn: ch, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), lifecycles: n,
 		startEv: make(chan struct{}, 1), stopEv: make(chan struct{}, 1),
-		victims: chaosList("CHAOS_VICTIMS", chaosRound), moments: chaosList("CHAOS_MOMENTS", chaosMoments)}
+		victims: victims, moments: chaosList("CHAOS_MOMENTS", chaosMoments)}
 	t.Logf("chaos: victims %v, moments %v", cs.victims, cs.moments)
 	cs.run()
 }
@@ -213,7 +242,7 @@ func (cs *chaos) keepLogs() {
 	for _, p := range []*nodetest.Proc{cs.nn.state, cs.nn.prov, cs.nn.dra, cs.nn.nriP} {
 		_ = os.WriteFile(filepath.Join(dir, p.Name+".log"), []byte(p.Log()), 0o644)
 	}
-	for _, c := range []string{"kubelet", "containerd"} {
+	for _, c := range []string{"kubelet", string(cs.nn.node.Runtime())} {
 		if b, err := os.ReadFile(cs.nn.node.LogPath(c)); err == nil {
 			_ = os.WriteFile(filepath.Join(dir, c+".log"), b, 0o644)
 		}
@@ -291,7 +320,7 @@ func (cs *chaos) kill(ctx context.Context, victim, moment string) {
 	delay := time.Duration(300+cs.rng.IntN(1200)) * time.Millisecond
 	k := chaosKill{victim: victim, moment: moment, at: time.Now()}
 	switch victim {
-	case "kubelet", "containerd":
+	case "kubelet", "containerd", "crio":
 		cs.nn.node.Kill(victim)
 	default:
 		cs.proc(victim).Kill()
@@ -301,8 +330,8 @@ func (cs *chaos) kill(ctx context.Context, victim, moment string) {
 	switch victim {
 	case "kubelet":
 		err = cs.nn.node.RestartKubelet(ctx)
-	case "containerd":
-		err = cs.nn.node.RestartContainerd(ctx)
+	case "containerd", "crio":
+		err = cs.nn.node.RestartRuntime(ctx)
 	default:
 		cs.proc(victim).Restart()
 	}
@@ -407,7 +436,8 @@ func (cs *chaos) waitRunning(ctx context.Context, pod *corev1.Pod) (*corev1.Pod,
 }
 
 // refused reports whether the pod's container creation was refused before
-// it ran: by the netns hook or containerd's default validator.
+// it ran: by the netns hook or containerd's default validator (CRI-O has
+// none).
 func (cs *chaos) refused(ctx context.Context, pod *corev1.Pod) bool {
 	evs, err := cs.c.CoreV1().Events(cs.ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod.Name})
 	if err != nil {
