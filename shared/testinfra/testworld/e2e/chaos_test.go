@@ -33,8 +33,11 @@ import (
 // CHAOS_LIFECYCLES lifecycles (chaosCILifecycles by default) are done.
 const (
 	chaosCILifecycles = 24
-	chaosWorkers      = 4
-	chaosDevices      = 6
+	// chaosCRIOLifecycles is TestE2E_ChaosCRIO's count: about one round of
+	// kills (chaosRound) at the rate the kills come.
+	chaosCRIOLifecycles = 16
+	chaosWorkers        = 4
+	chaosDevices        = 6
 	// chaosPodTimeout bounds one pod's way to Running: a pod whose start
 	// a kill hit may wait for the kubelet's retries.
 	chaosPodTimeout = 3 * time.Minute
@@ -145,6 +148,14 @@ func TestE2E_Chaos(t *testing.T) {
 		t.Fatalf("CHAOS_RUNTIME=%q: want %q or %q", rt, realnode.Containerd, realnode.CRIO)
 	}
 	runChaos(t, rt, n, seed)
+}
+
+// TestE2E_ChaosCRIO is TestE2E_Chaos on a CRI-O node, shorter:
+// chaosCRIOLifecycles lifecycles, whatever CHAOS_LIFECYCLES says, crio
+// killed instead of containerd (CHAOS_SEED as there). TestE2E_Chaos's
+// doc says where CRI-O behaves differently.
+func TestE2E_ChaosCRIO(t *testing.T) {
+	runChaos(t, realnode.CRIO, chaosCRIOLifecycles, uint64(chaosEnv(t, "CHAOS_SEED", time.Now().UnixNano())))
 }
 
 // runChaos is a chaos run of n lifecycles on a node whose runtime is rt;
