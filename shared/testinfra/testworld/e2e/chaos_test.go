@@ -33,7 +33,7 @@ import (
 // CHAOS_LIFECYCLES lifecycles (chaosCILifecycles by default) are done.
 const (
 	chaosCILifecycles = 24
-	// chaosCRIOLifecycles is TestE2E_ChaosCRIO's count: about one round of
+	// chaosCRIOLifecycles is TestE2E_CRIOChaos's count: about one round of
 	// kills (chaosRound) at the rate the kills come.
 	chaosCRIOLifecycles = 16
 	chaosWorkers        = 4
@@ -150,11 +150,11 @@ func TestE2E_Chaos(t *testing.T) {
 	runChaos(t, rt, n, seed)
 }
 
-// TestE2E_ChaosCRIO is TestE2E_Chaos on a CRI-O node, shorter:
+// TestE2E_CRIOChaos is TestE2E_Chaos on a CRI-O node, shorter:
 // chaosCRIOLifecycles lifecycles, whatever CHAOS_LIFECYCLES says, crio
 // killed instead of containerd (CHAOS_SEED as there). TestE2E_Chaos's
 // doc says where CRI-O behaves differently.
-func TestE2E_ChaosCRIO(t *testing.T) {
+func TestE2E_CRIOChaos(t *testing.T) {
 	runChaos(t, realnode.CRIO, chaosCRIOLifecycles, uint64(chaosEnv(t, "CHAOS_SEED", time.Now().UnixNano())))
 }
 
