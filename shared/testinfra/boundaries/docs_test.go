@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -14,7 +11,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"unicode"
@@ -262,101 +258,6 @@ func TestDocsNameFilesThatExist(t *testing.T) {
 				}
 				if !exists(p) && !slices.ContainsFunc(files, func(f string) bool { return strings.HasSuffix(f, "/"+p) }) {
 					t.Errorf("%s:%d: no file %s in the repository", d.rel, i+1, p)
-				}
-			}
-		}
-	}
-}
-
-// flagMethods are the flag package's methods that define a flag: the
-// name is the first argument, or the second of a ...Var.
-var flagMethods = map[string]int{
-	"String": 0, "Bool": 0, "Int": 0, "Int64": 0, "Uint": 0, "Uint64": 0,
-	"Float64": 0, "Duration": 0, "Func": 0, "BoolFunc": 0,
-	"StringVar": 1, "BoolVar": 1, "IntVar": 1, "Int64Var": 1, "UintVar": 1,
-	"Uint64Var": 1, "Float64Var": 1, "DurationVar": 1, "Var": 1, "TextVar": 1,
-}
-
-// otherFlags are flags the documentation names of other programs: go's
-// build flags, the linker's and kubectl's.
-var otherFlags = map[string]bool{"trimpath": true, "tags": true, "s": true, "w": true, "c": true}
-
-// TestDocsNameFlagsThatExist checks that every flag the documentation
-// names in a code span (`-name`, `-name=value`, `-name value`) is one that
-// a netdra binary defines, so that a renamed or removed flag cannot stay
-// documented.
-func TestDocsNameFlagsThatExist(t *testing.T) {
-	root := moduleRoot(t)
-	defined := map[string]bool{}
-	fset := token.NewFileSet()
-	for _, dir := range []string{"services", "shared"} {
-		err := filepath.WalkDir(filepath.Join(root, dir), func(p string, e fs.DirEntry, err error) error {
-			if err != nil || e.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
-				return err
-			}
-			f, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
-			if err != nil {
-				return err
-			}
-			ast.Inspect(f, func(n ast.Node) bool {
-				call, ok := n.(*ast.CallExpr)
-				if !ok {
-					return true
-				}
-				sel, ok := call.Fun.(*ast.SelectorExpr)
-				if !ok {
-					return true
-				}
-				name := sel.Sel.Name
-				shorthand := strings.HasSuffix(name, "P") // pflag's XxxP and XxxVarP: a shorthand after the name
-				i, ok := flagMethods[strings.TrimSuffix(name, "P")]
-				if !ok {
-					i, ok = flagMethods[name]
-					shorthand = false
-				}
-				if !ok {
-					return true
-				}
-				args := []int{i}
-				if shorthand {
-					args = append(args, i+1)
-				}
-				for _, a := range args {
-					if len(call.Args) <= a {
-						continue
-					}
-					if lit, ok := call.Args[a].(*ast.BasicLit); ok && lit.Kind == token.STRING {
-						if name, err := strconv.Unquote(lit.Value); err == nil {
-							defined[name] = true
-						}
-					}
-				}
-				return true
-			})
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	if !defined["allowed-uids"] {
-		t.Fatalf("found no flag definitions (%d names): the flags' code has moved", len(defined))
-	}
-	flagWord := regexp.MustCompile(`^-([a-z][a-z0-9-]*)`)
-	for _, d := range docs(t, root) {
-		for i, line := range strings.Split(prose(d.text), "\n") {
-			for _, span := range codeSpan.FindAllString(line, -1) {
-				if !strings.HasPrefix(span, "`-") {
-					continue
-				}
-				for _, w := range strings.Fields(strings.Trim(span, "`")) {
-					m := flagWord.FindStringSubmatch(w)
-					if m == nil || otherFlags[m[1]] {
-						continue
-					}
-					if !defined[m[1]] {
-						t.Errorf("%s:%d: no netdra binary defines the flag -%s", d.rel, i+1, m[1])
-					}
 				}
 			}
 		}
