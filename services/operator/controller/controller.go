@@ -36,7 +36,7 @@ import (
 const Name = "netdra-operator"
 
 // DefaultRefresh is how often the whole cluster is re-checked without any
-// event (the reference design's 5 minutes).
+// event, so that a change whose event was missed is acted on all the same.
 const DefaultRefresh = 5 * time.Minute
 
 // everything is the one reconcile key: every decision is cluster-wide.

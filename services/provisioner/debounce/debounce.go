@@ -13,7 +13,7 @@ import (
 // first one. A namespace move makes several link events (down, MAC, MTU,
 // rename, the move itself), and a burst of pods makes many: one rescan
 // covers them all, so that a rescan (a dump of every link, which holds the
-// kernel's RTNL lock that the moves need too) no longer runs once per
+// kernel's RTNL lock that the moves need too) does not run once per
 // event while the pods' devices move.
 const (
 	Quiet = 50 * time.Millisecond

@@ -14,11 +14,11 @@ import (
 	"github.com/netdra/netdra/shared/fielderr"
 )
 
-// The host kernel has no dummy module (RIGS.md), so these tests create ifb
-// links, which have a dummy link's shape (one end, no lower device); the
-// kernel rig (which has dummy but no ifb) runs the same path with dummy
-// links, here when this package runs there and in the rig tests of the
-// dummy manager and the server.
+// The host kernel has no dummy module (docs/testing.md, "The kernel
+// rig"), so these tests create ifb links, which have a dummy link's shape
+// (one end, no lower device); the kernel rig (which has dummy but no ifb)
+// runs the same path with dummy links, here when this package runs there
+// and in the rig tests of the dummy manager and the server.
 
 // newIfb makes the links of the tests' kind: ifb, or dummy in the rig.
 func newIfb(a netlink.LinkAttrs) netlink.Link {

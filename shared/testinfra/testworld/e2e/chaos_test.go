@@ -304,8 +304,8 @@ func (cs *chaos) killLoop(ctx context.Context, stop <-chan struct{}) {
 }
 
 // waitMoment waits for the next pod creation ("start") or deletion
-// ("stop"), at most 5 s, then a random 0-700 ms more: a pod's way to
-// Running takes about a second, so the kill lands in its prepare,
+// ("stop"), at most 5 s, then a random 0-700 ms more: within a pod's way
+// to Running, so that the kill lands in its prepare,
 // RunPodSandbox, CreateContainer or the container's start (or in its
 // StopPodSandbox and unprepare).
 func (cs *chaos) waitMoment(ctx context.Context, moment string, stop <-chan struct{}) {
