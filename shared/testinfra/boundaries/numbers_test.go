@@ -1,6 +1,7 @@
 package boundaries
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -51,7 +52,7 @@ func docNumberRows(t *testing.T, root string) []numberRow {
 	peerRepeat := codeNumbers(t, root, "shared/rpc/peerwatch.go", `peerRepeat = (\d+) \* time\.Second`)[0]
 	hookWait := codeNumbers(t, root, "services/nri/cmd/netdra-hook/netns.go", `DefaultWait = (\d+) \* time\.Second`)[0]
 	shape := codeNumbers(t, root, "services/provisioner/link/shape.go", `shapeBurstTime = ([\d.]+)`, `shapeMinBurst  = (\d+) << 10`, `shapeLatency = ([\d.]+)`)
-	shapeTest := codeNumbers(t, root, "services/provisioner/link/shape_netns_test.go", `const share = ([\d_]+)`, `w\.throughput\(t, (\d+)\*time\.Second\)`)
+	shapeTest := codeNumbers(t, root, "services/provisioner/link/shape_netns_test.go", `const share = ([\d_]+)`, `w\.throughput\(t, (\d+)\*time\.Second\)`, `if rate > ([\d.]+)\*share \|\| rate < ([\d.]+)\*share`)
 	tenG, err := v1alpha1.BitsPerSecond("10G")
 	if err != nil {
 		t.Fatal(err)
@@ -75,6 +76,7 @@ func docNumberRows(t *testing.T, root string) []numberRow {
 		{"docs/architecture.md", "`10G` is (\\d+) Gbit/s", []float64{float64(tenG) / 1e9}},
 		{"docs/architecture.md", `a burst of (\d+) ms at the rate, at least (\d+) KiB; (\d+) ms`, []float64{shape[0] * 1000, shape[1], shape[2] * 1000}},
 		{"docs/architecture.md", `a macvlan with a\s+(\d+) Mbit/s share, a Go TCP sender for (\d+) s`, []float64{shapeTest[0] / 1e6, shapeTest[1]}},
+		{"docs/architecture.md", `must send between (\d+)% and (\d+)%`, []float64{math.Round(shapeTest[3] * 100), math.Round(shapeTest[2] * 100)}},
 		{"docs/architecture.md", `under a (\d+) Mbit/s`, codeNumbers(t, root, "shared/testinfra/testworld/e2e/subif_capacity_test.go", `deviceClass\(t, c, "shared"\), "(\d+)M"\)`)},
 		{"docs/architecture.md", `It waits up to (\d+) s\s+for a manager`, codeNumbers(t, root, "services/provisioner/server/restore.go", `restoreWait = (\d+) \* time\.Second`)},
 		{"docs/architecture.md", `unreachable for\s+(\d+) s is also logged \(` + "`Cannot reach a peer`" + `\), again every (\d+) s`, []float64{rpc.DefaultPeerGrace.Seconds(), peerRepeat}},
@@ -161,8 +163,9 @@ func TestDocsNumbers(t *testing.T) {
 	}
 }
 
-// figure matches a number with a unit of time, size or rate.
-var figure = regexp.MustCompile(`(?:^|[^\w.])(\d[\d,]*(?:\.\d+)?(?:-\d[\d.]*)?\s?(?:ms|s|minutes?|hours?|MiB|GiB|KiB|GB|MB|bytes|Mbit/s|Gbit/s))\b`)
+// figure matches a number with a unit of time, size or rate, or a share
+// in percent.
+var figure = regexp.MustCompile(`(?:^|[^\w.])(\d[\d,]*(?:\.\d+)?(?:-\d[\d.]*)?\s?(?:(?:ms|s|minutes?|hours?|MiB|GiB|KiB|GB|MB|bytes|Mbit/s|Gbit/s)\b|%))`)
 
 // masked is page with its code blocks and code spans blanked, every
 // byte of them a space, so that an offset in it is one in page.
