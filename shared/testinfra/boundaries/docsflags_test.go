@@ -54,16 +54,18 @@ var programs = map[string][2]string{
 
 // dirFlags is what the Go files of one folder say of flags: the names
 // given as literals to the flag (or pflag) package's calls, the constants
-// given instead (by their names), and the folder's string constants.
+// given instead (by their names), the literal defaults, and the folder's
+// string constants.
 type dirFlags struct {
-	names  map[string]bool
-	refs   map[string]bool
-	consts map[string]string
+	names    map[string]bool
+	defaults map[string][]string // a flag's default, when a literal
+	refs     map[string]bool
+	consts   map[string]string
 }
 
 func readDirFlags(t *testing.T, dir string) dirFlags {
 	t.Helper()
-	out := dirFlags{names: map[string]bool{}, refs: map[string]bool{}, consts: map[string]string{}}
+	out := dirFlags{names: map[string]bool{}, defaults: map[string][]string{}, refs: map[string]bool{}, consts: map[string]string{}}
 	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 	if err != nil {
 		t.Fatal(err)
@@ -120,6 +122,15 @@ func readDirFlags(t *testing.T, dir string) dirFlags {
 				case *ast.BasicLit:
 					if v, err := strconv.Unquote(arg.Value); err == nil && arg.Kind == token.STRING {
 						out.names[v] = true
+						if d := args[len(args)-1] + 1; a == i && d < len(call.Args) {
+							if lit, ok := call.Args[d].(*ast.BasicLit); ok {
+								val := lit.Value
+								if u, err := strconv.Unquote(val); err == nil {
+									val = u
+								}
+								out.defaults[v] = append(out.defaults[v], val)
+							}
+						}
 					}
 				case *ast.Ident:
 					out.refs[arg.Name] = true
@@ -138,6 +149,14 @@ func readDirFlags(t *testing.T, dir string) dirFlags {
 // kubectl-netdra's flags from its command tree itself (cobra, with
 // kubectl's kubeconfig flags).
 func programFlags(t *testing.T, root string) map[string]map[string]bool {
+	t.Helper()
+	flags, _ := programFlagsAndDefaults(t, root)
+	return flags
+}
+
+// programFlagsAndDefaults is programFlags, and per program the literal
+// defaults of its flags (kubectl-netdra's aside).
+func programFlagsAndDefaults(t *testing.T, root string) (map[string]map[string]bool, map[string]map[string][]string) {
 	t.Helper()
 	byModule := map[string][]string{}
 	for _, p := range programs {
@@ -167,6 +186,7 @@ func programFlags(t *testing.T, root string) map[string]map[string]bool {
 		}
 	}
 	out := map[string]map[string]bool{}
+	defaults := map[string]map[string][]string{}
 	for name, p := range programs {
 		dirs := linked[p[0]+" "+p[1]]
 		if dirs == nil {
@@ -179,6 +199,12 @@ func programFlags(t *testing.T, root string) map[string]map[string]bool {
 			}
 			for f := range read[dir].names {
 				set[f] = true
+			}
+			for f, ds := range read[dir].defaults {
+				if defaults[name] == nil {
+					defaults[name] = map[string][]string{}
+				}
+				defaults[name][f] = append(defaults[name][f], ds...)
 			}
 			for r := range read[dir].refs {
 				refs[r] = true
@@ -211,7 +237,7 @@ func programFlags(t *testing.T, root string) map[string]map[string]bool {
 	}
 	walk(command.New("kubectl-netdra", io.Discard, io.Discard))
 	out["kubectl-netdra"] = cli
-	return out
+	return out, defaults
 }
 
 // flagWord matches a word that is a flag, -name or --name, with its value
