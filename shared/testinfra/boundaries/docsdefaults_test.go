@@ -1,6 +1,7 @@
 package boundaries
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -71,6 +72,7 @@ func TestDocsDefaults(t *testing.T) {
 	if draHost != nriHost || draHost != stateHost || draHost != provHost {
 		t.Errorf("the processes' metrics hosts differ (%s, %s, %s, %s): docs/operations.md gives one", draHost, nriHost, stateHost, provHost)
 	}
+	onOff := map[string]string{"true": "on", "false": "off"}
 	soakWarmup := codeNumbers(t, root, "shared/testinfra/testworld/e2e/soak_test.go", `soakWarmupLifecycles = (\d+)`)[0]
 	itoa := func(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 	rows := []defaultRow{
@@ -97,6 +99,13 @@ func TestDocsDefaults(t *testing.T) {
 		{"docs/testing.md", "`([^`]+)` \\(`DEV_DIR`\\)", []string{makeDefault(t, mk, "DEV_DIR")}},
 		{"docs/testing.md", "\\(`SCALE_COMPONENT_QPS`, (\\d+) as", []string{makeDefault(t, mk, "SCALE_COMPONENT_QPS")}},
 		{"docs/testing.md", "SCALE_NODES=\"([\\d ]+)\"`", []string{makeDefault(t, mk, "SCALE_NODES")}},
+		{"docs/operations.md", "`metrics.prometheusRule.poolFreeRatio` \\(([\\d.]+)\\)", []string{chartValue(t, root, "metrics.prometheusRule.poolFreeRatio")}},
+		{"docs/operations.md", "`metrics.prometheusRule.restarts` \\((\\d+)\\)", []string{chartValue(t, root, "metrics.prometheusRule.restarts")}},
+		{"docs/claims.md", "\\(`claimPolicy.enabled`,\\s+(on|off) by default\\)", []string{onOff[chartValue(t, root, "claimPolicy.enabled")]}},
+		{"docs/operations.md", "The chart also makes, each (on|off) by default, a PodMonitor\\s+\\(`metrics.podMonitor.enabled`\\), a PrometheusRule\\s+\\(`metrics.prometheusRule.enabled`",
+			[]string{onOff[chartValue(t, root, "metrics.podMonitor.enabled")]}},
+		{"docs/operations.md", "each (on|off) by default, a PodMonitor", []string{onOff[chartValue(t, root, "metrics.prometheusRule.enabled")]}},
+		{"docs/operations.md", "each (on|off) by default, a PodMonitor", []string{onOff[chartValue(t, root, "metrics.grafanaDashboard.enabled")]}},
 		{"docs/testing.md", "`SOAK_WARMUP_LIFECYCLES`, (\\d+) by default", []string{itoa(soakWarmup)}},
 		{"docs/testing.md", "for `SOAK_DURATION`\\s+\\(default (an hour);", []string{hourWords(t, makeDefault(t, mk, "SOAK_DURATION"))}},
 	}
@@ -119,6 +128,23 @@ func TestDocsDefaults(t *testing.T) {
 		}
 	}
 	t.Logf("checked %d sentences stating defaults", len(rows))
+}
+
+// chartValue is the default values.yaml gives the value at path (dotted),
+// as YAML writes it.
+func chartValue(t *testing.T, root, path string) string {
+	t.Helper()
+	var v any = readYAMLDocs(t, filepath.Join(root, "pods/chart/netdra/values.yaml"))[0]
+	for _, k := range strings.Split(path, ".") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			t.Fatalf("values.yaml has no %s", path)
+		}
+		if v, ok = m[k]; !ok {
+			t.Fatalf("values.yaml has no %s", path)
+		}
+	}
+	return fmt.Sprint(v)
 }
 
 // hourWords says a whole number of hours as the docs do: "an hour",
