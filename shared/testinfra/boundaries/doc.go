@@ -13,7 +13,9 @@
 //   - Links: every relative link resolves to a file and a heading
 //     (TestDocsLinks).
 //   - Files: every repository path and file name resolves to a file
-//     (TestDocsNameFilesThatExist).
+//     (TestDocsNameFilesThatExist); every host path (the state file, the
+//     sockets, the hook binary) is one the code, the chart, pods/base or
+//     the Makefile gives, or a listed outside one (TestDocsNameHostPaths).
 //   - Flags: every flag given to a netdra program is one that program
 //     defines: the flag calls of the packages it links (go list of its
 //     dependencies), kubectl-netdra's cobra command tree

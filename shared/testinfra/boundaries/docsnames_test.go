@@ -6,8 +6,10 @@ import (
 	"go/token"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -223,4 +225,105 @@ func TestDocsNamesInCapitals(t *testing.T) {
 		t.Fatal("found no name in capitals in the documentation: the pattern has drifted")
 	}
 	t.Logf("checked %d names in capitals", checked)
+}
+
+// hostPath matches an absolute path of a host or container (not of the
+// repository) in a page.
+var hostPath = regexp.MustCompile(`(?:^|[\s` + "`" + `(=])(/(?:var|run|opt|usr|dev|tmp|sys|proc|etc|lib)(?:/[A-Za-z0-9_.~-]+)*)`)
+
+// outsidePaths are host paths the docs name that are no setting of
+// netdra's, each with whose it is.
+var outsidePaths = map[string]string{
+	"/etc/passwd":                      "the image's user database",
+	"/var/lib/netdra/state.db.corrupt": "where the troubleshooting example moves a corrupt state file",
+	"/etc/group":                       "the image's group database",
+	"/var/lib/k0s/kubelet":             "k0s's kubelet root, the install example's",
+	"/dev/vfio/42":                     "an example VFIO group",
+	"/dev/shm":                         "the host's tmpfs",
+	"/var/run/netns":                   "iproute2's netns folder",
+	"/var/lib/cni":                     "libcni's state",
+	"/var/log/containers":              "the kubelet's log links",
+	"/run/containerd":                  "containerd's state",
+	"/run/netdra-sockets":              "the link the on-call example makes",
+	"/var/cache/netdra":                "the kernel rig's cache (shared/testinfra/kernelrig)",
+}
+
+// TestDocsNameHostPaths checks every host or container path the docs
+// name (the state file, the sockets, the hook binary, the kubelet's and
+// the runtime's folders) against the code and the manifests: it is, or
+// is a folder of, a path a Go string constant, values.yaml, the chart's
+// templates, pods/base, the Makefile or the image builder gives, or an
+// outside path listed with whose it is; or a file the code names in a
+// folder it gives (the dev folder's sockets). A placeholder (<uid>) ends
+// the part checked.
+func TestDocsNameHostPaths(t *testing.T) {
+	root := moduleRoot(t)
+	var known []string
+	for s := range goLiterals(t, root, "services", "shared", "pods", "bench") {
+		known = append(known, s)
+	}
+	for _, dir := range []string{"pods/chart/netdra", "pods/base", "pods/images"} {
+		err := filepath.WalkDir(filepath.Join(root, dir), func(p string, e fs.DirEntry, err error) error {
+			if err != nil || e.IsDir() || strings.HasSuffix(p, ".go") {
+				return err
+			}
+			b, err := os.ReadFile(p)
+			known = append(known, string(b))
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{"Makefile", "pods/Dockerfile"} {
+		if b, err := os.ReadFile(filepath.Join(root, f)); err == nil {
+			known = append(known, string(b))
+		}
+	}
+	hasPath := func(p string) bool {
+		for prefix := range outsidePaths {
+			if p == prefix || strings.HasPrefix(p, prefix+"/") {
+				return true
+			}
+		}
+		for _, k := range known {
+			for i := strings.Index(k, p); i >= 0; {
+				end := i + len(p)
+				if (i == 0 || !isPathByte(k[i-1])) && (end == len(k) || !isPathByte(k[end]) || k[end] == '/') {
+					return true
+				}
+				j := strings.Index(k[i+1:], p)
+				if j < 0 {
+					break
+				}
+				i += 1 + j
+			}
+		}
+		return false
+	}
+	checked := 0
+	for _, d := range docs(t, root) {
+		for i, line := range strings.Split(d.text, "\n") {
+			for _, m := range hostPath.FindAllStringSubmatch(line, -1) {
+				p := strings.TrimRight(m[1], ".,:;/")
+				if p == "" || strings.Count(p, "/") < 2 {
+					continue // a top folder alone: /var, /dev
+				}
+				checked++
+				dir, base := path.Split(p)
+				if !hasPath(p) && !(hasPath(strings.TrimSuffix(dir, "/")) && slices.ContainsFunc(known, func(k string) bool { return strings.Contains(k, base) })) {
+					t.Errorf("%s:%d: %s is no path the code, the chart, pods/base or the Makefile gives, nor a listed outside one", d.rel, i+1, p)
+				}
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("found no host path in the docs: the pattern has drifted")
+	}
+	t.Logf("checked %d host paths", checked)
+}
+
+// isPathByte says whether b may be part of a path's name.
+func isPathByte(b byte) bool {
+	return b == '_' || b == '-' || b == '.' || b == '~' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z'
 }
