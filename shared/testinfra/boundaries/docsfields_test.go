@@ -44,6 +44,8 @@ var outsideFields = map[string]string{
 	"umadN":                           "an RDMA device node's name",
 	"uverbsN":                         "an RDMA device node's name",
 	"v0.4.0":                          "a version, an example",
+	"crio.conf":                       "CRI-O's configuration file",
+	"crio.conf.d":                     "CRI-O's drop-in folder",
 }
 
 // schemas are the field paths netdra's documentation may name, from the
