@@ -5,10 +5,12 @@
 # sync loops, containerd, pods to start), so they run in two test
 # processes at once, each with its own control plane and real nodes (the
 # real node's host snapshot is shared between processes: see
-# realnode/hostusers.go). The tests are dealt out in turn, by name; the
-# install tests, which share the DaemonSet's host paths and host ports, and
-# make dev's (TestE2E_Dev*), whose demo listens on the same metrics ports,
-# all go to the second; the CRI-O tests run after the first half (below).
+# realnode/hostusers.go). The install tests, which share the DaemonSet's
+# host paths and host ports, and make dev's (TestE2E_Dev*), whose demo
+# listens on the same metrics ports, all go to the second half, and each
+# starts a world or a DaemonSet of its own: so the second takes one in
+# three of the others, dealt by name, the first the rest, and the CRI-O
+# tests run after the first half (below).
 # The other packages run one at a time beside both halves, not before
 # them: they would hold back the longest path of a run.
 # Each lane's output is prefixed with its name; the exit status is the
@@ -44,7 +46,7 @@ for t in "${tests[@]}"; do
     crio+=("$t")
   elif [[ $t == TestE2E_Install* || $t == TestE2E_Dev* ]]; then
     second+=("$t")
-  elif ((i++ % 2 == 0)); then
+  elif ((i++ % 3 == 0)); then
     second+=("$t")
   else
     first+=("$t")
