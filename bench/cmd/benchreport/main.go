@@ -493,9 +493,10 @@ func writePrepare(p func(string, ...any), ps []figures.Prepare) {
 	if !section(p, "## 2. Prepare through the kubelet protocol to the claim status in the apiserver", len(ps) > 0) {
 		return
 	}
-	p("NodePrepareResources (DRA v1, on dra's plugin socket, one claim a call) until it returns: dra GETs the claim and")
-	p("its pod from the test world's real kube-apiserver, BeginPrepare in state, Setup in the provisioner (host veths),")
-	p("the claim status written to the apiserver, CommitPrepare. Then NodeUnprepareResources. One request a device.")
+	p("NodePrepareResources (DRA v1, on dra's plugin socket, one claim a call) until it returns: the kubelet plugin helper")
+	p("GETs the claim from the test world's real kube-apiserver, dra GETs its pod, BeginPrepare in state, Setup in the")
+	p("provisioner (host veths), the CDI spec, CommitPrepare, then the helper's device metadata files (not fsynced); the")
+	p("claim status is written after the answer. Then NodeUnprepareResources. One request a device.")
 	p("")
 	p("Back to back: one claim after the other, as a kubelet starting pods would. Paced: 2.5 s between claims, so that")
 	p("dra's client-side rate limiter (50 requests a second in bursts of 100, dra's defaults) is full before each: the")

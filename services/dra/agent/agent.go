@@ -374,7 +374,13 @@ func (a *Agent) cdi() *cdispec.Dir {
 
 // metadataOptions turn on the kubelet plugin helper's device metadata
 // (KEP-5304), written as v1beta1 (the newest the helper knows), with its
-// CDI specs in the CDI directory.
+// CDI specs in the CDI directory. The helper writes them inside
+// NodePrepareResources, so the kubelet waits for every write: they are
+// written atomically but not fsynced (cdispec.WriteFile; the helper's own
+// writer syncs each file and its directory). Nothing is lost to a crash of
+// dra (the page cache keeps them); after a node's reboot the kubelet
+// prepares every claim again before it creates a container (its
+// checkpointed claims come back unprepared), which writes them again.
 func (a *Agent) metadataOptions() []kubeletplugin.Option {
 	if a.cfg.CDIDir == "" {
 		return nil
@@ -382,6 +388,7 @@ func (a *Agent) metadataOptions() []kubeletplugin.Option {
 	return []kubeletplugin.Option{
 		kubeletplugin.EnableDeviceMetadata(true, []schema.GroupVersion{metadatav1beta1.SchemeGroupVersion}),
 		kubeletplugin.CDIDirectory(a.cfg.CDIDir),
+		kubeletplugin.MetadataFileOps(kubeletplugin.MetadataFileOperations{WriteFile: cdispec.WriteFile}),
 	}
 }
 

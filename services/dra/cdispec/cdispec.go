@@ -7,8 +7,8 @@
 //
 // One spec file per prepared claim, netdra.io-net_<claim UID>.json, in the
 // CDI spec directory the container runtime reads (/var/run/cdi): written
-// atomically (a hidden temporary file, fsynced, mode 0644, renamed, the
-// directory fsynced), so the runtime never reads half a spec; removed at
+// atomically (a hidden temporary file, mode 0644, renamed; not fsynced:
+// writeAtomic), so the runtime never reads half a spec; removed at
 // unprepare; written again when a prepared claim is prepared again or
 // recovered; and [Dir.Sweep] removes every netdra spec whose claim is not
 // prepared, so that a crash between writing a spec and the claim's status
@@ -346,15 +346,25 @@ func specUID(name string) (string, bool) {
 }
 
 // writeAtomic writes data to path so that a reader sees the old file or
-// the new one, never part of one: a hidden temporary file beside it (not
-// *.json, which the runtime would read), mode 0644, renamed over path.
-// Nothing is fsynced, since this is on every prepare's path and a sync
-// waits on the disk: the specs are the state service's rows written out,
-// and dra writes every prepared claim's spec again and sweeps the rest
-// before it registers with the kubelet (Driver.Recover),
-// so a spec a node crash cut or lost is rewritten before a container can
-// ask for it. The DaemonSet's directory, /var/run/cdi, is a tmpfs anyway.
+// the new one, never part of one (WriteFile, mode 0644). Nothing is
+// fsynced, since this is on every prepare's path and a sync waits on the
+// disk: the specs are the state service's rows written out, and dra
+// writes every prepared claim's spec again and sweeps the rest before it
+// registers with the kubelet (Driver.Recover), so a spec a node crash cut
+// or lost is rewritten before a container can ask for it. The DaemonSet's
+// directory, /var/run/cdi, is a tmpfs anyway.
 func writeAtomic(path string, data []byte) error {
+	return WriteFile(path, data, 0o644)
+}
+
+// WriteFile writes data to path so that a reader sees the old file or the
+// new one, never part of one: a hidden temporary file beside it (not
+// *.json, which the runtime would read), given perm, renamed over path.
+// It does not fsync: the file survives the writer's crash (the page cache
+// holds it) but not necessarily the node's, so it suits files that are
+// written again after a reboot before anything reads them. On failure
+// path is as it was and no temporary file is left.
+func WriteFile(path string, data []byte, perm os.FileMode) error {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
 		return err
@@ -362,7 +372,7 @@ func writeAtomic(path string, data []byte) error {
 	tmp := f.Name()
 	defer os.Remove(tmp) // after the rename, there is none
 	_, err = f.Write(data)
-	if err = errors.Join(err, f.Chmod(0o644), f.Close()); err != nil {
+	if err = errors.Join(err, f.Chmod(perm), f.Close()); err != nil {
 		return err
 	}
 	return os.Rename(tmp, path)

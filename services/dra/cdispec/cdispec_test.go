@@ -221,3 +221,38 @@ func TestBuild_NetnsHook(t *testing.T) {
 		t.Error("a bad interface name was written into a hook")
 	}
 }
+
+// WriteFile gives the file the mode asked for, replaces an existing one
+// whole, and leaves no temporary file, whether it succeeded or not.
+func TestWriteFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "metadata.json")
+	for _, data := range []string{`{"generation":1}`, `{"generation":2}`} {
+		if err := WriteFile(path, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(path)
+		if err != nil || string(got) != data {
+			t.Fatalf("file holds %q (%v), want %q", got, err, data)
+		}
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v, want 0600", fi.Mode().Perm())
+	}
+	if err := WriteFile(filepath.Join(dir, "missing", "x.json"), []byte("x"), 0o644); err == nil {
+		t.Error("WriteFile into a missing directory succeeded")
+	}
+	if err := os.Mkdir(filepath.Join(dir, "taken"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFile(filepath.Join(dir, "taken"), []byte("x"), 0o644); err == nil {
+		t.Error("WriteFile over a directory succeeded")
+	}
+	if names := dirNames(t, dir); !slices.Equal(names, []string{"metadata.json", "taken"}) {
+		t.Errorf("directory holds %q", names)
+	}
+}

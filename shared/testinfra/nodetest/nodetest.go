@@ -139,6 +139,7 @@ type Proc struct {
 	Name   string
 	Socket string
 	args   []string
+	binArg int // the binary's index in args
 	cmd    *exec.Cmd
 	logs   *lockedWriter
 	exited chan struct{}
@@ -162,6 +163,7 @@ func Start(t testing.TB, name, dir, hostNS string, args ...string) *Proc {
 	if hostNS != "" {
 		mnt := MountNS(t, dir, name, hostNS)
 		p.args = append([]string{"nsenter", "--mount=" + mnt, "--net=/var/run/netns/" + hostNS, "--"}, p.args...)
+		p.binArg = 4
 	}
 	p.start()
 	t.Cleanup(func() {
@@ -279,6 +281,17 @@ func (p *Proc) Kill() {
 func (p *Proc) Restart() {
 	p.t.Helper()
 	p.Kill()
+	p.start()
+}
+
+// RestartBinary starts the process again with the same arguments from the
+// binary bin instead of the one it ran (Binaries' for its name), for a
+// benchmark that compares two builds of a process in one world. Later
+// Restarts run bin too.
+func (p *Proc) RestartBinary(bin string) {
+	p.t.Helper()
+	p.Kill()
+	p.args[p.binArg] = bin
 	p.start()
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sort"
 	"testing"
@@ -39,11 +40,13 @@ const (
 // kubelet's DRA v1 protocol) for one claim of 1 or 8 devices (host veths,
 // one request a device, each with its own pod interface name), which GETs
 // the claim and its pod, records the intent in the state service, sets the
-// devices up in the provisioner, writes the claim status to the apiserver
-// and commits; then NodeUnprepareResources. The claims and their pods are
+// devices up in the provisioner and commits (dra writes the claim status
+// after it answered); then NodeUnprepareResources. The claims and their pods are
 // real objects in the apiserver; the allocation the scheduler would write
 // is written by this benchmark (the pods carry a scheduling gate, so the
 // world's kubelet never runs them and only this benchmark talks to dra).
+// With $NETDRA_BENCH_BASELINE_DRA naming another build of dra, each row
+// runs in turns with it (docs/testing.md) and records nothing.
 func BenchmarkWorld_Prepare(b *testing.B) {
 	nn := startNetdra(b)
 	var names []any
@@ -61,13 +64,11 @@ func BenchmarkWorld_Prepare(b *testing.B) {
 	devices := waitDevices(b, c, nn.node.Name(), "net", 8)
 	nn.recordRSS(b, "idle", "the prepare world (point 2): 8 host devices published, nothing prepared")
 	ns := worldtest.Namespace(b, c)
-	conn, err := grpc.NewClient("unix://"+filepath.Join(nn.dir, "plugins", driver, "dra.sock"),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		b.Fatal(err)
+	sock := filepath.Join(nn.dir, "plugins", driver, "dra.sock")
+	product, baseline := "", os.Getenv("NETDRA_BENCH_BASELINE_DRA")
+	if baseline != "" {
+		product = filepath.Join(nodetest.Binaries(b), "dra")
 	}
-	defer conn.Close()
-	kubelet := drav1.NewDRAPluginClient(conn)
 	for _, v := range []struct {
 		n     int
 		paced bool
@@ -78,44 +79,94 @@ func BenchmarkWorld_Prepare(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			for b.Loop() {
-				var prep, unprep []time.Duration
-				for i := range claims {
-					if v.paced {
-						time.Sleep(pace)
+				var prep, unprep, basePrep []time.Duration
+				if baseline == "" {
+					prep, unprep = prepareClaims(b, c, sock, ns, nn.node.Name(), devices[:n], v.paced, 0, claims)
+				} else {
+					// In turns, product, baseline, baseline, product, so
+					// that the machine's load falls on both alike.
+					for round, bin := range []string{product, baseline, baseline, product} {
+						if round != 2 {
+							nn.dra.RestartBinary(bin)
+						}
+						p, u := prepareClaims(b, c, sock, ns, nn.node.Name(), devices[:n], v.paced, round*claims, claims/4)
+						if bin == baseline {
+							basePrep = append(basePrep, p...)
+						} else {
+							prep, unprep = append(prep, p...), append(unprep, u...)
+						}
 					}
-					claim := newAllocatedClaim(b, c, ns, nn.node.Name(), fmt.Sprintf("c%d-%v-%d", n, v.paced, i), devices[:n])
-					ref := &drav1.Claim{Namespace: ns, Name: claim.Name, Uid: string(claim.UID)}
-					t0 := time.Now()
-					resp, err := kubelet.NodePrepareResources(context.Background(), &drav1.NodePrepareResourcesRequest{Claims: []*drav1.Claim{ref}})
-					took := time.Since(t0)
-					if err != nil {
-						b.Fatalf("NodePrepareResources: %v", err)
-					}
-					if r := resp.GetClaims()[string(claim.UID)]; r.GetError() != "" || len(r.GetDevices()) != n {
-						b.Fatalf("prepare of %s: %q, %d devices, want %d", claim.Name, r.GetError(), len(r.GetDevices()), n)
-					}
-					prep = append(prep, took)
-					checkStatus(b, c, ns, claim.Name, n)
-					t0 = time.Now()
-					uresp, err := kubelet.NodeUnprepareResources(context.Background(), &drav1.NodeUnprepareResourcesRequest{Claims: []*drav1.Claim{ref}})
-					took = time.Since(t0)
-					if err != nil || uresp.GetClaims()[string(claim.UID)].GetError() != "" {
-						b.Fatalf("NodeUnprepareResources: %v %v", err, uresp)
-					}
-					unprep = append(unprep, took)
-					deleteClaim(c, ns, claim.Name)
 				}
 				p := figures.Prepare{Devices: n, Paced: v.paced, Prepare: figures.Summarize(prep), Unprepare: figures.Summarize(unprep)}
 				b.ReportMetric(p.Prepare.P50, "prepare-p50-ms")
 				b.ReportMetric(p.Prepare.P99, "prepare-p99-ms")
 				b.ReportMetric(p.Unprepare.P50, "unprepare-p50-ms")
-				if err := figures.Record(figures.PrepareFile, p); err != nil {
+				if baseline != "" {
+					base := figures.Summarize(basePrep)
+					b.ReportMetric(base.P50, "base-prepare-p50-ms")
+					b.ReportMetric(base.P99, "base-prepare-p99-ms")
+					b.ReportMetric(p.Prepare.P50/base.P50, "prepare-p50-new/base")
+				} else if err := figures.Record(figures.PrepareFile, p); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
 	}
 	nn.recordRSS(b, "after prepare", fmt.Sprintf("the prepare world (point 2) after %d prepares and unprepares", 2*claimsPerSize+2*pacedClaims))
+}
+
+// prepareClaims prepares and unprepares count claims of devices, one after
+// the other, through NodePrepareResources on dra's plugin socket sock, as
+// the kubelet calls it, and returns how long each call took. first numbers
+// the claims' names. It waits until dra serves the socket (it may just
+// have been restarted).
+func prepareClaims(b *testing.B, c kubernetes.Interface, sock, ns, node string, devices []string, paced bool, first, count int) (prep, unprep []time.Duration) {
+	b.Helper()
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	kubelet := drav1.NewDRAPluginClient(conn)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := kubelet.NodePrepareResources(ctx, &drav1.NodePrepareResourcesRequest{})
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("dra does not serve %s: %v", sock, err)
+		}
+	}
+	n := len(devices)
+	for i := first; i < first+count; i++ {
+		if paced {
+			time.Sleep(pace)
+		}
+		claim := newAllocatedClaim(b, c, ns, node, fmt.Sprintf("c%d-%v-%d", n, paced, i), devices)
+		ref := &drav1.Claim{Namespace: ns, Name: claim.Name, Uid: string(claim.UID)}
+		t0 := time.Now()
+		resp, err := kubelet.NodePrepareResources(context.Background(), &drav1.NodePrepareResourcesRequest{Claims: []*drav1.Claim{ref}})
+		took := time.Since(t0)
+		if err != nil {
+			b.Fatalf("NodePrepareResources: %v", err)
+		}
+		if r := resp.GetClaims()[string(claim.UID)]; r.GetError() != "" || len(r.GetDevices()) != n {
+			b.Fatalf("prepare of %s: %q, %d devices, want %d", claim.Name, r.GetError(), len(r.GetDevices()), n)
+		}
+		prep = append(prep, took)
+		checkStatus(b, c, ns, claim.Name, n)
+		t0 = time.Now()
+		uresp, err := kubelet.NodeUnprepareResources(context.Background(), &drav1.NodeUnprepareResourcesRequest{Claims: []*drav1.Claim{ref}})
+		took = time.Since(t0)
+		if err != nil || uresp.GetClaims()[string(claim.UID)].GetError() != "" {
+			b.Fatalf("NodeUnprepareResources: %v %v", err, uresp)
+		}
+		unprep = append(unprep, took)
+		deleteClaim(c, ns, claim.Name)
+	}
+	return prep, unprep
 }
 
 // waitDevices waits until the node's slices of pool hold n devices and
