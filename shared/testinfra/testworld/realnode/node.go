@@ -475,6 +475,9 @@ func (n *Node) Stop() error {
 			n.removeContainers(ctx)
 		}
 		c.stop(30 * time.Second)
+		if left := killStragglers(n.cfg.Dir); len(left) > 0 {
+			n.log.Warn("killed what the runtime left running", "processes", left)
+		}
 	}
 	errs = append(errs, n.cleanHost()...)
 	nodesMu.Lock()
