@@ -87,3 +87,21 @@ func TestColdCISectionCarried(t *testing.T) {
 		t.Error("no cold CI section")
 	}
 }
+
+// TestCarryMarked: make bench's report keeps every marked section of the
+// old one, a hand-written one too, in place or at its end, and nothing
+// between sections.
+func TestCarryMarked(t *testing.T) {
+	hand := "<!-- prepare-by-hand:begin (written by hand) -->\n### by hand\n<!-- prepare-by-hand:end -->"
+	cold := coldBegin + "\n## cold\n" + coldEnd
+	old := "# old\n\nold prose\n\n" + hand + "\n\nmore old prose\n\n" + cold + "\n"
+	got := carryMarked(old, "# new\n\nnew prose\n")
+	want := "# new\n\nnew prose\n\n" + hand + "\n\n" + cold + "\n"
+	if got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	// A report that has a section of its own gets old's in its place.
+	if got := carryMarked(old, "# new\n\n"+coldBegin+"\nfresh\n"+coldEnd+"\n"); !strings.Contains(got, "## cold") || strings.Contains(got, "fresh") {
+		t.Errorf("old's section not put in place of the report's own:\n%s", got)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"time"
@@ -109,26 +110,31 @@ func run(in, out, png, targetsFile string, elapsed time.Duration) error {
 	if err := writePlot(png, d.attach, d.podstart); err != nil {
 		return fmt.Errorf("plot: %w", err)
 	}
-	// The scale section is make bench-scale's: carried over as it is.
 	old, err := os.ReadFile(out)
 	if err != nil && !os.IsNotExist(err) {
 		return err
 	}
 	var b strings.Builder
 	writeReport(&b, d, ts, filepath.Base(png), elapsed)
-	report := b.String()
-	if s := scaleSection(string(old)); s != "" {
-		report = spliceScale(report, s)
+	return os.WriteFile(out, []byte(carryMarked(string(old), b.String())), 0o644)
+}
+
+// markerBegin finds a marked section's first line: make bench-scale's,
+// make soak's, make ci-cold's and those written by hand, each
+// `<!-- NAME:begin (who writes it) -->` up to `<!-- NAME:end -->`.
+var markerBegin = regexp.MustCompile(`(?m)^<!-- ([a-z0-9-]+):begin\b.*-->$`)
+
+// carryMarked returns report with every marked section of old carried
+// over as it is: in place of the report's own, or at its end in old's
+// order. make bench measures none of them.
+func carryMarked(old, report string) string {
+	for _, m := range markerBegin.FindAllStringSubmatch(old, -1) {
+		begin, end := m[0], "<!-- "+m[1]+":end -->"
+		if s := markedSection(old, begin, end); s != "" {
+			report = spliceMarked(report, s, begin, end)
+		}
 	}
-	// So is make soak's.
-	if s := markedSection(string(old), soakBegin, soakEnd); s != "" {
-		report = spliceMarked(report, s, soakBegin, soakEnd)
-	}
-	// And make ci-cold's.
-	if s := markedSection(string(old), coldBegin, coldEnd); s != "" {
-		report = spliceMarked(report, s, coldBegin, coldEnd)
-	}
-	return os.WriteFile(out, []byte(report), 0o644)
+	return report
 }
 
 func writeReport(w io.Writer, d data, ts targets, png string, elapsed time.Duration) {
