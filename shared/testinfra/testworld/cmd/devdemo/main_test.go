@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -148,6 +149,18 @@ func TestProcessesUnder(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	// Start returns once the exec began; the kernel shows the new
+	// arguments in /proc a moment later, and until then tail is no
+	// process under dir.
+	cmdline := fmt.Sprintf("/proc/%d/cmdline", cmd.Process.Pid)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if b, _ := os.ReadFile(cmdline); strings.Contains(string(b), dir) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tail's arguments never showed in %s", cmdline)
+		}
+	}
 	got := processesUnder(dir)
 	if diff := cmp.Diff([]int{cmd.Process.Pid}, got); diff != "" {
 		t.Errorf("processes under %s (-want +got):\n%s", dir, diff)
