@@ -17,6 +17,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+	"github.com/netdra/netdra/shared/testinfra/nodetest"
 	"github.com/netdra/netdra/shared/testinfra/ocihooks"
 )
 
@@ -155,7 +156,7 @@ func TestMain(m *testing.M) {
 		runtimeProcess(dir)
 		return
 	}
-	os.Exit(m.Run())
+	nodetest.Main(m)
 }
 
 func runtimeProcess(dir string) {

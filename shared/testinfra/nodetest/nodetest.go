@@ -29,6 +29,7 @@ import (
 var (
 	buildOnce sync.Once
 	binDir    string
+	built     bool // binDir is ours to remove (not $NETDRA_TEST_BINARIES)
 	buildErr  error
 )
 
@@ -66,6 +67,7 @@ func Binaries(t testing.TB) string {
 		if buildErr != nil {
 			return
 		}
+		built = true
 		var pkgs []string
 		for _, s := range []string{"state", "provisioner", "nri", "dra"} {
 			if _, err := os.Stat(filepath.Join(root, "services", s, "main.go")); err == nil {
@@ -86,6 +88,25 @@ func Binaries(t testing.TB) string {
 		t.Fatal(buildErr)
 	}
 	return binDir
+}
+
+// Main runs m's tests, removes the folder Binaries built (shared by every
+// test of the binary, so no test's cleanup may remove it) and exits with
+// m.Run's code: a package whose tests call Binaries or Hook calls it from
+// its TestMain, or the folder is left in the temporary directory.
+func Main(m *testing.M) {
+	code := m.Run()
+	RemoveBinaries()
+	os.Exit(code)
+}
+
+// RemoveBinaries removes the folder Binaries built, if it built one; a
+// folder named by $NETDRA_TEST_BINARIES is left alone. For a TestMain that
+// cannot call Main.
+func RemoveBinaries() {
+	if built {
+		_ = os.RemoveAll(binDir)
+	}
 }
 
 // hookPkg is netdra-hook's main package, in the product module.

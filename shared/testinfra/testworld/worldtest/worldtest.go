@@ -39,6 +39,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
+	"github.com/netdra/netdra/shared/testinfra/nodetest"
 	"github.com/netdra/netdra/shared/testinfra/testenv"
 	"github.com/netdra/netdra/shared/testinfra/testworld/controlplane"
 	"github.com/netdra/netdra/shared/testinfra/testworld/realnode"
@@ -51,7 +52,8 @@ var (
 )
 
 // Main runs the tests of a package with one control plane for all of them,
-// started by the first ControlPlane call and stopped after the last test.
+// started by the first ControlPlane call and stopped after the last test,
+// and then removes the binaries nodetest.Binaries built.
 // It routes the global klog logger to stderr at warning level and up, and
 // exits.
 func Main(m *testing.M) {
@@ -71,6 +73,7 @@ func Main(m *testing.M) {
 		os.RemoveAll(sharedDir)
 	}
 	sharedMu.Unlock()
+	nodetest.RemoveBinaries()
 	os.Exit(code)
 }
 
