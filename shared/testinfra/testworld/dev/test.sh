@@ -55,15 +55,31 @@ done
 regex() { local IFS='|'; echo "^($*)\$"; }
 others=$("$go" list ./... | grep -v '/e2e$')
 
+# e2e FLAGS...: go test -v of the end-to-end package, a passing test's
+# log dropped: its "--- PASS: TestX (Ns)" line stays, so that the run's
+# log says what each test took (what the halves above are dealt to
+# balance). A failing test's log is printed whole, as is what follows the
+# last test's result (a timeout's panic, the package's ok or FAIL line);
+# the status is go test's (pipefail).
+e2e() {
+  "$go" test -v -vet=off -count=1 -p 1 -timeout "$timeout" "$@" ./e2e/ | awk '
+    /^=== (RUN|PAUSE|CONT|NAME) / || /^ +--- (PASS|SKIP): / { next }
+    /^ +--- FAIL: / { print; next }
+    /^--- (PASS|SKIP): / { print; fflush(); n = 0; next }
+    /^--- FAIL: / { for (i = 0; i < n; i++) print buf[i]; print; fflush(); n = 0; next }
+    { buf[n++] = $0 }
+    END { for (i = 0; i < n; i++) print buf[i] }'
+}
+
 # CRI-O's node takes a build of its own (minutes the first time): it is
 # built beside the first tests when TESTWORLD_BIN is given, and the
 # TestE2E_CRIO* tests run after the first half's, in a test process of
 # their own.
 first_then_crio() {
   local rc=0
-  "$go" test -vet=off -count=1 -p 1 -timeout "$timeout" -run "$(regex "${first[@]}")" ./e2e/ || rc=$?
+  e2e -run "$(regex "${first[@]}")" || rc=$?
   if ((${#crio[@]})); then
-    "$go" test -vet=off -count=1 -p 1 -timeout "$timeout" -run "$(regex "${crio[@]}")" ./e2e/ || rc=$?
+    e2e -run "$(regex "${crio[@]}")" || rc=$?
   fi
   return $rc
 }
@@ -72,7 +88,7 @@ echo ">> test world: ${#first[@]} + ${#crio[@]} (CRI-O) + ${#second[@]} end-to-e
 [[ -z ${TESTWORLD_BIN:-} ]] || lane crio-build "$TESTWORLD_BIN" build-node -crio &
 lane packages "$go" test -vet=off -count=1 -p 1 -timeout "$timeout" $others &
 lane e2e-1 first_then_crio &
-lane e2e-2 "$go" test -vet=off -count=1 -p 1 -timeout "$timeout" -run "$(regex "${second[@]}")" ./e2e/ &
+lane e2e-2 e2e -run "$(regex "${second[@]}")" &
 wait
 lanes=(packages e2e-1 e2e-2)
 [[ -z ${TESTWORLD_BIN:-} ]] || lanes+=(crio-build)
