@@ -7,6 +7,9 @@ import (
 	"testing"
 )
 
+// TestMain removes the binaries' folder TestBinaries_AsShipped builds.
+func TestMain(m *testing.M) { Main(m) }
+
 // TestBinaries_AsShipped: the binaries tests start are built as the images'
 // are: static (no ELF interpreter, CGO_ENABLED=0) and with BuildTags.
 func TestBinaries_AsShipped(t *testing.T) {
