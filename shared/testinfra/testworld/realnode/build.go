@@ -53,8 +53,13 @@ func (b *Binaries) Kubectl() string { return filepath.Join(b.Dir, "kubectl") }
 const CacheDirEnv = "REALNODE_CACHE"
 
 // containerdTags are containerd's build tags for static binaries without
-// the snapshotters this machine has no use for.
-const containerdTags = "urfave_cli_no_docs no_btrfs no_devmapper no_zfs osusergo netgo static_build"
+// the snapshotters this machine has no use for. containerd's own release
+// tags osusergo and netgo are left out: with CGO_ENABLED=0 they change
+// nothing in the binary, but a tag is in the cache key of every package
+// it selects files of and all above them, so they would compile net,
+// crypto/x509, net/http and everything on top once more than the test
+// world does. grpcnotrace is make's GO_TAGS, which -tags here replaces.
+const containerdTags = "urfave_cli_no_docs no_btrfs no_devmapper no_zfs static_build grpcnotrace"
 
 // Build builds (or finds up to date) every binary of the real node and its
 // two images: the kubelet and kubectl from k8s.io/kubernetes v1.37.2 (this
