@@ -61,8 +61,13 @@ GO_TAGS := grpcnotrace
 # Kubernetes and the tools share one build cache, and a cold run compiles
 # the standard library and each dependency once, not once per
 # configuration. A command's own -tags (test-kernel's) replaces GOFLAGS'.
+# -dwarf=false: the compiler writes no debug information, a good part of
+# a cold build's compile time (bench/RESULTS.md); stack traces and pprof
+# use the symbol table, which stays, and the shipped binaries are linked
+# with -s -w, which dropped the DWARF anyway. A debugger needs a build
+# without it (GOFLAGS= go build ...).
 export CGO_ENABLED := 0
-export GOFLAGS := -trimpath -tags=$(GO_TAGS) -buildvcs=false
+export GOFLAGS := -trimpath -tags=$(GO_TAGS) -buildvcs=false -gcflags=all=-dwarf=false
 
 .PHONY: help
 help: ## Show this help.

@@ -124,7 +124,10 @@ func (w *world) startOperator(ctx context.Context) (*operator, error) {
 	bin := filepath.Join(w.o.Dir, "operator")
 	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-tags", "grpcnotrace", "-o", bin, "./services/operator")
 	build.Dir = w.o.RepoDir
-	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off", "GOFLAGS=")
+	// The environment's GOFLAGS stay (make's build configuration), so
+	// that the operator's packages are the ones the other builds of a
+	// make run compiled.
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off")
 	if out, err := build.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("building the operator: %w: %s", err, out)
 	}
