@@ -40,6 +40,7 @@ func networkCfg() *devicev1.DeviceConfig {
 			{Priority: 100, From: "192.0.2.0/24", Table: 100},
 			{Priority: 101, Table: 100, Fwmark: u32p(7), Fwmask: u32p(0xff)}, // both families
 			{Priority: 102, Iif: "net1", To: "2001:db8:7::/48", Table: 100},
+			{Priority: 103, Oif: "net1", From: "192.0.2.10/32", Table: 100},
 		},
 		Neighbors: []*devicev1.Neighbor{
 			{Address: "192.0.2.1", Mac: "02:00:00:00:00:99"},
@@ -87,7 +88,7 @@ func netViewOf(t *testing.T, path string, h *netlink.Handle, name string) netVie
 		v.Features = featuresOf(t, path, a.Index, "rx-checksum", "tx-scatter-gather")
 	}
 	for _, r := range retryDump(t, func() ([]netlink.Rule, error) { return h.RuleList(netlink.FAMILY_ALL) }) {
-		v.Rules = append(v.Rules, r.String())
+		v.Rules = append(v.Rules, ruleString(r))
 	}
 	for _, r := range retryDump(t, func() ([]netlink.Route, error) {
 		return h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
@@ -105,6 +106,16 @@ func netViewOf(t *testing.T, path string, h *netlink.Handle, name string) netVie
 	slices.Sort(v.Routes)
 	slices.Sort(v.Neighbors)
 	return v
+}
+
+// ruleString is r as a test compares it: netlink.Rule's String and the
+// matches it leaves out (iif, oif, fwmark).
+func ruleString(r netlink.Rule) string {
+	mask := "none"
+	if r.Mask != nil {
+		mask = fmt.Sprintf("%#x", *r.Mask)
+	}
+	return fmt.Sprintf("%s iif %q oif %q fwmark %d/%s", r, r.IifName, r.OifName, r.Mark, mask)
 }
 
 func featuresOf(t *testing.T, path string, index int, names ...string) map[string]bool {
@@ -179,8 +190,16 @@ func TestMover_NetworkAttachDetach(t *testing.T) {
 	if diff := cmp.Diff(map[string]bool{"rx-checksum": false, "tx-scatter-gather": false}, in.Features); diff != "" {
 		t.Errorf("features in the pod (-want +got):\n%s", diff)
 	}
-	if got := len(in.Rules) - len(podBefore.Rules); got != 4 {
-		t.Errorf("the pod has %d rules more, want 4:\n%s", got, strings.Join(in.Rules, "\n"))
+	if got := len(in.Rules) - len(podBefore.Rules); got != 5 {
+		t.Errorf("the pod has %d rules more, want 5:\n%s", got, strings.Join(in.Rules, "\n"))
+	}
+	for _, want := range [][2]string{
+		{"ip rule 102: from all to 2001:db8:7::/48 table 100 ", `iif "net1" oif ""`},
+		{"ip rule 103: from 192.0.2.10/32 to all table 100 ", `iif "" oif "net1"`},
+	} {
+		if !slices.ContainsFunc(in.Rules, func(r string) bool { return strings.HasPrefix(r, want[0]) && strings.Contains(r, want[1]) }) {
+			t.Errorf("no rule %q with %s in the pod:\n%s", want[0], want[1], strings.Join(in.Rules, "\n"))
+		}
 	}
 	for _, want := range []string{
 		"0.0.0.0/0 via 192.0.2.1 table 100 metric 10 src 192.0.2.10 scope 0",
