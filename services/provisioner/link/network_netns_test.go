@@ -73,7 +73,7 @@ func netViewOf(t *testing.T, path string, h *netlink.Handle, name string) netVie
 	var v netView
 	if l, err := h.LinkByName(name); err == nil {
 		a := l.Attrs()
-		v.Settings = fmt.Sprintf("txqlen %d gso %d gro %d", a.TxQLen, a.GSOMaxSize, a.GROMaxSize)
+		v.Settings = fmt.Sprintf("txqlen %d gso %d gro %d gso4 %d gro4 %d", a.TxQLen, a.GSOMaxSize, a.GROMaxSize, a.GSOIPv4MaxSize, a.GROIPv4MaxSize)
 		v.Sysctls = map[string]string{}
 		netnstest.Do(t, path, func() {
 			for _, k := range probeSysctls {
@@ -184,7 +184,7 @@ func TestMover_NetworkAttachDetach(t *testing.T) {
 	if diff := cmp.Diff(wantSysctls, in.Sysctls); diff != "" {
 		t.Errorf("sysctls in the pod (-want +got):\n%s", diff)
 	}
-	if want := "txqlen 5000 gso 32000 gro 32000"; in.Settings != want {
+	if want := "txqlen 5000 gso 32000 gro 32000"; !strings.HasPrefix(in.Settings, want+" ") {
 		t.Errorf("settings in the pod = %q, want %q", in.Settings, want)
 	}
 	if diff := cmp.Diff(map[string]bool{"rx-checksum": false, "tx-scatter-gather": false}, in.Features); diff != "" {
@@ -237,6 +237,81 @@ func TestMover_NetworkAttachDetach(t *testing.T) {
 	if err := restarted.Detach(t.Context(), orig, r.podPath, cfg); err != nil {
 		t.Fatalf("Detach again: %v", err)
 	}
+}
+
+// TestMover_BigTCPIPv4 applies the IPv4 GSO/GRO max sizes (Big TCP over
+// IPv4) to a moved link and checks the kernel's values in the pod and,
+// after Detach, the host's values from before: Big TCP sizes for both
+// families; and an IPv4 size equal to the link's with a smaller GSO/GRO
+// max size, which the kernel also lowers the IPv4 size to. On a kernel
+// without the attributes (before Linux 6.3, which reports none for the
+// host's link) Attach must refuse them naming the field.
+func TestMover_BigTCPIPv4(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		settings func(gso4, gro4 uint32) *devicev1.LinkSettings
+		want     string // in the pod, with the link's IPv4 sizes from before as %d %d
+	}{
+		{"big tcp", func(uint32, uint32) *devicev1.LinkSettings {
+			return &devicev1.LinkSettings{GsoMaxSize: u32p(150000), GroMaxSize: u32p(150000), GsoIpv4MaxSize: u32p(150000), GroIpv4MaxSize: u32p(150000)}
+		}, "gso 150000 gro 150000 gso4 150000 gro4 150000"},
+		{"ipv4 kept at the link's", func(gso4, gro4 uint32) *devicev1.LinkSettings {
+			return &devicev1.LinkSettings{GsoMaxSize: u32p(32000), GroMaxSize: u32p(32000), GsoIpv4MaxSize: u32p(gso4), GroIpv4MaxSize: u32p(gro4)}
+		}, "gso 32000 gro 32000 gso4 %d gro4 %d"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, _, orig := rigWithDevice(t)
+			l, err := r.host.LinkByName("ndv0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			gso4, gro4 := l.Attrs().GSOIPv4MaxSize, l.Attrs().GROIPv4MaxSize
+			cfg := &devicev1.DeviceConfig{PodIfName: "net1", LinkSettings: tc.settings(gso4, gro4)}
+			if orig.Settings, err = r.mover.ReadSettings(t.Context(), "ndv0", cfg.GetLinkSettings()); err != nil {
+				t.Fatal(err)
+			}
+			hostBefore, podBefore := netViewOf(t, r.hostPath, r.host, "ndv0"), netViewOf(t, r.podPath, r.pod, "net1")
+			err = r.mover.Attach(t.Context(), "ndv0", orig, r.podPath, cfg)
+			if gso4 == 0 || gro4 == 0 {
+				var fe *fielderr.Error
+				if !errors.As(err, &fe) || !strings.HasSuffix(fe.Field, "IPv4MaxSize") {
+					t.Fatalf("kernel %s reports no IPv4 GSO/GRO max size (gso %d gro %d); Attach error = %v, want a field error naming it", kernelRelease(t), gso4, gro4, err)
+				}
+				if diff := cmp.Diff(podBefore, netViewOf(t, r.podPath, r.pod, "net1")); diff != "" {
+					t.Errorf("the pod after a refused Attach (-before +after):\n%s", diff)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := tc.want
+			if strings.Contains(want, "%d") {
+				want = fmt.Sprintf(want, gso4, gro4)
+			}
+			if got := netViewOf(t, r.podPath, r.pod, "net1").Settings; !strings.HasSuffix(got, " "+want) {
+				t.Errorf("settings in the pod = %q, want %q", got, want)
+			}
+			if err := r.mover.Detach(t.Context(), orig, r.podPath, cfg); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(hostBefore, netViewOf(t, r.hostPath, r.host, "ndv0")); diff != "" {
+				t.Errorf("the host after Detach (-before +after):\n%s", diff)
+			}
+			if diff := cmp.Diff(podBefore, netViewOf(t, r.podPath, r.pod, "net1")); diff != "" {
+				t.Errorf("the pod after Detach (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
+
+// kernelRelease is the running kernel's release, for a failure's message.
+func kernelRelease(t *testing.T) string {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		t.Fatal(err)
+	}
+	return unix.ByteSliceToString(u.Release[:])
 }
 
 // TestMover_NetworkRefused checks that what the kernel refuses fails
