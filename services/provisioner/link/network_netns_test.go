@@ -21,8 +21,6 @@ import (
 	"github.com/netdra/netdra/shared/fielderr"
 )
 
-func u32p(v uint32) *uint32 { return &v }
-
 // networkCfg sets everything a claim sets around its interface but the VRF
 // (the host kernel has no vrf module).
 func networkCfg() *devicev1.DeviceConfig {
@@ -303,15 +301,6 @@ func TestMover_BigTCPIPv4(t *testing.T) {
 			}
 		})
 	}
-}
-
-// kernelRelease is the running kernel's release, for a failure's message.
-func kernelRelease(t *testing.T) string {
-	var u unix.Utsname
-	if err := unix.Uname(&u); err != nil {
-		t.Fatal(err)
-	}
-	return unix.ByteSliceToString(u.Release[:])
 }
 
 // TestMover_NetworkRefused checks that what the kernel refuses fails
