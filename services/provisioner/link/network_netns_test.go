@@ -247,15 +247,19 @@ func TestMover_NetworkAttachDetach(t *testing.T) {
 func TestMover_BigTCPIPv4(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
+		hostBig  bool // the host link's GSO/GRO max sizes Big TCP's before, its IPv4 ones not
 		settings func(gso4, gro4 uint32) *devicev1.LinkSettings
 		want     string // in the pod, with the link's IPv4 sizes from before as %d %d
 	}{
-		{"big tcp", func(uint32, uint32) *devicev1.LinkSettings {
+		{"big tcp", false, func(uint32, uint32) *devicev1.LinkSettings {
 			return &devicev1.LinkSettings{GsoMaxSize: u32p(150000), GroMaxSize: u32p(150000), GsoIpv4MaxSize: u32p(150000), GroIpv4MaxSize: u32p(150000)}
 		}, "gso 150000 gro 150000 gso4 150000 gro4 150000"},
-		{"ipv4 kept at the link's", func(gso4, gro4 uint32) *devicev1.LinkSettings {
+		{"ipv4 kept at the link's", false, func(gso4, gro4 uint32) *devicev1.LinkSettings {
 			return &devicev1.LinkSettings{GsoMaxSize: u32p(32000), GroMaxSize: u32p(32000), GsoIpv4MaxSize: u32p(gso4), GroIpv4MaxSize: u32p(gro4)}
 		}, "gso 32000 gro 32000 gso4 %d gro4 %d"},
+		{"ipv4 lowered by the others from a big tcp host", true, func(uint32, uint32) *devicev1.LinkSettings {
+			return &devicev1.LinkSettings{GsoMaxSize: u32p(32000), GroMaxSize: u32p(32000)}
+		}, "gso 32000 gro 32000 gso4 32000 gro4 32000"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, _, orig := rigWithDevice(t)
@@ -265,6 +269,17 @@ func TestMover_BigTCPIPv4(t *testing.T) {
 			}
 			gso4, gro4 := l.Attrs().GSOIPv4MaxSize, l.Attrs().GROIPv4MaxSize
 			cfg := &devicev1.DeviceConfig{PodIfName: "net1", LinkSettings: tc.settings(gso4, gro4)}
+			if (gso4 == 0 || gro4 == 0) && cfg.LinkSettings.GsoIpv4MaxSize == nil {
+				t.Skipf("kernel %s reports no IPv4 GSO/GRO max size", kernelRelease(t))
+			}
+			if tc.hostBig {
+				if err := r.host.LinkSetGSOMaxSize(l, 150000); err != nil {
+					t.Fatal(err)
+				}
+				if err := r.host.LinkSetGROMaxSize(l, 150000); err != nil {
+					t.Fatal(err)
+				}
+			}
 			if orig.Settings, err = r.mover.ReadSettings(t.Context(), "ndv0", cfg.GetLinkSettings()); err != nil {
 				t.Fatal(err)
 			}

@@ -28,8 +28,9 @@ import (
 // again.
 
 // ReadSettings reads what the host link hostIfName has of the settings
-// want names: the values Detach restores. nil when want names none. A
-// missing link is ErrLinkNotFound.
+// want names, and of the IPv4 GSO/GRO max sizes with the GSO/GRO max
+// sizes: the values Detach restores. nil when want names none. A missing
+// link is ErrLinkNotFound.
 func (m *Mover) ReadSettings(ctx context.Context, hostIfName string, want *devicev1.LinkSettings) (*devicev1.LinkSettings, error) {
 	if settingsEmpty(want) {
 		return nil, nil
@@ -64,10 +65,12 @@ func (c *conn) readSettings(l netlink.Link, want *devicev1.LinkSettings) (*devic
 	if want.GroMaxSize != nil {
 		got.GroMaxSize = u32(a.GROMaxSize)
 	}
-	if want.GsoIpv4MaxSize != nil {
+	// A GSO (GRO) max size of 65536 or less sets the IPv4 one too: with
+	// the first, the second is kept as well where the kernel has it.
+	if want.GsoIpv4MaxSize != nil || want.GsoMaxSize != nil && a.GSOIPv4MaxSize != 0 {
 		got.GsoIpv4MaxSize = u32(a.GSOIPv4MaxSize)
 	}
-	if want.GroIpv4MaxSize != nil {
+	if want.GroIpv4MaxSize != nil || want.GroMaxSize != nil && a.GROIPv4MaxSize != 0 {
 		got.GroIpv4MaxSize = u32(a.GROIPv4MaxSize)
 	}
 	var err error
