@@ -21,8 +21,6 @@ import (
 	"github.com/netdra/netdra/shared/fielderr"
 )
 
-func u32p(v uint32) *uint32 { return &v }
-
 // networkCfg sets everything a claim sets around its interface but the VRF
 // (the host kernel has no vrf module).
 func networkCfg() *devicev1.DeviceConfig {
@@ -40,6 +38,7 @@ func networkCfg() *devicev1.DeviceConfig {
 			{Priority: 100, From: "192.0.2.0/24", Table: 100},
 			{Priority: 101, Table: 100, Fwmark: u32p(7), Fwmask: u32p(0xff)}, // both families
 			{Priority: 102, Iif: "net1", To: "2001:db8:7::/48", Table: 100},
+			{Priority: 103, Oif: "net1", From: "192.0.2.10/32", Table: 100},
 		},
 		Neighbors: []*devicev1.Neighbor{
 			{Address: "192.0.2.1", Mac: "02:00:00:00:00:99"},
@@ -72,7 +71,7 @@ func netViewOf(t *testing.T, path string, h *netlink.Handle, name string) netVie
 	var v netView
 	if l, err := h.LinkByName(name); err == nil {
 		a := l.Attrs()
-		v.Settings = fmt.Sprintf("txqlen %d gso %d gro %d", a.TxQLen, a.GSOMaxSize, a.GROMaxSize)
+		v.Settings = fmt.Sprintf("txqlen %d gso %d gro %d gso4 %d gro4 %d", a.TxQLen, a.GSOMaxSize, a.GROMaxSize, a.GSOIPv4MaxSize, a.GROIPv4MaxSize)
 		v.Sysctls = map[string]string{}
 		netnstest.Do(t, path, func() {
 			for _, k := range probeSysctls {
@@ -87,7 +86,7 @@ func netViewOf(t *testing.T, path string, h *netlink.Handle, name string) netVie
 		v.Features = featuresOf(t, path, a.Index, "rx-checksum", "tx-scatter-gather")
 	}
 	for _, r := range retryDump(t, func() ([]netlink.Rule, error) { return h.RuleList(netlink.FAMILY_ALL) }) {
-		v.Rules = append(v.Rules, r.String())
+		v.Rules = append(v.Rules, ruleString(r))
 	}
 	for _, r := range retryDump(t, func() ([]netlink.Route, error) {
 		return h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
@@ -105,6 +104,16 @@ func netViewOf(t *testing.T, path string, h *netlink.Handle, name string) netVie
 	slices.Sort(v.Routes)
 	slices.Sort(v.Neighbors)
 	return v
+}
+
+// ruleString is r as a test compares it: netlink.Rule's String and the
+// matches it leaves out (iif, oif, fwmark).
+func ruleString(r netlink.Rule) string {
+	mask := "none"
+	if r.Mask != nil {
+		mask = fmt.Sprintf("%#x", *r.Mask)
+	}
+	return fmt.Sprintf("%s iif %q oif %q fwmark %d/%s", r, r.IifName, r.OifName, r.Mark, mask)
 }
 
 func featuresOf(t *testing.T, path string, index int, names ...string) map[string]bool {
@@ -173,14 +182,22 @@ func TestMover_NetworkAttachDetach(t *testing.T) {
 	if diff := cmp.Diff(wantSysctls, in.Sysctls); diff != "" {
 		t.Errorf("sysctls in the pod (-want +got):\n%s", diff)
 	}
-	if want := "txqlen 5000 gso 32000 gro 32000"; in.Settings != want {
+	if want := "txqlen 5000 gso 32000 gro 32000"; !strings.HasPrefix(in.Settings, want+" ") {
 		t.Errorf("settings in the pod = %q, want %q", in.Settings, want)
 	}
 	if diff := cmp.Diff(map[string]bool{"rx-checksum": false, "tx-scatter-gather": false}, in.Features); diff != "" {
 		t.Errorf("features in the pod (-want +got):\n%s", diff)
 	}
-	if got := len(in.Rules) - len(podBefore.Rules); got != 4 {
-		t.Errorf("the pod has %d rules more, want 4:\n%s", got, strings.Join(in.Rules, "\n"))
+	if got := len(in.Rules) - len(podBefore.Rules); got != 5 {
+		t.Errorf("the pod has %d rules more, want 5:\n%s", got, strings.Join(in.Rules, "\n"))
+	}
+	for _, want := range [][2]string{
+		{"ip rule 102: from all to 2001:db8:7::/48 table 100 ", `iif "net1" oif ""`},
+		{"ip rule 103: from 192.0.2.10/32 to all table 100 ", `iif "" oif "net1"`},
+	} {
+		if !slices.ContainsFunc(in.Rules, func(r string) bool { return strings.HasPrefix(r, want[0]) && strings.Contains(r, want[1]) }) {
+			t.Errorf("no rule %q with %s in the pod:\n%s", want[0], want[1], strings.Join(in.Rules, "\n"))
+		}
 	}
 	for _, want := range []string{
 		"0.0.0.0/0 via 192.0.2.1 table 100 metric 10 src 192.0.2.10 scope 0",
@@ -217,6 +234,87 @@ func TestMover_NetworkAttachDetach(t *testing.T) {
 	}
 	if err := restarted.Detach(t.Context(), orig, r.podPath, cfg); err != nil {
 		t.Fatalf("Detach again: %v", err)
+	}
+}
+
+// TestMover_BigTCPIPv4 applies the IPv4 GSO/GRO max sizes (Big TCP over
+// IPv4) to a moved link and checks the kernel's values in the pod and,
+// after Detach, the host's values from before: Big TCP sizes for both
+// families; and an IPv4 size equal to the link's with a smaller GSO/GRO
+// max size, which the kernel also lowers the IPv4 size to. On a kernel
+// without the attributes (before Linux 6.3, which reports none for the
+// host's link) Attach must refuse them naming the field.
+func TestMover_BigTCPIPv4(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		hostBig  bool // the host link's GSO/GRO max sizes Big TCP's before, its IPv4 ones not
+		settings func(gso4, gro4 uint32) *devicev1.LinkSettings
+		want     string // in the pod, with the link's IPv4 sizes from before as %d %d
+	}{
+		{"big tcp", false, func(uint32, uint32) *devicev1.LinkSettings {
+			return &devicev1.LinkSettings{GsoMaxSize: u32p(150000), GroMaxSize: u32p(150000), GsoIpv4MaxSize: u32p(150000), GroIpv4MaxSize: u32p(150000)}
+		}, "gso 150000 gro 150000 gso4 150000 gro4 150000"},
+		{"ipv4 kept at the link's", false, func(gso4, gro4 uint32) *devicev1.LinkSettings {
+			return &devicev1.LinkSettings{GsoMaxSize: u32p(32000), GroMaxSize: u32p(32000), GsoIpv4MaxSize: u32p(gso4), GroIpv4MaxSize: u32p(gro4)}
+		}, "gso 32000 gro 32000 gso4 %d gro4 %d"},
+		{"ipv4 lowered by the others from a big tcp host", true, func(uint32, uint32) *devicev1.LinkSettings {
+			return &devicev1.LinkSettings{GsoMaxSize: u32p(32000), GroMaxSize: u32p(32000)}
+		}, "gso 32000 gro 32000 gso4 32000 gro4 32000"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, _, orig := rigWithDevice(t)
+			l, err := r.host.LinkByName("ndv0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			gso4, gro4 := l.Attrs().GSOIPv4MaxSize, l.Attrs().GROIPv4MaxSize
+			cfg := &devicev1.DeviceConfig{PodIfName: "net1", LinkSettings: tc.settings(gso4, gro4)}
+			if (gso4 == 0 || gro4 == 0) && cfg.LinkSettings.GsoIpv4MaxSize == nil {
+				t.Skipf("kernel %s reports no IPv4 GSO/GRO max size", kernelRelease(t))
+			}
+			if tc.hostBig {
+				if err := r.host.LinkSetGSOMaxSize(l, 150000); err != nil {
+					t.Fatal(err)
+				}
+				if err := r.host.LinkSetGROMaxSize(l, 150000); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if orig.Settings, err = r.mover.ReadSettings(t.Context(), "ndv0", cfg.GetLinkSettings()); err != nil {
+				t.Fatal(err)
+			}
+			hostBefore, podBefore := netViewOf(t, r.hostPath, r.host, "ndv0"), netViewOf(t, r.podPath, r.pod, "net1")
+			err = r.mover.Attach(t.Context(), "ndv0", orig, r.podPath, cfg)
+			if gso4 == 0 || gro4 == 0 {
+				var fe *fielderr.Error
+				if !errors.As(err, &fe) || !strings.HasSuffix(fe.Field, "IPv4MaxSize") {
+					t.Fatalf("kernel %s reports no IPv4 GSO/GRO max size (gso %d gro %d); Attach error = %v, want a field error naming it", kernelRelease(t), gso4, gro4, err)
+				}
+				if diff := cmp.Diff(podBefore, netViewOf(t, r.podPath, r.pod, "net1")); diff != "" {
+					t.Errorf("the pod after a refused Attach (-before +after):\n%s", diff)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := tc.want
+			if strings.Contains(want, "%d") {
+				want = fmt.Sprintf(want, gso4, gro4)
+			}
+			if got := netViewOf(t, r.podPath, r.pod, "net1").Settings; !strings.HasSuffix(got, " "+want) {
+				t.Errorf("settings in the pod = %q, want %q", got, want)
+			}
+			if err := r.mover.Detach(t.Context(), orig, r.podPath, cfg); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(hostBefore, netViewOf(t, r.hostPath, r.host, "ndv0")); diff != "" {
+				t.Errorf("the host after Detach (-before +after):\n%s", diff)
+			}
+			if diff := cmp.Diff(podBefore, netViewOf(t, r.podPath, r.pod, "net1")); diff != "" {
+				t.Errorf("the pod after Detach (-before +after):\n%s", diff)
+			}
+		})
 	}
 }
 

@@ -130,3 +130,14 @@ func testLogger(tb testing.TB) *slog.Logger {
 	}
 	return slog.New(slog.NewTextHandler(tb.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
+
+// kernelRelease is the running kernel's release, for a failure's message.
+func kernelRelease(t *testing.T) string {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		t.Fatal(err)
+	}
+	return unix.ByteSliceToString(u.Release[:])
+}
+
+func u32p(v uint32) *uint32 { return &v }

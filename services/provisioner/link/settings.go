@@ -28,8 +28,9 @@ import (
 // again.
 
 // ReadSettings reads what the host link hostIfName has of the settings
-// want names: the values Detach restores. nil when want names none. A
-// missing link is ErrLinkNotFound.
+// want names, and of the IPv4 GSO/GRO max sizes with the GSO/GRO max
+// sizes: the values Detach restores. nil when want names none. A missing
+// link is ErrLinkNotFound.
 func (m *Mover) ReadSettings(ctx context.Context, hostIfName string, want *devicev1.LinkSettings) (*devicev1.LinkSettings, error) {
 	if settingsEmpty(want) {
 		return nil, nil
@@ -64,10 +65,12 @@ func (c *conn) readSettings(l netlink.Link, want *devicev1.LinkSettings) (*devic
 	if want.GroMaxSize != nil {
 		got.GroMaxSize = u32(a.GROMaxSize)
 	}
-	if want.GsoIpv4MaxSize != nil {
+	// A GSO (GRO) max size of 65536 or less sets the IPv4 one too: with
+	// the first, the second is kept as well where the kernel has it.
+	if want.GsoIpv4MaxSize != nil || want.GsoMaxSize != nil && a.GSOIPv4MaxSize != 0 {
 		got.GsoIpv4MaxSize = u32(a.GSOIPv4MaxSize)
 	}
-	if want.GroIpv4MaxSize != nil {
+	if want.GroIpv4MaxSize != nil || want.GroMaxSize != nil && a.GROIPv4MaxSize != 0 {
 		got.GroIpv4MaxSize = u32(a.GROIPv4MaxSize)
 	}
 	var err error
@@ -117,32 +120,40 @@ func (c *conn) applySettings(l netlink.Link, s *devicev1.LinkSettings) error {
 }
 
 // applyLinkAttrs sets the txqueuelen and GSO/GRO max sizes s names, where
-// they differ from l's.
+// they differ from l's. Each is compared with the link as the kernel has
+// it after the ones before: setting a GSO (GRO) max size of 65536 or less
+// sets the IPv4 one too, so an IPv4 size equal to the link's before may
+// need setting again.
 func (c *conn) applyLinkAttrs(l netlink.Link, s *devicev1.LinkSettings) error {
 	a := l.Attrs()
 	for _, f := range []struct {
 		field string
 		want  *uint32
-		have  uint32
+		have  func(*netlink.LinkAttrs) uint32
 		set   func(netlink.Link, int) error
 		since bool // a kernel without the attribute reports 0
 	}{
-		{"txqueuelen", s.Txqueuelen, uint32(a.TxQLen), c.h.LinkSetTxQLen, false},
-		{"gsoMaxSize", s.GsoMaxSize, a.GSOMaxSize, c.h.LinkSetGSOMaxSize, false},
-		{"groMaxSize", s.GroMaxSize, a.GROMaxSize, c.h.LinkSetGROMaxSize, false},
-		{"gsoIPv4MaxSize", s.GsoIpv4MaxSize, a.GSOIPv4MaxSize, c.h.LinkSetGSOIPv4MaxSize, true},
-		{"groIPv4MaxSize", s.GroIpv4MaxSize, a.GROIPv4MaxSize, c.h.LinkSetGROIPv4MaxSize, true},
+		{"txqueuelen", s.Txqueuelen, func(a *netlink.LinkAttrs) uint32 { return uint32(a.TxQLen) }, c.h.LinkSetTxQLen, false},
+		{"gsoMaxSize", s.GsoMaxSize, func(a *netlink.LinkAttrs) uint32 { return a.GSOMaxSize }, c.h.LinkSetGSOMaxSize, false},
+		{"groMaxSize", s.GroMaxSize, func(a *netlink.LinkAttrs) uint32 { return a.GROMaxSize }, c.h.LinkSetGROMaxSize, false},
+		{"gsoIPv4MaxSize", s.GsoIpv4MaxSize, func(a *netlink.LinkAttrs) uint32 { return a.GSOIPv4MaxSize }, c.h.LinkSetGSOIPv4MaxSize, true},
+		{"groIPv4MaxSize", s.GroIpv4MaxSize, func(a *netlink.LinkAttrs) uint32 { return a.GROIPv4MaxSize }, c.h.LinkSetGROIPv4MaxSize, true},
 	} {
-		if f.want == nil || *f.want == f.have {
+		if f.want == nil || *f.want == f.have(a) {
 			continue
 		}
-		if f.since && f.have == 0 {
+		if f.since && f.have(a) == 0 {
 			return fielderr.New(f.field, "the kernel has none for %s (the IPv4 sizes are Linux 6.3's)", a.Name)
 		}
 		if err := f.set(l, int(*f.want)); err != nil {
 			return fmt.Errorf("setting %s of %s in %s: %w", f.field, a.Name, c.name,
 				fielderr.New(f.field, "%d: the kernel refused it for %s: %v", *f.want, a.Name, err))
 		}
+		now, err := c.h.LinkByIndex(a.Index)
+		if err != nil {
+			return fmt.Errorf("reading %s in %s back after setting %s: %w", a.Name, c.name, f.field, err)
+		}
+		a = now.Attrs()
 	}
 	return nil
 }

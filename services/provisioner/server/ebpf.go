@@ -63,7 +63,7 @@ func (s *Server) policy(pd *devicev1.PreparedDevice, cfg *devicev1.DeviceConfig)
 	soft := softwareConfig(pd, cfg).GetVlan() != 0 || cfg.GetSpoofChk()
 	if cfg.GetEbpfDisabled() {
 		if soft {
-			return ebpf.Policy{}, fielderr.New("config.ebpfDisabled", "a %s device enforces vlan and spoofChk with netdra's eBPF programs, which the claim turns off",
+			return ebpf.Policy{}, fielderr.New("config.ebpfPrograms", "a %s device enforces vlan and spoofChk with netdra's eBPF programs, which the claim turns off",
 				managername.Of(pd.GetDevice().GetManager()))
 		}
 		return ebpf.Policy{}, nil
@@ -145,7 +145,7 @@ func (s *Server) removeInBackground(pd *devicev1.PreparedDevice, unlock func()) 
 }
 
 // attachPrograms is Attach's last step: the programs go on the device in
-// the pod, unless its claim turns them off (ebpfDisabled); when they
+// the pod, unless its claim turns them off (ebpfPrograms: false); when they
 // cannot, the device is taken out again (fail closed: moved back to the
 // host, or deleted when it was created in the pod), except on a kernel
 // without tcx for a device that only gets counters.

@@ -33,6 +33,7 @@ import (
 	"github.com/netdra/netdra/services/provisioner/hostdev"
 	"github.com/netdra/netdra/services/provisioner/link"
 	"github.com/netdra/netdra/services/provisioner/manager"
+	"github.com/netdra/netdra/shared/fielderr"
 	"github.com/netdra/netdra/shared/testinfra/nodetest"
 	"github.com/netdra/netdra/shared/testinfra/testenv"
 )
@@ -376,4 +377,78 @@ func TestEBPF_FreeThenSetupAgain(t *testing.T) {
 	if in, eg := w.hostPrograms(t); len(in)+len(eg) != 0 {
 		t.Errorf("programs on eth1 after the last Free: ingress %v egress %v, want none", in, eg)
 	}
+}
+
+// TestEBPF_ProgramsSwitch: the claim's ebpfPrograms. Off (the config's
+// ebpfDisabled), a device goes into the pod with no tcx program of
+// netdra's on it, in the host after Setup or in the pod after Attach, and
+// has no counters; on (the default), it carries netdra's ingress and
+// egress programs. Either way nothing of netdra's is left on it after
+// Free. Off with a policy only the programs enforce (spoofChk) is refused
+// at Attach naming the claim's field, the device left in the host.
+func TestEBPF_ProgramsSwitch(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		off  bool
+	}{{"on", false}, {"off", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newEBPFWorld(t)
+			ctx := ctxFor(t)
+			cfg := &devicev1.DeviceConfig{PodIfName: "net1", EbpfDisabled: tc.off}
+			setup, err := w.srv.Setup(ctx, &provisionerv1.SetupRequest{Device: w.device(t), Config: cfg})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pd := setup.GetPreparedDevice()
+			w.srv.Wait() // netdra's programs go on after Setup, in the background
+			want := 1
+			if tc.off {
+				want = 0
+			}
+			if in, eg := w.hostPrograms(t); len(in) != want || len(eg) != want {
+				t.Errorf("programs on eth1 in the host after Setup: ingress %v egress %v, want %d each", in, eg, want)
+			}
+			podPath := "/var/run/netns/" + w.pod
+			if _, err := w.srv.Attach(ctx, &provisionerv1.AttachRequest{PreparedDevice: pd, NetnsPath: podPath, Config: cfg}); err != nil {
+				t.Fatal(err)
+			}
+			if in, eg := ebpftest.TCX(t, w.pod, "net1"); len(in) != want || len(eg) != want {
+				t.Errorf("programs on net1 in the pod: ingress %v egress %v, want %d each", in, eg, want)
+			}
+			_, err = w.srv.DeviceCounters(ctx, &provisionerv1.DeviceCountersRequest{Devices: []string{"eth1"}})
+			if tc.off && status.Code(err) != codes.NotFound || !tc.off && err != nil {
+				t.Errorf("DeviceCounters of the attached device: %v, want NotFound with the programs off, counters with them on", err)
+			}
+			if _, err := w.srv.Detach(ctx, &provisionerv1.DetachRequest{PreparedDevice: pd, NetnsPath: podPath, Config: cfg}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.srv.Free(ctx, &provisionerv1.FreeRequest{PreparedDevice: pd, Config: cfg}); err != nil {
+				t.Fatal(err)
+			}
+			w.srv.Wait()
+			if in, eg := w.hostPrograms(t); len(in)+len(eg) != 0 {
+				t.Errorf("programs on eth1 after Free: ingress %v egress %v, want none", in, eg)
+			}
+		})
+	}
+	t.Run("off with spoofChk", func(t *testing.T) {
+		w := newEBPFWorld(t)
+		ctx := ctxFor(t)
+		cfg := &devicev1.DeviceConfig{PodIfName: "net1", EbpfDisabled: true, SpoofChk: new(true)}
+		setup, err := w.srv.Setup(ctx, &provisionerv1.SetupRequest{Device: w.device(t), Config: cfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = w.srv.Attach(ctx, &provisionerv1.AttachRequest{PreparedDevice: setup.GetPreparedDevice(), NetnsPath: "/var/run/netns/" + w.pod, Config: cfg})
+		var fe *fielderr.Error
+		if !errors.As(err, &fe) || fe.Field != "config.ebpfPrograms" || status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("Attach = %v, want InvalidArgument naming config.ebpfPrograms", err)
+		}
+		if out := nodetest.IP(t, "-n", w.host, "-br", "link", "show", "eth1"); !strings.Contains(out, "eth1") {
+			t.Errorf("eth1 not in the host: %q", out)
+		}
+		if _, err := w.srv.Free(ctx, &provisionerv1.FreeRequest{PreparedDevice: setup.GetPreparedDevice(), Config: cfg}); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
