@@ -74,7 +74,7 @@ func main() {
 	fs.StringVar(&cfg.KeepSockets, "keep-sockets", "", "the handover socket of the socket holder (dra sockets), which holds the kubelet plugin and registration sockets across dra's restarts; empty: dra creates and removes them itself")
 	fs.StringVar(&cfg.CDIDir, "cdi-dir", cdispec.DefaultDir, "the CDI spec directory the container runtime reads, for the claims' and the device metadata specs; empty: no CDI")
 	fs.StringVar(&cfg.NetnsHook, "netns-hook", "", "the netdra-hook binary's path on the host, a CDI hook that keeps a container from starting without its devices; empty: none. Needs -cdi-dir")
-	fs.StringVar(&cfg.GateSocket, "gate-socket", "", "nri's gate socket at the path the host sees (nri's -gate-socket), which the -netns-hook asks to wait until the pod's devices are attached, refusing the container when nri is not running; empty: the hook only checks the netns")
+	fs.StringVar(&cfg.GateSocket, "gate-socket", "", "nri's gate socket as the host sees it (nri's -gate-socket): the -netns-hook waits there for the pod's devices, refusing the container when nri is down; empty: the hook only checks the netns")
 	fs.StringVar(&cfg.Metrics, "metrics-address", "127.0.0.1:9651", "where to serve Prometheus metrics (empty: nowhere)")
 	fs.Float64Var(&cfg.KubeQPS, "kube-api-qps", 50, "queries per second to the apiserver (client-side rate limit; the kubelet's default)")
 	fs.IntVar(&cfg.KubeBurst, "kube-api-burst", 100, "burst of queries to the apiserver above -kube-api-qps")

@@ -52,7 +52,7 @@ func main() {
 	fs.StringVar(&cfg.NRI.Index, "plugin-index", "50", "NRI plugin index (two digits): the order among plugins")
 	cfg.Peers.Register(fs)
 	fs.StringVar(&cfg.Metrics, "metrics-address", "127.0.0.1:9652", "where to serve Prometheus metrics (empty: nowhere)")
-	fs.StringVar(&cfg.Gate.Hook, "gate-hook", "", "the netdra-hook binary's path on the host, the OCI hook nri adds to a container without dra's gate hook to wait for its pod's devices; empty: CreateContainer waits, holding the runtime's lock. Needs -gate-socket")
+	fs.StringVar(&cfg.Gate.Hook, "gate-hook", "", "the netdra-hook binary's path on the host, added as an OCI hook to a container without dra's, to wait for its pod's devices; empty: CreateContainer waits under the runtime's lock. Needs -gate-socket")
 	fs.StringVar(&cfg.Gate.Socket, "gate-socket", "/run/netdra-gate/nri.sock", "the unix socket the hooks ask (dra's -gate-socket, -gate-hook's), at a path the host sees (a hostPath); empty: no gate")
 	os.Exit(process.Main(fs, os.Args[1:], &cfg.Flags, cfg.run))
 }

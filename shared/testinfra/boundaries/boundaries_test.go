@@ -1,11 +1,15 @@
 package boundaries
 
 import (
+	"go/ast"
 	"go/build/constraint"
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -308,4 +312,80 @@ func kernelOnly(src []byte) bool {
 		return with && !without
 	}
 	return false
+}
+
+// TestNoBinariesCommitted checks that no file git tracks is an executable
+// or object a build leaves behind (an ELF file), but the eBPF objects
+// bpf2go generates (*_bpfel.o, *_bpfeb.o), which make generate rebuilds
+// and make checkgenerate compares: a stray `go build` in a main package's
+// folder writes its binary there, and git add -A would commit megabytes.
+func TestNoBinariesCommitted(t *testing.T) {
+	root := moduleRoot(t)
+	out, err := exec.Command("git", "-C", root, "ls-files", "-z").Output()
+	if err != nil {
+		t.Fatalf("git ls-files: %v", err)
+	}
+	for _, f := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
+		if strings.HasSuffix(f, "_bpfel.o") || strings.HasSuffix(f, "_bpfeb.o") {
+			continue
+		}
+		fh, err := os.Open(filepath.Join(root, f))
+		if err != nil {
+			continue // deleted in the work tree, not yet in the index
+		}
+		magic := make([]byte, 4)
+		n, _ := fh.Read(magic)
+		fh.Close()
+		if n == 4 && string(magic) == "\x7fELF" {
+			t.Errorf("%s is an ELF file a build left: remove it (git rm --cached) and list it in .gitignore", f)
+		}
+	}
+}
+
+// TestFlagHelpIsShort checks that every flag's help text in the product
+// code, services/ and shared/ (the last string argument of a flag set's String, StringVar, Duration,
+// ... call) is at most 200 characters: a help text says what the flag
+// sets and its empty or default meaning; the why belongs in docs/.
+func TestFlagHelpIsShort(t *testing.T) {
+	const max = 200
+	define := regexp.MustCompile(`^(Bool|Int|Int64|Uint|Uint64|Float64|String|Duration|Func|Text)(Var)?$`)
+	root := moduleRoot(t)
+	fset := token.NewFileSet()
+	walk := func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() && path == filepath.Join(root, "shared", "testinfra") {
+			return filepath.SkipDir
+		}
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok || len(call.Args) < 3 {
+				return true
+			}
+			sel, ok := call.Fun.(*ast.SelectorExpr)
+			if !ok || !define.MatchString(sel.Sel.Name) {
+				return true
+			}
+			name, ok1 := call.Args[len(call.Args)-3].(*ast.BasicLit)
+			help, ok2 := call.Args[len(call.Args)-1].(*ast.BasicLit)
+			if !ok1 || !ok2 || help.Kind != token.STRING || name.Kind != token.STRING {
+				return true
+			}
+			if s, err := strconv.Unquote(help.Value); err == nil && len(s) > max {
+				t.Errorf("%s: flag %s's help is %d characters, over %d", fset.Position(help.Pos()), name.Value, len(s), max)
+			}
+			return true
+		})
+		return nil
+	}
+	for _, dir := range []string{"services", "shared"} {
+		if err := filepath.WalkDir(filepath.Join(root, dir), walk); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -3,6 +3,9 @@
 // holds no Kubernetes client, only dra, the operator and kubectl netdra
 // (services/cli, a user's tool, not a node process) import client-go,
 // and services meet only through the protos, never importing each other.
+// It also keeps the house: no build output tracked by git
+// (TestNoBinariesCommitted), and flag help texts short
+// (TestFlagHelpIsShort).
 //
 // It also holds the documentation (README.md, docs/*.md) to the code:
 // every item of these classes a page names is checked against its source
