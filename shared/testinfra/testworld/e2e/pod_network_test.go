@@ -16,9 +16,11 @@ import (
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 	"github.com/netdra/netdra/shared/apis/v1alpha1"
 	"github.com/netdra/netdra/shared/testinfra/nodetest"
 	"github.com/netdra/netdra/shared/testinfra/testenv"
@@ -219,6 +221,114 @@ func TestE2E_PodNetwork(t *testing.T) {
 	t.Logf("pod network test took %s", time.Since(t0).Round(100*time.Millisecond))
 }
 
+// TestE2E_PodNetworkNoDHCPServer is a pod whose claim asks for DHCP on a
+// network where no server answers: the DHCP network's bridge with no
+// dnsmasq on it. Its attach fails when the client's wait for a lease ends,
+// and again at each of the kubelet's retries: none of its containers ever
+// starts and the pod is never Ready. Its owner reads why, naming DHCP and
+// the interface, on the pod (a Warning event, its container's status), on
+// the claim (Attached=False, reason AttachFailed) and in one AttachFailed
+// Warning event of the claim.
+// Between attempts the device is back in the host as it was; once the
+// pod is deleted no allocation is left and the device is as before.
+func TestE2E_PodNetworkNoDHCPServer(t *testing.T) {
+	t0 := time.Now()
+	nn := startNetdra(t, "dn0")
+	c := nn.cp.Client()
+	before, ok := link(t, nn.hostNS, "dn0")
+	if !ok {
+		t.Fatal("no dn0 in the host netns")
+	}
+	dhcpNetwork(t, nn.hostNS, "p-dn0")
+	nn.applyNodeConfig(t, map[string]any{
+		"deviceManagerConfigs": map[string]any{"host": map[string]any{"enabled": true, "ifNames": []any{"dn0"}}},
+		"pools":                []any{map[string]any{"name": "dhcp"}},
+	})
+	nn.waitStatus(t, "the device published", func(nc *v1alpha1.NodeConfig) bool { return pools(nc) == "dhcp=1" })
+	ns := worldtest.Namespace(t, c)
+	params := map[string]any{"apiVersion": "netdra.io/v1alpha1", "kind": "NetworkConfig", "podIfName": "net1", "dhcp": true}
+	pod := newPod(t, c, ns, "app", nn.node.Name(), claimTemplate(t, c, ns, deviceClass(t, c, "dhcp"), params))
+
+	// The provisioner's refusal, as the claim's owner reads it: it names
+	// DHCP, the interface, and that no server answered.
+	const noLease = "no DHCP server answered on net1"
+	waitFor(t, "the claim's Attached=False naming DHCP", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		cond, err := attachedCondition(ctx, c, pod)
+		return err == nil && cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == "AttachFailed" &&
+			strings.Contains(cond.Message, noLease), nil
+	})
+	t.Logf("the claim says Attached=False after %s", time.Since(t0).Round(100*time.Millisecond))
+	if cond, err := attachedCondition(context.Background(), c, pod); err == nil && cond != nil {
+		t.Logf("the claim's Attached: %s", cond.Message)
+	}
+	waitFor(t, "the pod refused twice naming DHCP", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		return podEventCount(ctx, c, pod, noLease) >= 2, nil
+	})
+	t.Logf("the pod refused twice after %s", time.Since(t0).Round(100*time.Millisecond))
+	evs, err := claimEvents(context.Background(), c, pod, "AttachFailed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 1 || evs[0].Type != corev1.EventTypeWarning || evs[0].Count > 1 || !strings.Contains(evs[0].Message, noLease) {
+		for _, e := range evs {
+			t.Logf("event: %s %s x%d: %s", e.Type, e.Reason, e.Count, e.Message)
+		}
+		t.Errorf("the claim has %d AttachFailed events (above), want one Warning, once, naming DHCP", len(evs))
+	}
+	// Each attempt restores the device when its DHCP fails: between
+	// attempts it is in the host as it was.
+	waitFor(t, "dn0 back in the host as it was between attempts", time.Minute, func(context.Context) (bool, error) {
+		l, ok := link(t, nn.hostNS, "dn0")
+		return ok && fmt.Sprint(l) == fmt.Sprint(before), nil
+	})
+	p, err := c.CoreV1().Pods(ns).Get(context.Background(), pod.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The kubelet counts each refused start as a restart, and so may say
+	// phase Running of a pod whose container never ran (restartPolicy
+	// Always): the pod is not Ready, and the container never ran when
+	// each of its ends is a StartError. Its waiting reason carries the
+	// refusal, as kubectl get pod shows it.
+	for _, cond := range p.Status.Conditions {
+		if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
+			t.Errorf("the pod whose DHCP got no lease is Ready: %+v", p.Status)
+		}
+	}
+	ran := func(t *corev1.ContainerStateTerminated) bool { return t != nil && t.Reason != "StartError" }
+	said := false
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.State.Running != nil || ran(cs.State.Terminated) || ran(cs.LastTerminationState.Terminated) {
+			t.Errorf("container %s of the pod without a lease started: %+v", cs.Name, cs)
+		}
+		if w := cs.State.Waiting; w != nil && strings.Contains(w.Message, noLease) {
+			said = true
+		}
+		if e := cs.LastTerminationState.Terminated; e != nil && strings.Contains(e.Message, noLease) {
+			said = true
+		}
+	}
+	if !said {
+		t.Errorf("no container status of the pod names DHCP (%q): %+v", noLease, p.Status.ContainerStatuses)
+	}
+
+	if err := c.CoreV1().Pods(ns).Delete(context.Background(), pod.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the pod to be gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := c.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	waitFor(t, "the allocation to be gone", time.Minute, func(ctx context.Context) (bool, error) {
+		resp, err := nn.stateClient.ListAllocations(ctx, &statev1.ListAllocationsRequest{})
+		return err == nil && len(resp.GetAllocations()) == 0, nil
+	})
+	if l, ok := link(t, nn.hostNS, "dn0"); !ok || fmt.Sprint(l) != fmt.Sprint(before) {
+		t.Errorf("dn0 after the pod = %+v (in the host: %v), want it as before: %+v", l, ok, before)
+	}
+	t.Logf("no-DHCP-server test took %s", time.Since(t0).Round(100*time.Millisecond))
+}
+
 // podEventWith reports whether a warning event of pod has text in its
 // message, and logs it.
 func podEventWith(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod, text string) bool {
@@ -319,11 +429,23 @@ func dhcpAddress(t *testing.T, out string) netip.Addr {
 	return a
 }
 
-// startDHCPServer bridges the links peers of the host netns hostNS on
-// dhcpBridge and runs dnsmasq there, bound to the bridge alone, serving
-// leases of 2 minutes (dnsmasq's least) of dhcpFirst-dhcpLast with
-// dhcpMTU; it is stopped at the end of the test. It returns a reader of
-// dnsmasq's lease file.
+// dhcpNetwork bridges the links peers of the host netns hostNS on
+// dhcpBridge, which has the address dhcpServer: the network a DHCP server
+// serves, and no server on it.
+func dhcpNetwork(t *testing.T, hostNS string, peers ...string) {
+	t.Helper()
+	nodetest.IP(t, "-n", hostNS, "link", "add", dhcpBridge, "type", "bridge")
+	for _, p := range peers {
+		nodetest.IP(t, "-n", hostNS, "link", "set", p, "master", dhcpBridge, "up")
+	}
+	nodetest.IP(t, "-n", hostNS, "addr", "add", dhcpServer+"/24", "dev", dhcpBridge)
+	nodetest.IP(t, "-n", hostNS, "link", "set", dhcpBridge, "up")
+}
+
+// startDHCPServer makes the dhcpNetwork of peers and runs dnsmasq there,
+// bound to the bridge alone, serving leases of 2 minutes (dnsmasq's
+// least) of dhcpFirst-dhcpLast with dhcpMTU; it is stopped at the end of
+// the test. It returns a reader of dnsmasq's lease file.
 func startDHCPServer(t *testing.T, hostNS string, peers ...string) (leases func() string) {
 	t.Helper()
 	bin := "/usr/sbin/dnsmasq"
@@ -336,12 +458,7 @@ func startDHCPServer(t *testing.T, hostNS string, peers ...string) (leases func(
 		}
 		t.Skipf("dnsmasq not found (apt-get install dnsmasq-base): %v", err)
 	}
-	nodetest.IP(t, "-n", hostNS, "link", "add", dhcpBridge, "type", "bridge")
-	for _, p := range peers {
-		nodetest.IP(t, "-n", hostNS, "link", "set", p, "master", dhcpBridge, "up")
-	}
-	nodetest.IP(t, "-n", hostNS, "addr", "add", dhcpServer+"/24", "dev", dhcpBridge)
-	nodetest.IP(t, "-n", hostNS, "link", "set", dhcpBridge, "up")
+	dhcpNetwork(t, hostNS, peers...)
 	dir := t.TempDir()
 	cmd := exec.Command("ip", "netns", "exec", hostNS, bin, "--keep-in-foreground", "--conf-file=/dev/null",
 		"--port=0", "--interface="+dhcpBridge, "--bind-interfaces", "--except-interface=lo", "--user=root", "--no-ping",
