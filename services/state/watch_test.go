@@ -13,7 +13,7 @@ import (
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
-	"github.com/netdra/netdra/shared/statewatch"
+	"github.com/netdra/netdra/shared/rpc"
 )
 
 // mirror is a client's copy of both tables, kept from the watch stream.
@@ -97,6 +97,35 @@ func prepare(t *testing.T, ctx context.Context, c statev1.StateServiceClient, cl
 	}
 }
 
+// watchResuming follows c's Watch stream until ctx ends and returns
+// ctx.Err(), as the service's clients do: a broken stream is opened again
+// under rpc.Retry from the last numbered event or SYNCED mark applied (a
+// snapshot's rows carry revision 0), so apply sees every change once, or
+// EVENT_TYPE_RESET and a full snapshot when the service cannot resume.
+func watchResuming(ctx context.Context, log *slog.Logger, c statev1.StateServiceClient, apply func(*statev1.WatchResponse) error) error {
+	from := &statev1.WatchRequest{}
+	return rpc.Retry(ctx, log, "state watch", func(ctx context.Context) error {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stream, err := c.Watch(ctx, from)
+		if err != nil {
+			return err
+		}
+		for {
+			ev, err := stream.Recv()
+			if err != nil {
+				return err
+			}
+			if err := apply(ev); err != nil {
+				return err
+			}
+			if ev.GetRevision() != 0 || ev.GetType() == statev1.EventType_EVENT_TYPE_SYNCED {
+				from = &statev1.WatchRequest{Epoch: ev.GetEpoch(), Revision: ev.GetRevision()}
+			}
+		}
+	})
+}
+
 // TestWatch_ResumesAcrossRestart keeps one client watching while the state
 // process is stopped and started again: the client reconnects by itself and
 // ends up with exactly the service's tables, before and after.
@@ -111,7 +140,7 @@ func TestWatch_ResumesAcrossRestart(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		log := slog.New(slog.NewTextHandler(logWriter{t}, nil))
-		done <- statewatch.Run(watchCtx, log, client, statewatch.Cursor{}, m.apply)
+		done <- watchResuming(watchCtx, log, client, m.apply)
 	}()
 	defer func() { stopWatch(); <-done }()
 

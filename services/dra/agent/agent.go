@@ -30,6 +30,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	metadatav1beta1 "k8s.io/dynamic-resource-allocation/api/metadata/v1beta1"
@@ -545,15 +546,13 @@ func (a *Agent) register(ctx context.Context, name string, spec *v1alpha1.NodeCo
 	}
 }
 
+// waitRegistered reports whether the kubelet registered h's plugin within
+// timeout and while ctx lasts, looking every 50ms.
 func waitRegistered(ctx context.Context, h *kubeletplugin.Helper, timeout time.Duration) bool {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if st := h.RegistrationStatus(); st != nil && st.PluginRegistered {
-			return true
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return false
+	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		st := h.RegistrationStatus()
+		return st != nil && st.PluginRegistered, nil
+	}) == nil
 }
 
 // Status implements drav1.DraServiceServer.

@@ -8,6 +8,7 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 )
 
@@ -53,21 +54,28 @@ func (g *gate) leave() {
 // close closes the gate once no call is under way and the last one
 // returned replyGrace ago, or returns ctx's error.
 func (g *gate) close(ctx context.Context) error {
-	for {
+	// Between two looks it waits what is left of the grace, between 10ms
+	// and 50ms.
+	pause := func() time.Duration {
 		g.mu.Lock()
-		wait := replyGrace - time.Since(g.lastDone)
-		if g.inflight == 0 && wait <= 0 {
-			g.closed = true
-			g.mu.Unlock()
-			return nil
-		}
-		g.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(max(min(wait, 50*time.Millisecond), 10*time.Millisecond)):
-		}
+		defer g.mu.Unlock()
+		return max(min(g.graceLeft(), 50*time.Millisecond), 10*time.Millisecond)
 	}
+	return wait.DelayFunc(pause).Until(ctx, true, true, func(context.Context) (bool, error) {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.inflight == 0 && g.graceLeft() <= 0 {
+			g.closed = true
+			return true, nil
+		}
+		return false, nil
+	})
+}
+
+// graceLeft is how much of replyGrace is left since the last call
+// returned; g.mu is held.
+func (g *gate) graceLeft() time.Duration {
+	return replyGrace - time.Since(g.lastDone)
 }
 
 // open opens a closed gate again.

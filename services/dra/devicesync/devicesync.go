@@ -153,7 +153,7 @@ func (p *Pump) Run(ctx context.Context) error {
 }
 
 // resendLoop copies the last inventories again at each Resend, retrying
-// with backoff until the state service takes them.
+// under rpc.Retry's backoff until the state service takes them.
 func (p *Pump) resendLoop(ctx context.Context) {
 	for {
 		select {
@@ -161,18 +161,17 @@ func (p *Pump) resendLoop(ctx context.Context) {
 			return
 		case <-p.resend:
 		}
-		for delay := 100 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
+		// rpc.Retry runs its function until its context ends: a copy that
+		// succeeds ends that context, which is how this retry stops.
+		once, done := context.WithCancel(ctx)
+		_ = rpc.Retry(once, p.log, "copying the inventory again", func(ctx context.Context) error {
 			err := p.copyAll(ctx)
-			if err == nil || ctx.Err() != nil {
-				break
+			if err == nil {
+				done()
 			}
-			p.log.Info("Copying the inventory again", "error", err, "delay", delay)
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(delay):
-			}
-		}
+			return err
+		})
+		done()
 	}
 }
 

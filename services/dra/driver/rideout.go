@@ -3,11 +3,13 @@ package driver
 import (
 	"context"
 	"errors"
+	"math"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 )
 
@@ -17,11 +19,10 @@ import (
 // back (the chaos test kills and restarts them under load).
 const DefaultRideOut = 20 * time.Second
 
-// rideOutPace bounds the pause between two attempts of a prepare.
-const (
-	rideOutFirst = 50 * time.Millisecond
-	rideOutMax   = 500 * time.Millisecond
-)
+// rideOutPace is the pause between two attempts of a prepare: doubling
+// from 50ms up to 500ms, without jitter (one kubelet call, nothing to
+// spread).
+var rideOutPace = wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Steps: math.MaxInt32, Cap: 500 * time.Millisecond}
 
 // rideOutFor is how long a prepare that fails with err is tried again:
 // d.rideOut for codes.Unavailable; a quarter of it for a device missing
@@ -73,8 +74,11 @@ func failures(err error) []error {
 // it the kubelet's retry of a failed prepare comes 10 s or more later.
 func (d *Driver) prepareRidingOut(ctx context.Context, claim *resourceapi.ResourceClaim) ([]kubeletplugin.Device, error) {
 	start := time.Now()
-	for pause, attempt := rideOutFirst, 1; ; pause, attempt = min(2*pause, rideOutMax), attempt+1 {
+	pace := rideOutPace
+	for attempt := 1; ; attempt++ {
 		devices, err := d.prepareClaim(ctx, claim)
+		// Another attempt is made only if it starts within the ride-out.
+		pause := pace.Step()
 		if err == nil || time.Since(start)+pause > d.rideOutFor(err) {
 			return devices, err
 		}

@@ -37,16 +37,23 @@ func (d *Driver) writeStatusLater(log *slog.Logger, claim *resourceapi.ResourceC
 	d.statusWrites.Add(1)
 	go func() {
 		defer d.statusWrites.Done()
-		var err error
-		for attempt := uint32(1); attempt <= statusAttempts; attempt++ {
-			if attempt > 1 {
-				time.Sleep(d.backoff(attempt - 1))
-			}
-			var done bool
-			if done, err = d.writeStatusOnce(claim, keys, entries); done {
-				return
+		var (
+			err     error
+			written bool
+			attempt int
+		)
+		// The condition never fails: Until ends when it is true, after a
+		// write or the last attempt, and the context never ends.
+		_ = d.retryBackoff().DelayFunc().Until(context.Background(), true, true, func(context.Context) (bool, error) {
+			attempt++
+			if written, err = d.writeStatusOnce(claim, keys, entries); written {
+				return true, nil
 			}
 			log.Warn("writing the claim status after its prepare failed", "attempt", attempt, "error", err)
+			return attempt >= statusAttempts, nil
+		})
+		if written {
+			return
 		}
 		d.claims.Event(claim, corev1.EventTypeWarning, ReasonStatusNotWritten,
 			fmt.Sprintf("the claim is prepared, but its status could not be written (dra writes it at its next start): %v", err))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -11,6 +12,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
@@ -164,13 +166,22 @@ func (d *Driver) markFreeFailed(ctx context.Context, key *statev1.AllocationKey,
 	return nil
 }
 
-// backoff is the wait after the given number of failed attempts.
+// retryBackoff is the driver's retry policy, stepped once per failed
+// attempt: RetryBase doubled per step, at most RetryMax, without jitter.
+func (d *Driver) retryBackoff() wait.Backoff {
+	return wait.Backoff{Duration: d.retryBase, Factor: 2, Steps: math.MaxInt32, Cap: d.retryMax}
+}
+
+// backoff is the wait after the given number of failed attempts: the
+// attempts-th step of retryBackoff. It takes a count because the count of
+// a failed Free is kept in the state service, across restarts.
 func (d *Driver) backoff(attempts uint32) time.Duration {
-	wait := d.retryBase
-	for i := uint32(1); i < attempts && wait < d.retryMax; i++ {
-		wait *= 2
+	b := d.retryBackoff()
+	delay := b.Step()
+	for i := uint32(1); i < attempts && delay < d.retryMax; i++ {
+		delay = b.Step()
 	}
-	return min(wait, d.retryMax)
+	return delay
 }
 
 func scheduleKey(row *statev1.Allocation) string { return rowKey(row) }
@@ -183,7 +194,7 @@ func scheduleKey(row *statev1.Allocation) string { return rowKey(row) }
 func (d *Driver) Run(ctx context.Context) error {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	listFailures := uint32(0)
+	listBackoff := d.retryBackoff()
 	for {
 		select {
 		case <-ctx.Done():
@@ -196,11 +207,10 @@ func (d *Driver) Run(ctx context.Context) error {
 		case ctx.Err() != nil:
 			return nil
 		case err != nil:
-			listFailures++
-			wait = d.backoff(listFailures)
+			wait = listBackoff.Step()
 			d.log.Warn("listing allocations to free", "error", err, "retryIn", wait)
 		default:
-			listFailures = 0
+			listBackoff = d.retryBackoff()
 		}
 		timer.Reset(wait)
 	}

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
@@ -36,8 +38,8 @@ var NodeConfigsResource = v1alpha1.GroupVersion.WithResource("nodeconfigs")
 // Applier applies a valid node configuration; an error leaves the previous
 // one in force and is reported on the NodeConfig (with the reason of a
 // *Refusal, else ApplyFailed). A failed apply is retried after a backoff
-// (minApplyRetry doubled per failure, at most maxApplyRetry) and at every
-// change of the NodeConfig.
+// (applyBackoff, stepped per consecutive failure) and at every change of
+// the NodeConfig.
 type Applier func(ctx context.Context, spec *v1alpha1.NodeConfigSpec, generation int64) error
 
 // Refusal is an Applier's error for a configuration it will not apply as
@@ -49,11 +51,9 @@ type Refusal struct {
 
 func (r *Refusal) Error() string { return r.Message }
 
-// Backoff of a failed apply.
-const (
-	minApplyRetry = 2 * time.Second
-	maxApplyRetry = time.Minute
-)
+// applyBackoff paces the retries of a failed apply: 2s doubling up to a
+// minute, from 2s again after an apply succeeds.
+var applyBackoff = wait.Backoff{Duration: 2 * time.Second, Factor: 2, Steps: math.MaxInt32, Cap: time.Minute}
 
 // Watcher follows the NodeConfig named after the node: a valid
 // spec (defaults filled in) is applied at once, without a restart; an
@@ -120,7 +120,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	go func() { defer close(done); inf.RunWithContext(ictx) }()
 	defer func() { stop(); <-done }()
 	var applied int64 = -1
-	var retry time.Duration
+	retry := applyBackoff
 	for {
 		select {
 		case <-ctx.Done():
@@ -152,15 +152,14 @@ func (w *Watcher) Run(ctx context.Context) error {
 		}
 		applied = nc.Generation
 		if w.handle(ctx, nc) {
-			retry = 0
+			retry = applyBackoff
 			continue
 		}
 		// Retried at the next change, or after a backoff: a refusal (a
 		// driverName change while claims are prepared) or an unreachable
 		// provisioner may clear by itself.
 		applied = -1
-		retry = min(max(2*retry, minApplyRetry), maxApplyRetry)
-		time.AfterFunc(retry, func() { kick(nil) })
+		time.AfterFunc(retry.Step(), func() { kick(nil) })
 	}
 }
 

@@ -14,7 +14,6 @@ import (
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
-	"github.com/netdra/netdra/shared/statewatch"
 )
 
 // ErrNotReady is what a publish function returns while it cannot publish
@@ -25,7 +24,7 @@ var ErrNotReady = errors.New("not ready to publish")
 // service's tables and the configured pools.
 type Publisher struct {
 	log      *slog.Logger
-	state    statewatch.Watcher
+	state    StateWatcher
 	publish  func(context.Context, []Pool) error
 	debounce time.Duration
 	kick     chan struct{}
@@ -79,7 +78,7 @@ type Publication struct {
 // publisher; the pools it is given are its to keep, unchanged) once a burst
 // of changes pauses, at most debounce after
 // its first change, and at most once per debounce interval (publishAt).
-func NewPublisher(log *slog.Logger, state statewatch.Watcher, debounce time.Duration,
+func NewPublisher(log *slog.Logger, state StateWatcher, debounce time.Duration,
 	publish func(context.Context, []Pool) error) *Publisher {
 	return &Publisher{log: log, state: state, publish: publish, debounce: debounce, kick: make(chan struct{}, 1),
 		devices: map[string]*devicev1.Device{}, allocs: map[string]*statev1.Allocation{}, changed: make(chan struct{})}
@@ -160,7 +159,7 @@ func (p *Publisher) poke() {
 // Run follows the state service and publishes until ctx ends. Nothing is
 // published before the first complete view of the tables.
 func (p *Publisher) Run(ctx context.Context) error {
-	go func() { _ = statewatch.Run(ctx, p.log, p.state, statewatch.Cursor{}, p.apply) }()
+	go func() { _ = followState(ctx, p.log, p.state, p.apply) }()
 	for {
 		select {
 		case <-ctx.Done():

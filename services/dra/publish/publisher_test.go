@@ -16,7 +16,6 @@ import (
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
-	"github.com/netdra/netdra/shared/statewatch"
 )
 
 // fakeState serves Watch from a channel of events.
@@ -24,7 +23,7 @@ type fakeState struct {
 	events chan *statev1.WatchResponse
 }
 
-var _ statewatch.Watcher = (*fakeState)(nil)
+var _ StateWatcher = (*fakeState)(nil)
 
 func (f *fakeState) Watch(ctx context.Context, _ *statev1.WatchRequest, _ ...grpc.CallOption) (grpc.ServerStreamingClient[statev1.WatchResponse], error) {
 	return &fakeStream{ctx: ctx, events: f.events}, nil

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // Taken is what a Take handed over.
@@ -102,22 +103,25 @@ const retryInterval = 200 * time.Millisecond
 // exchange sends req and reads the reply and its descriptors, dialing
 // again while the holder is not there (not yet started) until ctx ends.
 func exchange(ctx context.Context, handover string, req Request, waiting func(error)) (Reply, []int, error) {
-	var d net.Dialer
-	for {
-		conn, err := d.DialContext(ctx, "unix", handover)
-		if err == nil {
-			defer conn.Close()
-			return roundTrip(conn.(*net.UnixConn), req)
+	var (
+		d       net.Dialer
+		conn    net.Conn
+		dialErr error
+	)
+	err := wait.Backoff{Duration: retryInterval}.DelayFunc().Until(ctx, true, true, func(ctx context.Context) (bool, error) {
+		if conn, dialErr = d.DialContext(ctx, "unix", handover); dialErr == nil {
+			return true, nil
 		}
 		if waiting != nil {
-			waiting(err)
+			waiting(dialErr)
 		}
-		select {
-		case <-ctx.Done():
-			return Reply{}, nil, fmt.Errorf("socket holder %s: %w (last: %v)", handover, ctx.Err(), err)
-		case <-time.After(retryInterval):
-		}
+		return false, nil
+	})
+	if err != nil {
+		return Reply{}, nil, fmt.Errorf("socket holder %s: %w (last: %v)", handover, err, dialErr)
 	}
+	defer conn.Close()
+	return roundTrip(conn.(*net.UnixConn), req)
 }
 
 func roundTrip(conn *net.UnixConn, req Request) (Reply, []int, error) {
