@@ -197,6 +197,40 @@ func TestSharedIsProduct(t *testing.T) {
 	}
 }
 
+// TestSharedHasTwoUsers checks that a package earns its place in shared/:
+// at least two of the module's packages import it (their non-test
+// files); a package with one user lives beside it.
+func TestSharedHasTwoUsers(t *testing.T) {
+	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "./...")
+	cmd.Dir = moduleRoot(t)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list ./...: %v", err)
+	}
+	users := map[string][]string{}
+	var shared []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if strings.HasPrefix(f[0], module+"shared/") && !isTestInfrastructure(f[0]) {
+			shared = append(shared, f[0])
+		}
+		if isTestInfrastructure(f[0]) {
+			continue
+		}
+		for _, imp := range f[1:] {
+			users[imp] = append(users[imp], f[0])
+		}
+	}
+	if len(shared) == 0 {
+		t.Fatal("go list found no shared/ package")
+	}
+	for _, pkg := range shared {
+		if n := len(users[pkg]); n < 2 {
+			t.Errorf("%s has %d user(s) %v: a shared package has two or more, else it moves beside its user", pkg, n, users[pkg])
+		}
+	}
+}
+
 func isTestInfrastructure(pkg string) bool {
 	for _, f := range testInfrastructure {
 		if pkg == f || strings.HasPrefix(pkg, f+"/") {

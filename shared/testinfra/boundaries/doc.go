@@ -4,8 +4,9 @@
 // (services/cli, a user's tool, not a node process) import client-go,
 // and services meet only through the protos, never importing each other.
 // It also keeps the house: no build output tracked by git
-// (TestNoBinariesCommitted), and flag help texts short
-// (TestFlagHelpIsShort).
+// (TestNoBinariesCommitted), flag help texts short
+// (TestFlagHelpIsShort), and no package in shared/ with one user
+// (TestSharedHasTwoUsers).
 //
 // It also holds the documentation (README.md, docs/*.md) to the code:
 // every item of these classes a page names is checked against its source
