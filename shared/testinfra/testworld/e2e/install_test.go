@@ -152,25 +152,35 @@ spec:
 	})
 }
 
-// roll installs a new image tag as a user upgrades (make images-load, the
-// overlay's newTag, kubectl apply --server-side -k, rollout status) while
-// the demo pod holds a device: the pod keeps it (its container still sees
-// net1 after the roll), and a pod created after the roll gets the other
-// device. It returns the new node pod.
 // roll rolls the DaemonSet and the operator to new images while pod holds
 // a device: the pod keeps it (its container still sees net1 after the
-// roll) and a pod created after the roll gets one. upgrade applies the new
-// images (kustomize's overlay, or helm upgrade), whose references contain
-// image.
+// roll), and a pod created as soon as the new images are applied, while
+// the DaemonSet rolls, gets one: it runs with its net1. Its time from
+// creation to Ready is logged, with what the node's netdra-node pods were
+// doing when it was created; it is reported, not judged. upgrade applies
+// the new images (kustomize's overlay, or helm upgrade), whose references
+// contain image. roll returns the new node pod.
 func (in *installer) roll(t *testing.T, image string, old, pod *corev1.Pod, upgrade func()) *corev1.Pod {
 	t.Helper()
 	upgrade()
+	manifest := in.demoManifest(t, "netdra-demo-2", "10.100.0.11/24")
+	created := time.Now()
+	in.k(t, "apply", "-f", manifest)
+	during := in.nodePods(t)
+	in.k(t, "-n", "netdra-demo", "wait", "--for=condition=Ready", "pod/netdra-demo-2", "--timeout=3m")
+	readyAfter := time.Since(created)
 	in.k(t, "-n", in.ns, "rollout", "status", "ds/netdra-node", "--timeout=3m")
 	in.k(t, "-n", in.ns, "rollout", "status", "deploy/netdra-operator", "--timeout=3m")
 	cur := in.nodePod(t)
 	if cur.UID == old.UID || !strings.Contains(cur.Spec.Containers[0].Image, image) {
 		t.Fatalf("the DaemonSet did not roll: pod %s runs %s", cur.Name, cur.Spec.Containers[0].Image)
 	}
+	p2, err := in.cp.Client().CoreV1().Pods("netdra-demo").Get(context.Background(), "netdra-demo-2", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("a pod created during the roll (netdra-node pods then: %s) was Ready %s after kubectl apply; by its own times, %s from creation to Ready",
+		during, readyAfter.Round(time.Millisecond), podReadyAfter(p2))
 	rolled := time.Now()
 	waitFor(t, "a dump of the demo pod's network after the roll", time.Minute, func(ctx context.Context) (bool, error) {
 		log, err := in.try(20*time.Second, in.kubectl, "-n", "netdra-demo", "logs", "netdra-demo")
@@ -179,13 +189,55 @@ func (in *installer) roll(t *testing.T, image string, old, pod *corev1.Pod, upgr
 	if p, err := in.cp.Client().CoreV1().Pods("netdra-demo").Get(context.Background(), pod.Name, metav1.GetOptions{}); err != nil || p.UID != pod.UID {
 		t.Fatalf("the demo pod did not outlive the roll: %v", err)
 	}
-	in.k(t, "apply", "-f", in.demoManifest(t, "netdra-demo-2", "10.100.0.11/24"))
-	in.k(t, "-n", "netdra-demo", "wait", "--for=condition=Ready", "pod/netdra-demo-2", "--timeout=2m")
-	waitFor(t, "the second pod's dump of its network", time.Minute, func(ctx context.Context) (bool, error) {
+	waitFor(t, "a dump of the second pod's network after the roll", time.Minute, func(ctx context.Context) (bool, error) {
 		log, err := in.try(20*time.Second, in.kubectl, "-n", "netdra-demo", "logs", "netdra-demo-2")
-		return err == nil && strings.Contains(lastDump(log), "\n    inet 10.100.0.11/24\n"), nil
+		return err == nil && lastDumpAfter(log, rolled) && strings.Contains(lastDump(log), "\n    inet 10.100.0.11/24\n"), nil
 	})
+	if p, err := in.cp.Client().CoreV1().Pods("netdra-demo").Get(context.Background(), "netdra-demo-2", metav1.GetOptions{}); err != nil || p.UID != p2.UID || p.Status.Phase != corev1.PodRunning {
+		t.Fatalf("the pod created during the roll did not stay Running: %v", err)
+	}
 	return cur
+}
+
+// nodePods says what the node's netdra-node pods are doing: each one's
+// name, phase, whether it is terminating and how many of its containers
+// are ready.
+func (in *installer) nodePods(t *testing.T) string {
+	t.Helper()
+	pods, err := in.cp.Client().CoreV1().Pods(in.ns).List(context.Background(), metav1.ListOptions{
+		LabelSelector: "app.kubernetes.io/name=netdra-node", FieldSelector: "spec.nodeName=" + in.node.Name()})
+	if err != nil {
+		t.Fatalf("the node's netdra-node pods: %v", err)
+	}
+	var out []string
+	for _, p := range pods.Items {
+		ready := 0
+		for _, s := range p.Status.ContainerStatuses {
+			if s.Ready {
+				ready++
+			}
+		}
+		what := fmt.Sprintf("%s %s %d/%d ready", p.Name, p.Status.Phase, ready, len(p.Spec.Containers))
+		if p.DeletionTimestamp != nil {
+			what += " terminating"
+		}
+		out = append(out, what)
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, "; ")
+}
+
+// podReadyAfter is the time from p's creation to its Ready condition, by
+// the API server's times (whole seconds), or why there is none.
+func podReadyAfter(p *corev1.Pod) string {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			return c.LastTransitionTime.Sub(p.CreationTimestamp.Time).String()
+		}
+	}
+	return "(not Ready)"
 }
 
 // lastDump is the test app's last complete dump in its log.
