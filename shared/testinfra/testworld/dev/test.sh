@@ -6,11 +6,12 @@
 # processes at once, each with its own control plane and real nodes (the
 # real node's host snapshot is shared between processes: see
 # realnode/hostusers.go). The install tests, which share the DaemonSet's
-# host paths and host ports, and make dev's (TestE2E_Dev*), whose demo
-# listens on the same metrics ports, all go to the second half, and each
-# starts a world or a DaemonSet of its own: so the second takes one in
-# three of the others, dealt by name, the first the rest, and the CRI-O
-# tests run after the first half (below).
+# host paths and host ports, and make dev's (TestE2E_Dev[A-Z]*), whose demo
+# listens on the same metrics ports, all go to the second half, as one
+# item; the CRI-O tests run after the first half (below). The other tests
+# are dealt longest first, each to the half with less time dealt so far,
+# by the seconds each took in a CI run (dev/e2e-seconds.tsv; a test not
+# listed counts as e2eDefaultSeconds), so that both halves end together.
 # The other packages run one at a time beside both halves, not before
 # them: they would hold back the longest path of a run.
 # Each lane's output is prefixed with its name; the exit status is the
@@ -39,19 +40,35 @@ if [[ ${TESTWORLD_VET:-1} != 0 ]]; then
 fi
 # One build of the e2e test binary, listed; both halves reuse the cache.
 mapfile -t tests < <("$go" test -vet=off -count=1 -list '^Test' ./e2e/ | grep '^Test')
-first=() second=() crio=()
-i=0
+declare -A seconds=()
+while read -r name secs; do
+  [[ -z $name || $name == \#* ]] || seconds[$name]=${secs%.*}
+done <dev/e2e-seconds.tsv
+e2eDefaultSeconds=30
+took() { echo "${seconds[$1]:-$e2eDefaultSeconds}"; }
+first=() second=() crio=() rest=()
+load1=0 load2=0
 for t in "${tests[@]}"; do
   if [[ $t == TestE2E_CRIO* ]]; then
     crio+=("$t")
-  elif [[ $t == TestE2E_Install* || $t == TestE2E_Dev* ]]; then
+    ((load1 += $(took "$t"))) || true
+  elif [[ $t == TestE2E_Install* || $t == TestE2E_Dev[A-Z]* ]]; then
     second+=("$t")
-  elif ((i++ % 3 == 0)); then
-    second+=("$t")
+    ((load2 += $(took "$t"))) || true
   else
-    first+=("$t")
+    rest+=("$(took "$t") $t")
   fi
 done
+while read -r secs t; do
+  [[ -n $t ]] || continue
+  if ((load1 <= load2)); then
+    first+=("$t")
+    ((load1 += secs)) || true
+  else
+    second+=("$t")
+    ((load2 += secs)) || true
+  fi
+done < <(printf "%s\n" "${rest[@]}" | sort -k1,1nr -k2,2)
 regex() { local IFS='|'; echo "^($*)\$"; }
 others=$("$go" list ./... | grep -v '/e2e$')
 
@@ -84,7 +101,7 @@ first_then_crio() {
   return $rc
 }
 
-echo ">> test world: ${#first[@]} + ${#crio[@]} (CRI-O) + ${#second[@]} end-to-end tests in two processes"
+echo ">> test world: ${#first[@]} + ${#crio[@]} (CRI-O) + ${#second[@]} end-to-end tests in two processes (dealt ${load1} s + ${load2} s, by dev/e2e-seconds.tsv)"
 [[ -z ${TESTWORLD_BIN:-} ]] || lane crio-build "$TESTWORLD_BIN" build-node -crio &
 lane packages "$go" test -vet=off -count=1 -p 1 -timeout "$timeout" $others &
 lane e2e-1 first_then_crio &
