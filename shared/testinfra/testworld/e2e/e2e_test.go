@@ -314,17 +314,7 @@ func TestE2E_DraRestart(t *testing.T) {
 		return err == nil && p.Status.Phase == corev1.PodRunning, nil
 	})
 	nn.dra.Restart()
-	if err := c.CoreV1().Pods(ns).Delete(context.Background(), pod.Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the pod to be gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		_, err := c.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
-	})
-	waitFor(t, "the allocation to be gone", time.Minute, func(ctx context.Context) (bool, error) {
-		resp, err := nn.stateClient.ListAllocations(ctx, &statev1.ListAllocationsRequest{})
-		return err == nil && len(resp.GetAllocations()) == 0, nil
-	})
+	nn.deletePods(t, c, ns, []*corev1.Pod{pod})
 	if _, ok := link(t, nn.hostNS, "data0"); !ok {
 		t.Error("data0 is not back in the host netns")
 	}

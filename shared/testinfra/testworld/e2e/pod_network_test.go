@@ -16,11 +16,9 @@ import (
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 	"github.com/netdra/netdra/shared/apis/v1alpha1"
 	"github.com/netdra/netdra/shared/testinfra/nodetest"
 	"github.com/netdra/netdra/shared/testinfra/testenv"
@@ -312,17 +310,7 @@ func TestE2E_PodNetworkNoDHCPServer(t *testing.T) {
 		t.Errorf("no container status of the pod names DHCP (%q): %+v", noLease, p.Status.ContainerStatuses)
 	}
 
-	if err := c.CoreV1().Pods(ns).Delete(context.Background(), pod.Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the pod to be gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		_, err := c.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
-	})
-	waitFor(t, "the allocation to be gone", time.Minute, func(ctx context.Context) (bool, error) {
-		resp, err := nn.stateClient.ListAllocations(ctx, &statev1.ListAllocationsRequest{})
-		return err == nil && len(resp.GetAllocations()) == 0, nil
-	})
+	nn.deletePods(t, c, ns, []*corev1.Pod{pod})
 	if l, ok := link(t, nn.hostNS, "dn0"); !ok || fmt.Sprint(l) != fmt.Sprint(before) {
 		t.Errorf("dn0 after the pod = %+v (in the host: %v), want it as before: %+v", l, ok, before)
 	}
