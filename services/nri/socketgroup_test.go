@@ -112,7 +112,7 @@ func copyBinary(t *testing.T, dir, name string) string {
 // served; one outside it, in another group, is refused at connect
 // (permission denied); one in the group but of a uid the service does not
 // admit connects and is refused by the uid allow-list (SO_PEERCRED).
-// Issue 38's point 2, the wrong group seen from a node process: an nri
+// The wrong group seen from a node process: an nri
 // outside the folder's group logs that it cannot reach the state service,
 // and why, and its Status says it waits for it, within seconds; an nri in
 // the group does not. A folder of another group gives the socket its group
@@ -233,7 +233,7 @@ func TestSocketGroup(t *testing.T) {
 		t.Logf("nri in the group: waitingFor %q", w)
 	}
 
-	// The folder of a wrong group (issue 38's run): its setgid bit gives
+	// The folder of a wrong group: its setgid bit gives
 	// the socket the folder's group, so a client in the pod's fsGroup,
 	// which passes the folder as its owner, is refused at the socket.
 	wrong := mkdir("sockets-wrong", 0, wrongGroup, 0o770|os.ModeSetgid)
