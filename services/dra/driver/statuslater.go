@@ -37,23 +37,19 @@ func (d *Driver) writeStatusLater(log *slog.Logger, claim *resourceapi.ResourceC
 	d.statusWrites.Add(1)
 	go func() {
 		defer d.statusWrites.Done()
-		var (
-			err     error
-			written bool
-			attempt int
-		)
-		// The condition never fails: Until ends when it is true, after a
-		// write or the last attempt, and the context never ends.
-		_ = d.retryBackoff().DelayFunc().Until(context.Background(), true, true, func(context.Context) (bool, error) {
-			attempt++
+		// statusAttempts attempts, paced by the driver's retry policy.
+		pace := d.retryBackoff()
+		var err error
+		for attempt := 1; ; attempt++ {
+			var written bool
 			if written, err = d.writeStatusOnce(claim, keys, entries); written {
-				return true, nil
+				return
 			}
 			log.Warn("writing the claim status after its prepare failed", "attempt", attempt, "error", err)
-			return attempt >= statusAttempts, nil
-		})
-		if written {
-			return
+			if attempt >= statusAttempts {
+				break
+			}
+			time.Sleep(pace.Step())
 		}
 		d.claims.Event(claim, corev1.EventTypeWarning, ReasonStatusNotWritten,
 			fmt.Sprintf("the claim is prepared, but its status could not be written (dra writes it at its next start): %v", err))
