@@ -132,12 +132,13 @@ func (c *conn) applyLinkAttrs(l netlink.Link, s *devicev1.LinkSettings) error {
 		have  func(*netlink.LinkAttrs) uint32
 		set   func(netlink.Link, int) error
 		since bool // a kernel without the attribute reports 0
+		moves bool // setting it may change a later one: read the link again
 	}{
-		{"txqueuelen", s.Txqueuelen, func(a *netlink.LinkAttrs) uint32 { return uint32(a.TxQLen) }, c.h.LinkSetTxQLen, false},
-		{"gsoMaxSize", s.GsoMaxSize, func(a *netlink.LinkAttrs) uint32 { return a.GSOMaxSize }, c.h.LinkSetGSOMaxSize, false},
-		{"groMaxSize", s.GroMaxSize, func(a *netlink.LinkAttrs) uint32 { return a.GROMaxSize }, c.h.LinkSetGROMaxSize, false},
-		{"gsoIPv4MaxSize", s.GsoIpv4MaxSize, func(a *netlink.LinkAttrs) uint32 { return a.GSOIPv4MaxSize }, c.h.LinkSetGSOIPv4MaxSize, true},
-		{"groIPv4MaxSize", s.GroIpv4MaxSize, func(a *netlink.LinkAttrs) uint32 { return a.GROIPv4MaxSize }, c.h.LinkSetGROIPv4MaxSize, true},
+		{"txqueuelen", s.Txqueuelen, func(a *netlink.LinkAttrs) uint32 { return uint32(a.TxQLen) }, c.h.LinkSetTxQLen, false, false},
+		{"gsoMaxSize", s.GsoMaxSize, func(a *netlink.LinkAttrs) uint32 { return a.GSOMaxSize }, c.h.LinkSetGSOMaxSize, false, true},
+		{"groMaxSize", s.GroMaxSize, func(a *netlink.LinkAttrs) uint32 { return a.GROMaxSize }, c.h.LinkSetGROMaxSize, false, true},
+		{"gsoIPv4MaxSize", s.GsoIpv4MaxSize, func(a *netlink.LinkAttrs) uint32 { return a.GSOIPv4MaxSize }, c.h.LinkSetGSOIPv4MaxSize, true, false},
+		{"groIPv4MaxSize", s.GroIpv4MaxSize, func(a *netlink.LinkAttrs) uint32 { return a.GROIPv4MaxSize }, c.h.LinkSetGROIPv4MaxSize, true, false},
 	} {
 		if f.want == nil || *f.want == f.have(a) {
 			continue
@@ -148,6 +149,9 @@ func (c *conn) applyLinkAttrs(l netlink.Link, s *devicev1.LinkSettings) error {
 		if err := f.set(l, int(*f.want)); err != nil {
 			return fmt.Errorf("setting %s of %s in %s: %w", f.field, a.Name, c.name,
 				fielderr.New(f.field, "%d: the kernel refused it for %s: %v", *f.want, a.Name, err))
+		}
+		if !f.moves {
+			continue
 		}
 		now, err := c.h.LinkByIndex(a.Index)
 		if err != nil {
