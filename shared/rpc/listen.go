@@ -24,6 +24,10 @@ const (
 	staleProbeTimeout = time.Second
 )
 
+// ErrInUse is Listen's error when a server answers on the socket at its
+// path: the path is left to that server.
+var ErrInUse = errors.New("in use: a server is already listening on it")
+
 // Listen listens on the unix socket at path and returns the listener.
 //
 // The parent directory is created with mode 0755 when missing, and must
@@ -33,8 +37,9 @@ const (
 // their group), and no directory above it writable by others without the
 // sticky bit (see checkSocketDir). A socket file already at path is
 // removed when nothing answers on it (it was left behind by a process
-// that exited); when a server does answer, Listen fails rather than steal
-// the path. Any other kind of file at path is an error and is left alone.
+// that exited); when a server does answer, Listen fails with ErrInUse
+// rather than steal the path. Any other kind of file at path is an error
+// and is left alone.
 // The new socket is checked to be this process's with mode 0660
 // (checkSocket). Closing the listener removes the socket file.
 func Listen(path string) (net.Listener, error) {
@@ -80,7 +85,7 @@ func removeStale(path string) error {
 	switch {
 	case err == nil:
 		conn.Close()
-		return fmt.Errorf("%s is in use: a server is already listening on it", path)
+		return fmt.Errorf("%s: %w", path, ErrInUse)
 	case errors.Is(err, syscall.ECONNREFUSED):
 		// Nobody listens: the file is a leftover.
 	default:

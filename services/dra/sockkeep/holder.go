@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/netdra/netdra/shared/rpc"
 )
@@ -34,6 +35,9 @@ type held struct {
 	ln         *net.UnixListener
 	file       *os.File // a duplicate of ln's descriptor, the one handed over
 	registered bool
+	// created is the socket file as bound: release removes the file at
+	// the path only while it is still this one.
+	created os.FileInfo
 }
 
 // NewHolder returns a holder holding nothing. allowed are the peer uids it
@@ -49,7 +53,7 @@ const handshakeTimeout = 10 * time.Second
 // then closes the handover socket and removes it. The held sockets stay
 // until Close.
 func (h *Holder) Serve(ctx context.Context, path string) error {
-	ln, err := rpc.Listen(path)
+	ln, err := h.listenHandover(ctx, path)
 	if err != nil {
 		return fmt.Errorf("handover socket: %w", err)
 	}
@@ -67,6 +71,33 @@ func (h *Holder) Serve(ctx context.Context, path string) error {
 		}
 		go h.answer(conn.(*net.UnixConn))
 	}
+}
+
+// handoverRetry is how often a holder whose handover socket another holder
+// still serves tries it again.
+const handoverRetry = time.Second
+
+// listenHandover listens on the handover socket at path. While another
+// holder answers there (rpc.ErrInUse: the holder pod being replaced has
+// not exited yet), it waits for that one to go, until ctx ends: two
+// holders never serve one path, and the one leaving removes only its own
+// files (release).
+func (h *Holder) listenHandover(ctx context.Context, path string) (net.Listener, error) {
+	var ln net.Listener
+	logged := false
+	err := wait.PollUntilContextCancel(ctx, handoverRetry, true, func(context.Context) (bool, error) {
+		var err error
+		ln, err = rpc.Listen(path)
+		if errors.Is(err, rpc.ErrInUse) {
+			if !logged {
+				h.log.Info("Waiting for the holder serving the handover socket to exit", "socket", path)
+				logged = true
+			}
+			return false, nil
+		}
+		return err == nil, err
+	})
+	return ln, err
 }
 
 // Close closes every held socket and removes its file: the kubelet's
@@ -231,20 +262,42 @@ func listen(path string) (*held, error) {
 		ln.Close()
 		return nil, fmt.Errorf("listener of %s is a %T", path, ln)
 	}
-	f, err := ul.File()
+	// The file is removed by release, and only while it is this one.
+	ul.SetUnlinkOnClose(false)
+	fi, err := os.Lstat(path)
 	if err != nil {
 		ul.Close()
 		return nil, err
 	}
-	return &held{ln: ul, file: f}, nil
+	f, err := ul.File()
+	if err != nil {
+		ul.Close()
+		os.Remove(path)
+		return nil, err
+	}
+	return &held{ln: ul, file: f, created: fi}, nil
 }
 
-// releaseLocked closes the held socket at p and removes its file.
+// releaseLocked closes the held socket at p and removes its file, unless
+// the file there is no longer the one it created: another holder's (one
+// started while this one was leaving, which found this one's socket stale
+// or gone) is left alone.
 func (h *Holder) releaseLocked(p string) {
 	hs := h.held[p]
 	delete(h.held, p)
 	err := errors.Join(hs.file.Close(), hs.ln.Close())
 	if err != nil {
 		h.log.Warn("Closing a held socket", "path", p, "error", err)
+	}
+	switch fi, err := os.Lstat(p); {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		h.log.Warn("Removing a held socket", "path", p, "error", err)
+	case !os.SameFile(fi, hs.created):
+		h.log.Info("Left a socket file another holder made in place of this one's", "path", p)
+	default:
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			h.log.Warn("Removing a held socket", "path", p, "error", err)
+		}
 	}
 }

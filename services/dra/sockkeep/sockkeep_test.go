@@ -263,3 +263,88 @@ func waitServing(t *testing.T, handover string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestHolderReplaced is a holder pod replaced while dra runs on: the new
+// holder waits for the old one's handover socket, a kubelet socket the
+// old one still serves is refused to the new one, and once the old one is
+// gone the new one serves and creates the sockets anew; an old holder
+// that leaves after a successor made a socket file in place of its own
+// leaves that file.
+func TestHolderReplaced(t *testing.T) {
+	dir := t.TempDir()
+	handover := filepath.Join(dir, "h.sock")
+	plugin := filepath.Join(dir, "dra.sock")
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	serve := func(h *Holder) (stop func() error) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- h.Serve(ctx, handover) }()
+		return func() error { cancel(); return <-done }
+	}
+	old := NewHolder(quiet, nil)
+	stopOld := serve(old)
+	waitServing(t, handover)
+	take(t, handover, []string{plugin}, false).Close()
+
+	next := NewHolder(quiet, nil)
+	defer next.Close()
+	stopNext := serve(next)
+	time.Sleep(2 * handoverRetry)
+	if held, err := Held(context.Background(), handover); err != nil || len(held) != 1 || held[0] != plugin {
+		t.Fatalf("while the new holder waits, the old one answers: held %v, %v; want [%s]", held, err, plugin)
+	}
+	if r, _ := next.take([]string{plugin}, false); !strings.Contains(r.Error, "in use") {
+		t.Fatalf("the new holder's take of a socket the old one serves: %q, want in use", r.Error)
+	}
+
+	// The old holder leaves (its pod deleted): its files go, and the new
+	// one serves the handover socket and creates the kubelet socket anew.
+	if err := stopOld(); err != nil {
+		t.Fatalf("old holder's Serve: %v", err)
+	}
+	old.Close()
+	mustExist(t, plugin, false)
+	waitServingHeld(t, handover, 0)
+	tk := take(t, handover, []string{plugin}, false)
+	defer tk.Close()
+	if tk.Inherited {
+		t.Fatal("the new holder's first take says inherited")
+	}
+
+	// A holder whose socket file was replaced by its successor's (removed
+	// by hand in between) leaves the successor's file when it goes.
+	stale := NewHolder(quiet, nil)
+	other := filepath.Join(dir, "other.sock")
+	if r, _ := stale.take([]string{other}, false); r.Error != "" {
+		t.Fatal(r.Error)
+	}
+	if err := os.Remove(other); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := next.take([]string{plugin, other}, false); r.Error != "" {
+		t.Fatal(r.Error)
+	}
+	stale.Close()
+	mustExist(t, other, true)
+	send(t, other, "still the new holder's")
+	if err := stopNext(); err != nil {
+		t.Fatalf("new holder's Serve: %v", err)
+	}
+}
+
+// waitServingHeld waits until a holder holding n sockets answers at
+// handover.
+func waitServingHeld(t *testing.T, handover string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		held, err := Held(context.Background(), handover)
+		if err == nil && len(held) == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no holder holding %d sockets answers at %s: %v %v", n, handover, held, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
