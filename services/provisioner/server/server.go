@@ -236,6 +236,9 @@ func (s *Server) Setup(ctx context.Context, req *provisionerv1.SetupRequest) (*p
 	pd, err := mgr.Setup(ctx, dev, req.GetConfig(), req.GetPool())
 	if err != nil {
 		unlock()
+		if errors.Is(err, manager.ErrNotReady) {
+			return nil, status.Errorf(codes.Unavailable, "setting up %s: %v", name, err)
+		}
 		return nil, fmt.Errorf("setting up %s: %w", name, err)
 	}
 	if settings != nil && pd.GetOriginalLink() != nil {

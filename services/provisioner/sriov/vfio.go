@@ -6,12 +6,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	"github.com/netdra/netdra/services/provisioner/manager"
 	"github.com/netdra/netdra/services/provisioner/rdma"
 	"github.com/netdra/netdra/shared/fielderr"
 )
@@ -133,6 +135,11 @@ func (m *Manager) prepare(dev *devicev1.Device, cfg *devicev1.DeviceConfig) (*de
 			return nil, err
 		}
 	}
+	if !cfg.GetVfio() {
+		if err := notReady(dev); err != nil {
+			return nil, err
+		}
+	}
 	var err error
 	pd := &devicev1.PreparedDevice{Device: proto.CloneOf(dev)}
 	if bind {
@@ -154,6 +161,25 @@ func (m *Manager) prepare(dev *devicev1.Device, cfg *devicev1.DeviceConfig) (*de
 	}
 	return pd, nil
 }
+
+// notReady says why a VF claimed as a netdev cannot be set up yet: it has
+// no netdev, but a kernel driver that makes one is bound, so the driver is
+// registering it (igbvf does so again after the VF was reset, when the
+// last claim freed it) and the inventory has not caught up. It wraps
+// manager.ErrNotReady, for the caller to retry. A VF with no driver, or
+// with a userspace one, never has a netdev and is handed over as it is:
+// nil.
+func notReady(dev *devicev1.Device) error {
+	drv := dev.GetDriver()
+	if dev.GetKernelIfName() != "" || drv == "" || drv == VfioDriver || slices.Contains(userspaceDrivers, drv) {
+		return nil
+	}
+	return fmt.Errorf("device %s: VF has no network interface yet (its driver %s has not registered one): %w", dev.GetName(), drv, manager.ErrNotReady)
+}
+
+// userspaceDrivers are the PCI drivers besides vfio-pci that hand a
+// device to userspace: a VF on one never has a netdev.
+var userspaceDrivers = []string{"uio_pci_generic", "igb_uio"}
 
 // checkVfio checks in sysfs that dev can be given to a pod through vfio:
 // its IOMMU group holds no other device; and, when Setup is to bind it

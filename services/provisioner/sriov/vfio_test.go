@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
+	"github.com/netdra/netdra/services/provisioner/manager"
 	"github.com/netdra/netdra/shared/fielderr"
 )
 
@@ -136,6 +137,43 @@ func TestValidate_Vfio(t *testing.T) {
 				t.Fatalf("Validate = %v", err)
 			case tc.wantField != "" && (!errors.As(err, &fe) || fe.Field != tc.wantField):
 				t.Fatalf("Validate = %v, want an error naming %s", err, tc.wantField)
+			}
+		})
+	}
+}
+
+// A VF claimed as a netdev that has none, with a kernel driver bound, is
+// not ready yet (its driver registers one: igbvf does so again after a
+// reset), for the caller to retry, and nothing changes; one with no driver
+// or a userspace one never has a netdev and is set up as it is.
+func TestSetup_VFWithoutNetdev(t *testing.T) {
+	for _, tc := range []struct {
+		driver   string
+		notReady bool
+	}{
+		{driver: "mlx5_core", notReady: true},
+		{driver: ""},
+		{driver: "igb_uio"},
+	} {
+		t.Run("driver "+tc.driver, func(t *testing.T) {
+			vf := mlxVF2unbound
+			vf.driver = tc.driver
+			var ns []node
+			for _, d := range []pciDev{mlxPF, mlxVF0, mlxVF1vfio, vf} {
+				ns = append(ns, d.nodes()...)
+			}
+			links := &fakeLinks{vfs: map[string][]vfState{"ens2f0np0": {fresh, fresh, fresh}}}
+			m := newTestManager(t, buildTree(t, ns), links)
+			dev := &devicev1.Device{Name: "0000-5e-00-4", Manager: sriov, PciAddress: vf.addr, PfName: "ens2f0np0",
+				VfIndex: new(int32(2)), Driver: tc.driver}
+			pd, err := m.Setup(t.Context(), dev, nil, "")
+			switch {
+			case tc.notReady && !errors.Is(err, manager.ErrNotReady):
+				t.Fatalf("Setup = %v, want manager.ErrNotReady", err)
+			case tc.notReady && len(links.calls) > 0:
+				t.Errorf("Setup changed the VF: %q", links.calls)
+			case !tc.notReady && (err != nil || pd.GetDevice().GetName() != dev.GetName()):
+				t.Fatalf("Setup = %v, %v; want the VF prepared as it is", pd, err)
 			}
 		})
 	}
