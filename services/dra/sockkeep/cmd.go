@@ -13,14 +13,15 @@ import (
 	"github.com/netdra/netdra/shared/process"
 )
 
-// DefaultSocket is the holder's handover socket by default, beside the
-// node processes' sockets.
-const DefaultSocket = process.SocketDir + "/dra-sockets.sock"
+// DefaultSocket is the holder's handover socket by default: the path the
+// chart gives it, in a host directory that the holder's pod and the node
+// pod both mount (the holder is in a DaemonSet of its own).
+const DefaultSocket = "/run/netdra-holder/dra-sockets.sock"
 
 // Main is `dra sockets [flags]`: the holder, serving its handover socket
-// until SIGINT or SIGTERM, then closing the held sockets and removing
-// their files. It returns the exit code: 0 after a signal, 1 on an error,
-// 2 on bad flags. `dra sockets health [-socket]` instead asks the holder
+// (once the holder it replaces, if any, has left it) until SIGINT or
+// SIGTERM, then closing the held sockets and removing their files. It
+// returns the exit code: 0 after a signal, 1 on an error, 2 on bad flags. `dra sockets health [-socket]` instead asks the holder
 // which sockets it holds (for exec probes): 0 when it answered, 1 when
 // not.
 func Main(args []string, stderr io.Writer) int {

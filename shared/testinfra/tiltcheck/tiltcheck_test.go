@@ -151,7 +151,7 @@ func TestTiltfile(t *testing.T) {
 				}
 			}
 		}
-		for _, want := range []string{"netdra-node", "netdra-operator"} {
+		for _, want := range []string{"netdra-node", "netdra-sockets", "netdra-operator"} {
 			if !slices.Contains(workloads, want) {
 				t.Errorf("no k8s_resource for %s (have %q)", want, workloads)
 			}
@@ -159,51 +159,61 @@ func TestTiltfile(t *testing.T) {
 	})
 
 	t.Run("a resource per socket", func(t *testing.T) {
-		var ds *appsv1.DaemonSet
-		for _, d := range yamlDocs[appsv1.DaemonSet](t, "pods/base/daemonset.yaml") {
-			if d.Kind == "DaemonSet" {
-				ds = &d
+		var sets []appsv1.DaemonSet
+		for _, d := range yamlDocs[appsv1.DaemonSet](t, "pods/base/*daemonset.yaml") {
+			if d.Kind == "DaemonSet" && len(d.Spec.Template.Spec.Containers) > 0 {
+				sets = append(sets, d)
 			}
 		}
-		if ds == nil || len(ds.Spec.Template.Spec.Containers) == 0 {
-			t.Fatal("no DaemonSet with containers in pods/base/daemonset.yaml")
+		if len(sets) < 2 {
+			t.Fatalf("%d DaemonSets with containers in pods/base/*daemonset.yaml, want netdra-node's and netdra-sockets'", len(sets))
 		}
 		locals := w.all("local_resource")
-		for _, c := range ds.Spec.Template.Spec.Containers {
-			var socket string
-			for _, a := range c.Args {
-				if s, ok := strings.CutPrefix(a, "-socket="); ok {
-					socket = s
-				}
-			}
-			if len(c.Args) > 0 && !strings.HasPrefix(c.Args[0], "-") {
-				// A subcommand of its image's binary (dra sockets, the
-				// holder of dra's kubelet sockets): no gRPC server, its
-				// resource runs its health check against its socket.
-				i := slices.IndexFunc(locals, func(l call) bool { return l.str("name") == "health-"+c.Name })
-				if i < 0 || c.ReadinessProbe == nil || c.ReadinessProbe.Exec == nil {
-					t.Errorf("no local_resource health-%s running its readiness probe for %s", c.Name, socket)
-					continue
-				}
-				want := "exec ds/" + ds.Name + " -c " + c.Name + " -- " + strings.Join(c.ReadinessProbe.Exec.Command, " ")
-				if cmd := locals[i].str("cmd"); !strings.Contains(cmd, want) || !strings.Contains(cmd, "-socket="+socket) {
-					t.Errorf("health-%s runs %q: want %q", c.Name, cmd, want)
-				}
-				continue
-			}
-			i := slices.IndexFunc(locals, func(l call) bool { return l.str("name") == "grpcurl-"+c.Name })
-			if i < 0 {
-				t.Errorf("no local_resource grpcurl-%s for %s", c.Name, socket)
-				continue
-			}
-			cmd := locals[i].str("cmd")
-			for _, want := range []string{"exec ds/" + ds.Name + " -c " + c.Name + " ", "grpcurl -plaintext -unix ", socket + " list"} {
-				if !strings.Contains(cmd, want) {
-					t.Errorf("grpcurl-%s runs %q: no %q", c.Name, cmd, want)
-				}
-			}
+		for _, ds := range sets {
+			resourcePerSocket(t, ds, locals)
 		}
 	})
+}
+
+// resourcePerSocket checks that each container of ds has its Tiltfile
+// resource: grpcurl-<name> calling its gRPC socket, or health-<name>
+// running its readiness probe for a subcommand that serves no gRPC.
+func resourcePerSocket(t *testing.T, ds appsv1.DaemonSet, locals []call) {
+	t.Helper()
+	for _, c := range ds.Spec.Template.Spec.Containers {
+		var socket string
+		for _, a := range c.Args {
+			if s, ok := strings.CutPrefix(a, "-socket="); ok {
+				socket = s
+			}
+		}
+		if len(c.Args) > 0 && !strings.HasPrefix(c.Args[0], "-") {
+			// A subcommand of its image's binary (dra sockets, the
+			// holder of dra's kubelet sockets): no gRPC server, its
+			// resource runs its health check against its socket.
+			i := slices.IndexFunc(locals, func(l call) bool { return l.str("name") == "health-"+c.Name })
+			if i < 0 || c.ReadinessProbe == nil || c.ReadinessProbe.Exec == nil {
+				t.Errorf("no local_resource health-%s running its readiness probe for %s", c.Name, socket)
+				continue
+			}
+			want := "exec ds/" + ds.Name + " -c " + c.Name + " -- " + strings.Join(c.ReadinessProbe.Exec.Command, " ")
+			if cmd := locals[i].str("cmd"); !strings.Contains(cmd, want) || !strings.Contains(cmd, "-socket="+socket) {
+				t.Errorf("health-%s runs %q: want %q", c.Name, cmd, want)
+			}
+			continue
+		}
+		i := slices.IndexFunc(locals, func(l call) bool { return l.str("name") == "grpcurl-"+c.Name })
+		if i < 0 {
+			t.Errorf("no local_resource grpcurl-%s for %s", c.Name, socket)
+			continue
+		}
+		cmd := locals[i].str("cmd")
+		for _, want := range []string{"exec ds/" + ds.Name + " -c " + c.Name + " ", "grpcurl -plaintext -unix ", socket + " list"} {
+			if !strings.Contains(cmd, want) {
+				t.Errorf("grpcurl-%s runs %q: no %q", c.Name, cmd, want)
+			}
+		}
+	}
 }
 
 // TestTiltfile_StubsCatchErrors makes sure the evaluation is no formality:

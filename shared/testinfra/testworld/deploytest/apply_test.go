@@ -269,19 +269,20 @@ func podFrom(name, namespace string, tmpl corev1.PodTemplateSpec) *corev1.Pod {
 }
 
 // TestManifests_PodsAdmitted creates, as a dry run, the pods the node
-// DaemonSet and the operator Deployment would create, with the base
+// DaemonSets and the operator Deployment would create, with the base
 // installed: pod admission passes (Pod Security for the namespace, the
 // ServiceAccounts, the priority classes, the projected token volume).
 func TestManifests_PodsAdmitted(t *testing.T) {
 	a := newApplier(t)
 	installBase(t, a)
 	objs := render(t, base)
-	ds := nodeDaemonSet(t, base)
+	sets := nodeDaemonSets(t, base)
 	dep := typed[appsv1.Deployment](t, find(t, objs, "Deployment", "netdra-operator"))
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
 	for _, pod := range []*corev1.Pod{
-		podFrom("netdra-node-test", ds.Namespace, ds.Spec.Template),
+		podFrom("netdra-node-test", sets.node.Namespace, sets.node.Spec.Template),
+		podFrom("netdra-sockets-test", sets.holder.Namespace, sets.holder.Spec.Template),
 		podFrom("netdra-operator-test", dep.Namespace, dep.Spec.Template),
 	} {
 		got, err := a.client.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})

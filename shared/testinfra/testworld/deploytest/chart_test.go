@@ -191,9 +191,14 @@ func TestChart_Values(t *testing.T) {
 		}
 	}
 	// The holder follows the driver name and the kubelet root dir as dra
-	// does: its sockets are dra's.
-	if bad := holderRules(spec); len(bad) > 0 {
+	// does (its sockets are dra's), and the node pod's placement.
+	hds := typed[appsv1.DaemonSet](t, find(t, objs, "DaemonSet", "netdra-sockets"))
+	if bad := holderRules(nodeSets{node: ds, holder: hds}); len(bad) > 0 {
 		t.Errorf("the socket holder and dra disagree with these values:\n%s", strings.Join(bad, "\n"))
+	}
+	if hspec := hds.Spec.Template.Spec; hspec.NodeSelector["pool"] != "net" || hspec.Affinity == nil ||
+		!slices.Equal(hspec.ImagePullSecrets, []corev1.LocalObjectReference{{Name: "regcred"}}) {
+		t.Errorf("holder: nodeSelector %v, affinity %+v, imagePullSecrets %v: want the node pod's", hspec.NodeSelector, hspec.Affinity, hspec.ImagePullSecrets)
 	}
 	wantImage := map[string]string{
 		"state-dir":   "registry.example.com/netdra/state:v1.2.3",
@@ -204,14 +209,14 @@ func TestChart_Values(t *testing.T) {
 		"dra-sockets": "mirror.example.com/n/dra:v1.2.4",
 		"nri":         "registry.example.com/netdra/nri:v1.2.3@" + digest,
 	}
-	for _, c := range append(slices.Clone(spec.InitContainers), spec.Containers...) {
+	for _, c := range slices.Concat(spec.InitContainers, spec.Containers, hds.Spec.Template.Spec.Containers) {
 		if c.Image != wantImage[c.Name] || c.ImagePullPolicy != "Always" {
 			t.Errorf("%s: image %s, pull policy %q; want %s, Always", c.Name, c.Image, c.ImagePullPolicy, wantImage[c.Name])
 		}
 		if slices.Contains(nodeProcesses, c.Name) && (!slices.Contains(c.Args, "-metrics-address=") || len(c.Ports) > 0) {
 			t.Errorf("%s: metrics not off: %q, ports %v", c.Name, c.Args, c.Ports)
 		}
-		if slices.Contains(nodeContainers, c.Name) && !slices.Contains(c.Args, "-log-level=debug") {
+		if (slices.Contains(nodeContainers, c.Name) || c.Name == holder) && !slices.Contains(c.Args, "-log-level=debug") {
 			t.Errorf("%s: no -log-level=debug: %q", c.Name, c.Args)
 		}
 		if c.Name == "provisioner" && c.Args[len(c.Args)-1] != "-x=1" {

@@ -17,12 +17,15 @@ import (
 var nodeProcesses = []string{"provisioner", "state", "dra", "nri"}
 
 // holder is the container of dra's socket holder (dra sockets): dra's
-// image, no gRPC and no metrics.
+// image, no gRPC and no metrics, alone in the netdra-sockets DaemonSet.
 const holder = "dra-sockets"
 
-// nodeContainers are the node pod's containers: one per process, then the
-// holder of dra's kubelet sockets.
-var nodeContainers = append(slices.Clone(nodeProcesses), holder)
+// nodeContainers are the node pod's containers: one per process.
+var nodeContainers = nodeProcesses
+
+// nodeSets are netdra's two DaemonSets on every node: netdra-node (the
+// processes) and netdra-sockets (the holder of dra's kubelet sockets).
+type nodeSets struct{ node, holder *appsv1.DaemonSet }
 
 // provisionerCaps are the only capabilities any netdra container adds.
 var provisionerCaps = []corev1.Capability{"BPF", "NET_ADMIN", "SYS_ADMIN"}
@@ -35,6 +38,9 @@ var hostPathOwners = []struct {
 }{
 	// dra's own; the holder's are checked by holderRules.
 	{"/var/lib/kubelet/", []string{"dra", holder}},
+	// The holder's handover socket, which dra takes the kubelet sockets
+	// from.
+	{"/run/netdra-holder", []string{"dra", holder}},
 	{"/var/run/cdi", []string{"dra"}},
 	{"/var/run/nri", []string{"nri"}},
 	{"/run/nri", []string{"nri"}},
@@ -49,27 +55,41 @@ var hostPathOwners = []struct {
 	{"/run/netdra-gate", []string{"nri"}},
 }
 
-// podRules lists what is wrong with the node pod's spec.
-func podRules(ds *appsv1.DaemonSet) []string {
+// podRules lists what is wrong with the node DaemonSets' pod specs.
+func podRules(s nodeSets) []string {
+	bad := setRules(s.node, nodeContainers)
+	bad = append(bad, setRules(s.holder, []string{holder})...)
+	for _, c := range s.node.Spec.Template.Spec.Containers {
+		if !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == "/run/netdra" }) {
+			bad = append(bad, c.Name+": does not mount the shared socket directory /run/netdra")
+		}
+	}
+	bad = append(bad, hookRules(s.node.Spec.Template.Spec)...)
+	return append(bad, holderRules(s)...)
+}
+
+// setRules lists what is wrong with one DaemonSet's pod spec, whose
+// containers must be those named.
+func setRules(ds *appsv1.DaemonSet, containers []string) []string {
 	var bad []string
 	spec := ds.Spec.Template.Spec
 	var names []string
 	for _, c := range spec.Containers {
 		names = append(names, c.Name)
 	}
-	if !slices.Equal(names, nodeContainers) {
-		bad = append(bad, fmt.Sprintf("containers %v, want %v", names, nodeContainers))
+	if !slices.Equal(names, containers) {
+		bad = append(bad, fmt.Sprintf("%s: containers %v, want %v", ds.Name, names, containers))
 	}
 	if spec.PriorityClassName != "system-node-critical" {
-		bad = append(bad, fmt.Sprintf("priorityClassName %q", spec.PriorityClassName))
+		bad = append(bad, fmt.Sprintf("%s: priorityClassName %q", ds.Name, spec.PriorityClassName))
 	}
 	if !slices.ContainsFunc(spec.Tolerations, func(t corev1.Toleration) bool {
 		return t.Key == "" && t.Operator == corev1.TolerationOpExists && t.Effect == ""
 	}) {
-		bad = append(bad, fmt.Sprintf("no toleration of every taint (operator Exists, no key, no effect): %v", spec.Tolerations))
+		bad = append(bad, fmt.Sprintf("%s: no toleration of every taint (operator Exists, no key, no effect): %v", ds.Name, spec.Tolerations))
 	}
 	if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
-		bad = append(bad, "the ServiceAccount token is mounted into every container")
+		bad = append(bad, ds.Name+": the ServiceAccount token is mounted into every container")
 	}
 	for _, c := range spec.Containers {
 		bad = append(bad, probeRules(c)...)
@@ -77,14 +97,8 @@ func podRules(ds *appsv1.DaemonSet) []string {
 			c.Resources.Limits.Cpu().IsZero() || c.Resources.Limits.Memory().IsZero() {
 			bad = append(bad, c.Name+": cpu and memory requests and limits must all be set")
 		}
-		if !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == "/run/netdra" }) {
-			bad = append(bad, c.Name+": does not mount the shared socket directory /run/netdra")
-		}
 	}
-	bad = append(bad, hookRules(spec)...)
-	bad = append(bad, holderRules(spec)...)
-	all := append(slices.Clone(spec.InitContainers), spec.Containers...)
-	for _, c := range all {
+	for _, c := range append(slices.Clone(spec.InitContainers), spec.Containers...) {
 		bad = append(bad, imageRules(c)...)
 		bad = append(bad, privilegeRules(c)...)
 		bad = append(bad, mountRules(c, spec.Volumes)...)
@@ -129,24 +143,30 @@ func hookRules(spec corev1.PodSpec) []string {
 }
 
 // holderRules: the holder of dra's kubelet sockets runs `dra sockets` from
-// dra's very image (an upgrade moves both), serves the handover socket
-// dra's -keep-sockets names (else dra waits for a holder that is not
-// there and never registers), mounts the kubelet directories dra mounts
-// at the same paths (the sockets it creates are dra's, where the kubelet
-// looks for them) and no other host path, and serves no port.
-func holderRules(spec corev1.PodSpec) []string {
-	byName := func(name string) *corev1.Container {
+// dra's very image, serves the handover socket dra's -keep-sockets names
+// (else dra waits for a holder that is not there and never registers) in
+// the host directory dra mounts at the same path, mounts the kubelet
+// directories dra mounts at the same paths (the sockets it creates are
+// dra's, where the kubelet looks for them) and no other host path, serves
+// no port, and is not rolled by an upgrade (OnDelete: a roll of the
+// holder deregisters the driver, which is what it is there to avoid).
+func holderRules(s nodeSets) []string {
+	byName := func(spec corev1.PodSpec, name string) *corev1.Container {
 		i := slices.IndexFunc(spec.Containers, func(c corev1.Container) bool { return c.Name == name })
 		if i < 0 {
 			return nil
 		}
 		return &spec.Containers[i]
 	}
-	h, dra := byName(holder), byName("dra")
+	hspec, nspec := s.holder.Spec.Template.Spec, s.node.Spec.Template.Spec
+	h, dra := byName(hspec, holder), byName(nspec, "dra")
 	if h == nil || dra == nil {
 		return []string{fmt.Sprintf("no %s or dra container", holder)}
 	}
 	var bad []string
+	if t := s.holder.Spec.UpdateStrategy.Type; t != appsv1.OnDeleteDaemonSetStrategyType {
+		bad = append(bad, fmt.Sprintf("%s: updateStrategy %q, want OnDelete (an upgrade leaves the holder running)", s.holder.Name, t))
+	}
 	if h.Image != dra.Image {
 		bad = append(bad, fmt.Sprintf("%s: image %s, want dra's, %s", holder, h.Image, dra.Image))
 	}
@@ -167,19 +187,36 @@ func holderRules(spec corev1.PodSpec) []string {
 	if keep == "" || keep != handover {
 		bad = append(bad, fmt.Sprintf("dra: -keep-sockets=%s, want the handover socket %s serves, %s", keep, holder, handover))
 	}
-	kubeletMounts := func(c *corev1.Container) []string {
+	// hostMounts are c's host path mounts ("<host path> at <mount path>")
+	// whose host path contains any of within.
+	hostMounts := func(spec corev1.PodSpec, c *corev1.Container, within ...string) []string {
 		var out []string
 		for _, m := range c.VolumeMounts {
 			i := slices.IndexFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == m.Name })
-			if i >= 0 && spec.Volumes[i].HostPath != nil && strings.Contains(spec.Volumes[i].HostPath.Path, "/kubelet/") {
-				out = append(out, m.Name+" at "+m.MountPath)
+			if i < 0 || spec.Volumes[i].HostPath == nil {
+				continue
+			}
+			if p := spec.Volumes[i].HostPath.Path; slices.ContainsFunc(within, func(w string) bool { return strings.Contains(p, w) }) {
+				out = append(out, p+" at "+m.MountPath)
 			}
 		}
 		slices.Sort(out)
 		return out
 	}
-	if got, want := kubeletMounts(h), kubeletMounts(dra); len(want) == 0 || !slices.Equal(got, want) {
+	if got, want := hostMounts(hspec, h, "/kubelet/"), hostMounts(nspec, dra, "/kubelet/"); len(want) == 0 || !slices.Equal(got, want) {
 		bad = append(bad, fmt.Sprintf("%s: mounts the kubelet directories %q, want dra's, %q", holder, got, want))
+	}
+	dir := path.Dir(handover)
+	inDir := func(spec corev1.PodSpec, c *corev1.Container) string {
+		for _, m := range hostMounts(spec, c, "/") {
+			if strings.HasSuffix(m, " at "+dir) {
+				return m
+			}
+		}
+		return ""
+	}
+	if got, want := inDir(hspec, h), inDir(nspec, dra); got == "" || got != want {
+		bad = append(bad, fmt.Sprintf("%s: the handover directory %s is host path %q, dra's is %q: want one host directory", holder, dir, got, want))
 	}
 	if len(h.Ports) > 0 {
 		bad = append(bad, fmt.Sprintf("%s: ports %v, want none", holder, h.Ports))
@@ -342,38 +379,51 @@ func probeRules(c corev1.Container) []string {
 // resources, and exec probes through its health subcommand; the pod is
 // system-node-critical and tolerates every taint. In the base every
 // container also has a read-only root filesystem (the dev overlay lifts it
-// for Tilt's live update of the four processes' containers, and nothing
-// else; init containers keep it).
+// for Tilt's live update of the long-running containers, the processes'
+// and the holder's, and nothing else; init containers keep it). Both node
+// DaemonSets are read: netdra-node and netdra-sockets.
 func TestDaemonSet_Privileges(t *testing.T) {
 	for _, dir := range []string{base, dev} {
 		t.Run(dir, func(t *testing.T) {
-			ds := nodeDaemonSet(t, dir)
-			for _, v := range podRules(ds) {
+			sets := nodeDaemonSets(t, dir)
+			for _, v := range podRules(sets) {
 				t.Error(v)
 			}
-			inits := len(ds.Spec.Template.Spec.InitContainers)
-			for i, c := range append(slices.Clone(ds.Spec.Template.Spec.InitContainers), ds.Spec.Template.Spec.Containers...) {
-				ro := c.SecurityContext != nil && c.SecurityContext.ReadOnlyRootFilesystem != nil && *c.SecurityContext.ReadOnlyRootFilesystem
-				if want := dir == base || i < inits; ro != want { // live update syncs into the long-running containers only
-					t.Errorf("%s: readOnlyRootFilesystem %v, want %v", c.Name, ro, want)
-				}
-				// The dev overlay's images block names the base's images:
-				// every container runs a dev image Tilt builds.
-				if dir == dev && (!strings.HasPrefix(c.Image, "netdra-dev/") || !strings.HasSuffix(c.Image, ":dev")) {
-					t.Errorf("%s: image %s, not a dev image (netdra-dev/<service>:dev)", c.Name, c.Image)
-				}
+			for _, ds := range []*appsv1.DaemonSet{sets.node, sets.holder} {
+				readOnlyRules(t, dir, ds)
 			}
 		})
+	}
+}
+
+// readOnlyRules: in the base every container has a read-only root
+// filesystem; in the dev overlay only the init containers do, and every
+// container runs a dev image.
+func readOnlyRules(t *testing.T, dir string, ds *appsv1.DaemonSet) {
+	t.Helper()
+	inits := len(ds.Spec.Template.Spec.InitContainers)
+	for i, c := range append(slices.Clone(ds.Spec.Template.Spec.InitContainers), ds.Spec.Template.Spec.Containers...) {
+		ro := c.SecurityContext != nil && c.SecurityContext.ReadOnlyRootFilesystem != nil && *c.SecurityContext.ReadOnlyRootFilesystem
+		if want := dir == base || i < inits; ro != want { // live update syncs into the long-running containers only
+			t.Errorf("%s: readOnlyRootFilesystem %v, want %v", c.Name, ro, want)
+		}
+		// The dev overlay's images block names the base's images:
+		// every container runs a dev image Tilt builds.
+		if dir == dev && (!strings.HasPrefix(c.Image, "netdra-dev/") || !strings.HasSuffix(c.Image, ":dev")) {
+			t.Errorf("%s: image %s, not a dev image (netdra-dev/<service>:dev)", c.Name, c.Image)
+		}
 	}
 }
 
 // TestDaemonSet_PrivilegesDetected makes sure each rule bites: a broken
 // copy of the base DaemonSet yields the violation named.
 func TestDaemonSet_PrivilegesDetected(t *testing.T) {
-	byName := func(ds *appsv1.DaemonSet, name string) *corev1.Container {
-		for i := range ds.Spec.Template.Spec.Containers {
-			if ds.Spec.Template.Spec.Containers[i].Name == name {
-				return &ds.Spec.Template.Spec.Containers[i]
+	byName := func(s nodeSets, name string) *corev1.Container {
+		for _, ds := range []*appsv1.DaemonSet{s.node, s.holder} {
+			for i := range ds.Spec.Template.Spec.Containers {
+				if ds.Spec.Template.Spec.Containers[i].Name == name {
+					return &ds.Spec.Template.Spec.Containers[i]
+				}
 			}
 		}
 		t.Fatalf("no container %s", name)
@@ -381,95 +431,107 @@ func TestDaemonSet_PrivilegesDetected(t *testing.T) {
 	}
 	tests := []struct {
 		name   string
-		mutate func(ds *appsv1.DaemonSet)
+		mutate func(s nodeSets)
 		want   string
 	}{
-		{"state gets a capability", func(ds *appsv1.DaemonSet) {
-			byName(ds, "state").SecurityContext.Capabilities.Add = []corev1.Capability{"NET_ADMIN"}
+		{"state gets a capability", func(s nodeSets) {
+			byName(s, "state").SecurityContext.Capabilities.Add = []corev1.Capability{"NET_ADMIN"}
 		}, "state: adds capabilities [NET_ADMIN]"},
-		{"nri privileged", func(ds *appsv1.DaemonSet) {
+		{"nri privileged", func(s nodeSets) {
 			p := true
-			byName(ds, "nri").SecurityContext.Privileged = &p
+			byName(s, "nri").SecurityContext.Privileged = &p
 		}, "nri: privileged"},
-		{"provisioner not privileged", func(ds *appsv1.DaemonSet) {
+		{"provisioner not privileged", func(s nodeSets) {
 			p := false
-			byName(ds, "provisioner").SecurityContext.Privileged = &p
+			byName(s, "provisioner").SecurityContext.Privileged = &p
 		}, "provisioner: not privileged"},
-		{"provisioner gets one more", func(ds *appsv1.DaemonSet) {
-			c := byName(ds, "provisioner")
+		{"provisioner gets one more", func(s nodeSets) {
+			c := byName(s, "provisioner")
 			c.SecurityContext.Capabilities.Add = append(c.SecurityContext.Capabilities.Add, "SYS_PTRACE")
 		}, "provisioner: adds capabilities"},
-		{"nri mounts kubelet plugins", func(ds *appsv1.DaemonSet) {
-			c := byName(ds, "nri")
+		{"nri mounts kubelet plugins", func(s nodeSets) {
+			c := byName(s, "nri")
 			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "kubelet-registry", MountPath: "/x"})
 		}, "nri: mounts host path /var/lib/kubelet/plugins_registry, which only [dra dra-sockets] may"},
-		{"the holder mounts the CDI directory", func(ds *appsv1.DaemonSet) {
-			c := byName(ds, holder)
+		{"the holder mounts the CDI directory", func(s nodeSets) {
+			s.holder.Spec.Template.Spec.Volumes = append(s.holder.Spec.Template.Spec.Volumes, corev1.Volume{Name: "cdi-specs",
+				VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/var/run/cdi"}}})
+			c := byName(s, holder)
 			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "cdi-specs", MountPath: "/var/run/cdi"})
 		}, "dra-sockets: mounts host path /var/run/cdi, which only [dra] may"},
-		{"the holder without the registration directory", func(ds *appsv1.DaemonSet) {
-			c := byName(ds, holder)
+		{"the holder without the registration directory", func(s nodeSets) {
+			c := byName(s, holder)
 			c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "kubelet-registry" })
 		}, "dra-sockets: mounts the kubelet directories"},
-		{"the holder's registration directory elsewhere", func(ds *appsv1.DaemonSet) {
-			c := byName(ds, holder)
+		{"the holder's registration directory elsewhere", func(s nodeSets) {
+			c := byName(s, holder)
 			for i := range c.VolumeMounts {
 				if c.VolumeMounts[i].Name == "kubelet-registry" {
 					c.VolumeMounts[i].MountPath = "/registry"
 				}
 			}
 		}, "dra-sockets: mounts the kubelet directories"},
-		{"the holder gets a capability", func(ds *appsv1.DaemonSet) {
-			byName(ds, holder).SecurityContext.Capabilities.Add = []corev1.Capability{"DAC_OVERRIDE"}
+		{"the holder gets a capability", func(s nodeSets) {
+			byName(s, holder).SecurityContext.Capabilities.Add = []corev1.Capability{"DAC_OVERRIDE"}
 		}, "dra-sockets: adds capabilities [DAC_OVERRIDE]"},
-		{"dra without the holder", func(ds *appsv1.DaemonSet) {
-			c := byName(ds, "dra")
+		{"dra without the holder", func(s nodeSets) {
+			c := byName(s, "dra")
 			c.Args = slices.DeleteFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "-keep-sockets=") })
 		}, "dra: -keep-sockets=, want the handover socket dra-sockets serves"},
-		{"the holder on another image", func(ds *appsv1.DaemonSet) {
-			byName(ds, holder).Image = "ghcr.io/netdra/nri:0.2.0-dev"
+		{"the holder rolled by upgrades", func(s nodeSets) {
+			s.holder.Spec.UpdateStrategy = appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType}
+		}, `netdra-sockets: updateStrategy "RollingUpdate", want OnDelete`},
+		{"the handover in another host directory", func(s nodeSets) {
+			for i, v := range s.holder.Spec.Template.Spec.Volumes {
+				if v.Name == "sockets-holder" {
+					s.holder.Spec.Template.Spec.Volumes[i].HostPath.Path = "/run/elsewhere"
+				}
+			}
+		}, "dra-sockets: the handover directory /run/netdra-holder is host path"},
+		{"the holder on another image", func(s nodeSets) {
+			byName(s, holder).Image = "ghcr.io/netdra/nri:0.2.0-dev"
 		}, "dra-sockets: image ghcr.io/netdra/nri:0.2.0-dev, want dra's"},
-		{"the holder's probe asks dra", func(ds *appsv1.DaemonSet) {
-			byName(ds, holder).ReadinessProbe.Exec.Command = []string{"/usr/local/bin/dra", "health", "-socket=/run/netdra/dra-sockets.sock"}
+		{"the holder's probe asks dra", func(s nodeSets) {
+			byName(s, holder).ReadinessProbe.Exec.Command = []string{"/usr/local/bin/dra", "health", "-socket=/run/netdra/dra-sockets.sock"}
 		}, "dra-sockets: readiness probe runs"},
-		{"dra mounts the NRI socket", func(ds *appsv1.DaemonSet) {
-			c := byName(ds, "dra")
+		{"dra mounts the NRI socket", func(s nodeSets) {
+			c := byName(s, "dra")
 			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "nri", MountPath: "/var/run/nri"})
 		}, "dra: mounts host path /var/run/nri, which only [nri] may"},
-		{"an unknown host path", func(ds *appsv1.DaemonSet) {
-			ds.Spec.Template.Spec.Volumes = append(ds.Spec.Template.Spec.Volumes, corev1.Volume{Name: "etc",
+		{"an unknown host path", func(s nodeSets) {
+			s.node.Spec.Template.Spec.Volumes = append(s.node.Spec.Template.Spec.Volumes, corev1.Volume{Name: "etc",
 				VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/etc"}}})
-			c := byName(ds, "state")
+			c := byName(s, "state")
 			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "etc", MountPath: "/etc/host"})
 		}, "state: mounts host path /etc, which no rule allows"},
-		{"escalation allowed", func(ds *appsv1.DaemonSet) {
+		{"escalation allowed", func(s nodeSets) {
 			e := true
-			byName(ds, "dra").SecurityContext.AllowPrivilegeEscalation = &e
+			byName(s, "dra").SecurityContext.AllowPrivilegeEscalation = &e
 		}, "dra: allowPrivilegeEscalation is not false"},
-		{"token everywhere", func(ds *appsv1.DaemonSet) {
-			ds.Spec.Template.Spec.AutomountServiceAccountToken = nil
+		{"token everywhere", func(s nodeSets) {
+			s.node.Spec.Template.Spec.AutomountServiceAccountToken = nil
 		}, "the ServiceAccount token is mounted into every container"},
-		{"token in nri", func(ds *appsv1.DaemonSet) {
-			c := byName(ds, "nri")
+		{"token in nri", func(s nodeSets) {
+			c := byName(s, "nri")
 			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "dra-token", MountPath: "/t"})
 		}, "nri: mounts a ServiceAccount token"},
-		{"probe of another binary", func(ds *appsv1.DaemonSet) {
-			byName(ds, "state").LivenessProbe.Exec.Command[0] = "/usr/local/bin/dra"
+		{"probe of another binary", func(s nodeSets) {
+			byName(s, "state").LivenessProbe.Exec.Command[0] = "/usr/local/bin/dra"
 		}, "state: liveness probe runs"},
-		{"no limits", func(ds *appsv1.DaemonSet) {
-			byName(ds, "provisioner").Resources.Limits = nil
+		{"no limits", func(s nodeSets) {
+			byName(s, "provisioner").Resources.Limits = nil
 		}, "provisioner: cpu and memory requests and limits must all be set"},
-		{"not critical", func(ds *appsv1.DaemonSet) {
-			ds.Spec.Template.Spec.PriorityClassName = ""
+		{"not critical", func(s nodeSets) {
+			s.holder.Spec.Template.Spec.PriorityClassName = ""
 		}, "priorityClassName"},
-		{"some taints only", func(ds *appsv1.DaemonSet) {
-			ds.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.TolerationOpExists}}
+		{"some taints only", func(s nodeSets) {
+			s.node.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.TolerationOpExists}}
 		}, "no toleration of every taint"},
-		{"an init container from busybox", func(ds *appsv1.DaemonSet) {
-			ds.Spec.Template.Spec.InitContainers[0].Image = "busybox:1.37.0"
+		{"an init container from busybox", func(s nodeSets) {
+			s.node.Spec.Template.Spec.InitContainers[0].Image = "busybox:1.37.0"
 		}, "state-dir: image busybox:1.37.0 is not one of netdra's"},
-		{"bpffs propagated", func(ds *appsv1.DaemonSet) {
-			c := byName(ds, "provisioner")
+		{"bpffs propagated", func(s nodeSets) {
+			c := byName(s, "provisioner")
 			for i := range c.VolumeMounts {
 				if c.VolumeMounts[i].Name == "host-bpffs" {
 					p := corev1.MountPropagationHostToContainer
@@ -477,33 +539,33 @@ func TestDaemonSet_PrivilegesDetected(t *testing.T) {
 				}
 			}
 		}, "provisioner: mounts host path /sys/fs/bpf with propagation HostToContainer"},
-		{"the gate hook at the old nri binary", func(ds *appsv1.DaemonSet) {
-			c := byName(ds, "nri")
+		{"the gate hook at the old nri binary", func(s nodeSets) {
+			c := byName(s, "nri")
 			for i, a := range c.Args {
 				if strings.HasPrefix(a, "-gate-hook=") {
 					c.Args[i] = "-gate-hook=/opt/netdra/bin/nri"
 				}
 			}
 		}, "nri: no -gate-hook=/opt/netdra/bin/netdra-hook"},
-		{"dra asks another gate socket", func(ds *appsv1.DaemonSet) {
-			c := byName(ds, "dra")
+		{"dra asks another gate socket", func(s nodeSets) {
+			c := byName(s, "dra")
 			for i, a := range c.Args {
 				if strings.HasPrefix(a, "-gate-socket=") {
 					c.Args[i] = "-gate-socket=/run/netdra/nri-gate.sock"
 				}
 			}
 		}, "dra: -gate-socket=/run/netdra/nri-gate.sock, want nri's, /run/netdra-gate/nri.sock"},
-		{"state as root", func(ds *appsv1.DaemonSet) {
+		{"state as root", func(s nodeSets) {
 			var root int64
-			byName(ds, "state").SecurityContext.RunAsUser = &root
+			byName(s, "state").SecurityContext.RunAsUser = &root
 		}, "state: not run as a non-root uid"},
 	}
-	good := nodeDaemonSet(t, base)
+	good := nodeDaemonSets(t, base)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ds := good.DeepCopy()
-			tt.mutate(ds)
-			got := podRules(ds)
+			s := nodeSets{node: good.node.DeepCopy(), holder: good.holder.DeepCopy()}
+			tt.mutate(s)
+			got := podRules(s)
 			if !slices.ContainsFunc(got, func(v string) bool { return strings.Contains(v, tt.want) }) {
 				t.Errorf("violations %q, want one containing %q", got, tt.want)
 			}

@@ -13,23 +13,48 @@ import (
 // other than /var/lib/kubelet: its lines {op: replace, path: P, value: V}.
 var installPatch = regexp.MustCompile(`\{op: replace, path: (/spec/template/spec/\S+), value: (\S+)\}`)
 
+// patchTarget finds the DaemonSet each of docs/install.md's patches
+// targets: the text from one target to the next holds its operations.
+var patchTarget = regexp.MustCompile(`target: \{kind: DaemonSet, name: (\S+)\}`)
+
 // TestInstallDoc_KubeletRootPatch checks docs/install.md's patch for another
-// kubelet root dir against the base's DaemonSet: each index-based path
-// must still point at the field it means to change (a /var/lib/kubelet
-// path, or dra's flag naming one), so a volume or mount added to the base
-// cannot silently turn the documented patch onto another field, and every
-// /var/lib/kubelet value of the base is patched.
+// kubelet root dir against the base's DaemonSets (netdra-node and
+// netdra-sockets, both of which mount the kubelet's directories): each
+// index-based path must still point at the field it means to change (a
+// /var/lib/kubelet path, or dra's flag naming one), so a volume or mount
+// added to the base cannot silently turn the documented patch onto
+// another field, and every /var/lib/kubelet value of the base is patched.
 func TestInstallDoc_KubeletRootPatch(t *testing.T) {
 	b, err := os.ReadFile("../../../../docs/install.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ops := installPatch.FindAllStringSubmatch(string(b), -1)
-	ds := find(t, render(t, base), "DaemonSet", "netdra-node")
+	doc := string(b)
+	targets := patchTarget.FindAllStringSubmatchIndex(doc, -1)
+	var names []string
+	for k, m := range targets {
+		name := doc[m[2]:m[3]]
+		names = append(names, name)
+		end := len(doc)
+		if k+1 < len(targets) {
+			end = targets[k+1][0]
+		}
+		t.Run(name, func(t *testing.T) {
+			checkKubeletRootPatch(t, find(t, render(t, base), "DaemonSet", name).Object, installPatch.FindAllStringSubmatch(doc[m[1]:end], -1))
+		})
+	}
+	if !slices.Equal(names, []string{"netdra-node", "netdra-sockets"}) {
+		t.Errorf("docs/install.md patches the DaemonSets %q, want netdra-node and netdra-sockets", names)
+	}
+}
+
+// checkKubeletRootPatch checks the patch operations ops against ds.
+func checkKubeletRootPatch(t *testing.T, ds map[string]any, ops [][]string) {
+	t.Helper()
 	// Every /var/lib/kubelet value of the DaemonSet is patched: one left
 	// out keeps a container on the default root.
 	var want []string
-	kubeletValues(ds.Object, "", func(p string) { want = append(want, p) })
+	kubeletValues(ds, "", func(p string) { want = append(want, p) })
 	var patched []string
 	for _, op := range ops {
 		patched = append(patched, op[1])
@@ -40,7 +65,7 @@ func TestInstallDoc_KubeletRootPatch(t *testing.T) {
 		t.Errorf("docs/install.md's kubelet root dir patch replaces %q, want every /var/lib/kubelet value of the base's DaemonSet: %q", patched, want)
 	}
 	for _, op := range ops {
-		cur, err := pointer(ds.Object, op[1])
+		cur, err := pointer(ds, op[1])
 		if err != nil {
 			t.Errorf("docs/install.md patch path %s: %v", op[1], err)
 			continue

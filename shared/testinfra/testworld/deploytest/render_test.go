@@ -108,10 +108,14 @@ func typed[T any](t *testing.T, o *unstructured.Unstructured) *T {
 	return &v
 }
 
-// nodeDaemonSet is the node pod's DaemonSet as dir renders it.
-func nodeDaemonSet(t *testing.T, dir string) *appsv1.DaemonSet {
+// nodeDaemonSets are netdra's two node DaemonSets as dir renders them.
+func nodeDaemonSets(t *testing.T, dir string) nodeSets {
 	t.Helper()
-	return typed[appsv1.DaemonSet](t, find(t, render(t, dir), "DaemonSet", "netdra-node"))
+	objs := render(t, dir)
+	return nodeSets{
+		node:   typed[appsv1.DaemonSet](t, find(t, objs, "DaemonSet", "netdra-node")),
+		holder: typed[appsv1.DaemonSet](t, find(t, objs, "DaemonSet", "netdra-sockets")),
+	}
 }
 
 func describe(o *unstructured.Unstructured) string {

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -108,12 +107,9 @@ metrics: {ports: {dra: %d, nri: %d, state: %d, provisioner: %d}}
 	nodePod = in.roll(t, ":"+next+"@sha256:", nodePod, pod, func() {
 		in.run(t, 4*time.Minute, helm, "upgrade", "netdra", chart, "--version", chartVersion(next), "--plain-http", "-n", in.ns, "-f", values)
 	})
-	// This release's node pod holds dra's kubelet sockets in dra-sockets.
-	if names := containerNames(nodePod); !slices.Contains(names, "dra-sockets") {
-		t.Errorf("this release's netdra-node runs %v, no dra-sockets", names)
-	}
-	in.k(t, "-n", in.ns, "exec", "ds/netdra-node", "-c", "dra-sockets", "--",
-		"/usr/local/bin/dra", "sockets", "health", "-socket=/run/netdra/dra-sockets.sock")
+	// This release holds dra's kubelet sockets in the netdra-sockets
+	// DaemonSet.
+	in.holderHealthy(t)
 	// The chart's alert on what this release's nri exports while the
 	// node's containerd is down.
 	in.nriDisconnectedFires(t, nodePod, helm)

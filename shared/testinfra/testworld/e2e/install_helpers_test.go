@@ -133,17 +133,19 @@ func (in *installer) writeOverlay(t *testing.T, tag string) string {
 	for _, s := range services {
 		fmt.Fprintf(&k, "  - {name: ghcr.io/netdra/%s, newName: localhost/netdra/%s, newTag: %s}\n", s, s, tag)
 	}
-	k.WriteString("patches:\n  - target: {kind: DaemonSet, name: netdra-node}\n    path: node-paths.yaml\n")
+	k.WriteString("patches:\n")
+	for _, ds := range []string{"netdra-node", "netdra-sockets"} {
+		fmt.Fprintf(&k, "  - target: {kind: DaemonSet, name: %s}\n    path: %s-paths.yaml\n", ds, ds)
+		write(t, filepath.Join(dir, ds+"-paths.yaml"), in.nodePatch(t, in.baseDaemonSet(t, ds)))
+	}
 	write(t, filepath.Join(dir, "kustomization.yaml"), k.String())
-	write(t, filepath.Join(dir, "node-paths.yaml"), in.nodePatch(t))
 	return dir
 }
 
-// nodePatch is the JSON patch of the DaemonSet for this node's paths,
-// found by name in the base as kubectl kustomize renders it.
-func (in *installer) nodePatch(t *testing.T) string {
+// nodePatch is the JSON patch of ds (a DaemonSet of the base as kubectl
+// kustomize renders it) for this node's paths, found by name.
+func (in *installer) nodePatch(t *testing.T, ds *appsv1.DaemonSet) string {
 	t.Helper()
-	ds := in.baseDaemonSet(t)
 	spec := &ds.Spec.Template.Spec
 	kubelet, stateDir := in.node.KubeletDir(), filepath.Join(in.node.Dir(), "netdra-state")
 	var ops []string
@@ -162,6 +164,8 @@ func (in *installer) nodePatch(t *testing.T) string {
 			op(fmt.Sprintf("/spec/template/spec/volumes/%d/hostPath/path", i), stateDir)
 		case "cdi-specs": // the CDI directory this node's containerd reads
 			op(fmt.Sprintf("/spec/template/spec/volumes/%d/hostPath/path", i), in.node.CDIDir())
+		case "sockets-holder": // this node's, apart from other worlds' on the host
+			op(fmt.Sprintf("/spec/template/spec/volumes/%d/hostPath/path", i), filepath.Join(in.node.Dir(), "netdra-holder"))
 		}
 	}
 	for ci, c := range spec.Containers {
@@ -189,8 +193,8 @@ func (in *installer) nodePatch(t *testing.T) string {
 	return strings.Join(ops, "\n") + "\n"
 }
 
-// baseDaemonSet is the node DaemonSet of pods/base, rendered by kubectl.
-func (in *installer) baseDaemonSet(t *testing.T) *appsv1.DaemonSet {
+// baseDaemonSet is the DaemonSet name of pods/base, rendered by kubectl.
+func (in *installer) baseDaemonSet(t *testing.T, name string) *appsv1.DaemonSet {
 	t.Helper()
 	out := in.k(t, "kustomize", filepath.Join(in.repo, "pods/base"))
 	for _, doc := range strings.Split(out, "\n---\n") {
@@ -201,9 +205,11 @@ func (in *installer) baseDaemonSet(t *testing.T) *appsv1.DaemonSet {
 		if err := yaml.UnmarshalStrict([]byte(doc), &ds); err != nil {
 			t.Fatalf("the base's DaemonSet: %v", err)
 		}
-		return &ds
+		if ds.Name == name {
+			return &ds
+		}
 	}
-	t.Fatalf("kubectl kustomize pods/base rendered no DaemonSet:\n%s", out)
+	t.Fatalf("kubectl kustomize pods/base rendered no DaemonSet %s:\n%s", name, out)
 	return nil
 }
 

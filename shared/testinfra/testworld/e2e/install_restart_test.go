@@ -20,8 +20,8 @@ import (
 // then its dra container (SIGKILL of their processes, as a crash: the
 // kubelet restarts the container), each time creating a pod with a claim
 // right after the kill, and measures how long each pod takes to be Ready.
-// The dra kill is ridden out on the sockets the dra-sockets container
-// holds: the kubelet records no failed prepare for the pod (whose retry
+// The dra kill is ridden out on the sockets the holder (the netdra-sockets
+// DaemonSet's dra-sockets container) holds: the kubelet records no failed prepare for the pod (whose retry
 // would delay the pod by the kubelet's back-off), the restarted dra serves the sockets the
 // kubelet had registered, and dra-sockets itself did not restart. The
 // pods are deleted again, their devices free, when it returns.
@@ -89,20 +89,25 @@ func podReady(p *corev1.Pod) bool {
 	return false
 }
 
-// containerStatus is the status of the node pod's container name.
+// containerStatus is the status of the node pod's container name, or of
+// the holder's pod's for dra-sockets.
 func (in *installer) containerStatus(t *testing.T, name string) corev1.ContainerStatus {
 	t.Helper()
+	app := "netdra-node"
+	if name == "dra-sockets" {
+		app = "netdra-sockets"
+	}
 	pods, err := in.cp.Client().CoreV1().Pods(in.ns).List(context.Background(), metav1.ListOptions{
-		LabelSelector: "app.kubernetes.io/name=netdra-node", FieldSelector: "spec.nodeName=" + in.node.Name()})
+		LabelSelector: "app.kubernetes.io/name=" + app, FieldSelector: "spec.nodeName=" + in.node.Name()})
 	if err != nil || len(pods.Items) != 1 {
-		t.Fatalf("the node's netdra-node pod: %v (%d pods)", err, len(pods.Items))
+		t.Fatalf("the node's %s pod: %v (%d pods)", app, err, len(pods.Items))
 	}
 	for _, s := range pods.Items[0].Status.ContainerStatuses {
 		if s.Name == name {
 			return s
 		}
 	}
-	t.Fatalf("netdra-node pod %s has no container %s", pods.Items[0].Name, name)
+	t.Fatalf("%s pod %s has no container %s", app, pods.Items[0].Name, name)
 	return corev1.ContainerStatus{}
 }
 

@@ -50,6 +50,7 @@ func TestE2E_Install(t *testing.T) {
 	step := time.Now()
 	in.k(t, "apply", "--server-side", "-k", overlay)
 	in.k(t, "-n", in.ns, "rollout", "status", "ds/netdra-node", "--timeout=3m")
+	in.k(t, "-n", in.ns, "rollout", "status", "ds/netdra-sockets", "--timeout=3m")
 	in.k(t, "-n", in.ns, "rollout", "status", "deploy/netdra-operator", "--timeout=3m")
 	t.Logf("installed and rolled out in %s:\n%s", time.Since(step).Round(time.Millisecond),
 		in.k(t, "-n", in.ns, "get", "pods", "-o", "wide"))
@@ -60,11 +61,10 @@ func TestE2E_Install(t *testing.T) {
 	pod := in.demoPod(t)
 	t.Logf("configured, pod Running with net1 in %s", time.Since(step).Round(time.Millisecond))
 	in.lookInside(t, nodePod, pod)
-	if names := containerNames(nodePod); !slices.Equal(names, []string{"provisioner", "state", "dra", "nri", "dra-sockets"}) {
-		t.Errorf("netdra-node's containers %v: want the four processes and dra-sockets, the holder of dra's kubelet sockets", names)
+	if names := containerNames(nodePod); !slices.Equal(names, []string{"provisioner", "state", "dra", "nri"}) {
+		t.Errorf("netdra-node's containers %v: want the four processes", names)
 	}
-	in.k(t, "-n", in.ns, "exec", "ds/netdra-node", "-c", "dra-sockets", "--",
-		"/usr/local/bin/dra", "sockets", "health", "-socket=/run/netdra/dra-sockets.sock")
+	in.holderHealthy(t)
 
 	step = time.Now()
 	in.containerRestartsRidden(t)
@@ -81,6 +81,31 @@ func TestE2E_Install(t *testing.T) {
 	in.uninstall(t, overlay, links)
 	in.checkNothingLeft(t, nodePod, bpfBefore, links)
 	t.Logf("uninstalled in %s; whole walkthrough %s", time.Since(step).Round(time.Millisecond), time.Since(t0).Round(time.Millisecond))
+}
+
+// holderHealthy checks that the netdra-sockets DaemonSet's pod on the node
+// holds dra's kubelet sockets: its health check, run as its probes run it,
+// answers.
+func (in *installer) holderHealthy(t *testing.T) {
+	t.Helper()
+	in.k(t, "-n", in.ns, "rollout", "status", "ds/netdra-sockets", "--timeout=3m")
+	in.k(t, "-n", in.ns, "exec", "ds/netdra-sockets", "-c", "dra-sockets", "--",
+		"/usr/local/bin/dra", "sockets", "health", "-socket=/run/netdra-holder/dra-sockets.sock")
+}
+
+// holderPod is the netdra-sockets DaemonSet's pod on the node, nil when
+// there is none (a release before the holder had a DaemonSet of its own).
+func (in *installer) holderPod(t *testing.T) *corev1.Pod {
+	t.Helper()
+	pods, err := in.cp.Client().CoreV1().Pods(in.ns).List(context.Background(), metav1.ListOptions{
+		LabelSelector: "app.kubernetes.io/name=netdra-sockets", FieldSelector: "spec.nodeName=" + in.node.Name()})
+	if err != nil || len(pods.Items) > 1 {
+		t.Fatalf("the node's netdra-sockets pod: %v (%d pods)", err, len(pods.Items))
+	}
+	if len(pods.Items) == 0 {
+		return nil
+	}
+	return &pods.Items[0]
 }
 
 // nodePod is the DaemonSet's pod on the node, with all its containers
@@ -162,6 +187,7 @@ spec:
 // contain image. roll returns the new node pod.
 func (in *installer) roll(t *testing.T, image string, old, pod *corev1.Pod, upgrade func()) *corev1.Pod {
 	t.Helper()
+	holder := in.holderPod(t)
 	upgrade()
 	manifest := in.demoManifest(t, "netdra-demo-2", "10.100.0.11/24")
 	created := time.Now()
@@ -174,6 +200,10 @@ func (in *installer) roll(t *testing.T, image string, old, pod *corev1.Pod, upgr
 	cur := in.nodePod(t)
 	if cur.UID == old.UID || !strings.Contains(cur.Spec.Containers[0].Image, image) {
 		t.Fatalf("the DaemonSet did not roll: pod %s runs %s", cur.Name, cur.Spec.Containers[0].Image)
+	}
+	// The holder is left running (OnDelete): the kubelet's sockets stayed.
+	if h := in.holderPod(t); holder != nil && (h == nil || h.UID != holder.UID || restarts(h) != restarts(holder)) {
+		t.Errorf("the roll replaced or restarted the socket holder's pod %s (restarts %d): now %v", holder.Name, restarts(holder), h)
 	}
 	p2, err := in.cp.Client().CoreV1().Pods("netdra-demo").Get(context.Background(), "netdra-demo-2", metav1.GetOptions{})
 	if err != nil {
@@ -197,6 +227,15 @@ func (in *installer) roll(t *testing.T, image string, old, pod *corev1.Pod, upgr
 		t.Fatalf("the pod created during the roll did not stay Running: %v", err)
 	}
 	return cur
+}
+
+// restarts is the sum of p's containers' restart counts.
+func restarts(p *corev1.Pod) int32 {
+	var n int32
+	for _, s := range p.Status.ContainerStatuses {
+		n += s.RestartCount
+	}
+	return n
 }
 
 // nodePods says what the node's netdra-node pods are doing: each one's
@@ -422,6 +461,9 @@ func (in *installer) checkNothingLeft(t *testing.T, nodePod *corev1.Pod, bpfBefo
 		_, err := in.cp.Client().CoreV1().Pods(in.ns).Get(ctx, nodePod.Name, metav1.GetOptions{})
 		return err != nil, nil
 	})
+	waitFor(t, "the netdra-sockets pod gone", 2*time.Minute, func(context.Context) (bool, error) {
+		return in.holderPod(t) == nil, nil
+	})
 	if out := in.run(t, time.Minute, in.ctr, "--address", in.node.ContainerdSocket(), "-n", "k8s.io", "tasks", "ls"); strings.Contains(out, "netdra") {
 		t.Errorf("containerd still runs netdra tasks:\n%s", out)
 	}
@@ -448,7 +490,7 @@ func (in *installer) checkNothingLeft(t *testing.T, nodePod *corev1.Pod, bpfBefo
 // is empty after a Helm install (its own cleanup uninstalls).
 func (in *installer) forceUninstall(t *testing.T, overlay string) {
 	if t.Failed() {
-		for _, sel := range []string{"ds/netdra-node", "deploy/netdra-operator"} {
+		for _, sel := range []string{"ds/netdra-node", "ds/netdra-sockets", "deploy/netdra-operator"} {
 			out, _ := in.try(time.Minute, in.kubectl, "-n", in.ns, "logs", sel, "--all-containers", "--prefix", "--tail=40")
 			t.Logf("kubectl logs %s:\n%s", sel, out)
 		}
