@@ -67,7 +67,7 @@ func TestReport_Golden(t *testing.T) {
 func TestScale_Golden(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "RESULTS.md")
-	if err := runScale("testdata/scale", out, filepath.Join(dir, "scale.png"), 42*time.Minute); err != nil {
+	if err := runScale("testdata/scale", out, filepath.Join(dir, "scale.png"), repoTargets, 42*time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	golden(t, out, "testdata/scale.golden.md")

@@ -26,25 +26,25 @@ func main() {
 	elapsed := flag.Duration("elapsed", 0, "how long the benchmark run took, for the report")
 	scale := flag.Bool("scale", false, "rewrite only the report's scale section, and the scale plot -scale-png, from -in's scale records (make bench-scale)")
 	scalePNG := flag.String("scale-png", "bench/scale.png", "the scale plot to write with -scale")
-	targetsFile := flag.String("targets", "", "the targets file to set the figures beside (default: targets.yaml beside -out)")
+	targetsFile := flag.String("targets", "", "the targets file to set the figures beside, with -scale too (default: targets.yaml beside -out)")
 	soak := flag.Bool("soak", false, "rewrite only the report's soak section, and the soak plot -soak-png, from -in's soak records (make soak)")
 	soakPNG := flag.String("soak-png", "bench/soak.png", "the soak plot to write with -soak")
 	coldci := flag.String("coldci", "", "rewrite only the report's cold CI section from this log of a cold .ci/run (make ci-cold)")
 	coldAbout := flag.String("coldci-about", "", "what the cold run was (commit, machine), for its section")
 	coldRC := flag.Int("coldci-rc", 0, "the cold run's exit status")
 	flag.Parse()
+	t := *targetsFile
+	if t == "" {
+		t = filepath.Join(filepath.Dir(*out), "targets.yaml")
+	}
 	var err error
 	if *coldci != "" {
 		err = runColdCI(*coldci, *out, *coldAbout, *coldRC)
 	} else if *soak {
 		err = runSoak(*in, *out, *soakPNG, *elapsed)
 	} else if *scale {
-		err = runScale(*in, *out, *scalePNG, *elapsed)
+		err = runScale(*in, *out, *scalePNG, t, *elapsed)
 	} else {
-		t := *targetsFile
-		if t == "" {
-			t = filepath.Join(filepath.Dir(*out), "targets.yaml")
-		}
 		err = run(*in, *out, *png, t, *elapsed)
 	}
 	if err != nil {

@@ -172,7 +172,7 @@ func TestReadTargets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ts.Targets) == 0 || ts.GroupNotes["attach latency"] == "" || ts.Causes == "" {
+	if len(ts.Targets) == 0 || ts.GroupNotes["attach latency"] == "" || ts.Causes == "" || len(ts.ScaleGoals) == 0 {
 		t.Errorf("the targets file has %d targets, notes %v and causes %q", len(ts.Targets), ts.GroupNotes, ts.Causes)
 	}
 	for _, tc := range []struct{ name, body, want string }{
@@ -182,6 +182,7 @@ func TestReadTargets(t *testing.T) {
 		{"no name", `targets: [{group: g, figure: kubelet.restart, compare: "<", value: 1, unit: s}]`, "targets[0].name"},
 		{"unknown field", `targets: [{group: g, name: n, figure: kubelet.restart, compare: "<", value: 1, unit: s, wanted: 3}]`, "wanted"},
 		{"no measured", `targets: [{group: g, name: n, figure: kubelet.restart, compare: "<", value: 1, unit: s}]`, "targets[0].measured"},
+		{"bad scale figure", `scaleGoals: [{name: n, figure: nope, compare: "<", value: 1, wanted: w, measured: m}]`, "scaleGoals[0].figure"},
 		{"bad template", `targets: [{group: g, name: n, figure: kubelet.restart, compare: "<", value: 1, unit: s, measured: x, why: "{{if .a}}"}]`, "targets[0].why"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -25,6 +25,24 @@ type targets struct {
 	// Causes is the markdown of the report's section on what the code
 	// says about the gaps to the targets, printed as it is.
 	Causes string `json:"causes,omitempty"`
+	// ScaleGoals are the goals of make bench-scale's section.
+	ScaleGoals []scaleGoal `json:"scaleGoals,omitempty"`
+}
+
+// scaleGoal is a goal of the scale section: a row for each run it names,
+// every run (Nodes 0), or the run at Nodes and, with OrLargest, the
+// largest run, which, smaller than Nodes, is not measured at Nodes. Name
+// and Measured are templates over the values of the run's figure (its
+// vars, value and nodes); a run without the figure has no row.
+type scaleGoal struct {
+	Name      string  `json:"name"`
+	Figure    string  `json:"figure"`
+	Nodes     int     `json:"nodes,omitempty"`
+	OrLargest bool    `json:"orLargest,omitempty"`
+	Compare   string  `json:"compare"`
+	Value     float64 `json:"value"`
+	Wanted    string  `json:"wanted"`
+	Measured  string  `json:"measured"`
 }
 
 // target is one line of the targets table. Measured and Why are
@@ -89,6 +107,22 @@ func readTargets(path string) (targets, error) {
 			return targets{}, fmt.Errorf("%s: required", field("measured"))
 		}
 		for f, text := range map[string]string{"measured": t.Measured, "why": t.Why} {
+			if _, err := parseSentence(text); err != nil {
+				return targets{}, fmt.Errorf("%s: %w", field(f), err)
+			}
+		}
+	}
+	for i, g := range ts.ScaleGoals {
+		field := func(f string) string { return fmt.Sprintf("%s: scaleGoals[%d].%s", path, i, f) }
+		switch {
+		case g.Name == "" || g.Wanted == "" || g.Measured == "":
+			return targets{}, fmt.Errorf("%s, wanted and measured: required", field("name"))
+		case !slices.Contains(scaleFigureNames, g.Figure):
+			return targets{}, fmt.Errorf("%s: %q, want one of %s", field("figure"), g.Figure, strings.Join(scaleFigureNames, ", "))
+		case compare(g.Compare, 0, 0) == nil:
+			return targets{}, fmt.Errorf("%s: %q, want one of <=, <, >=, >", field("compare"), g.Compare)
+		}
+		for f, text := range map[string]string{"name": g.Name, "measured": g.Measured} {
 			if _, err := parseSentence(text); err != nil {
 				return targets{}, fmt.Errorf("%s: %w", field(f), err)
 			}
