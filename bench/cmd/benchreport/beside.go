@@ -115,10 +115,19 @@ func overShares(over map[string]float64) string {
 }
 
 // besideFigures: a pod without netdra devices beside pods with 8 devices
-// each, delayed by netdra: from the kubelet's side (the pods without a
-// claim's Ready, beside-devices against alone: the larger of the P50 and
-// P99 delays, ms) and inside netdra's hooks (their largest mean in
-// beside-devices, ms).
+// each, delayed by netdra.
+//
+// beside.kubelet.delay, from the kubelet's side: the pods without a
+// claim's Ready, beside-devices against alone, the larger of the P50 and
+// P99 delays (p50, p99: ms), from their P50s and P99s (besideP50,
+// besideP99, aloneP50, aloneP99: s), of pods beside extra pods of devices
+// each, over rounds; with beside-plain measured (control), its delays
+// (controlP50, controlP99: ms); with more than one round (spread), how
+// far alone's rounds' P50s spread (spreadMs).
+//
+// beside.hooks.mean, inside netdra's hooks: their largest mean in
+// beside-devices (ms); hooks lists each (name, mean: ms, overPercent: the
+// share of its calls over 2.5 ms).
 func besideFigures(bs []figures.Beside) map[string]figure {
 	alone, ok1 := findBeside(bs, besideAlone)
 	dev, ok2 := findBeside(bs, besideDevices)
@@ -126,31 +135,28 @@ func besideFigures(bs []figures.Beside) map[string]figure {
 		return nil
 	}
 	d50, d99 := besideDelay(dev, alone)
-	measured := fmt.Sprintf("P50 %+.0f ms, P99 %+.0f ms (%.2f / %.2f s against %.2f / %.2f s; %d pods beside %d x %d devices, %d rounds)",
-		d50, d99, dev.Ready.P50/1000, dev.Ready.P99/1000, alone.Ready.P50/1000, alone.Ready.P99/1000, dev.Plain, dev.Extra, dev.Devices, dev.Rounds)
+	vars := map[string]any{"p50": d50, "p99": d99, "besideP50": dev.Ready.P50 / 1000, "besideP99": dev.Ready.P99 / 1000,
+		"aloneP50": alone.Ready.P50 / 1000, "aloneP99": alone.Ready.P99 / 1000, "pods": dev.Plain, "extra": dev.Extra,
+		"devices": dev.Devices, "rounds": dev.Rounds, "control": false, "spread": len(alone.RoundP50) > 1}
 	if plain, ok := findBeside(bs, besidePlain); ok {
-		c50, c99 := besideDelay(plain, alone)
-		measured += fmt.Sprintf("; beside as many pods without devices: P50 %+.0f ms, P99 %+.0f ms", c50, c99)
+		vars["control"] = true
+		vars["controlP50"], vars["controlP99"] = besideDelay(plain, alone)
 	}
-	kubelet := figure{value: max(d50, d99), shown: measured, failed: dev.Failures > 0 || alone.Failures > 0}
 	if len(alone.RoundP50) > 1 {
-		kubelet.detail = fmt.Sprintf("seen from the kubelet, the phases differ by more than netdra's hooks: the alone phase's own rounds spread "+
-			"over %.0f ms at P50, and the pods beside share 2 cores with the pods measured (their sandboxes, containers, claims and "+
-			"the moves of their devices); netdra's share, its hooks' time under the runtime's lock, is the next row's",
-			slices.Max(alone.RoundP50)-slices.Min(alone.RoundP50))
+		vars["spreadMs"] = slices.Max(alone.RoundP50) - slices.Min(alone.RoundP50)
 	}
-	out := map[string]figure{"beside.kubelet.delay": kubelet}
-	var parts []string
+	out := map[string]figure{"beside.kubelet.delay": {value: max(d50, d99), failed: dev.Failures > 0 || alone.Failures > 0, vars: vars}}
+	var hooks []map[string]any
 	worst := 0.0
 	for _, h := range besideHooks {
 		v, ok := dev.Hooks["nri "+h]
 		if !ok {
 			return out
 		}
-		parts = append(parts, fmt.Sprintf("%s %.1f ms (%.0f%% of calls over 2.5 ms)", h, v, dev.HooksOver["nri "+h]*100))
+		hooks = append(hooks, map[string]any{"name": h, "mean": v, "overPercent": dev.HooksOver["nri "+h] * 100})
 		worst = max(worst, v)
 	}
-	out["beside.hooks.mean"] = figure{value: worst, shown: strings.Join(parts, ", ")}
+	out["beside.hooks.mean"] = figure{value: worst, vars: map[string]any{"hooks": hooks}}
 	return out
 }
 

@@ -50,7 +50,11 @@ func TestBesideTargets(t *testing.T) {
 			ts.Targets = slices.DeleteFunc(ts.Targets, func(x target) bool { return !strings.HasPrefix(x.Figure, "beside.") })
 			var measured []string
 			var met []bool
-			for _, r := range evaluate(ts.Targets, besideFigures(tc.records)) {
+			rows, err := evaluate(ts.Targets, besideFigures(tc.records))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range rows {
 				measured, met = append(measured, r.measured), append(met, r.met)
 			}
 			if diff := cmp.Diff(tc.measured, measured); diff != "" {
@@ -73,7 +77,10 @@ func TestHookTargets_BesidePhase(t *testing.T) {
 		t.Fatal(err)
 	}
 	ts.Targets = slices.DeleteFunc(ts.Targets, func(x target) bool { return x.Figure != "nri.RunPodSandbox.mean" })
-	rows := evaluate(ts.Targets, hookFigures(ps, bs))
+	rows, err := evaluate(ts.Targets, hookFigures(ps, bs))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(rows) != 1 {
 		t.Fatalf("%d rows for nri.RunPodSandbox.mean, want 1", len(rows))
 	}

@@ -26,25 +26,25 @@ func main() {
 	elapsed := flag.Duration("elapsed", 0, "how long the benchmark run took, for the report")
 	scale := flag.Bool("scale", false, "rewrite only the report's scale section, and the scale plot -scale-png, from -in's scale records (make bench-scale)")
 	scalePNG := flag.String("scale-png", "bench/scale.png", "the scale plot to write with -scale")
-	targetsFile := flag.String("targets", "", "the targets file to set the figures beside (default: targets.yaml beside -out)")
+	targetsFile := flag.String("targets", "", "the targets file to set the figures beside, with -scale too (default: targets.yaml beside -out)")
 	soak := flag.Bool("soak", false, "rewrite only the report's soak section, and the soak plot -soak-png, from -in's soak records (make soak)")
 	soakPNG := flag.String("soak-png", "bench/soak.png", "the soak plot to write with -soak")
 	coldci := flag.String("coldci", "", "rewrite only the report's cold CI section from this log of a cold .ci/run (make ci-cold)")
 	coldAbout := flag.String("coldci-about", "", "what the cold run was (commit, machine), for its section")
 	coldRC := flag.Int("coldci-rc", 0, "the cold run's exit status")
 	flag.Parse()
+	t := *targetsFile
+	if t == "" {
+		t = filepath.Join(filepath.Dir(*out), "targets.yaml")
+	}
 	var err error
 	if *coldci != "" {
 		err = runColdCI(*coldci, *out, *coldAbout, *coldRC)
 	} else if *soak {
 		err = runSoak(*in, *out, *soakPNG, *elapsed)
 	} else if *scale {
-		err = runScale(*in, *out, *scalePNG, *elapsed)
+		err = runScale(*in, *out, *scalePNG, t, *elapsed)
 	} else {
-		t := *targetsFile
-		if t == "" {
-			t = filepath.Join(filepath.Dir(*out), "targets.yaml")
-		}
 		err = run(*in, *out, *png, t, *elapsed)
 	}
 	if err != nil {
@@ -115,7 +115,9 @@ func run(in, out, png, targetsFile string, elapsed time.Duration) error {
 		return err
 	}
 	var b strings.Builder
-	writeReport(&b, d, ts, filepath.Base(png), elapsed)
+	if err := writeReport(&b, d, ts, filepath.Base(png), elapsed); err != nil {
+		return err
+	}
 	return os.WriteFile(out, []byte(carryMarked(string(old), b.String())), 0o644)
 }
 
@@ -137,7 +139,7 @@ func carryMarked(old, report string) string {
 	return report
 }
 
-func writeReport(w io.Writer, d data, ts targets, png string, elapsed time.Duration) {
+func writeReport(w io.Writer, d data, ts targets, png string, elapsed time.Duration) error {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
 	p("# netdra benchmark results")
 	p("")
@@ -164,7 +166,9 @@ func writeReport(w io.Writer, d data, ts targets, png string, elapsed time.Durat
 	p("`NETDRA_BENCH_LOGS=1` makes the benchworld processes log at debug level and prints their logs (`go test -v`), to")
 	p("see where a figure's time goes.")
 	p("")
-	writeTargets(p, d, ts)
+	if err := writeTargets(p, d, ts); err != nil {
+		return err
+	}
 	writeAttach(p, d.attach, png)
 	writePodStart(p, d.podstart, d.restart)
 	writeHook(p, d.raw)
@@ -175,41 +179,20 @@ func writeReport(w io.Writer, d data, ts targets, png string, elapsed time.Durat
 	writeSettings(p, d.settings)
 	writeInventory(p, d.inventory, d.discover)
 	writeRSS(p, d.rss)
-	writeCauses(p)
+	writeCauses(p, ts.Causes)
 	writeRaw(p, d.raw)
+	return nil
 }
 
-// writeCauses names what the code says about the gaps to the targets;
-// each is a fact of the code (or of the libraries), checked when the
-// report was written, not a reading of this run's figures.
-func writeCauses(p func(string, ...any)) {
+// writeCauses is the section of what the code says about the gaps to the
+// targets (the targets file's causes), when there is one.
+func writeCauses(p func(string, ...any), causes string) {
+	if causes == "" {
+		return
+	}
 	p("## Where the time goes (from the code, with the figure that shows it)")
 	p("")
-	p("- **Concurrent pods queue in the runtime.** containerd's NRI adaptation (`pkg/adaptation`, nri v0.12.5) holds one")
-	p("  mutex across every pod and container event of all plugins. netdra's RunPodSandbox starts the pod's attach and")
-	p("  returns, its StopPodSandbox hands the detach over (the hooks rows of the targets): the moves run outside that lock, and")
-	p("  a container created while they run waits in its createRuntime hook (nri's gate). Under 16 or 64 concurrent pods")
-	p("  the latency is the queue of moves, which the kernel serializes (RTNL) for the baseline's pods as for netdra's.")
-	p("- **The 1-device attach, split.** provisioner against baseline: the provisioner's own work per device beyond")
-	p("  the kernel's calls (its eBPF programs, name and state checks, gratuitous ARP/NA). no-hook-exec against")
-	p("  provisioner: nri and state (ListAllocations, the MarkAttached commit, whose fsync the writes waiting at that")
-	p("  moment share, two gRPC hops). pipeline against no-hook-exec: the gate hook's process, which runc execs.")
-	p("- **The background moves are bounded.** nri attaches or detaches at most 64 devices at once across the node")
-	p("  (`plugin.MaxCalls`), the provisioner moves 8 links at once; the others wait, pod by pod in arrival order.")
-	p("- **netdra's eBPF programs go on at prepare, after the calls the kubelet waits for.** Each tcx attachment and")
-	p("  detachment holds the kernel's RTNL across an RCU grace period; the provisioner puts a device's programs on in")
-	p("  the background after its Setup, and takes them off after its Free, once no Setup or Free has run for 10 ms")
-	p("  (at most 100 ms later; taking off also waits for the programs being put on, at most 1 s; a call for the")
-	p("  device starts either at once, and a Free cancels programs not on yet): a")
-	p("  Setup needs RTNL too, and the Setups of a claim's 8 devices queued behind the programs of those set up")
-	p("  before them (the prepare's setup step p50 126 ms, 8.6 ms without programs; since, 7.5 ms). A claim")
-	p("  unprepared at once, or prepared again at once on the same devices, still waits for them (the back to back")
-	p("  rows of the moves).")
-	p("- **dra's apiserver client: 50 requests a second, bursts of 100** (`-kube-api-qps`, `-kube-api-burst`, the")
-	p("  kubelet's defaults). A prepare makes three: the kubelet plugin helper GETs the claim, dra GETs the pod (to")
-	p("  refuse a host-network pod and check its UID) and writes the claim's status.")
-	p("- **sr-iov discovery reads each PF's `virtfnN` links once** (the VF indexes), then each VF's sysfs; the manager")
-	p("  discovers again on every link event and resync; see BenchmarkSriov_Discover_1024VFs.")
+	p("%s", strings.TrimRight(causes, "\n"))
 	p("")
 }
 

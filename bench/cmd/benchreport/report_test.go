@@ -172,8 +172,8 @@ func TestReadTargets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ts.Targets) == 0 || ts.GroupNotes["attach latency"] == "" {
-		t.Errorf("the targets file has %d targets and notes %v", len(ts.Targets), ts.GroupNotes)
+	if len(ts.Targets) == 0 || ts.GroupNotes["attach latency"] == "" || ts.Causes == "" || len(ts.ScaleGoals) == 0 {
+		t.Errorf("the targets file has %d targets, notes %v and causes %q", len(ts.Targets), ts.GroupNotes, ts.Causes)
 	}
 	for _, tc := range []struct{ name, body, want string }{
 		{"unknown figure", `targets: [{group: g, name: n, figure: attach.p42.ratio.1dev, compare: "<=", value: 1, unit: x}]`, "targets[0].figure"},
@@ -181,6 +181,9 @@ func TestReadTargets(t *testing.T) {
 		{"bad unit", `targets: [{group: g, name: n, figure: kubelet.restart, compare: "<", value: 1, unit: min}]`, "targets[0].unit"},
 		{"no name", `targets: [{group: g, figure: kubelet.restart, compare: "<", value: 1, unit: s}]`, "targets[0].name"},
 		{"unknown field", `targets: [{group: g, name: n, figure: kubelet.restart, compare: "<", value: 1, unit: s, wanted: 3}]`, "wanted"},
+		{"no measured", `targets: [{group: g, name: n, figure: kubelet.restart, compare: "<", value: 1, unit: s}]`, "targets[0].measured"},
+		{"bad scale figure", `scaleGoals: [{name: n, figure: nope, compare: "<", value: 1, wanted: w, measured: m}]`, "scaleGoals[0].figure"},
+		{"bad template", `targets: [{group: g, name: n, figure: kubelet.restart, compare: "<", value: 1, unit: s, measured: x, why: "{{if .a}}"}]`, "targets[0].why"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "targets.yaml")
@@ -195,18 +198,24 @@ func TestReadTargets(t *testing.T) {
 }
 
 // TestEvaluate: a target's verdict follows its comparison, a figure of a
-// failed run meets nothing, and a figure not measured is not met.
+// failed run meets nothing, and a figure not measured is not met; its
+// sentences are executed over the figure's values, and one naming a value
+// the figure does not have is an error naming the target.
 func TestEvaluate(t *testing.T) {
 	ts := []target{
-		{Group: "g", Name: "at most", Figure: "a", Compare: "<=", Value: 2, Unit: "ms", Why: "the code's cause"},
-		{Group: "g", Name: "at least", Figure: "b", Compare: ">=", Value: 0.95, Unit: "x"},
-		{Group: "g", Name: "failed run", Figure: "c", Compare: "<", Value: 30, Unit: "MiB"},
-		{Group: "g", Name: "absent", Figure: "d", Compare: "<", Value: 1, Unit: "s"},
+		{Group: "g", Name: "at most", Figure: "a", Compare: "<=", Value: 2, Unit: "ms", Measured: "{{.value}} ms", Why: "{{.cause}}; the code's cause"},
+		{Group: "g", Name: "at least", Figure: "b", Compare: ">=", Value: 0.95, Unit: "x", Measured: `{{printf "%.2fx" .value}}`},
+		{Group: "g", Name: "failed run", Figure: "c", Compare: "<", Value: 30, Unit: "MiB", Measured: `{{printf "%.1f MiB" .value}}`},
+		{Group: "g", Name: "absent", Figure: "d", Compare: "<", Value: 1, Unit: "s", Measured: "{{.nothing}}"},
 	}
-	figs := map[string]figure{"a": {value: 2.5, shown: "2.5 ms", detail: "this run's cause"}, "b": {value: 0.95, shown: "0.95x"},
-		"c": {value: 10, shown: "10.0 MiB", failed: true}}
+	figs := map[string]figure{"a": {value: 2.5, vars: map[string]any{"cause": "this run's cause"}}, "b": {value: 0.95},
+		"c": {value: 10, failed: true}}
+	rows, err := evaluate(ts, figs)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var got []string
-	for _, r := range evaluate(ts, figs) {
+	for _, r := range rows {
 		got = append(got, fmt.Sprintf("%s | %s | %s | %v | %s", r.Name, r.wanted(), r.measured, r.met, r.why))
 	}
 	want := []string{
@@ -217,5 +226,9 @@ func TestEvaluate(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("rows (-want +got):\n%s", diff)
+	}
+	ts[1].Why = "{{.cause}}"
+	if _, err := evaluate(ts, figs); err == nil || !strings.Contains(err.Error(), "targets[1].why") {
+		t.Errorf("evaluate with a value the figure does not have = %v, want an error naming targets[1].why", err)
 	}
 }

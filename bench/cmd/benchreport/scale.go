@@ -1,12 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"image/color"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,7 +38,11 @@ func spliceScale(report, section string) string {
 
 // runScale rewrites only the scale section of out from the Scale records
 // in in, and the scale plot.
-func runScale(in, out, png string, elapsed time.Duration) error {
+func runScale(in, out, png, targetsFile string, elapsed time.Duration) error {
+	ts, err := readTargets(targetsFile)
+	if err != nil {
+		return err
+	}
 	runs, err := figures.Read[figures.Scale](in, figures.ScaleFile)
 	if err != nil {
 		return err
@@ -49,7 +55,9 @@ func runScale(in, out, png string, elapsed time.Duration) error {
 		return fmt.Errorf("scale plot: %w", err)
 	}
 	var b strings.Builder
-	writeScale(func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }, runs, filepath.Base(png), elapsed)
+	if err := writeScale(func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }, runs, ts.ScaleGoals, filepath.Base(png), elapsed); err != nil {
+		return err
+	}
 	old, err := os.ReadFile(out)
 	if err != nil && !os.IsNotExist(err) {
 		return err
@@ -60,7 +68,7 @@ func runScale(in, out, png string, elapsed time.Duration) error {
 // netdraWrites are the resources netdra's dra and operator write.
 var netdraWrites = []string{"resourceslices", "nodeconfigs", "events", "resourceclaims", "clusterconfigs"}
 
-func writeScale(p func(string, ...any), runs []figures.Scale, png string, elapsed time.Duration) {
+func writeScale(p func(string, ...any), runs []figures.Scale, goals []scaleGoal, png string, elapsed time.Duration) error {
 	p("%s", scaleBegin)
 	p("## Scale: simulated nodes against one control plane")
 	p("")
@@ -187,10 +195,13 @@ func writeScale(p func(string, ...any), runs []figures.Scale, png string, elapse
 	p("")
 	p("The change: %s. Scheduling: %s", runs[0].ChangeWhat, schedNotes(runs))
 	p("")
-	writeScaleGoals(p, runs)
+	if err := writeScaleGoals(p, runs, goals); err != nil {
+		return err
+	}
 	writeChangeCause(p, runs)
 	writeSchedCause(p, runs)
 	p("%s", scaleEnd)
+	return nil
 }
 
 // writeChangeCause says where the ClusterConfig change's time went, from
@@ -273,35 +284,90 @@ func writeSchedCause(p func(string, ...any), runs []figures.Scale) {
 	p("")
 }
 
-func writeScaleGoals(p func(string, ...any), runs []figures.Scale) {
+// scaleFigureNames are the figures scaleFigures measures.
+var scaleFigureNames = []string{"rest.writes", "change.seconds", "sched.claim", "sched.claim.raised"}
+
+// scaleFigures are a run's figures the scale goals name:
+//
+// rest.writes: netdra's writes per node per hour at rest, before and after
+// the change (failed: no window at rest).
+//
+// change.seconds: the ClusterConfig change, until every node applied it
+// and republished (seconds: as the table shows it), failed with missing
+// nodes or no slices republished.
+//
+// sched.claim, sched.claim.raised: pods with a 1 VF claim scheduled a
+// second, plain those without a claim, with the clients' limits as they
+// are and raised; absent when not measured.
+func scaleFigures(r figures.Scale) map[string]figure {
+	change := max(r.ChangeAppliedMaxS, r.ChangeSlicesMaxS)
+	out := map[string]figure{
+		"rest.writes": {value: netdraTotal(r.WritesPerNodeHour) + netdraTotal(r.WritesPerNodeHourAfterChange), failed: r.RestWindowS == 0},
+		"change.seconds": {value: change, failed: r.ChangeNodesMissing > 0 || r.ChangeSlicesMaxS == 0,
+			vars: map[string]any{"seconds": secs(change), "missing": r.ChangeNodesMissing}},
+	}
+	for name, suffix := range map[string]string{"sched.claim": "", "sched.claim.raised": " (limits raised)"} {
+		if v, ok := r.SchedPodsPerSec["1 VF claim"+suffix]; ok {
+			out[name] = figure{value: v, vars: map[string]any{"plain": r.SchedPodsPerSec["no claim"+suffix]}}
+		}
+	}
+	return out
+}
+
+// writeScaleGoals writes the goals' table: the goals of every run, run by
+// run, then for each run the goals of that run.
+func writeScaleGoals(p func(string, ...any), runs []figures.Scale, goals []scaleGoal) error {
 	p("| goal | wanted | measured | |")
 	p("|---|---|---|---|")
-	for _, r := range runs {
-		total := netdraTotal(r.WritesPerNodeHour) + netdraTotal(r.WritesPerNodeHourAfterChange)
-		p("| netdra's writes at rest, N = %d | none | %.1f per node per hour | %s |", r.Nodes, total, metIf(total == 0 && r.RestWindowS > 0))
+	type at struct {
+		g scaleGoal
+		r figures.Scale
 	}
+	var rows []at
+	for _, g := range goals {
+		for _, r := range runs {
+			if g.Nodes == 0 {
+				rows = append(rows, at{g, r})
+			}
+		}
+	}
+	largest := runs[len(runs)-1].Nodes
 	for _, r := range runs {
-		if r.Nodes == 1000 || r.Nodes == runs[len(runs)-1].Nodes {
-			ok := r.ChangeNodesMissing == 0 && r.ChangeSlicesMaxS > 0 && max(r.ChangeAppliedMaxS, r.ChangeSlicesMaxS) < 60
-			verdict := metIf(ok)
-			if r.Nodes < 1000 {
-				verdict = "**not measured at 1,000**"
-			}
-			p("| ClusterConfig change to every node applied and republished, N = %d | < 60 s at 1,000 | %s s (%d nodes missing) | %s |",
-				r.Nodes, secs(max(r.ChangeAppliedMaxS, r.ChangeSlicesMaxS)), r.ChangeNodesMissing, verdict)
-		}
-		if r.Nodes == 500 {
-			for _, suffix := range []string{"", " (limits raised)"} {
-				v, ok := r.SchedPodsPerSec["1 VF claim"+suffix]
-				if !ok && suffix != "" {
-					continue
-				}
-				p("| pods with a netdra claim scheduled, N = 500%s | >= 244 pods/s | %.0f pods/s (without a claim %.0f) | %s |",
-					suffix, v, r.SchedPodsPerSec["no claim"+suffix], metIf(v >= 244))
+		for _, g := range goals {
+			if g.Nodes != 0 && (r.Nodes == g.Nodes || g.OrLargest && r.Nodes == largest) {
+				rows = append(rows, at{g, r})
 			}
 		}
+	}
+	for _, x := range rows {
+		f, ok := scaleFigures(x.r)[x.g.Figure]
+		if !ok {
+			continue
+		}
+		vars := map[string]any{"value": f.value, "nodes": x.r.Nodes}
+		maps.Copy(vars, f.vars)
+		name, err1 := sentence(x.g.Name, vars)
+		measured, err2 := sentence(x.g.Measured, vars)
+		if err := cmp.Or(err1, err2); err != nil {
+			return fmt.Errorf("scale goal %q: %w", x.g.Name, err)
+		}
+		v := metIf(*compare(x.g.Compare, f.value, x.g.Value) && !f.failed)
+		if x.r.Nodes < x.g.Nodes {
+			v = "**not measured at " + thousands(x.g.Nodes) + "**"
+		}
+		p("| %s | %s | %s | %s |", name, x.g.Wanted, measured, v)
 	}
 	p("")
+	return nil
+}
+
+// thousands is n with a comma between each group of three digits.
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 // perNodeWrites lists m's writes ("resource VERB": count per node),

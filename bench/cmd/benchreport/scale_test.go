@@ -1,11 +1,14 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/netdra/netdra/bench/figures"
 )
@@ -30,7 +33,7 @@ func TestRunScale_RewritesOnlyItsSection(t *testing.T) {
 	if err := os.WriteFile(out, []byte("# results\n\nbefore\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := runScale(in, out, png, time.Minute); err != nil {
+	if err := runScale(in, out, png, repoTargets, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	first, _ := os.ReadFile(out)
@@ -42,7 +45,7 @@ func TestRunScale_RewritesOnlyItsSection(t *testing.T) {
 	if err := os.WriteFile(out, []byte(strings.Replace(string(first), "before", "before, edited", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := runScale(in, out, png, time.Minute); err != nil {
+	if err := runScale(in, out, png, repoTargets, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	second, _ := os.ReadFile(out)
@@ -51,5 +54,32 @@ func TestRunScale_RewritesOnlyItsSection(t *testing.T) {
 	}
 	if got := spliceScale("# full report\n", scaleSection(string(second))); scaleSection(got) != scaleSection(string(second)) {
 		t.Fatalf("the full report does not carry the scale section over:\n%s", got)
+	}
+}
+
+// TestScaleGoals_NotAtTheirN: without a run at 1,000 nodes the largest
+// run's change row says so, and a run at 500 without the raised limits
+// has no row for them.
+func TestScaleGoals_NotAtTheirN(t *testing.T) {
+	ts, err := readTargets(repoTargets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := []figures.Scale{{Nodes: 100, RestWindowS: 60}, {Nodes: 500, RestWindowS: 60, ChangeAppliedMaxS: 20, ChangeSlicesMaxS: 30,
+		SchedPodsPerSec: map[string]float64{"1 VF claim": 250, "no claim": 300}}}
+	var b strings.Builder
+	if err := writeScaleGoals(func(f string, a ...any) { fmt.Fprintf(&b, f+"\n", a...) }, runs, ts.ScaleGoals); err != nil {
+		t.Fatal(err)
+	}
+	want := `| goal | wanted | measured | |
+|---|---|---|---|
+| netdra's writes at rest, N = 100 | none | 0.0 per node per hour | met |
+| netdra's writes at rest, N = 500 | none | 0.0 per node per hour | met |
+| ClusterConfig change to every node applied and republished, N = 500 | < 60 s at 1,000 | 30.0 s (0 nodes missing) | **not measured at 1,000** |
+| pods with a netdra claim scheduled, N = 500 | >= 244 pods/s | 250 pods/s (without a claim 300) | met |
+
+`
+	if diff := cmp.Diff(want, b.String()); diff != "" {
+		t.Errorf("goals (-want +got):\n%s", diff)
 	}
 }

@@ -1,12 +1,13 @@
 package main
 
 import (
-	"cmp"
 	"fmt"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
 	"strings"
+	"text/template"
 
 	"sigs.k8s.io/yaml"
 
@@ -14,15 +15,40 @@ import (
 )
 
 // targets is the targets file (bench/targets.yaml): which measured figure
-// is wanted where. The report sets each beside this run's figure.
+// is wanted where, and the sentences the report says of it. The report
+// sets each beside this run's figure.
 type targets struct {
 	Targets []target `json:"targets"`
 	// GroupNotes are printed once, after the causes, when a target of
 	// their group is not met.
 	GroupNotes map[string]string `json:"groupNotes,omitempty"`
+	// Causes is the markdown of the report's section on what the code
+	// says about the gaps to the targets, printed as it is.
+	Causes string `json:"causes,omitempty"`
+	// ScaleGoals are the goals of make bench-scale's section.
+	ScaleGoals []scaleGoal `json:"scaleGoals,omitempty"`
 }
 
-// target is one line of the targets table.
+// scaleGoal is a goal of the scale section: a row for each run it names,
+// every run (Nodes 0), or the run at Nodes and, with OrLargest, the
+// largest run, which, smaller than Nodes, is not measured at Nodes. Name
+// and Measured are templates over the values of the run's figure (its
+// vars, value and nodes); a run without the figure has no row.
+type scaleGoal struct {
+	Name      string  `json:"name"`
+	Figure    string  `json:"figure"`
+	Nodes     int     `json:"nodes,omitempty"`
+	OrLargest bool    `json:"orLargest,omitempty"`
+	Compare   string  `json:"compare"`
+	Value     float64 `json:"value"`
+	Wanted    string  `json:"wanted"`
+	Measured  string  `json:"measured"`
+}
+
+// target is one line of the targets table. Measured and Why are
+// text/template templates over the values of the target's figure (its
+// vars, and value: the figure compared); a value the figure does not have
+// is an error.
 type target struct {
 	Group   string  `json:"group"`
 	Name    string  `json:"name"`
@@ -30,8 +56,11 @@ type target struct {
 	Compare string  `json:"compare"`
 	Value   float64 `json:"value"`
 	Unit    string  `json:"unit"`
-	// Why is the cause, from the code or an earlier investigation, that
-	// keeps the target out of reach; printed when it is not met.
+	// Measured is the measured column.
+	Measured string `json:"measured"`
+	// Why is the cause, from this run's figures, the code or an earlier
+	// investigation, that keeps the target out of reach; printed when it
+	// is not met and not empty.
 	Why string `json:"why,omitempty"`
 }
 
@@ -74,9 +103,51 @@ func readTargets(path string) (targets, error) {
 			return targets{}, fmt.Errorf("%s: %q, want one of <=, <, >=, >", field("compare"), t.Compare)
 		case !slices.Contains(units, t.Unit):
 			return targets{}, fmt.Errorf("%s: %q, want one of %s", field("unit"), t.Unit, strings.Join(units, ", "))
+		case t.Measured == "":
+			return targets{}, fmt.Errorf("%s: required", field("measured"))
+		}
+		for f, text := range map[string]string{"measured": t.Measured, "why": t.Why} {
+			if _, err := parseSentence(text); err != nil {
+				return targets{}, fmt.Errorf("%s: %w", field(f), err)
+			}
+		}
+	}
+	for i, g := range ts.ScaleGoals {
+		field := func(f string) string { return fmt.Sprintf("%s: scaleGoals[%d].%s", path, i, f) }
+		switch {
+		case g.Name == "" || g.Wanted == "" || g.Measured == "":
+			return targets{}, fmt.Errorf("%s, wanted and measured: required", field("name"))
+		case !slices.Contains(scaleFigureNames, g.Figure):
+			return targets{}, fmt.Errorf("%s: %q, want one of %s", field("figure"), g.Figure, strings.Join(scaleFigureNames, ", "))
+		case compare(g.Compare, 0, 0) == nil:
+			return targets{}, fmt.Errorf("%s: %q, want one of <=, <, >=, >", field("compare"), g.Compare)
+		}
+		for f, text := range map[string]string{"name": g.Name, "measured": g.Measured} {
+			if _, err := parseSentence(text); err != nil {
+				return targets{}, fmt.Errorf("%s: %w", field(f), err)
+			}
 		}
 	}
 	return ts, nil
+}
+
+// parseSentence parses a target's template: one that uses a value its
+// figure does not have fails when executed.
+func parseSentence(text string) (*template.Template, error) {
+	return template.New("").Option("missingkey=error").Parse(text)
+}
+
+// sentence executes the template text over vars.
+func sentence(text string, vars map[string]any) (string, error) {
+	t, err := parseSentence(text)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	if err := t.Execute(&b, vars); err != nil {
+		return "", err
+	}
+	return b.String(), nil
 }
 
 // compare is whether got compares to want as op says; nil for an op that
@@ -107,14 +178,12 @@ func (t target) wanted() string {
 }
 
 // figure is one measured figure of this run: its value in its target's
-// unit, how the report shows it, whether the run it comes from failed
-// (then no target on it is met), and, computed from this run, the cause
-// of a gap to a target.
+// unit, whether the run it comes from failed (then no target on it is
+// met), and the values the target's sentences may use.
 type figure struct {
 	value  float64
-	shown  string
 	failed bool
-	detail string
+	vars   map[string]any
 }
 
 // row is one line of the targets table: a target, what this run measured
@@ -124,44 +193,57 @@ type row struct {
 	target
 	measured string
 	met      bool
-	// why is, for a target not met, its cause: this run's, then the
-	// target's own.
+	absent   bool // nothing measured
+	// why is, for a figure measured, the target's cause.
 	why string
 }
 
-// evaluate sets each target beside its figure of figs.
-func evaluate(ts []target, figs map[string]figure) []row {
+// evaluate sets each target beside its figure of figs, its sentences
+// executed over the figure's vars and value.
+func evaluate(ts []target, figs map[string]figure) ([]row, error) {
 	var out []row
-	for _, t := range ts {
+	for i, t := range ts {
 		f, ok := figs[t.Figure]
 		if !ok {
-			out = append(out, row{target: t, measured: "not measured in this run"})
+			out = append(out, row{target: t, measured: "not measured in this run", absent: true})
 			continue
 		}
-		r := row{target: t, measured: f.shown, met: *compare(t.Compare, f.value, t.Value) && !f.failed}
-		r.why = strings.Join(slices.DeleteFunc([]string{f.detail, t.Why}, func(s string) bool { return s == "" }), "; ")
+		vars := map[string]any{"value": f.value}
+		maps.Copy(vars, f.vars)
+		r := row{target: t, met: *compare(t.Compare, f.value, t.Value) && !f.failed}
+		var err error
+		if r.measured, err = sentence(t.Measured, vars); err != nil {
+			return nil, fmt.Errorf("targets[%d].measured: %w", i, err)
+		}
+		if r.why, err = sentence(t.Why, vars); err != nil {
+			return nil, fmt.Errorf("targets[%d].why: %w", i, err)
+		}
 		out = append(out, r)
 	}
-	return out
+	return out, nil
 }
 
-func writeTargets(p func(string, ...any), d data, ts targets) {
+func writeTargets(p func(string, ...any), d data, ts targets) error {
+	rows, err := evaluate(ts.Targets, figuresOf(d))
+	if err != nil {
+		return err
+	}
 	p("## Targets, side by side")
 	p("")
 	p("Each target of bench/targets.yaml with this run's figure; a target this run did not measure says so (and is not met).")
 	p("")
 	p("| group | target | wanted | measured | |")
 	p("|---|---|---|---|---|")
-	rows := evaluate(ts.Targets, figuresOf(d))
 	for _, r := range rows {
 		v := verdict(r.met)
-		if strings.HasPrefix(r.measured, "not measured") {
+		if r.absent {
 			v = "not measured"
 		}
 		p("| %s | %s | %s | %s | %s |", r.Group, r.Name, r.wanted(), r.measured, v)
 	}
 	p("")
 	writeWhy(p, rows, ts.GroupNotes)
+	return nil
 }
 
 // writeWhy lists, for each target not met, its cause, then the notes of
@@ -208,7 +290,9 @@ func figuresOf(d data) map[string]figure {
 
 // attachFigures: attach and detach of 1 pod with 1 and 8 devices through
 // the pipeline against the kernel's baseline, as ratios of their p50s
-// and p99s.
+// and p99s (pipeline, baseline: ms). With the provisioner and
+// no-hook-exec modes measured (split), the pipeline's time over the
+// baseline (over) split as theirs: provisioner, nri and hook (ms).
 func attachFigures(as []figures.Attach) map[string]figure {
 	out := map[string]figure{}
 	for _, n := range []int{1, 8} {
@@ -222,18 +306,12 @@ func attachFigures(as []figures.Attach) map[string]figure {
 				if !ok1 || !ok2 || b == 0 {
 					continue
 				}
-				f := figure{value: x / b, shown: fmt.Sprintf("%.2fx (%.1f vs %.1f ms)", x/b, x, b), failed: pl.Failures > 0}
-				if ok3 && ok4 && q == "p50" {
+				vars := map[string]any{"pipeline": x, "baseline": b, "split": ok3 && ok4}
+				if ok3 && ok4 {
 					pv, gv := pick(prov, way, q), pick(gate, way, q)
-					f.detail = fmt.Sprintf("of the %+.1f ms over the baseline's %.1f, this run's modes split it as: the provisioner's RPCs alone %+.1f ms, "+
-						"nri and state beside them %+.1f ms (ListAllocations, the fsynced MarkAttached, the gRPC hops, the gate's wake-up), the gate hook's process %+.1f ms "+
-						"(each mode's p50 over the same turns; a share within the noise can come out negative); the provisioner's own time is mostly the kernel's move (below)",
-						x-b, b, pv-b, gv-pv, x-gv)
+					vars["over"], vars["provisioner"], vars["nri"], vars["hook"] = x-b, pv-b, gv-pv, x-gv
 				}
-				if ok3 && ok4 && q == "p99" {
-					f.detail = "the p50 row's causes, at the tail: each move waits for an RCU grace period, which ends on a timer tick: the slowest moves waited two or three ticks more"
-				}
-				out[fmt.Sprintf("%s.%s.ratio.%ddev", way, q, n)] = f
+				out[fmt.Sprintf("%s.%s.ratio.%ddev", way, q, n)] = figure{value: x / b, failed: pl.Failures > 0, vars: vars}
 			}
 		}
 	}
@@ -251,7 +329,10 @@ func pick(a figures.Attach, way, q string) float64 {
 	return s.P50
 }
 
-// moveFigures: moves/s of 64 concurrent pods, pipeline against baseline.
+// moveFigures: moves/s of 64 concurrent pods, pipeline against baseline
+// (pipeline, baseline). With the 1-pod runs measured (predicted), the
+// rates their attach and detach predict (predictedBaseline,
+// predictedProvisioner, predictedRatio).
 func moveFigures(as []figures.Attach) map[string]figure {
 	out := map[string]figure{}
 	for _, n := range []int{1, 8} {
@@ -260,8 +341,7 @@ func moveFigures(as []figures.Attach) map[string]figure {
 		if !ok1 || !ok2 || bl.MovesPerSec == 0 {
 			continue
 		}
-		r := pl.MovesPerSec / bl.MovesPerSec
-		f := figure{value: r, shown: fmt.Sprintf("%.2fx (%.1f vs %.1f)", r, pl.MovesPerSec, bl.MovesPerSec)}
+		vars := map[string]any{"pipeline": pl.MovesPerSec, "baseline": bl.MovesPerSec, "predicted": false}
 		b1, ok1 := find(as, "baseline", n, 1)
 		p1, ok2 := find(as, "provisioner", n, 1)
 		if ok1 && ok2 && b1.Attach.P50+b1.Detach.P50 > 0 && p1.Attach.P50+p1.Detach.P50 > 0 {
@@ -269,11 +349,9 @@ func moveFigures(as []figures.Attach) map[string]figure {
 			// node moves about 2 links per attach-and-detach of one.
 			pb := 2 * float64(n) * 1000 / (b1.Attach.P50 + b1.Detach.P50)
 			pp := 2 * float64(n) * 1000 / (p1.Attach.P50 + p1.Detach.P50)
-			f.detail = fmt.Sprintf("the kernel moves links one at a time (RTNL), so the rate is set by each lifecycle's time in the kernel: "+
-				"this run's 1-pod attach and detach predict %.1f moves/s for the baseline and %.1f for the provisioner (%.2fx); the provisioner's "+
-				"time is mostly its kernel move (see the attach latency rows)", pb, pp, pp/pb)
+			vars["predicted"], vars["predictedBaseline"], vars["predictedProvisioner"], vars["predictedRatio"] = true, pb, pp, pp/pb
 		}
-		out[fmt.Sprintf("moves.ratio.64pods.%ddev", n)] = f
+		out[fmt.Sprintf("moves.ratio.64pods.%ddev", n)] = figure{value: pl.MovesPerSec / bl.MovesPerSec, vars: vars}
 	}
 	return out
 }
@@ -281,7 +359,7 @@ func moveFigures(as []figures.Attach) map[string]figure {
 // hookFigures: nri's RunPodSandbox and StopPodSandbox on the real node
 // (the mean over each phase of the pod startup benchmark and of the beside
 // benchmark, whose pods have 8 devices, from nri's own metrics; the worst
-// phase), in ms.
+// phase), in ms; where names the phase.
 func hookFigures(ps []figures.PodStart, bs []figures.Beside) map[string]figure {
 	out := map[string]figure{}
 	for _, hook := range []string{"RunPodSandbox", "StopPodSandbox"} {
@@ -297,7 +375,7 @@ func hookFigures(ps []figures.PodStart, bs []figures.Beside) map[string]figure {
 			}
 		}
 		if worst >= 0 {
-			out["nri."+hook+".mean"] = figure{value: worst, shown: fmt.Sprintf("%.1f ms (%s)", worst, where)}
+			out["nri."+hook+".mean"] = figure{value: worst, vars: map[string]any{"where": where}}
 		}
 	}
 	return out
@@ -323,45 +401,41 @@ func findStart(ps []figures.PodStart, way string, claim bool) (figures.PodStart,
 	return ps[i], true
 }
 
-// kubernetesShare is what a claim adds at P50, one after the other,
-// before netdra is asked anything: the control plane's (the claim made
-// from the template and allocated: bound) and the kubelet's own handling
-// of the claim (the step to the sandbox, less dra's mean prepare: the
-// kubelet reads the claim and checkpoints it around the call).
-func kubernetesShare(plain, claim figures.PodStart) (string, bool) {
-	prep, ok := claim.Hooks["dra prepare"]
-	if !ok || claim.Sandbox.N == 0 || plain.Sandbox.N == 0 {
-		return "", false
-	}
-	cp := stepP50(claim, 0) - stepP50(plain, 0)
-	kubelet := stepP50(claim, 1) - stepP50(plain, 1) - prep
-	return fmt.Sprintf("of it %+.0f ms the control plane's and %+.0f ms the kubelet's own, before netdra's calls", cp, kubelet), true
-}
-
 // startupFigures: pod startup on the real node, with a claim against
 // without, and the kubelet's restart.
+//
+// podstart.serial.claim.delta: the P50s one after the other (claim,
+// plain: ms) of pods, and, with the runtime's stages measured (stages),
+// each stage's step a claim adds (steps: name, delta) and dra's mean
+// prepare (prepare). What a claim adds before netdra is asked anything
+// (share): the control plane's (controlPlane: the claim made from the
+// template and allocated, bound) and the kubelet's own (kubelet: the step
+// to the sandbox, less dra's prepare: the kubelet reads the claim and
+// checkpoints it around the call).
+//
+// podstart.burst.p50.ratio, podstart.burst.p99.ratio: the burst's
+// percentile with a claim against without (claim, plain: s) of pods.
+//
+// kubelet.restart: the last restart's slices back and pod with a claim
+// Running (s); plain, a pod without a claim Running (s, 0: not
+// measured), and the ms the claim added to it (claimAdds).
 func startupFigures(ps []figures.PodStart, rs []figures.KubeletRestart) map[string]figure {
 	out := map[string]figure{}
 	plain, ok1 := findStart(ps, "serial", false)
 	claim, ok2 := findStart(ps, "serial", true)
 	if ok1 && ok2 {
-		d := claim.Ready.P50 - plain.Ready.P50
-		got := fmt.Sprintf("%+.0f ms (%.0f vs %.0f ms, %d pods)", d, claim.Ready.P50, plain.Ready.P50, claim.Pods)
-		if k, ok := kubernetesShare(plain, claim); ok {
-			got += "; " + k
+		vars := map[string]any{"claim": claim.Ready.P50, "plain": plain.Ready.P50, "pods": claim.Pods, "prepare": claim.Hooks["dra prepare"]}
+		_, prep := claim.Hooks["dra prepare"]
+		vars["share"] = prep && claim.Sandbox.N > 0 && plain.Sandbox.N > 0
+		vars["controlPlane"] = stepP50(claim, 0) - stepP50(plain, 0)
+		vars["kubelet"] = stepP50(claim, 1) - stepP50(plain, 1) - claim.Hooks["dra prepare"]
+		vars["stages"] = claim.ContainerStarted.N > 0 && plain.ContainerStarted.N > 0
+		var steps []map[string]any
+		for i, st := range stages {
+			steps = append(steps, map[string]any{"name": st.name, "delta": stepP50(claim, i) - stepP50(plain, i)})
 		}
-		f := figure{value: d, shown: got}
-		if claim.ContainerStarted.N > 0 && plain.ContainerStarted.N > 0 {
-			var parts []string
-			for i, st := range stages {
-				parts = append(parts, fmt.Sprintf("%s %+.0f", st.name, stepP50(claim, i)-stepP50(plain, i)))
-			}
-			f.detail = fmt.Sprintf("a claim adds a step on each part of the pod's path (ms, P50): %s. Bound is the control plane's (the claim made "+
-				"from its template and allocated); the sandbox begins after the kubelet prepared the claim through dra (%.0f ms mean), which "+
-				"DRA puts before the sandbox; the container starts after runc ran the claim's hook (dra's check-netns, which waits on nri's "+
-				"gate: one process) and the attach ended. Each is on the path by the design of DRA and of the fail-closed gate", strings.Join(parts, ", "), claim.Hooks["dra prepare"])
-		}
-		out["podstart.serial.claim.delta"] = f
+		vars["steps"] = steps
+		out["podstart.serial.claim.delta"] = figure{value: claim.Ready.P50 - plain.Ready.P50, vars: vars}
 	}
 	plain, ok1 = findStart(ps, "burst", false)
 	claim, ok2 = findStart(ps, "burst", true)
@@ -371,24 +445,16 @@ func startupFigures(ps []figures.PodStart, rs []figures.KubeletRestart) map[stri
 			if q == "P99" {
 				a, b = claim.Ready.P99, plain.Ready.P99
 			}
-			out["podstart.burst."+strings.ToLower(q)+".ratio"] = figure{value: a / b, shown: fmt.Sprintf("%.2fx (%.2f vs %.2f s, %d pods)", a/b, a/1000, b/1000, claim.Pods)}
+			out["podstart.burst."+strings.ToLower(q)+".ratio"] = figure{value: a / b,
+				vars: map[string]any{"claim": a / 1000, "plain": b / 1000, "pods": claim.Pods}}
 		}
 	}
 	if len(rs) == 0 {
 		return out
 	}
 	r := rs[len(rs)-1]
-	got := fmt.Sprintf("slices %.2f s, pod Running %.2f s", r.SlicesBackSeconds, r.PodRunningSeconds)
-	f := figure{value: max(r.SlicesBackSeconds, r.PodRunningSeconds)}
-	if r.PlainRunningSeconds > 0 {
-		got += fmt.Sprintf(" (a pod without a claim beside it: %.2f s, the kubelet's own)", r.PlainRunningSeconds)
-		f.detail = fmt.Sprintf("the restarted kubelet's own time: a pod without a claim, created at the same moment, ran after %.2f s "+
-			"(the kubelet watches its pods only once its Node informer synced, which it checks once a second, then polls the pod's "+
-			"volumes every 300 ms); the slices were back after %.2f s and the claim added %+.0f ms", r.PlainRunningSeconds, r.SlicesBackSeconds,
-			(r.PodRunningSeconds-r.PlainRunningSeconds)*1000)
-	}
-	f.shown = got
-	out["kubelet.restart"] = f
+	out["kubelet.restart"] = figure{value: max(r.SlicesBackSeconds, r.PodRunningSeconds), vars: map[string]any{"slices": r.SlicesBackSeconds,
+		"running": r.PodRunningSeconds, "plain": r.PlainRunningSeconds, "claimAdds": (r.PodRunningSeconds - r.PlainRunningSeconds) * 1000}}
 	return out
 }
 
@@ -400,19 +466,19 @@ func memoryFigures(rs []figures.RSS) map[string]figure {
 		m := mib(r.RSSKiB)
 		k := "rss." + r.Process + "." + strings.ReplaceAll(r.Phase, " ", "-")
 		if prev, ok := out[k]; !ok || m > prev.value {
-			out[k] = figure{value: m, shown: fmt.Sprintf("%.1f MiB", m)}
+			out[k] = figure{value: m}
 		}
 	}
 	return out
 }
 
 // inventoryFigures: the time to publish an inventory of each size, the
-// median of its rounds, in seconds.
+// median of its rounds, in seconds; rounds counts them, each lists them.
 func inventoryFigures(inv []figures.Inventory) map[string]figure {
 	out := map[string]figure{}
-	for _, x := range slices.SortedFunc(slices.Values(inv), func(a, b figures.Inventory) int { return cmp.Compare(a.Devices, b.Devices) }) {
+	for _, x := range inv {
 		out[fmt.Sprintf("inventory.%ddev.seconds", x.Devices)] = figure{value: x.Seconds,
-			shown: fmt.Sprintf("%.2f s (median of %d rounds: %s)", x.Seconds, len(x.RoundsMs), seconds(x.RoundsMs))}
+			vars: map[string]any{"rounds": len(x.RoundsMs), "each": seconds(x.RoundsMs)}}
 	}
 	return out
 }
