@@ -50,8 +50,8 @@ func TestE2E_Install(t *testing.T) {
 	step := time.Now()
 	in.k(t, "apply", "--server-side", "-k", overlay)
 	in.k(t, "-n", in.ns, "rollout", "status", "ds/netdra-node", "--timeout=3m")
-	in.k(t, "-n", in.ns, "rollout", "status", "ds/netdra-sockets", "--timeout=3m")
 	in.k(t, "-n", in.ns, "rollout", "status", "deploy/netdra-operator", "--timeout=3m")
+	in.holderHealthy(t)
 	t.Logf("installed and rolled out in %s:\n%s", time.Since(step).Round(time.Millisecond),
 		in.k(t, "-n", in.ns, "get", "pods", "-o", "wide"))
 	nodePod := in.nodePod(t)
@@ -83,12 +83,16 @@ func TestE2E_Install(t *testing.T) {
 	t.Logf("uninstalled in %s; whole walkthrough %s", time.Since(step).Round(time.Millisecond), time.Since(t0).Round(time.Millisecond))
 }
 
-// holderHealthy checks that the netdra-sockets DaemonSet's pod on the node
-// holds dra's kubelet sockets: its health check, run as its probes run it,
-// answers.
+// holderHealthy waits for the netdra-sockets DaemonSet's pod on the node
+// to be Ready and checks that it holds dra's kubelet sockets: its health
+// check, run as its probes run it, answers.
 func (in *installer) holderHealthy(t *testing.T) {
 	t.Helper()
-	in.k(t, "-n", in.ns, "rollout", "status", "ds/netdra-sockets", "--timeout=3m")
+	// kubectl rollout status does not follow an OnDelete DaemonSet.
+	waitFor(t, "the netdra-sockets pod Ready", 3*time.Minute, func(context.Context) (bool, error) {
+		p := in.holderPod(t)
+		return p != nil && podReady(p), nil
+	})
 	in.k(t, "-n", in.ns, "exec", "ds/netdra-sockets", "-c", "dra-sockets", "--",
 		"/usr/local/bin/dra", "sockets", "health", "-socket=/run/netdra-holder/dra-sockets.sock")
 }
