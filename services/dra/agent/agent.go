@@ -41,6 +41,7 @@ import (
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 	"github.com/netdra/netdra/services/dra/attachstatus"
+	"github.com/netdra/netdra/services/dra/callgate"
 	"github.com/netdra/netdra/services/dra/cdispec"
 	"github.com/netdra/netdra/services/dra/claims"
 	"github.com/netdra/netdra/services/dra/devicesync"
@@ -129,7 +130,7 @@ type Agent struct {
 // serving is the kubelet plugin as it runs under one driver name.
 type serving struct {
 	name   string
-	gate   *gate
+	gate   *callgate.Gate
 	helper *kubeletplugin.Helper
 	slices *publish.SliceWriter
 	cancel context.CancelFunc // stops the driver's retry loop
@@ -402,12 +403,12 @@ func (a *Agent) serveLocked(ctx context.Context, name string, spec *v1alpha1.Nod
 		return err
 	}
 	dctx, cancel := context.WithCancel(ctx)
-	s := &serving{name: name, gate: &gate{}, cancel: cancel, done: make(chan struct{})}
+	s := &serving{name: name, gate: &callgate.Gate{}, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
 		_ = drv.Run(dctx)
 	}()
-	h, err := a.register(ctx, name, spec, &gated{DRAPlugin: a.cfg.Metrics.wrap(drv), g: s.gate})
+	h, err := a.register(ctx, name, spec, callgate.Wrap(a.cfg.Metrics.wrap(drv), s.gate))
 	if err != nil {
 		cancel()
 		<-s.done

@@ -119,7 +119,7 @@ func (r *rename) cancel() {
 	if r == nil || r.old == nil {
 		return
 	}
-	r.old.gate.open()
+	r.old.gate.Open()
 }
 
 // complete stops the plugin under the old name and checks once more that
@@ -136,7 +136,7 @@ func (r *rename) complete(ctx context.Context) error {
 	knocked := false
 	if r.old != nil {
 		a.stopServingLocked()
-		knocked = r.old.gate.wasKnocked()
+		knocked = r.old.gate.WasKnocked()
 	}
 	err := a.refuseRename(ctx, r.from, r.to)
 	if err == nil && knocked {
@@ -180,7 +180,7 @@ func (r *rename) serveNewName() {
 func (a *Agent) closeGate(ctx context.Context, s *serving) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := s.gate.close(ctx); err != nil {
+	if err := s.gate.Close(ctx); err != nil {
 		return fmt.Errorf("driverName change from %s: waiting for the kubelet's calls to end: %w", s.name, err)
 	}
 	return nil
