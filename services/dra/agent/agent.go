@@ -49,6 +49,7 @@ import (
 	"github.com/netdra/netdra/services/dra/health"
 	"github.com/netdra/netdra/services/dra/nodeconfig"
 	"github.com/netdra/netdra/services/dra/publish"
+	"github.com/netdra/netdra/services/dra/sockkeep"
 	"github.com/netdra/netdra/shared/apis/v1alpha1"
 	"github.com/netdra/netdra/shared/managername"
 )
@@ -508,10 +509,10 @@ func (a *Agent) register(ctx context.Context, name string, spec *v1alpha1.NodeCo
 			// node (the DaemonSet surges none), so no lock file is
 			// needed across instances.
 			kubeletplugin.Serialize(false),
-			kubeletplugin.GRPCVerbosity(100)}, a.metadataOptions()...), held.options()...)...)
-		held.closeUnused()
+			kubeletplugin.GRPCVerbosity(100)}, a.metadataOptions()...), held.Options()...)...)
+		held.CloseUnused()
 		if err == nil {
-			if held.registered() {
+			if held.Registered() {
 				// The kubelet registered the plugin on these very
 				// sockets before dra restarted, and its plugin watcher
 				// saw no change since: it does not register it again.
@@ -522,7 +523,7 @@ func (a *Agent) register(ctx context.Context, name string, spec *v1alpha1.NodeCo
 				return h, nil
 			}
 			if waitRegistered(ctx, h, timeout) {
-				held.markRegistered(ctx)
+				held.MarkRegistered(ctx)
 				a.mu.Lock()
 				a.regErr = ""
 				a.mu.Unlock()
@@ -544,6 +545,34 @@ func (a *Agent) register(ctx context.Context, name string, spec *v1alpha1.NodeCo
 			return nil, ctx.Err()
 		case <-time.After(interval):
 		}
+	}
+}
+
+// takeSockets takes the kubelet sockets of driver name from the socket
+// holder (renew: created anew), noting in the registration error why it
+// waits for the holder; nil without a holder.
+func (a *Agent) takeSockets(ctx context.Context, name string, renew bool) (*sockkeep.Sockets, error) {
+	if a.cfg.KeepSockets == "" {
+		return nil, nil
+	}
+	return sockkeep.TakeKubelet(ctx, a.log, a.cfg.KeepSockets, sockkeep.KubeletPaths(a.cfg.PluginDir, a.cfg.RegistrarDir, name), renew,
+		func(msg string) {
+			a.mu.Lock()
+			a.regErr = msg
+			a.mu.Unlock()
+		})
+}
+
+// watchHolder stops dra when the socket holder no longer holds the
+// kubelet sockets of driver name (sockkeep.WatchHolder), until ctx ends.
+func (a *Agent) watchHolder(ctx context.Context, name string) {
+	err := sockkeep.WatchHolder(ctx, a.log, a.cfg.KeepSockets, sockkeep.KubeletPaths(a.cfg.PluginDir, a.cfg.RegistrarDir, name))
+	if err == nil {
+		return
+	}
+	select {
+	case a.fatal <- err:
+	case <-ctx.Done():
 	}
 }
 
