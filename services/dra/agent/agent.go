@@ -97,16 +97,15 @@ type Config struct {
 // Agent is dra.
 type Agent struct {
 	drav1.UnimplementedDraServiceServer
-	cfg    Config
-	log    *slog.Logger
-	pump   *devicesync.Pump
-	pub    *publish.Publisher
-	claims *claims.Claims
-	status *nodeconfig.StatusWriter
-	health *health.Watcher
-	fatal  chan error
-	// ipKick asks watchIPPools to look at the address pools now.
-	ipKick chan struct{}
+	cfg     Config
+	log     *slog.Logger
+	pump    *devicesync.Pump
+	pub     *publish.Publisher
+	claims  *claims.Claims
+	status  *nodeconfig.StatusWriter
+	health  *health.Watcher
+	fatal   chan error
+	ipPools *nodeconfig.IPPoolWatch
 
 	// serveMu serializes starting and stopping the kubelet plugin.
 	serveMu sync.Mutex
@@ -140,8 +139,7 @@ type serving struct {
 
 // New returns the agent.
 func New(cfg Config) *Agent {
-	a := &Agent{cfg: cfg, log: cfg.Logger, configured: make(chan struct{}), fatal: make(chan error, 4),
-		ipKick: make(chan struct{}, 1)}
+	a := &Agent{cfg: cfg, log: cfg.Logger, configured: make(chan struct{}), fatal: make(chan error, 4)}
 	a.pump = devicesync.New(cfg.Logger.With("part", "devicesync"), cfg.Provisioner, cfg.State)
 	a.pump.OnWarnings(a.managerWarnings)
 	a.pub = publish.NewPublisher(cfg.Logger.With("part", "publish"), cfg.State, cfg.Debounce, a.publish)
@@ -152,6 +150,7 @@ func New(cfg Config) *Agent {
 	a.claims = claims.NewClaims(cfg.Kube, recorder)
 	a.status = nodeconfig.NewStatusWriter(cfg.Logger.With("part", "status"), cfg.Dynamic, cfg.NodeName)
 	a.health = health.New(a.pub, a.cfg.NodeName, 0)
+	a.ipPools = nodeconfig.NewIPPoolWatch(cfg.Logger, cfg.State, a.pub, a.status, a.inForce)
 	return a
 }
 
@@ -197,7 +196,7 @@ func (a *Agent) configure(ctx context.Context, spec *v1alpha1.NodeConfigSpec) er
 	if _, err := a.pump.Configure(ctx, nodeconfig.Provisioner(spec)); err != nil {
 		return nodeconfig.ProvisionerError(err)
 	}
-	return a.syncIPPools(ctx, spec)
+	return a.ipPools.Sync(ctx, spec)
 }
 
 // managerWarnings keeps the NodeConfig's DeviceManagersSettled condition
@@ -218,6 +217,13 @@ func (a *Agent) managerWarnings(m devicev1.DeviceManager, warnings []string) {
 		a.log.Info("Device manager warnings", "manager", name, "warnings", warnings)
 	}
 	a.status.SetCondition(cond)
+}
+
+// inForce is the spec in force, nil before the first, and its generation.
+func (a *Agent) inForce() (*v1alpha1.NodeConfigSpec, int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.spec, a.generation
 }
 
 // setSpec makes spec the one in force and publishes its pools.
@@ -300,7 +306,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	spawn("publisher", a.pub.Run)
 	spawn("attach status", attachstatus.New(a.log.With("part", "attachstatus"), a.pub, a.claims, a.cfg.NodeName, 0).Run)
 	spawn("nodeconfig status", a.status.Run)
-	spawn("ip pools", a.watchIPPools)
+	spawn("ip pools", a.ipPools.Run)
 	watcher := nodeconfig.NewWatcher(a.log.With("part", "nodeconfig"), a.cfg.Dynamic,
 		newRecorder(a.cfg.Kube, "netdra-dra", a.cfg.NodeName), a.status, a.cfg.NodeName, a.apply)
 	a.mu.Lock()

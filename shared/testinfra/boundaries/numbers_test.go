@@ -85,7 +85,7 @@ func docNumberRows(t *testing.T, root string) []numberRow {
 		{"docs/architecture.md", `up to (\d+) s, for a burst`, []float64{hookWait}},
 		{"docs/architecture.md", `waiting up\s+to (\d+) s for them`, []float64{hookWait}},
 		{"docs/architecture.md", `within its ([\d.]+) s, holding`, []float64{plugin.HookTimeout.Seconds()}},
-		{"docs/claims.md", `refreshed every (\d+) s`, codeNumbers(t, root, "services/dra/agent/ippools.go", `ipPoolsCheck = (\d+) \* time\.Second`)},
+		{"docs/claims.md", `refreshed every (\d+) s`, codeNumbers(t, root, "services/dra/nodeconfig/ippoolwatch.go", `ipPoolsCheck = (\d+) \* time\.Second`)},
 		{"docs/operations.md", `rose in the last (\d+) minutes: a device's link`, alerts[:1]},
 		{"docs/operations.md", `prepare",result="error"\}` + "`" + ` rose in the last (\d+) minutes`, alerts[1:2]},
 		{"docs/operations.md", `times in (\d+) minutes \(kube-state-metrics`, alerts[2:3]},
