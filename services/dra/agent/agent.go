@@ -16,24 +16,16 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	metadatav1beta1 "k8s.io/dynamic-resource-allocation/api/metadata/v1beta1"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
@@ -47,9 +39,9 @@ import (
 	"github.com/netdra/netdra/services/dra/devicesync"
 	"github.com/netdra/netdra/services/dra/driver"
 	"github.com/netdra/netdra/services/dra/health"
+	"github.com/netdra/netdra/services/dra/kubeletreg"
 	"github.com/netdra/netdra/services/dra/nodeconfig"
 	"github.com/netdra/netdra/services/dra/publish"
-	"github.com/netdra/netdra/services/dra/sockkeep"
 	"github.com/netdra/netdra/shared/apis/v1alpha1"
 	"github.com/netdra/netdra/shared/managername"
 )
@@ -106,6 +98,7 @@ type Agent struct {
 	health  *health.Watcher
 	fatal   chan error
 	ipPools *nodeconfig.IPPoolWatch
+	reg     *kubeletreg.Registrar
 
 	// serveMu serializes starting and stopping the kubelet plugin.
 	serveMu sync.Mutex
@@ -117,8 +110,6 @@ type Agent struct {
 	runCtx     context.Context // the lifetime of the plugin; set when it is first served
 	serving    *serving        // nil while the plugin is not served
 	driverName string          // the name registered under, "" before
-	attempts   int             // registration attempts under driverName
-	regErr     string          // the last failed attempt's error
 	watcher    *nodeconfig.Watcher
 	// waitingUnprepared is set while retryWhenUnprepared watches.
 	waitingUnprepared bool
@@ -148,6 +139,8 @@ func New(cfg Config) *Agent {
 	a.pub.OnRestart(a.pump.Resend)
 	recorder := newRecorder(cfg.Kube, "netdra-dra", cfg.NodeName)
 	a.claims = claims.NewClaims(cfg.Kube, recorder)
+	a.reg = kubeletreg.New(kubeletreg.Config{NodeName: cfg.NodeName, Kube: cfg.Kube, PluginDir: cfg.PluginDir,
+		RegistrarDir: cfg.RegistrarDir, KeepSockets: cfg.KeepSockets, CDIDir: cfg.CDIDir, Logger: cfg.Logger})
 	a.status = nodeconfig.NewStatusWriter(cfg.Logger.With("part", "status"), cfg.Dynamic, cfg.NodeName)
 	a.health = health.New(a.pub, a.cfg.NodeName, 0)
 	a.ipPools = nodeconfig.NewIPPoolWatch(cfg.Logger, cfg.State, a.pub, a.status, a.inForce)
@@ -381,26 +374,6 @@ func (a *Agent) cdi() *cdispec.Dir {
 	return cdispec.New(a.cfg.CDIDir).WithNetnsHook(cdispec.Hook{Path: a.cfg.NetnsHook, GateSocket: a.cfg.GateSocket})
 }
 
-// metadataOptions turn on the kubelet plugin helper's device metadata
-// (KEP-5304), written as v1beta1 (the newest the helper knows), with its
-// CDI specs in the CDI directory. The helper writes them inside
-// NodePrepareResources, so the kubelet waits for every write: they are
-// written atomically but not fsynced (cdispec.WriteFile; the helper's own
-// writer syncs each file and its directory). Nothing is lost to a crash of
-// dra (the page cache keeps them); after a node's reboot the kubelet
-// prepares every claim again before it creates a container (its
-// checkpointed claims come back unprepared), which writes them again.
-func (a *Agent) metadataOptions() []kubeletplugin.Option {
-	if a.cfg.CDIDir == "" {
-		return nil
-	}
-	return []kubeletplugin.Option{
-		kubeletplugin.EnableDeviceMetadata(true, []schema.GroupVersion{metadatav1beta1.SchemeGroupVersion}),
-		kubeletplugin.CDIDirectory(a.cfg.CDIDir),
-		kubeletplugin.MetadataFileOps(kubeletplugin.MetadataFileOperations{WriteFile: cdispec.WriteFile}),
-	}
-}
-
 // serveLocked starts the driver under name (its retry loop included) and
 // registers it with the kubelet, per spec's retry settings. serveMu is
 // held.
@@ -415,7 +388,7 @@ func (a *Agent) serveLocked(ctx context.Context, name string, spec *v1alpha1.Nod
 		defer close(s.done)
 		_ = drv.Run(dctx)
 	}()
-	h, err := a.register(ctx, name, spec, callgate.Wrap(a.cfg.Metrics.wrap(drv), s.gate))
+	h, err := a.reg.Register(ctx, name, kubeletreg.RetryOf(spec), callgate.Wrap(a.cfg.Metrics.wrap(drv), s.gate))
 	if err != nil {
 		cancel()
 		<-s.done
@@ -426,9 +399,7 @@ func (a *Agent) serveLocked(ctx context.Context, name string, spec *v1alpha1.Nod
 		func(_ context.Context, err error, msg string) {
 			a.log.Warn("Publishing ResourceSlices", "driver", name, "msg", msg, "err", err)
 		})
-	if a.cfg.KeepSockets != "" {
-		go a.watchHolder(dctx, name)
-	}
+	go a.watchHolder(dctx, name)
 	a.mu.Lock()
 	a.serving, a.driverName = s, name
 	a.mu.Unlock()
@@ -457,122 +428,15 @@ func (a *Agent) stopServingLocked() {
 	s.helper.Stop()
 	s.cancel()
 	<-s.done
-	a.removeEmptyMetadataDir(s.name)
+	a.reg.RemoveEmptyMetadataDir(s.name)
 	a.log.Info("Kubelet plugin stopped", "driver", s.name)
 }
 
-// removeEmptyMetadataDir removes the device metadata directory the kubelet
-// plugin helper makes in the driver's plugin directory, when no claim's
-// metadata is left in it: an uninstall leaves nothing of dra's there. One
-// still in use (a claim prepared, its pod's containers mount from it) is
-// not empty and stays.
-func (a *Agent) removeEmptyMetadataDir(driver string) {
-	dir := filepath.Join(a.cfg.PluginDir, driver, metadataDir)
-	if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, syscall.EEXIST) {
-		a.log.Warn("Could not remove the empty device metadata directory", "dir", dir, "error", err)
-	}
-}
-
-// metadataDir is the kubelet plugin helper's device metadata directory in
-// the driver's plugin directory (KEP-5304; not exported by the helper).
-const metadataDir = "dra-device-metadata"
-
-// register starts the kubelet plugin and waits for the kubelet to register
-// it, per the NodeConfig's retry settings: an attempt that is not
-// registered in time is stopped (its sockets removed) and started again, so
-// the kubelet's plugin watcher sees the socket anew.
-func (a *Agent) register(ctx context.Context, name string, spec *v1alpha1.NodeConfigSpec, plugin kubeletplugin.DRAPlugin) (*kubeletplugin.Helper, error) {
-	interval := time.Duration(*spec.DRARegistrationRetryInterval) * time.Second
-	timeout := time.Duration(*spec.DRARegistrationTimeout) * time.Second
-	attempts := int(*spec.DRARegistrationMaxAttempts)
-	dataDir := filepath.Join(a.cfg.PluginDir, name)
-	for _, d := range []string{dataDir, a.cfg.RegistrarDir} {
-		if err := os.MkdirAll(d, 0o750); err != nil {
-			return nil, fmt.Errorf("kubelet plugin directory: %w", err)
-		}
-	}
-	for attempt := 1; ; attempt++ {
-		a.mu.Lock()
-		a.attempts = attempt
-		a.mu.Unlock()
-		// A retry takes the held sockets anew, so that the kubelet's
-		// plugin watcher sees them again.
-		held, err := a.takeSockets(ctx, name, attempt > 1)
-		if err != nil {
-			return nil, err
-		}
-		h, err := kubeletplugin.Start(ctx, plugin, append(append([]kubeletplugin.Option{
-			kubeletplugin.DriverName(name),
-			kubeletplugin.KubeClient(a.cfg.Kube),
-			kubeletplugin.NodeName(a.cfg.NodeName),
-			kubeletplugin.PluginDataDirectoryPath(dataDir),
-			kubeletplugin.RegistrarDirectoryPath(a.cfg.RegistrarDir),
-			// The driver takes its own locks (one call per claim, one
-			// interface-name check per pod; the state service's intents
-			// across processes), so the kubelet's calls for different
-			// pods run at once: serialized, a burst of pods queued
-			// behind every prepare before theirs. One dra runs per
-			// node (the DaemonSet surges none), so no lock file is
-			// needed across instances.
-			kubeletplugin.Serialize(false),
-			kubeletplugin.GRPCVerbosity(100)}, a.metadataOptions()...), held.Options()...)...)
-		held.CloseUnused()
-		if err == nil {
-			if held.Registered() {
-				// The kubelet registered the plugin on these very
-				// sockets before dra restarted, and its plugin watcher
-				// saw no change since: it does not register it again.
-				a.mu.Lock()
-				a.regErr = ""
-				a.mu.Unlock()
-				a.log.Info("Serving the kubelet on the held sockets it registered", "driver", name)
-				return h, nil
-			}
-			if waitRegistered(ctx, h, timeout) {
-				held.MarkRegistered(ctx)
-				a.mu.Lock()
-				a.regErr = ""
-				a.mu.Unlock()
-				a.log.Info("Registered with the kubelet", "driver", name, "attempt", attempt)
-				return h, nil
-			}
-			h.Stop()
-			err = fmt.Errorf("not registered within %s", timeout)
-		}
-		a.mu.Lock()
-		a.regErr = err.Error()
-		a.mu.Unlock()
-		if attempt >= attempts {
-			return nil, fmt.Errorf("registration failed after %d attempts: %w", attempt, err)
-		}
-		a.log.Warn("Registration attempt failed; retrying", "attempt", attempt, "error", err)
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(interval):
-		}
-	}
-}
-
-// takeSockets takes the kubelet sockets of driver name from the socket
-// holder (renew: created anew), noting in the registration error why it
-// waits for the holder; nil without a holder.
-func (a *Agent) takeSockets(ctx context.Context, name string, renew bool) (*sockkeep.Sockets, error) {
-	if a.cfg.KeepSockets == "" {
-		return nil, nil
-	}
-	return sockkeep.TakeKubelet(ctx, a.log, a.cfg.KeepSockets, sockkeep.KubeletPaths(a.cfg.PluginDir, a.cfg.RegistrarDir, name), renew,
-		func(msg string) {
-			a.mu.Lock()
-			a.regErr = msg
-			a.mu.Unlock()
-		})
-}
-
 // watchHolder stops dra when the socket holder no longer holds the
-// kubelet sockets of driver name (sockkeep.WatchHolder), until ctx ends.
+// kubelet sockets of driver name (kubeletreg's WatchHolder), until ctx
+// ends.
 func (a *Agent) watchHolder(ctx context.Context, name string) {
-	err := sockkeep.WatchHolder(ctx, a.log, a.cfg.KeepSockets, sockkeep.KubeletPaths(a.cfg.PluginDir, a.cfg.RegistrarDir, name))
+	err := a.reg.WatchHolder(ctx, name)
 	if err == nil {
 		return
 	}
@@ -580,15 +444,6 @@ func (a *Agent) watchHolder(ctx context.Context, name string) {
 	case a.fatal <- err:
 	case <-ctx.Done():
 	}
-}
-
-// waitRegistered reports whether the kubelet registered h's plugin within
-// timeout and while ctx lasts, looking every 50ms.
-func waitRegistered(ctx context.Context, h *kubeletplugin.Helper, timeout time.Duration) bool {
-	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		st := h.RegistrationStatus()
-		return st != nil && st.PluginRegistered, nil
-	}) == nil
 }
 
 // Status implements drav1.DraServiceServer.
@@ -613,9 +468,10 @@ func (a *Agent) waitingFor(registered bool) []string {
 }
 
 func (a *Agent) Status(context.Context, *drav1.StatusRequest) (*drav1.StatusResponse, error) {
+	attempts, regErr := a.reg.Status()
 	a.mu.Lock()
 	out := &drav1.StatusResponse{DriverName: a.driverName, Registered: a.serving != nil, ConfigGeneration: a.generation,
-		RegistrationAttempts: uint32(a.attempts), RegistrationError: a.regErr}
+		RegistrationAttempts: uint32(attempts), RegistrationError: regErr}
 	if a.spec != nil {
 		out.ConfiguredDriverName = a.spec.DriverName
 	}
