@@ -11,7 +11,8 @@
 // While claims are prepared under the old name the change is refused (the
 // kubelet could not unprepare them under the new one): the Applied
 // condition says so with the number of claims, the old name stays, and the
-// change is retried until they are gone. rename.go holds that protocol.
+// change is retried until they are gone. Package rename holds that
+// protocol.
 package agent
 
 import (
@@ -42,6 +43,7 @@ import (
 	"github.com/netdra/netdra/services/dra/kubeletreg"
 	"github.com/netdra/netdra/services/dra/nodeconfig"
 	"github.com/netdra/netdra/services/dra/publish"
+	"github.com/netdra/netdra/services/dra/rename"
 	"github.com/netdra/netdra/shared/apis/v1alpha1"
 	"github.com/netdra/netdra/shared/managername"
 )
@@ -99,6 +101,7 @@ type Agent struct {
 	fatal   chan error
 	ipPools *nodeconfig.IPPoolWatch
 	reg     *kubeletreg.Registrar
+	renames *rename.Renamer
 
 	// serveMu serializes starting and stopping the kubelet plugin.
 	serveMu sync.Mutex
@@ -111,8 +114,6 @@ type Agent struct {
 	serving    *serving        // nil while the plugin is not served
 	driverName string          // the name registered under, "" before
 	watcher    *nodeconfig.Watcher
-	// waitingUnprepared is set while retryWhenUnprepared watches.
-	waitingUnprepared bool
 	// warnings are the device managers' last warnings from the
 	// provisioner, by manager name (managerWarnings).
 	warnings map[string][]string
@@ -142,32 +143,75 @@ func New(cfg Config) *Agent {
 	a.reg = kubeletreg.New(kubeletreg.Config{NodeName: cfg.NodeName, Kube: cfg.Kube, PluginDir: cfg.PluginDir,
 		RegistrarDir: cfg.RegistrarDir, KeepSockets: cfg.KeepSockets, CDIDir: cfg.CDIDir, Logger: cfg.Logger})
 	a.status = nodeconfig.NewStatusWriter(cfg.Logger.With("part", "status"), cfg.Dynamic, cfg.NodeName)
+	a.renames = rename.New(rename.Config{NodeName: cfg.NodeName, Kube: cfg.Kube, State: cfg.State, Logger: cfg.Logger,
+		Host: renameHost{a}, Allocations: a.pub, Retry: a.retryApply})
 	a.health = health.New(a.pub, a.cfg.NodeName, 0)
 	a.ipPools = nodeconfig.NewIPPoolWatch(cfg.Logger, cfg.State, a.pub, a.status, a.inForce)
 	return a
 }
 
 // apply puts a valid NodeConfig spec in force: a driver name change is
-// checked first (it is refused while claims are prepared, see rename.go),
+// checked first (it is refused while claims are prepared: package
+// rename),
 // then the provisioner (it may refuse), then the pools, then the kubelet
 // plugin under the new name.
 func (a *Agent) apply(ctx context.Context, spec *v1alpha1.NodeConfigSpec, generation int64) error {
 	a.serveMu.Lock()
 	defer a.serveMu.Unlock()
-	rn, err := a.beginRename(ctx, spec, generation)
+	rn, err := a.renames.Begin(ctx, spec, generation)
 	if err != nil {
 		return err
 	}
 	if err := a.configure(ctx, spec); err != nil {
-		rn.cancel()
+		rn.Cancel()
 		return err
 	}
-	if err := rn.complete(ctx); err != nil {
+	if err := rn.Complete(ctx); err != nil {
 		return err
 	}
 	a.setSpec(spec, generation)
-	rn.serveNewName()
+	rn.ServeNewName()
 	return nil
+}
+
+// renameHost is the agent as package rename works on it, under serveMu.
+type renameHost struct{ a *Agent }
+
+func (h renameHost) Served() (string, *callgate.Gate) {
+	h.a.mu.Lock()
+	defer h.a.mu.Unlock()
+	if s := h.a.serving; s != nil {
+		return s.name, s.gate
+	}
+	return "", nil
+}
+
+func (h renameHost) InForce() *v1alpha1.NodeConfigSpec {
+	spec, _ := h.a.inForce()
+	return spec
+}
+
+func (h renameHost) Configure(ctx context.Context, spec *v1alpha1.NodeConfigSpec) error {
+	return h.a.configure(ctx, spec)
+}
+
+func (h renameHost) PutInForce(ctx context.Context, spec *v1alpha1.NodeConfigSpec, generation int64) error {
+	return h.a.putInForce(ctx, spec, generation)
+}
+
+func (h renameHost) StopServing() { h.a.stopServingLocked() }
+
+func (h renameHost) ServeAgain() { h.a.restartLocked() }
+
+// retryApply has the NodeConfig watcher apply the NodeConfig again; before
+// the watcher runs there is nothing to retry.
+func (a *Agent) retryApply() {
+	a.mu.Lock()
+	w := a.watcher
+	a.mu.Unlock()
+	if w != nil {
+		w.Retry()
+	}
 }
 
 // putInForce configures the provisioner and the pools with spec and makes
@@ -306,6 +350,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.runCtx, a.watcher = ctx, watcher
 	a.mu.Unlock()
 	spawn("nodeconfig", watcher.Run)
+	spawn("rename", a.renames.Run)
 
 	select {
 	case <-a.configured:
