@@ -38,6 +38,7 @@ import (
 	"github.com/netdra/netdra/services/dra/cdispec"
 	"github.com/netdra/netdra/services/dra/claims"
 	"github.com/netdra/netdra/services/dra/devicesync"
+	"github.com/netdra/netdra/services/dra/drametrics"
 	"github.com/netdra/netdra/services/dra/driver"
 	"github.com/netdra/netdra/services/dra/health"
 	"github.com/netdra/netdra/services/dra/kubeletreg"
@@ -81,7 +82,7 @@ type Config struct {
 	// publication (it is published once the changes pause, or when
 	// Debounce ends), and the shortest time between two publications.
 	Debounce time.Duration
-	Metrics  *Metrics
+	Metrics  *drametrics.Metrics
 	Logger   *slog.Logger
 	// Waiting, when set, says which peers dra cannot reach and why
 	// (process.Peers.Watch): Status reports it.
@@ -309,7 +310,7 @@ func (a *Agent) publish(ctx context.Context, ps []publish.Pool) error {
 	if err := s.slices.Publish(ctx, ps); err != nil {
 		return err
 	}
-	a.cfg.Metrics.published(ps)
+	a.cfg.Metrics.Published(ps)
 	a.status.SetPublished(poolStatus(ps))
 	return nil
 }
@@ -408,7 +409,7 @@ func (a *Agent) newDriver(name string, spec *v1alpha1.NodeConfigSpec) (*driver.D
 		Provisioner: a.cfg.Provisioner, Claims: a.claims, PodLookup: a.claims.PodLookup, Health: a.health,
 		Pools:  nodeconfig.Pools(spec),
 		Logger: a.log.With("part", "driver"), OnFatalError: func(err error) { a.fatal <- err },
-		CDI: a.cdi(), DeviceMetadata: a.cfg.CDIDir != "", RideOut: driver.DefaultRideOut, OnDeviceLost: a.cfg.Metrics.deviceLost})
+		CDI: a.cdi(), DeviceMetadata: a.cfg.CDIDir != "", RideOut: driver.DefaultRideOut, OnDeviceLost: a.cfg.Metrics.DeviceLost})
 }
 
 // cdi is the CDI spec directory, or nil when none is configured.
@@ -433,7 +434,7 @@ func (a *Agent) serveLocked(ctx context.Context, name string, spec *v1alpha1.Nod
 		defer close(s.done)
 		_ = drv.Run(dctx)
 	}()
-	h, err := a.reg.Register(ctx, name, kubeletreg.RetryOf(spec), callgate.Wrap(a.cfg.Metrics.wrap(drv), s.gate))
+	h, err := a.reg.Register(ctx, name, kubeletreg.RetryOf(spec), callgate.Wrap(a.cfg.Metrics.Wrap(drv), s.gate))
 	if err != nil {
 		cancel()
 		<-s.done
