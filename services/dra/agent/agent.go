@@ -19,8 +19,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -29,7 +27,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
-	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	drav1 "github.com/netdra/netdra/protos/netdra/dra/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
@@ -46,7 +43,6 @@ import (
 	"github.com/netdra/netdra/services/dra/publish"
 	"github.com/netdra/netdra/services/dra/rename"
 	"github.com/netdra/netdra/shared/apis/v1alpha1"
-	"github.com/netdra/netdra/shared/managername"
 )
 
 // Config is what the agent needs.
@@ -115,9 +111,6 @@ type Agent struct {
 	serving    *serving        // nil while the plugin is not served
 	driverName string          // the name registered under, "" before
 	watcher    *nodeconfig.Watcher
-	// warnings are the device managers' last warnings from the
-	// provisioner, by manager name (managerWarnings).
-	warnings map[string][]string
 }
 
 // serving is the kubelet plugin as it runs under one driver name.
@@ -134,7 +127,6 @@ type serving struct {
 func New(cfg Config) *Agent {
 	a := &Agent{cfg: cfg, log: cfg.Logger, configured: make(chan struct{}), fatal: make(chan error, 4)}
 	a.pump = devicesync.New(cfg.Logger.With("part", "devicesync"), cfg.Provisioner, cfg.State)
-	a.pump.OnWarnings(a.managerWarnings)
 	a.pub = publish.NewPublisher(cfg.Logger.With("part", "publish"), cfg.State, cfg.Debounce, a.publish)
 	// The state service keeps the inventory in memory: a restarted one
 	// gets it again.
@@ -147,15 +139,18 @@ func New(cfg Config) *Agent {
 	a.renames = rename.New(rename.Config{NodeName: cfg.NodeName, Kube: cfg.Kube, State: cfg.State, Logger: cfg.Logger,
 		Host: renameHost{a}, Allocations: a.pub, Retry: a.retryApply})
 	a.health = health.New(a.pub, a.cfg.NodeName, 0)
+	a.pump.OnWarnings(nodeconfig.NewManagerWarnings(cfg.Logger, a.status, func() int64 {
+		_, generation := a.inForce()
+		return generation
+	}).Set)
 	a.ipPools = nodeconfig.NewIPPoolWatch(cfg.Logger, cfg.State, a.pub, a.status, a.inForce)
 	return a
 }
 
 // apply puts a valid NodeConfig spec in force: a driver name change is
 // checked first (it is refused while claims are prepared: package
-// rename),
-// then the provisioner (it may refuse), then the pools, then the kubelet
-// plugin under the new name.
+// rename), then the provisioner (it may refuse), then the pools, then the
+// kubelet plugin under the new name.
 func (a *Agent) apply(ctx context.Context, spec *v1alpha1.NodeConfigSpec, generation int64) error {
 	a.serveMu.Lock()
 	defer a.serveMu.Unlock()
@@ -237,26 +232,6 @@ func (a *Agent) configure(ctx context.Context, spec *v1alpha1.NodeConfigSpec) er
 	return a.ipPools.Sync(ctx, spec)
 }
 
-// managerWarnings keeps the NodeConfig's DeviceManagersSettled condition
-// on what the provisioner last said each device manager does not do as
-// configured (an SR-IOV PF whose vfCount waits until its allocated VFs are
-// freed), with the generation in force.
-func (a *Agent) managerWarnings(m devicev1.DeviceManager, warnings []string) {
-	a.mu.Lock()
-	if a.warnings == nil {
-		a.warnings = map[string][]string{}
-	}
-	name := managername.Of(m)
-	changed := !slices.Equal(a.warnings[name], warnings)
-	a.warnings[name] = slices.Clone(warnings)
-	cond := nodeconfig.ManagersCondition(a.generation, a.warnings)
-	a.mu.Unlock()
-	if changed {
-		a.log.Info("Device manager warnings", "manager", name, "warnings", warnings)
-	}
-	a.status.SetCondition(cond)
-}
-
 // inForce is the spec in force, nil before the first, and its generation.
 func (a *Agent) inForce() (*v1alpha1.NodeConfigSpec, int64) {
 	a.mu.Lock()
@@ -311,17 +286,8 @@ func (a *Agent) publish(ctx context.Context, ps []publish.Pool) error {
 		return err
 	}
 	a.cfg.Metrics.Published(ps)
-	a.status.SetPublished(poolStatus(ps))
+	a.status.SetPublished(nodeconfig.PublishedPools(ps))
 	return nil
-}
-
-// poolStatus is the NodeConfig status of the published pools, by name.
-func poolStatus(ps []publish.Pool) []v1alpha1.PoolStatus {
-	out := []v1alpha1.PoolStatus{}
-	for _, p := range slices.SortedFunc(slices.Values(ps), func(a, b publish.Pool) int { return strings.Compare(a.Name, b.Name) }) {
-		out = append(out, v1alpha1.PoolStatus{Name: p.Name, Devices: int32(len(p.Devices))})
-	}
-	return out
 }
 
 // Run runs dra until ctx ends.
