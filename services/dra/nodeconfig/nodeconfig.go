@@ -2,9 +2,11 @@
 // hands each valid spec to the agent's Applier, retrying failures with a
 // backoff; the spec maps onto what dra's parts take (Provisioner, Pools,
 // IPPools), a provisioner's refusal back onto the spec's field names
-// (ProvisionerError); and a StatusWriter keeps the NodeConfig's status
+// (ProvisionerError); a StatusWriter keeps the NodeConfig's status
 // (conditions, the pools published, the driver name) written, coalescing
-// updates.
+// updates; an IPPoolWatch hands the ip pools to the state service and
+// keeps their condition and counts in the status current, and
+// ManagerWarnings keeps the device managers' condition.
 package nodeconfig
 
 import (
