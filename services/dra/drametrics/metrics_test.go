@@ -79,6 +79,34 @@ func TestMetrics(t *testing.T) {
 	m.DeviceLost()
 	(*Metrics)(nil).DeviceLost() // a driver without metrics
 
+	got := gathered(t, reg)
+	if got["netdra_dra_last_publish_timestamp_seconds"] <= 0 {
+		t.Errorf("last publish time not set: %v", got)
+	}
+	delete(got, "netdra_dra_last_publish_timestamp_seconds")
+	want := map[string]float64{
+		"netdra_dra_claims_total op=prepare result=error":     1,
+		"netdra_dra_claims_total op=prepare result=ok":        2,
+		"netdra_dra_claims_total op=unprepare result=error":   2,
+		"netdra_dra_claims_total op=unprepare result=ok":      1,
+		"netdra_dra_call_duration_seconds op=prepare count":   1,
+		"netdra_dra_call_duration_seconds op=unprepare count": 2,
+		"netdra_dra_published_devices pool=empty":             0,
+		"netdra_dra_published_devices pool=red":               3,
+		"netdra_dra_tainted_devices pool=empty":               0,
+		"netdra_dra_tainted_devices pool=red":                 1,
+		"netdra_dra_devices_lost_total":                       1,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("metrics (-want +got):\n%s", diff)
+	}
+}
+
+// gathered is reg's samples by name and labels ("name label=value ..."):
+// a counter's or gauge's value, a histogram's sample count (the key ends
+// in " count").
+func gathered(t *testing.T, reg prometheus.Gatherer) map[string]float64 {
+	t.Helper()
 	got := map[string]float64{}
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -100,24 +128,5 @@ func TestMetrics(t *testing.T) {
 			}
 		}
 	}
-	if got["netdra_dra_last_publish_timestamp_seconds"] <= 0 {
-		t.Errorf("last publish time not set: %v", got)
-	}
-	delete(got, "netdra_dra_last_publish_timestamp_seconds")
-	want := map[string]float64{
-		"netdra_dra_claims_total op=prepare result=error":     1,
-		"netdra_dra_claims_total op=prepare result=ok":        2,
-		"netdra_dra_claims_total op=unprepare result=error":   2,
-		"netdra_dra_claims_total op=unprepare result=ok":      1,
-		"netdra_dra_call_duration_seconds op=prepare count":   1,
-		"netdra_dra_call_duration_seconds op=unprepare count": 2,
-		"netdra_dra_published_devices pool=empty":             0,
-		"netdra_dra_published_devices pool=red":               3,
-		"netdra_dra_tainted_devices pool=empty":               0,
-		"netdra_dra_tainted_devices pool=red":                 1,
-		"netdra_dra_devices_lost_total":                       1,
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("metrics (-want +got):\n%s", diff)
-	}
+	return got
 }
