@@ -715,65 +715,8 @@ func TestPrepare_PodIfNameRace(t *testing.T) {
 }
 
 func TestConfigFor(t *testing.T) {
-	class := resourceapi.AllocationConfigSourceClass
-	vlan := func(v uint32) *uint32 { return &v }
-	tests := []struct {
-		name    string
-		configs []resourceapi.DeviceAllocationConfiguration
-		request string
-		want    *devicev1.DeviceConfig
-		wantErr string
-	}{
-		{name: "no config", request: "net", want: &devicev1.DeviceConfig{}},
-		{name: "for all requests", request: "net",
-			configs: []resourceapi.DeviceAllocationConfiguration{claimConfig(`{"podIfName":"net1"}`)},
-			want:    &devicev1.DeviceConfig{PodIfName: "net1"}},
-		{name: "for another request", request: "net",
-			configs: []resourceapi.DeviceAllocationConfiguration{claimConfig(`{"podIfName":"net1"}`, "other")},
-			want:    &devicev1.DeviceConfig{}},
-		{name: "main request covers its subrequests", request: "net/fast",
-			configs: []resourceapi.DeviceAllocationConfiguration{claimConfig(`{"podIfName":"net1"}`, "net")},
-			want:    &devicev1.DeviceConfig{PodIfName: "net1"}},
-		{name: "another driver's config is ignored", request: "net",
-			configs: []resourceapi.DeviceAllocationConfiguration{opaque(class, "gpu.example.com", `{"cores":4}`)},
-			want:    &devicev1.DeviceConfig{}},
-		{name: "class then claim: merged, the claim wins", request: "net",
-			configs: []resourceapi.DeviceAllocationConfiguration{
-				opaque(class, testDriver, `{"vlan":100,"podIfName":"x","mtu":9000}`),
-				claimConfig(`{"podIfName":"net1","mtu":null}`, "net"),
-			},
-			want: &devicev1.DeviceConfig{PodIfName: "net1", Vlan: vlan(100)}},
-		{name: "merged config is validated whole", request: "net",
-			configs: []resourceapi.DeviceAllocationConfiguration{
-				opaque(class, testDriver, `{"vlan":100}`), claimConfig(`{"vlanQoS":9}`),
-			},
-			wantErr: `request "net": config.vlanQoS: 9 is out of range 0..7`},
-		{name: "key twice in one of several entries", request: "net",
-			configs: []resourceapi.DeviceAllocationConfiguration{
-				opaque(class, testDriver, `{"vlan":100}`), claimConfig(`{"mtu":1500,"mtu":9000}`),
-			},
-			wantErr: `request "net": config.mtu: given twice`},
-		{name: "not an object among several", request: "net",
-			configs: []resourceapi.DeviceAllocationConfiguration{
-				opaque(class, testDriver, `{"vlan":100}`), claimConfig(`[1]`),
-			},
-			wantErr: `request "net": config.parameters: not a JSON object`},
-		{name: "more addresses than a claim status holds", request: "net",
-			configs: []resourceapi.DeviceAllocationConfiguration{claimConfig(`{"addresses":["10.0.0.1/24","10.0.0.2/24","10.0.0.3/24",
-				"10.0.0.4/24","10.0.0.5/24","10.0.0.6/24","10.0.0.7/24","10.0.0.8/24","10.0.0.9/24","10.0.0.10/24","10.0.0.11/24",
-				"10.0.0.12/24","10.0.0.13/24","10.0.0.14/24","10.0.0.15/24","10.0.0.16/24","10.0.0.17/24"]}`)},
-			wantErr: `request "net": config.addresses: 17 addresses; a claim status holds at most 16`},
-		{name: "an address twice", request: "net",
-			configs: []resourceapi.DeviceAllocationConfiguration{claimConfig(`{"addresses":["10.0.0.1/24","10.0.0.1/24"]}`)},
-			wantErr: `request "net": config.addresses[1]: 10.0.0.1/24 is given twice`},
-		{name: "parameters as an object", request: "net",
-			configs: []resourceapi.DeviceAllocationConfiguration{{Source: class, DeviceConfiguration: resourceapi.DeviceConfiguration{
-				Opaque: &resourceapi.OpaqueDeviceConfiguration{Driver: testDriver,
-					Parameters: runtime.RawExtension{Object: &runtime.Unknown{Raw: []byte(`{"podIfName":"net1"}`), ContentType: runtime.ContentTypeJSON}}}}}},
-			want: &devicev1.DeviceConfig{PodIfName: "net1"}},
-	}
 	d := newRig(t).d
-	for _, tt := range tests {
+	for _, tt := range configForCases {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := d.configFor(tt.configs, tt.request)
 			if tt.wantErr != "" {
@@ -790,6 +733,73 @@ func TestConfigFor(t *testing.T) {
 			}
 		})
 	}
+}
+
+// configForCase is one case of TestConfigFor: the device config configFor
+// makes of configs for request, or its error.
+type configForCase struct {
+	name    string
+	configs []resourceapi.DeviceAllocationConfiguration
+	request string
+	want    *devicev1.DeviceConfig
+	wantErr string
+}
+
+// fromClass is the source of a config from the device class.
+const fromClass = resourceapi.AllocationConfigSourceClass
+
+// vlanOf is v as the pointer a DeviceConfig's Vlan is.
+func vlanOf(v uint32) *uint32 { return &v }
+
+// configForCases are TestConfigFor's cases.
+var configForCases = []configForCase{
+	{name: "no config", request: "net", want: &devicev1.DeviceConfig{}},
+	{name: "for all requests", request: "net",
+		configs: []resourceapi.DeviceAllocationConfiguration{claimConfig(`{"podIfName":"net1"}`)},
+		want:    &devicev1.DeviceConfig{PodIfName: "net1"}},
+	{name: "for another request", request: "net",
+		configs: []resourceapi.DeviceAllocationConfiguration{claimConfig(`{"podIfName":"net1"}`, "other")},
+		want:    &devicev1.DeviceConfig{}},
+	{name: "main request covers its subrequests", request: "net/fast",
+		configs: []resourceapi.DeviceAllocationConfiguration{claimConfig(`{"podIfName":"net1"}`, "net")},
+		want:    &devicev1.DeviceConfig{PodIfName: "net1"}},
+	{name: "another driver's config is ignored", request: "net",
+		configs: []resourceapi.DeviceAllocationConfiguration{opaque(fromClass, "gpu.example.com", `{"cores":4}`)},
+		want:    &devicev1.DeviceConfig{}},
+	{name: "class then claim: merged, the claim wins", request: "net",
+		configs: []resourceapi.DeviceAllocationConfiguration{
+			opaque(fromClass, testDriver, `{"vlan":100,"podIfName":"x","mtu":9000}`),
+			claimConfig(`{"podIfName":"net1","mtu":null}`, "net"),
+		},
+		want: &devicev1.DeviceConfig{PodIfName: "net1", Vlan: vlanOf(100)}},
+	{name: "merged config is validated whole", request: "net",
+		configs: []resourceapi.DeviceAllocationConfiguration{
+			opaque(fromClass, testDriver, `{"vlan":100}`), claimConfig(`{"vlanQoS":9}`),
+		},
+		wantErr: `request "net": config.vlanQoS: 9 is out of range 0..7`},
+	{name: "key twice in one of several entries", request: "net",
+		configs: []resourceapi.DeviceAllocationConfiguration{
+			opaque(fromClass, testDriver, `{"vlan":100}`), claimConfig(`{"mtu":1500,"mtu":9000}`),
+		},
+		wantErr: `request "net": config.mtu: given twice`},
+	{name: "not an object among several", request: "net",
+		configs: []resourceapi.DeviceAllocationConfiguration{
+			opaque(fromClass, testDriver, `{"vlan":100}`), claimConfig(`[1]`),
+		},
+		wantErr: `request "net": config.parameters: not a JSON object`},
+	{name: "more addresses than a claim status holds", request: "net",
+		configs: []resourceapi.DeviceAllocationConfiguration{claimConfig(`{"addresses":["10.0.0.1/24","10.0.0.2/24","10.0.0.3/24",
+			"10.0.0.4/24","10.0.0.5/24","10.0.0.6/24","10.0.0.7/24","10.0.0.8/24","10.0.0.9/24","10.0.0.10/24","10.0.0.11/24",
+			"10.0.0.12/24","10.0.0.13/24","10.0.0.14/24","10.0.0.15/24","10.0.0.16/24","10.0.0.17/24"]}`)},
+		wantErr: `request "net": config.addresses: 17 addresses; a claim status holds at most 16`},
+	{name: "an address twice", request: "net",
+		configs: []resourceapi.DeviceAllocationConfiguration{claimConfig(`{"addresses":["10.0.0.1/24","10.0.0.1/24"]}`)},
+		wantErr: `request "net": config.addresses[1]: 10.0.0.1/24 is given twice`},
+	{name: "parameters as an object", request: "net",
+		configs: []resourceapi.DeviceAllocationConfiguration{{Source: fromClass, DeviceConfiguration: resourceapi.DeviceConfiguration{
+			Opaque: &resourceapi.OpaqueDeviceConfiguration{Driver: testDriver,
+				Parameters: runtime.RawExtension{Object: &runtime.Unknown{Raw: []byte(`{"podIfName":"net1"}`), ContentType: runtime.ContentTypeJSON}}}}}},
+		want: &devicev1.DeviceConfig{PodIfName: "net1"}},
 }
 
 // TestSteps: a prepare's log line names its steps in order, each with its time.
