@@ -20,8 +20,7 @@ func TestWatchHolder(t *testing.T) {
 	handover := filepath.Join(dir, "h.sock")
 	paths := KubeletPaths(filepath.Join(dir, "plugins"), dir, "netdra.io")
 	fatal := make(chan error, 1)
-	// watch runs WatchHolder as dra does: its error stops dra.
-	watch := func(ctx context.Context, done chan struct{}) {
+	watch := func(ctx context.Context, done chan struct{}) { // as dra does: its error stops dra
 		if err := WatchHolder(ctx, log, handover, paths); err != nil {
 			fatal <- err
 		}
@@ -31,8 +30,7 @@ func TestWatchHolder(t *testing.T) {
 	h := NewHolder(log, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	served := make(chan error, 1)
-	go func() { served <- h.Serve(ctx, handover) }()
+	go func() { _ = h.Serve(ctx, handover) }()
 	defer h.Close()
 	held, err := TakeKubelet(ctx, log, handover, paths, false, nil)
 	if err != nil {
