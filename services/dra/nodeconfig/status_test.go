@@ -99,7 +99,7 @@ func patchCountingClient() (*dynamicfake.FakeDynamicClient, *atomic.Int32) {
 }
 
 // waitForStatus waits until the NodeConfig's status in c is want, and
-// fails the test, saying what was awaited, after 10 s.
+// fails the test, saying what was awaited, once its deadline passed.
 func waitForStatus(t *testing.T, c *dynamicfake.FakeDynamicClient, what string, want v1alpha1.NodeConfigStatus) {
 	t.Helper()
 	var got v1alpha1.NodeConfigStatus
