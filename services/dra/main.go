@@ -33,6 +33,7 @@ import (
 	"github.com/netdra/netdra/services/dra/agent"
 	"github.com/netdra/netdra/services/dra/cdispec"
 	"github.com/netdra/netdra/services/dra/counters"
+	"github.com/netdra/netdra/services/dra/drametrics"
 	"github.com/netdra/netdra/services/dra/sockkeep"
 	"github.com/netdra/netdra/shared/process"
 	"github.com/netdra/netdra/shared/process/metrics"
@@ -135,7 +136,7 @@ func run(ctx context.Context, log *slog.Logger, cfg *config) error {
 	a := agent.New(agent.Config{NodeName: cfg.NodeName, Kube: kc, Dynamic: dc,
 		State: statev1.NewStateServiceClient(state), Provisioner: provisionerv1.NewProvisionerServiceClient(prov),
 		PluginDir: cfg.PluginDir, RegistrarDir: cfg.RegistrarDir, KeepSockets: cfg.KeepSockets, CDIDir: cfg.CDIDir, NetnsHook: cfg.NetnsHook, GateSocket: cfg.GateSocket, Debounce: cfg.Debounce,
-		Metrics: agent.NewMetrics(reg), Logger: log, Waiting: peers.Waiting})
+		Metrics: drametrics.New(reg), Logger: log, Waiting: peers.Waiting})
 
 	srv := rpc.NewServer(metrics.NewGRPC(reg).Server(cfg.ServerConfig(log)))
 	drav1.RegisterDraServiceServer(srv.GRPC(), a)

@@ -11,32 +11,20 @@
 // While claims are prepared under the old name the change is refused (the
 // kubelet could not unprepare them under the new one): the Applied
 // condition says so with the number of claims, the old name stays, and the
-// change is retried until they are gone. rename.go holds that protocol.
+// change is retried until they are gone. Package rename holds that
+// protocol.
 package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
-	"os"
-	"path/filepath"
-	"slices"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 
-	"google.golang.org/protobuf/types/known/timestamppb"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	metadatav1beta1 "k8s.io/dynamic-resource-allocation/api/metadata/v1beta1"
-	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
-	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	drav1 "github.com/netdra/netdra/protos/netdra/dra/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
@@ -44,12 +32,14 @@ import (
 	"github.com/netdra/netdra/services/dra/cdispec"
 	"github.com/netdra/netdra/services/dra/claims"
 	"github.com/netdra/netdra/services/dra/devicesync"
+	"github.com/netdra/netdra/services/dra/drametrics"
 	"github.com/netdra/netdra/services/dra/driver"
 	"github.com/netdra/netdra/services/dra/health"
+	"github.com/netdra/netdra/services/dra/kubeletreg"
 	"github.com/netdra/netdra/services/dra/nodeconfig"
 	"github.com/netdra/netdra/services/dra/publish"
+	"github.com/netdra/netdra/services/dra/rename"
 	"github.com/netdra/netdra/shared/apis/v1alpha1"
-	"github.com/netdra/netdra/shared/managername"
 )
 
 // Config is what the agent needs.
@@ -85,7 +75,7 @@ type Config struct {
 	// publication (it is published once the changes pause, or when
 	// Debounce ends), and the shortest time between two publications.
 	Debounce time.Duration
-	Metrics  *Metrics
+	Metrics  *drametrics.Metrics
 	Logger   *slog.Logger
 	// Waiting, when set, says which peers dra cannot reach and why
 	// (process.Peers.Watch): Status reports it.
@@ -95,16 +85,17 @@ type Config struct {
 // Agent is dra.
 type Agent struct {
 	drav1.UnimplementedDraServiceServer
-	cfg    Config
-	log    *slog.Logger
-	pump   *devicesync.Pump
-	pub    *publish.Publisher
-	claims *claims.Claims
-	status *nodeconfig.StatusWriter
-	health *health.Watcher
-	fatal  chan error
-	// ipKick asks watchIPPools to look at the address pools now.
-	ipKick chan struct{}
+	cfg     Config
+	log     *slog.Logger
+	pump    *devicesync.Pump
+	pub     *publish.Publisher
+	claims  *claims.Claims
+	status  *nodeconfig.StatusWriter
+	health  *health.Watcher
+	fatal   chan error
+	ipPools *nodeconfig.IPPoolWatch
+	reg     *kubeletreg.Registrar
+	renames *rename.Renamer
 
 	// serveMu serializes starting and stopping the kubelet plugin.
 	serveMu sync.Mutex
@@ -116,166 +107,31 @@ type Agent struct {
 	runCtx     context.Context // the lifetime of the plugin; set when it is first served
 	serving    *serving        // nil while the plugin is not served
 	driverName string          // the name registered under, "" before
-	attempts   int             // registration attempts under driverName
-	regErr     string          // the last failed attempt's error
 	watcher    *nodeconfig.Watcher
-	// waitingUnprepared is set while retryWhenUnprepared watches.
-	waitingUnprepared bool
-	// warnings are the device managers' last warnings from the
-	// provisioner, by manager name (managerWarnings).
-	warnings map[string][]string
-}
-
-// serving is the kubelet plugin as it runs under one driver name.
-type serving struct {
-	name   string
-	gate   *gate
-	helper *kubeletplugin.Helper
-	slices *publish.SliceWriter
-	cancel context.CancelFunc // stops the driver's retry loop
-	done   chan struct{}
 }
 
 // New returns the agent.
 func New(cfg Config) *Agent {
-	a := &Agent{cfg: cfg, log: cfg.Logger, configured: make(chan struct{}), fatal: make(chan error, 4),
-		ipKick: make(chan struct{}, 1)}
+	a := &Agent{cfg: cfg, log: cfg.Logger, configured: make(chan struct{}), fatal: make(chan error, 4)}
 	a.pump = devicesync.New(cfg.Logger.With("part", "devicesync"), cfg.Provisioner, cfg.State)
-	a.pump.OnWarnings(a.managerWarnings)
 	a.pub = publish.NewPublisher(cfg.Logger.With("part", "publish"), cfg.State, cfg.Debounce, a.publish)
 	// The state service keeps the inventory in memory: a restarted one
 	// gets it again.
 	a.pub.OnRestart(a.pump.Resend)
 	recorder := newRecorder(cfg.Kube, "netdra-dra", cfg.NodeName)
 	a.claims = claims.NewClaims(cfg.Kube, recorder)
+	a.reg = kubeletreg.New(kubeletreg.Config{NodeName: cfg.NodeName, Kube: cfg.Kube, PluginDir: cfg.PluginDir,
+		RegistrarDir: cfg.RegistrarDir, KeepSockets: cfg.KeepSockets, CDIDir: cfg.CDIDir, Logger: cfg.Logger})
 	a.status = nodeconfig.NewStatusWriter(cfg.Logger.With("part", "status"), cfg.Dynamic, cfg.NodeName)
+	a.renames = rename.New(rename.Config{NodeName: cfg.NodeName, Kube: cfg.Kube, State: cfg.State, Logger: cfg.Logger,
+		Host: renameHost{a}, Allocations: a.pub, Retry: a.retryApply})
 	a.health = health.New(a.pub, a.cfg.NodeName, 0)
+	a.pump.OnWarnings(nodeconfig.NewManagerWarnings(cfg.Logger, a.status, func() int64 {
+		_, generation := a.inForce()
+		return generation
+	}).Set)
+	a.ipPools = nodeconfig.NewIPPoolWatch(cfg.Logger, cfg.State, a.pub, a.status, a.inForce)
 	return a
-}
-
-// apply puts a valid NodeConfig spec in force: a driver name change is
-// checked first (it is refused while claims are prepared, see rename.go),
-// then the provisioner (it may refuse), then the pools, then the kubelet
-// plugin under the new name.
-func (a *Agent) apply(ctx context.Context, spec *v1alpha1.NodeConfigSpec, generation int64) error {
-	a.serveMu.Lock()
-	defer a.serveMu.Unlock()
-	rn, err := a.beginRename(ctx, spec, generation)
-	if err != nil {
-		return err
-	}
-	if err := a.configure(ctx, spec); err != nil {
-		rn.cancel()
-		return err
-	}
-	if err := rn.complete(ctx); err != nil {
-		return err
-	}
-	a.setSpec(spec, generation)
-	rn.serveNewName()
-	return nil
-}
-
-// putInForce configures the provisioner and the pools with spec and makes
-// it the spec in force.
-func (a *Agent) putInForce(ctx context.Context, spec *v1alpha1.NodeConfigSpec, generation int64) error {
-	if err := a.configure(ctx, spec); err != nil {
-		return err
-	}
-	a.setSpec(spec, generation)
-	return nil
-}
-
-// configure sends spec's configuration to the provisioner. A field the
-// provisioner refuses (a vfCount above its PF's sriov_totalvfs) is a
-// *fielderr.Error named as the spec names it (nodeconfig.ProvisionerError).
-func (a *Agent) configure(ctx context.Context, spec *v1alpha1.NodeConfigSpec) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if _, err := a.pump.Configure(ctx, nodeconfig.Provisioner(spec)); err != nil {
-		return nodeconfig.ProvisionerError(err)
-	}
-	return a.syncIPPools(ctx, spec)
-}
-
-// managerWarnings keeps the NodeConfig's DeviceManagersSettled condition
-// on what the provisioner last said each device manager does not do as
-// configured (an SR-IOV PF whose vfCount waits until its allocated VFs are
-// freed), with the generation in force.
-func (a *Agent) managerWarnings(m devicev1.DeviceManager, warnings []string) {
-	a.mu.Lock()
-	if a.warnings == nil {
-		a.warnings = map[string][]string{}
-	}
-	name := managername.Of(m)
-	changed := !slices.Equal(a.warnings[name], warnings)
-	a.warnings[name] = slices.Clone(warnings)
-	cond := nodeconfig.ManagersCondition(a.generation, a.warnings)
-	a.mu.Unlock()
-	if changed {
-		a.log.Info("Device manager warnings", "manager", name, "warnings", warnings)
-	}
-	a.status.SetCondition(cond)
-}
-
-// setSpec makes spec the one in force and publishes its pools.
-func (a *Agent) setSpec(spec *v1alpha1.NodeConfigSpec, generation int64) {
-	a.pub.SetPools(nodeconfig.Pools(spec))
-	a.mu.Lock()
-	first := a.spec == nil
-	a.spec, a.generation = spec, generation
-	a.mu.Unlock()
-	if first {
-		close(a.configured)
-	}
-}
-
-// restartLocked serves the plugin again, under the driver name in force
-// when it gets to it, in the background of the agent's run (serveMu is
-// held by the caller); a registration that fails for good stops dra.
-func (a *Agent) restartLocked() {
-	a.mu.Lock()
-	ctx := a.runCtx
-	a.mu.Unlock()
-	go func() {
-		a.serveMu.Lock()
-		defer a.serveMu.Unlock()
-		a.mu.Lock()
-		spec, running := a.spec, a.serving != nil
-		a.mu.Unlock()
-		if running || ctx.Err() != nil {
-			return
-		}
-		if err := a.serveLocked(ctx, spec.DriverName, spec); err != nil && ctx.Err() == nil {
-			a.fatal <- err
-		}
-	}()
-}
-
-// publish hands the pools to the slice publisher once registered, and
-// reports them on the NodeConfig's status.
-func (a *Agent) publish(ctx context.Context, ps []publish.Pool) error {
-	a.mu.Lock()
-	s := a.serving
-	a.mu.Unlock()
-	if s == nil || s.helper == nil {
-		return fmt.Errorf("not registered with the kubelet yet: %w", publish.ErrNotReady)
-	}
-	if err := s.slices.Publish(ctx, ps); err != nil {
-		return err
-	}
-	a.cfg.Metrics.published(ps)
-	a.status.SetPublished(poolStatus(ps))
-	return nil
-}
-
-// poolStatus is the NodeConfig status of the published pools, by name.
-func poolStatus(ps []publish.Pool) []v1alpha1.PoolStatus {
-	out := []v1alpha1.PoolStatus{}
-	for _, p := range slices.SortedFunc(slices.Values(ps), func(a, b publish.Pool) int { return strings.Compare(a.Name, b.Name) }) {
-		out = append(out, v1alpha1.PoolStatus{Name: p.Name, Devices: int32(len(p.Devices))})
-	}
-	return out
 }
 
 // Run runs dra until ctx ends.
@@ -298,13 +154,14 @@ func (a *Agent) Run(ctx context.Context) error {
 	spawn("publisher", a.pub.Run)
 	spawn("attach status", attachstatus.New(a.log.With("part", "attachstatus"), a.pub, a.claims, a.cfg.NodeName, 0).Run)
 	spawn("nodeconfig status", a.status.Run)
-	spawn("ip pools", a.watchIPPools)
+	spawn("ip pools", a.ipPools.Run)
 	watcher := nodeconfig.NewWatcher(a.log.With("part", "nodeconfig"), a.cfg.Dynamic,
 		newRecorder(a.cfg.Kube, "netdra-dra", a.cfg.NodeName), a.status, a.cfg.NodeName, a.apply)
 	a.mu.Lock()
 	a.runCtx, a.watcher = ctx, watcher
 	a.mu.Unlock()
 	spawn("nodeconfig", watcher.Run)
+	spawn("rename", a.renames.Run)
 
 	select {
 	case <-a.configured:
@@ -362,7 +219,7 @@ func (a *Agent) newDriver(name string, spec *v1alpha1.NodeConfigSpec) (*driver.D
 		Provisioner: a.cfg.Provisioner, Claims: a.claims, PodLookup: a.claims.PodLookup, Health: a.health,
 		Pools:  nodeconfig.Pools(spec),
 		Logger: a.log.With("part", "driver"), OnFatalError: func(err error) { a.fatal <- err },
-		CDI: a.cdi(), DeviceMetadata: a.cfg.CDIDir != "", RideOut: driver.DefaultRideOut, OnDeviceLost: a.cfg.Metrics.deviceLost})
+		CDI: a.cdi(), DeviceMetadata: a.cfg.CDIDir != "", RideOut: driver.DefaultRideOut, OnDeviceLost: a.cfg.Metrics.DeviceLost})
 }
 
 // cdi is the CDI spec directory, or nil when none is configured.
@@ -371,226 +228,4 @@ func (a *Agent) cdi() *cdispec.Dir {
 		return nil
 	}
 	return cdispec.New(a.cfg.CDIDir).WithNetnsHook(cdispec.Hook{Path: a.cfg.NetnsHook, GateSocket: a.cfg.GateSocket})
-}
-
-// metadataOptions turn on the kubelet plugin helper's device metadata
-// (KEP-5304), written as v1beta1 (the newest the helper knows), with its
-// CDI specs in the CDI directory. The helper writes them inside
-// NodePrepareResources, so the kubelet waits for every write: they are
-// written atomically but not fsynced (cdispec.WriteFile; the helper's own
-// writer syncs each file and its directory). Nothing is lost to a crash of
-// dra (the page cache keeps them); after a node's reboot the kubelet
-// prepares every claim again before it creates a container (its
-// checkpointed claims come back unprepared), which writes them again.
-func (a *Agent) metadataOptions() []kubeletplugin.Option {
-	if a.cfg.CDIDir == "" {
-		return nil
-	}
-	return []kubeletplugin.Option{
-		kubeletplugin.EnableDeviceMetadata(true, []schema.GroupVersion{metadatav1beta1.SchemeGroupVersion}),
-		kubeletplugin.CDIDirectory(a.cfg.CDIDir),
-		kubeletplugin.MetadataFileOps(kubeletplugin.MetadataFileOperations{WriteFile: cdispec.WriteFile}),
-	}
-}
-
-// serveLocked starts the driver under name (its retry loop included) and
-// registers it with the kubelet, per spec's retry settings. serveMu is
-// held.
-func (a *Agent) serveLocked(ctx context.Context, name string, spec *v1alpha1.NodeConfigSpec) error {
-	drv, err := a.newDriver(name, spec)
-	if err != nil {
-		return err
-	}
-	dctx, cancel := context.WithCancel(ctx)
-	s := &serving{name: name, gate: &gate{}, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(s.done)
-		_ = drv.Run(dctx)
-	}()
-	h, err := a.register(ctx, name, spec, &gated{DRAPlugin: a.cfg.Metrics.wrap(drv), g: s.gate})
-	if err != nil {
-		cancel()
-		<-s.done
-		return err
-	}
-	s.helper = h
-	s.slices = publish.NewSliceWriter(name, a.cfg.NodeName, a.cfg.Kube,
-		func(_ context.Context, err error, msg string) {
-			a.log.Warn("Publishing ResourceSlices", "driver", name, "msg", msg, "err", err)
-		})
-	if a.cfg.KeepSockets != "" {
-		go a.watchHolder(dctx, name)
-	}
-	a.mu.Lock()
-	a.serving, a.driverName = s, name
-	a.mu.Unlock()
-	a.status.SetDriverName(name)
-	a.pub.SetPools(nodeconfig.Pools(spec))
-	a.pub.Republish() // publish now that we can, through the new plugin's controller
-	return nil
-}
-
-// stopServing stops the kubelet plugin and the driver's retry loop.
-func (a *Agent) stopServing() {
-	a.serveMu.Lock()
-	defer a.serveMu.Unlock()
-	a.stopServingLocked()
-}
-
-func (a *Agent) stopServingLocked() {
-	a.mu.Lock()
-	s := a.serving
-	a.serving = nil
-	a.mu.Unlock()
-	if s == nil {
-		return
-	}
-	s.slices.Stop()
-	s.helper.Stop()
-	s.cancel()
-	<-s.done
-	a.removeEmptyMetadataDir(s.name)
-	a.log.Info("Kubelet plugin stopped", "driver", s.name)
-}
-
-// removeEmptyMetadataDir removes the device metadata directory the kubelet
-// plugin helper makes in the driver's plugin directory, when no claim's
-// metadata is left in it: an uninstall leaves nothing of dra's there. One
-// still in use (a claim prepared, its pod's containers mount from it) is
-// not empty and stays.
-func (a *Agent) removeEmptyMetadataDir(driver string) {
-	dir := filepath.Join(a.cfg.PluginDir, driver, metadataDir)
-	if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, syscall.EEXIST) {
-		a.log.Warn("Could not remove the empty device metadata directory", "dir", dir, "error", err)
-	}
-}
-
-// metadataDir is the kubelet plugin helper's device metadata directory in
-// the driver's plugin directory (KEP-5304; not exported by the helper).
-const metadataDir = "dra-device-metadata"
-
-// register starts the kubelet plugin and waits for the kubelet to register
-// it, per the NodeConfig's retry settings: an attempt that is not
-// registered in time is stopped (its sockets removed) and started again, so
-// the kubelet's plugin watcher sees the socket anew.
-func (a *Agent) register(ctx context.Context, name string, spec *v1alpha1.NodeConfigSpec, plugin kubeletplugin.DRAPlugin) (*kubeletplugin.Helper, error) {
-	interval := time.Duration(*spec.DRARegistrationRetryInterval) * time.Second
-	timeout := time.Duration(*spec.DRARegistrationTimeout) * time.Second
-	attempts := int(*spec.DRARegistrationMaxAttempts)
-	dataDir := filepath.Join(a.cfg.PluginDir, name)
-	for _, d := range []string{dataDir, a.cfg.RegistrarDir} {
-		if err := os.MkdirAll(d, 0o750); err != nil {
-			return nil, fmt.Errorf("kubelet plugin directory: %w", err)
-		}
-	}
-	for attempt := 1; ; attempt++ {
-		a.mu.Lock()
-		a.attempts = attempt
-		a.mu.Unlock()
-		// A retry takes the held sockets anew, so that the kubelet's
-		// plugin watcher sees them again.
-		held, err := a.takeSockets(ctx, name, attempt > 1)
-		if err != nil {
-			return nil, err
-		}
-		h, err := kubeletplugin.Start(ctx, plugin, append(append([]kubeletplugin.Option{
-			kubeletplugin.DriverName(name),
-			kubeletplugin.KubeClient(a.cfg.Kube),
-			kubeletplugin.NodeName(a.cfg.NodeName),
-			kubeletplugin.PluginDataDirectoryPath(dataDir),
-			kubeletplugin.RegistrarDirectoryPath(a.cfg.RegistrarDir),
-			// The driver takes its own locks (one call per claim, one
-			// interface-name check per pod; the state service's intents
-			// across processes), so the kubelet's calls for different
-			// pods run at once: serialized, a burst of pods queued
-			// behind every prepare before theirs. One dra runs per
-			// node (the DaemonSet surges none), so no lock file is
-			// needed across instances.
-			kubeletplugin.Serialize(false),
-			kubeletplugin.GRPCVerbosity(100)}, a.metadataOptions()...), held.options()...)...)
-		held.closeUnused()
-		if err == nil {
-			if held.registered() {
-				// The kubelet registered the plugin on these very
-				// sockets before dra restarted, and its plugin watcher
-				// saw no change since: it does not register it again.
-				a.mu.Lock()
-				a.regErr = ""
-				a.mu.Unlock()
-				a.log.Info("Serving the kubelet on the held sockets it registered", "driver", name)
-				return h, nil
-			}
-			if waitRegistered(ctx, h, timeout) {
-				held.markRegistered(ctx)
-				a.mu.Lock()
-				a.regErr = ""
-				a.mu.Unlock()
-				a.log.Info("Registered with the kubelet", "driver", name, "attempt", attempt)
-				return h, nil
-			}
-			h.Stop()
-			err = fmt.Errorf("not registered within %s", timeout)
-		}
-		a.mu.Lock()
-		a.regErr = err.Error()
-		a.mu.Unlock()
-		if attempt >= attempts {
-			return nil, fmt.Errorf("registration failed after %d attempts: %w", attempt, err)
-		}
-		a.log.Warn("Registration attempt failed; retrying", "attempt", attempt, "error", err)
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(interval):
-		}
-	}
-}
-
-// waitRegistered reports whether the kubelet registered h's plugin within
-// timeout and while ctx lasts, looking every 50ms.
-func waitRegistered(ctx context.Context, h *kubeletplugin.Helper, timeout time.Duration) bool {
-	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		st := h.RegistrationStatus()
-		return st != nil && st.PluginRegistered, nil
-	}) == nil
-}
-
-// Status implements drav1.DraServiceServer.
-// waitingFor says what keeps dra from serving the kubelet, or from doing
-// its job once it does: the peers it cannot reach, the NodeConfig not
-// applied yet, the recovery of the node's claims (registered is whether
-// the kubelet registered the plugin).
-func (a *Agent) waitingFor(registered bool) []string {
-	var out []string
-	if a.cfg.Waiting != nil {
-		out = a.cfg.Waiting()
-	}
-	select {
-	case <-a.configured:
-		if !registered {
-			out = append(out, "the recovery of the node's claims and the kubelet's registration of the plugin")
-		}
-	default:
-		out = append(out, fmt.Sprintf("NodeConfig %s applied through the provisioner's Configure (its defaults when there is none)", a.cfg.NodeName))
-	}
-	return out
-}
-
-func (a *Agent) Status(context.Context, *drav1.StatusRequest) (*drav1.StatusResponse, error) {
-	a.mu.Lock()
-	out := &drav1.StatusResponse{DriverName: a.driverName, Registered: a.serving != nil, ConfigGeneration: a.generation,
-		RegistrationAttempts: uint32(a.attempts), RegistrationError: a.regErr}
-	if a.spec != nil {
-		out.ConfiguredDriverName = a.spec.DriverName
-	}
-	a.mu.Unlock()
-	out.WaitingFor = a.waitingFor(out.GetRegistered())
-	last := a.pub.Last()
-	if !last.Time.IsZero() {
-		out.LastPublication = timestamppb.New(last.Time)
-	}
-	for _, p := range last.Pools {
-		out.Pools = append(out.Pools, &drav1.PoolStatus{Name: p.Name, Devices: uint32(len(p.Devices))})
-	}
-	return out, nil
 }

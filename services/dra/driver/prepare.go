@@ -305,8 +305,26 @@ func (d *Driver) begin(ctx context.Context, p *preparation, devs []*devicev1.Dev
 	if err != nil {
 		return err
 	}
-	// The pod's other claims' devices that are not prepared yet: the
-	// inventory says their names.
+	taken, err := d.takenNames(ctx, p, rows, inv)
+	if err != nil {
+		return err
+	}
+	allocs, err := p.intentRows(devs, taken)
+	if err != nil {
+		return err
+	}
+	resp, err := d.intents.BeginPrepare(ctx, &statev1.BeginPrepareRequest{Allocations: allocs})
+	if err != nil {
+		return callErr("reserving devices", err)
+	}
+	return p.adoptIntents(resp.GetAllocations())
+}
+
+// takenNames are the interface names the pod's other claims' devices
+// (rows, the pod's allocations) take, each with its allocation. The
+// inventory, inv, tells the names of those not prepared yet: the ones it
+// lacks are read from the provisioner and added to it.
+func (d *Driver) takenNames(ctx context.Context, p *preparation, rows []*statev1.Allocation, inv map[string]*devicev1.Device) (map[string]*statev1.Allocation, error) {
 	var missing []string
 	for _, row := range rows {
 		if row.GetClaimUid() != string(p.claim.UID) && row.GetPreparedDevice().GetDevice() == nil && inv[row.GetDeviceName()] == nil {
@@ -316,7 +334,7 @@ func (d *Driver) begin(ctx context.Context, p *preparation, devs []*devicev1.Dev
 	if len(missing) > 0 {
 		more, err := d.inventory(ctx, missing)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		maps.Copy(inv, more)
 	}
@@ -329,11 +347,18 @@ func (d *Driver) begin(ctx context.Context, p *preparation, devs []*devicev1.Dev
 			taken[n] = row
 		}
 	}
+	return taken, nil
+}
+
+// intentRows are the claim's allocations to record, one per device (devs,
+// in p.devices' order); an ErrIfNameInUse when a device's interface name
+// is one taken (takenNames).
+func (p *preparation) intentRows(devs []*devicev1.Device, taken map[string]*statev1.Allocation) ([]*statev1.Allocation, error) {
 	allocs := make([]*statev1.Allocation, len(p.devices))
 	for i, dev := range p.devices {
 		n := ifName(dev.config, devs[i])
 		if row, ok := taken[n]; ok {
-			return fmt.Errorf("%w: %q of request %q is also the name of device %s of claim %s/%s",
+			return nil, fmt.Errorf("%w: %q of request %q is also the name of device %s of claim %s/%s",
 				ErrIfNameInUse, n, dev.request, row.GetDeviceName(), row.GetClaimNamespace(), row.GetClaimName())
 		}
 		allocs[i] = &statev1.Allocation{
@@ -342,19 +367,21 @@ func (d *Driver) begin(ctx context.Context, p *preparation, devs []*devicev1.Dev
 			Request: dev.request, PodUid: p.podUID, Config: dev.config, ShareId: ptr.Deref(dev.shareID, ""),
 		}
 	}
-	resp, err := d.intents.BeginPrepare(ctx, &statev1.BeginPrepareRequest{Allocations: allocs})
-	if err != nil {
-		return callErr("reserving devices", err)
-	}
+	return allocs, nil
+}
+
+// adoptIntents takes the recorded intents' configs as the devices': the
+// state service's config is the one in force, with the addresses and
+// routes of the ip pools the config names. An ErrClaimInUse when a row is
+// not preparing (another call changed it meanwhile).
+func (p *preparation) adoptIntents(rows []*statev1.Allocation) error {
 	rowOf := map[string]*statev1.Allocation{}
-	for _, row := range resp.GetAllocations() {
+	for _, row := range rows {
 		if row.GetPhase() != statev1.Phase_PHASE_PREPARING {
 			return fmt.Errorf("%w: device %s became %s meanwhile", ErrClaimInUse, row.GetDeviceName(), row.GetPhase())
 		}
 		rowOf[rowKey(row)] = row
 	}
-	// The state service's config is the one in force: it adds the
-	// addresses and routes of the ip pools the config names.
 	for i := range p.devices {
 		if row := rowOf[p.devices[i].key()]; row.GetConfig() != nil {
 			p.devices[i].config = row.GetConfig()

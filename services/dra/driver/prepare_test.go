@@ -99,425 +99,439 @@ func calls(groups ...[]string) []string {
 	return out
 }
 
+// prepareCase is one case of TestPrepare: a prepare of claim on a rig
+// with rows in the state service (and change's faults), and what it must
+// return, call and leave.
+type prepareCase struct {
+	name  string
+	rows  []*statev1.Allocation
+	claim claimSpec
+	// change overrides fakes.
+	change      func(*rig)
+	wantDevices []deviceResult
+	wantErr     error
+	// wantMsg is in the error and in the event.
+	wantMsg   string
+	wantCalls []string
+	wantRows  []string
+	// check checks more after the prepare.
+	check func(*testing.T, *rig)
+}
+
+// prepareFailedEvent is the calls of a prepare refused before it called
+// anything: the claim's PrepareFailed event.
+var prepareFailedEvent = []string{"claims.Event Warning PrepareFailed"}
+
 func TestPrepare(t *testing.T) {
-	event := []string{"claims.Event Warning PrepareFailed"}
-	tests := []struct {
-		name  string
-		rows  []*statev1.Allocation
-		claim claimSpec
-		// change overrides fakes.
-		change      func(*rig)
-		wantDevices []deviceResult
-		wantErr     error
-		// wantMsg is in the error and in the event.
-		wantMsg   string
-		wantCalls []string
-		wantRows  []string
-		// check checks more after the prepare.
-		check func(*testing.T, *rig)
-	}{
-		{
-			name:        "prepares: intents, the setups at once, commit, then the status",
-			claim:       twoVFs,
-			wantDevices: twoVFsResult,
-			wantCalls: calls(freshCalls, setUps(
-				"prov.Setup vf1", "state.RecordPrepared pool-a/vf1", "prov.Setup vf2", "state.RecordPrepared pool-a/vf2",
-			), []string{
-				"state.CommitPrepare pool-a/vf1 pool-a/vf2",
-				"state.ListAllocations claim=uid-c1", "claims.UpdateDeviceStatus node-a/pool-a/vf1 node-a/pool-a/vf2",
-			}),
-			wantRows: []string{
-				"pool-a/vf1 PHASE_PREPARED uid-c1 pod=uid-web if=net1 pd",
-				"pool-a/vf2 PHASE_PREPARED uid-c1 pod=uid-web if=net2 pd",
-			},
+	for _, tt := range prepareCases {
+		t.Run(tt.name, tt.run)
+	}
+}
+
+// prepareCases are TestPrepare's cases.
+var prepareCases = []prepareCase{
+	{
+		name:        "prepares: intents, the setups at once, commit, then the status",
+		claim:       twoVFs,
+		wantDevices: twoVFsResult,
+		wantCalls: calls(freshCalls, setUps(
+			"prov.Setup vf1", "state.RecordPrepared pool-a/vf1", "prov.Setup vf2", "state.RecordPrepared pool-a/vf2",
+		), []string{
+			"state.CommitPrepare pool-a/vf1 pool-a/vf2",
+			"state.ListAllocations claim=uid-c1", "claims.UpdateDeviceStatus node-a/pool-a/vf1 node-a/pool-a/vf2",
+		}),
+		wantRows: []string{
+			"pool-a/vf1 PHASE_PREPARED uid-c1 pod=uid-web if=net1 pd",
+			"pool-a/vf2 PHASE_PREPARED uid-c1 pod=uid-web if=net2 pd",
 		},
-		{
-			name: "only other drivers' devices: nothing to do",
-			claim: claimSpec{name: "c1", pods: []string{"web"},
-				results: []resourceapi.DeviceRequestAllocationResult{otherResult("gpu", "gpu-0")}},
-			wantCalls: []string{},
-			wantRows:  []string{},
+	},
+	{
+		name: "only other drivers' devices: nothing to do",
+		claim: claimSpec{name: "c1", pods: []string{"web"},
+			results: []resourceapi.DeviceRequestAllocationResult{otherResult("gpu", "gpu-0")}},
+		wantCalls: []string{},
+		wantRows:  []string{},
+	},
+	{
+		name:      "reserved for no pod",
+		claim:     with(twoVFs, func(c *claimSpec) { c.pods = nil }),
+		wantErr:   ErrNotOnePod,
+		wantMsg:   "reserved for none",
+		wantCalls: prepareFailedEvent,
+		wantRows:  []string{},
+	},
+	{
+		name:      "reserved for two pods",
+		claim:     with(twoVFs, func(c *claimSpec) { c.pods = []string{"web", "db"} }),
+		wantErr:   ErrNotOnePod,
+		wantMsg:   "reserved for 2: pods/web, pods/db",
+		wantCalls: prepareFailedEvent,
+		wantRows:  []string{},
+	},
+	{
+		name:  "host-network pod",
+		claim: twoVFs,
+		change: func(r *rig) {
+			r.pods["web"] = podOf("web")
+			r.pods["web"].Spec.HostNetwork = true
 		},
-		{
-			name:      "reserved for no pod",
-			claim:     with(twoVFs, func(c *claimSpec) { c.pods = nil }),
-			wantErr:   ErrNotOnePod,
-			wantMsg:   "reserved for none",
-			wantCalls: event,
-			wantRows:  []string{},
+		wantErr:   ErrHostNetwork,
+		wantMsg:   "pod default/web: pod uses the host network",
+		wantCalls: prepareFailedEvent,
+		wantRows:  []string{},
+	},
+	{
+		name:  "pod replaced since the claim was reserved",
+		claim: twoVFs,
+		change: func(r *rig) {
+			r.pods["web"] = podOf("web")
+			r.pods["web"].UID = "uid-web-2"
 		},
-		{
-			name:      "reserved for two pods",
-			claim:     with(twoVFs, func(c *claimSpec) { c.pods = []string{"web", "db"} }),
-			wantErr:   ErrNotOnePod,
-			wantMsg:   "reserved for 2: pods/web, pods/db",
-			wantCalls: event,
-			wantRows:  []string{},
-		},
-		{
-			name:  "host-network pod",
-			claim: twoVFs,
-			change: func(r *rig) {
-				r.pods["web"] = podOf("web")
-				r.pods["web"].Spec.HostNetwork = true
-			},
-			wantErr:   ErrHostNetwork,
-			wantMsg:   "pod default/web: pod uses the host network",
-			wantCalls: event,
-			wantRows:  []string{},
-		},
-		{
-			name:  "pod replaced since the claim was reserved",
-			claim: twoVFs,
-			change: func(r *rig) {
-				r.pods["web"] = podOf("web")
-				r.pods["web"].UID = "uid-web-2"
-			},
-			wantMsg:   "pod default/web is uid-web-2, not the uid-web the claim is reserved for",
-			wantCalls: event,
-			wantRows:  []string{},
-		},
-		{
-			name: "config out of range: nothing touched",
-			claim: with(twoVFs, func(c *claimSpec) {
-				c.configs[2] = claimConfig(`{"podIfName":"net2","vlan":5000}`, "storage")
-			}),
-			wantMsg:   `request "storage": config.vlan: 5000 is out of range 0..4094`,
-			wantCalls: event,
-			wantRows:  []string{},
-		},
-		{
-			name: "unknown config field",
-			claim: with(twoVFs, func(c *claimSpec) {
-				c.configs = append(c.configs, claimConfig(`{"vlanId":5}`))
-			}),
-			wantMsg:   `request "net": config.vlanId: unknown field`,
-			wantCalls: event,
-			wantRows:  []string{},
-		},
-		{
-			name: "admin access refused",
-			claim: with(twoVFs, func(c *claimSpec) {
-				yes := true
-				c.results[0].AdminAccess = &yes
-			}),
-			wantErr:   ErrAdminAccess,
-			wantCalls: event,
-			wantRows:  []string{},
-		},
-		{
-			name: "same interface name twice in the claim",
-			claim: with(twoVFs, func(c *claimSpec) {
-				c.configs[2] = claimConfig(`{"podIfName":"net1"}`, "storage")
-			}),
-			wantErr:   ErrIfNameInUse,
-			wantMsg:   `"net1" of request "storage" is also the name of request "net" of this claim`,
-			wantCalls: calls([]string{"state.ListAllocations claim=uid-c1", "state.ListDevices"}, event),
-			wantRows:  []string{},
-		},
-		{
-			name:      "interface name taken by another claim of the pod",
-			rows:      []*statev1.Allocation{row("c0", "web", "vf3", prepared, &devicev1.DeviceConfig{PodIfName: "net2"})},
-			claim:     twoVFs,
-			wantErr:   ErrIfNameInUse,
-			wantMsg:   `"net2" of request "storage" is also the name of device vf3 of claim default/c0`,
-			wantCalls: calls(freshCalls[:3], event),
-			wantRows:  []string{"pool-a/vf3 PHASE_PREPARED uid-c0 pod=uid-web if=net2 pd"},
-		},
-		{
-			name: "kernel name of another claim's device is taken too",
-			rows: []*statev1.Allocation{row("c0", "web", "vf3", prepared, nil)},
-			claim: with(twoVFs, func(c *claimSpec) {
-				c.configs[2] = claimConfig(`{"podIfName":"ens1f0v3"}`, "storage")
-			}),
-			wantErr:   ErrIfNameInUse,
-			wantCalls: calls(freshCalls[:3], event),
-			wantRows:  []string{"pool-a/vf3 PHASE_PREPARED uid-c0 pod=uid-web if= pd"},
-		},
-		{
-			name:      "device held by another claim",
-			rows:      []*statev1.Allocation{row("c9", "db", "vf2", prepared, nil)},
-			claim:     twoVFs,
-			wantMsg:   "reserving devices: device vf2 is allocated to claim uid-c9 in pool pool-a: conflict",
-			wantCalls: calls(freshCalls, event),
-			wantRows:  []string{"pool-a/vf2 PHASE_PREPARED uid-c9 pod=uid-db if= pd"},
-		},
-		{
-			name:      "device not in the inventory",
-			claim:     with(twoVFs, func(c *claimSpec) { c.results[2].Device = "vf9" }),
-			wantErr:   ErrUnknownDevice,
-			wantMsg:   `device vf9 (request "storage")`,
-			wantCalls: calls(freshCalls[:2], event),
-			wantRows:  []string{},
-		},
-		{
-			name:  "setup of the second device fails: the first is freed",
-			claim: twoVFs,
-			change: func(r *rig) {
-				setup := r.prov.SetupFunc
-				r.prov.SetupFunc = func(in *provisionerv1.SetupRequest) (*provisionerv1.SetupResponse, error) {
-					if in.GetDevice().GetName() == "vf2" {
-						return nil, status.Error(codes.Unknown, "setting up vf2: PF ens1f0 refused VLAN 100")
-					}
-					return setup(in)
+		wantMsg:   "pod default/web is uid-web-2, not the uid-web the claim is reserved for",
+		wantCalls: prepareFailedEvent,
+		wantRows:  []string{},
+	},
+	{
+		name: "config out of range: nothing touched",
+		claim: with(twoVFs, func(c *claimSpec) {
+			c.configs[2] = claimConfig(`{"podIfName":"net2","vlan":5000}`, "storage")
+		}),
+		wantMsg:   `request "storage": config.vlan: 5000 is out of range 0..4094`,
+		wantCalls: prepareFailedEvent,
+		wantRows:  []string{},
+	},
+	{
+		name: "unknown config field",
+		claim: with(twoVFs, func(c *claimSpec) {
+			c.configs = append(c.configs, claimConfig(`{"vlanId":5}`))
+		}),
+		wantMsg:   `request "net": config.vlanId: unknown field`,
+		wantCalls: prepareFailedEvent,
+		wantRows:  []string{},
+	},
+	{
+		name: "admin access refused",
+		claim: with(twoVFs, func(c *claimSpec) {
+			yes := true
+			c.results[0].AdminAccess = &yes
+		}),
+		wantErr:   ErrAdminAccess,
+		wantCalls: prepareFailedEvent,
+		wantRows:  []string{},
+	},
+	{
+		name: "same interface name twice in the claim",
+		claim: with(twoVFs, func(c *claimSpec) {
+			c.configs[2] = claimConfig(`{"podIfName":"net1"}`, "storage")
+		}),
+		wantErr:   ErrIfNameInUse,
+		wantMsg:   `"net1" of request "storage" is also the name of request "net" of this claim`,
+		wantCalls: calls([]string{"state.ListAllocations claim=uid-c1", "state.ListDevices"}, prepareFailedEvent),
+		wantRows:  []string{},
+	},
+	{
+		name:      "interface name taken by another claim of the pod",
+		rows:      []*statev1.Allocation{row("c0", "web", "vf3", prepared, &devicev1.DeviceConfig{PodIfName: "net2"})},
+		claim:     twoVFs,
+		wantErr:   ErrIfNameInUse,
+		wantMsg:   `"net2" of request "storage" is also the name of device vf3 of claim default/c0`,
+		wantCalls: calls(freshCalls[:3], prepareFailedEvent),
+		wantRows:  []string{"pool-a/vf3 PHASE_PREPARED uid-c0 pod=uid-web if=net2 pd"},
+	},
+	{
+		name: "kernel name of another claim's device is taken too",
+		rows: []*statev1.Allocation{row("c0", "web", "vf3", prepared, nil)},
+		claim: with(twoVFs, func(c *claimSpec) {
+			c.configs[2] = claimConfig(`{"podIfName":"ens1f0v3"}`, "storage")
+		}),
+		wantErr:   ErrIfNameInUse,
+		wantCalls: calls(freshCalls[:3], prepareFailedEvent),
+		wantRows:  []string{"pool-a/vf3 PHASE_PREPARED uid-c0 pod=uid-web if= pd"},
+	},
+	{
+		name:      "device held by another claim",
+		rows:      []*statev1.Allocation{row("c9", "db", "vf2", prepared, nil)},
+		claim:     twoVFs,
+		wantMsg:   "reserving devices: device vf2 is allocated to claim uid-c9 in pool pool-a: conflict",
+		wantCalls: calls(freshCalls, prepareFailedEvent),
+		wantRows:  []string{"pool-a/vf2 PHASE_PREPARED uid-c9 pod=uid-db if= pd"},
+	},
+	{
+		name:      "device not in the inventory",
+		claim:     with(twoVFs, func(c *claimSpec) { c.results[2].Device = "vf9" }),
+		wantErr:   ErrUnknownDevice,
+		wantMsg:   `device vf9 (request "storage")`,
+		wantCalls: calls(freshCalls[:2], prepareFailedEvent),
+		wantRows:  []string{},
+	},
+	{
+		name:  "setup of the second device fails: the first is freed",
+		claim: twoVFs,
+		change: func(r *rig) {
+			setup := r.prov.SetupFunc
+			r.prov.SetupFunc = func(in *provisionerv1.SetupRequest) (*provisionerv1.SetupResponse, error) {
+				if in.GetDevice().GetName() == "vf2" {
+					return nil, status.Error(codes.Unknown, "setting up vf2: PF ens1f0 refused VLAN 100")
 				}
-			},
-			wantMsg: `device vf2 (request "storage"): setup: setting up vf2: PF ens1f0 refused VLAN 100`,
-			wantCalls: calls(freshCalls, setUps(
-				"prov.Setup vf1", "state.RecordPrepared pool-a/vf1", "prov.Setup vf2",
-			), []string{
-				"prov.Free vf1",
-				"state.AbortPrepare pool-a/vf1 pool-a/vf2",
-			}, event),
-			wantRows: []string{},
+				return setup(in)
+			}
 		},
-		{
-			name: "setup reply lost for a dummy: its link is freed too",
-			claim: claimSpec{name: "c1", pods: []string{"web"},
-				results: []resourceapi.DeviceRequestAllocationResult{result("net", "vf1"), result("storage", "dummy0")}},
-			change: func(r *rig) {
-				setup := r.prov.SetupFunc
-				r.prov.SetupFunc = func(in *provisionerv1.SetupRequest) (*provisionerv1.SetupResponse, error) {
-					if in.GetDevice().GetName() == "dummy0" {
-						return nil, status.Error(codes.Unavailable, "connection reset")
-					}
-					return setup(in)
+		wantMsg: `device vf2 (request "storage"): setup: setting up vf2: PF ens1f0 refused VLAN 100`,
+		wantCalls: calls(freshCalls, setUps(
+			"prov.Setup vf1", "state.RecordPrepared pool-a/vf1", "prov.Setup vf2",
+		), []string{
+			"prov.Free vf1",
+			"state.AbortPrepare pool-a/vf1 pool-a/vf2",
+		}, prepareFailedEvent),
+		wantRows: []string{},
+	},
+	{
+		name: "setup reply lost for a dummy: its link is freed too",
+		claim: claimSpec{name: "c1", pods: []string{"web"},
+			results: []resourceapi.DeviceRequestAllocationResult{result("net", "vf1"), result("storage", "dummy0")}},
+		change: func(r *rig) {
+			setup := r.prov.SetupFunc
+			r.prov.SetupFunc = func(in *provisionerv1.SetupRequest) (*provisionerv1.SetupResponse, error) {
+				if in.GetDevice().GetName() == "dummy0" {
+					return nil, status.Error(codes.Unavailable, "connection reset")
 				}
-				r.prov.FreeFunc = func(in *provisionerv1.FreeRequest) (*provisionerv1.FreeResponse, error) {
-					if in.GetPreparedDevice().GetDevice().GetName() == "dummy0" {
-						r.freed = append(r.freed, in.GetPreparedDevice())
-					}
-					return &provisionerv1.FreeResponse{}, nil
+				return setup(in)
+			}
+			r.prov.FreeFunc = func(in *provisionerv1.FreeRequest) (*provisionerv1.FreeResponse, error) {
+				if in.GetPreparedDevice().GetDevice().GetName() == "dummy0" {
+					r.freed = append(r.freed, in.GetPreparedDevice())
 				}
-			},
-			check: func(t *testing.T, r *rig) {
-				want := []*devicev1.PreparedDevice{{
-					Device:       deviceByName("dummy0"),
-					OriginalLink: &devicev1.LinkSnapshot{Name: "dummy0"}, LinkCreated: true,
-				}}
-				if diff := cmp.Diff(want, r.freed, protocmp.Transform()); diff != "" {
-					t.Errorf("dummy0 freed as (-want +got):\n%s", diff)
-				}
-			},
-			wantMsg: "connection reset",
-			wantCalls: calls(freshCalls[:3], []string{
-				"state.BeginPrepare pool-a/vf1 pool-a/dummy0",
-			}, setUps(
-				"prov.Setup vf1", "state.RecordPrepared pool-a/vf1", "prov.Setup dummy0",
-			), []string{
-				"prov.Free dummy0", "prov.Free vf1",
-				"state.AbortPrepare pool-a/vf1 pool-a/dummy0",
-			}, event),
-			wantRows: []string{},
+				return &provisionerv1.FreeResponse{}, nil
+			}
 		},
-		{
-			name:  "recording a prepared device fails: it is freed at once",
-			claim: twoVFs,
-			change: func(r *rig) {
-				record := r.state.RecordPreparedFunc
-				r.state.RecordPreparedFunc = func(in *statev1.RecordPreparedRequest) (*statev1.RecordPreparedResponse, error) {
-					if in.GetAllocations()[0].GetKey().GetDeviceName() == "vf2" {
-						return nil, status.Error(codes.Unavailable, "state service restarting")
-					}
-					return record(in)
-				}
-			},
-			wantMsg: `device vf2 (request "storage"): recording the prepared device: state service restarting`,
-			wantCalls: calls(freshCalls, setUps(
-				"prov.Setup vf1", "state.RecordPrepared pool-a/vf1", "prov.Setup vf2", "state.RecordPrepared pool-a/vf2",
-			), []string{
-				"prov.Free vf2", "prov.Free vf1",
-				"state.AbortPrepare pool-a/vf1 pool-a/vf2",
-			}, event),
-			wantRows: []string{},
+		check: func(t *testing.T, r *rig) {
+			want := []*devicev1.PreparedDevice{{
+				Device:       deviceByName("dummy0"),
+				OriginalLink: &devicev1.LinkSnapshot{Name: "dummy0"}, LinkCreated: true,
+			}}
+			if diff := cmp.Diff(want, r.freed, protocmp.Transform()); diff != "" {
+				t.Errorf("dummy0 freed as (-want +got):\n%s", diff)
+			}
 		},
-		{
-			name:  "status write fails after the commit: the prepare stands, the write tried again, then an event",
-			claim: twoVFs,
-			change: func(r *rig) {
-				r.claims.UpdateDeviceStatusFunc = func(*resourceapi.ResourceClaim, []resourceapi.AllocatedDeviceStatus) error {
-					return errors.New("resourceclaims.resource.k8s.io \"c1\" is forbidden")
-				}
-			},
-			wantDevices: twoVFsResult,
-			wantCalls: calls(freshCalls, setUps(
-				"prov.Setup vf1", "state.RecordPrepared pool-a/vf1", "prov.Setup vf2", "state.RecordPrepared pool-a/vf2",
-			), []string{"state.CommitPrepare pool-a/vf1 pool-a/vf2"},
-				slices.Repeat([]string{"state.ListAllocations claim=uid-c1", "claims.UpdateDeviceStatus node-a/pool-a/vf1 node-a/pool-a/vf2"}, statusAttempts),
-				[]string{"claims.Event Warning StatusNotWritten"}),
-			wantRows: []string{
-				"pool-a/vf1 PHASE_PREPARED uid-c1 pod=uid-web if=net1 pd",
-				"pool-a/vf2 PHASE_PREPARED uid-c1 pod=uid-web if=net2 pd",
-			},
-			check: func(t *testing.T, r *rig) {
-				if ev := r.claims.getEvents(); len(ev) != 1 || !strings.Contains(ev[0], "StatusNotWritten") || !strings.Contains(ev[0], "is forbidden") {
-					t.Errorf("events %q, want one StatusNotWritten event with the last error", ev)
-				}
-			},
-		},
-		{
-			name:  "commit fails: all freed, no status written",
-			claim: twoVFs,
-			change: func(r *rig) {
-				r.state.CommitPrepareFunc = func(*statev1.CommitPrepareRequest) (*statev1.CommitPrepareResponse, error) {
+		wantMsg: "connection reset",
+		wantCalls: calls(freshCalls[:3], []string{
+			"state.BeginPrepare pool-a/vf1 pool-a/dummy0",
+		}, setUps(
+			"prov.Setup vf1", "state.RecordPrepared pool-a/vf1", "prov.Setup dummy0",
+		), []string{
+			"prov.Free dummy0", "prov.Free vf1",
+			"state.AbortPrepare pool-a/vf1 pool-a/dummy0",
+		}, prepareFailedEvent),
+		wantRows: []string{},
+	},
+	{
+		name:  "recording a prepared device fails: it is freed at once",
+		claim: twoVFs,
+		change: func(r *rig) {
+			record := r.state.RecordPreparedFunc
+			r.state.RecordPreparedFunc = func(in *statev1.RecordPreparedRequest) (*statev1.RecordPreparedResponse, error) {
+				if in.GetAllocations()[0].GetKey().GetDeviceName() == "vf2" {
 					return nil, status.Error(codes.Unavailable, "state service restarting")
 				}
-			},
-			wantMsg: "committing the allocations: state service restarting",
-			check: func(t *testing.T, r *rig) {
-				if st := r.claims.getWritten("uid-c1"); len(st) != 0 {
-					t.Errorf("status entries %+v after a failed prepare, want none", st)
+				return record(in)
+			}
+		},
+		wantMsg: `device vf2 (request "storage"): recording the prepared device: state service restarting`,
+		wantCalls: calls(freshCalls, setUps(
+			"prov.Setup vf1", "state.RecordPrepared pool-a/vf1", "prov.Setup vf2", "state.RecordPrepared pool-a/vf2",
+		), []string{
+			"prov.Free vf2", "prov.Free vf1",
+			"state.AbortPrepare pool-a/vf1 pool-a/vf2",
+		}, prepareFailedEvent),
+		wantRows: []string{},
+	},
+	{
+		name:  "status write fails after the commit: the prepare stands, the write tried again, then an event",
+		claim: twoVFs,
+		change: func(r *rig) {
+			r.claims.UpdateDeviceStatusFunc = func(*resourceapi.ResourceClaim, []resourceapi.AllocatedDeviceStatus) error {
+				return errors.New("resourceclaims.resource.k8s.io \"c1\" is forbidden")
+			}
+		},
+		wantDevices: twoVFsResult,
+		wantCalls: calls(freshCalls, setUps(
+			"prov.Setup vf1", "state.RecordPrepared pool-a/vf1", "prov.Setup vf2", "state.RecordPrepared pool-a/vf2",
+		), []string{"state.CommitPrepare pool-a/vf1 pool-a/vf2"},
+			slices.Repeat([]string{"state.ListAllocations claim=uid-c1", "claims.UpdateDeviceStatus node-a/pool-a/vf1 node-a/pool-a/vf2"}, statusAttempts),
+			[]string{"claims.Event Warning StatusNotWritten"}),
+		wantRows: []string{
+			"pool-a/vf1 PHASE_PREPARED uid-c1 pod=uid-web if=net1 pd",
+			"pool-a/vf2 PHASE_PREPARED uid-c1 pod=uid-web if=net2 pd",
+		},
+		check: func(t *testing.T, r *rig) {
+			if ev := r.claims.getEvents(); len(ev) != 1 || !strings.Contains(ev[0], "StatusNotWritten") || !strings.Contains(ev[0], "is forbidden") {
+				t.Errorf("events %q, want one StatusNotWritten event with the last error", ev)
+			}
+		},
+	},
+	{
+		name:  "commit fails: all freed, no status written",
+		claim: twoVFs,
+		change: func(r *rig) {
+			r.state.CommitPrepareFunc = func(*statev1.CommitPrepareRequest) (*statev1.CommitPrepareResponse, error) {
+				return nil, status.Error(codes.Unavailable, "state service restarting")
+			}
+		},
+		wantMsg: "committing the allocations: state service restarting",
+		check: func(t *testing.T, r *rig) {
+			if st := r.claims.getWritten("uid-c1"); len(st) != 0 {
+				t.Errorf("status entries %+v after a failed prepare, want none", st)
+			}
+		},
+		wantCalls: calls(freshCalls, setUps(
+			"prov.Setup vf1", "state.RecordPrepared pool-a/vf1", "prov.Setup vf2", "state.RecordPrepared pool-a/vf2",
+		), []string{
+			"state.CommitPrepare pool-a/vf1 pool-a/vf2",
+			"prov.Free vf2", "prov.Free vf1",
+			"state.AbortPrepare pool-a/vf1 pool-a/vf2",
+		}, prepareFailedEvent),
+		wantRows: []string{},
+	},
+	{
+		name:  "free fails in the rollback: kept for the retry loop",
+		claim: twoVFs,
+		change: func(r *rig) {
+			r.prov.SetupFunc = func(in *provisionerv1.SetupRequest) (*provisionerv1.SetupResponse, error) {
+				if in.GetDevice().GetName() == "vf2" {
+					return nil, status.Error(codes.Unknown, "no such VF")
 				}
-			},
-			wantCalls: calls(freshCalls, setUps(
-				"prov.Setup vf1", "state.RecordPrepared pool-a/vf1", "prov.Setup vf2", "state.RecordPrepared pool-a/vf2",
-			), []string{
-				"state.CommitPrepare pool-a/vf1 pool-a/vf2",
-				"prov.Free vf2", "prov.Free vf1",
-				"state.AbortPrepare pool-a/vf1 pool-a/vf2",
-			}, event),
-			wantRows: []string{},
+				return &provisionerv1.SetupResponse{PreparedDevice: preparedOf(in.GetDevice())}, nil
+			}
+			r.prov.FreeFunc = func(*provisionerv1.FreeRequest) (*provisionerv1.FreeResponse, error) {
+				return nil, status.Error(codes.Unknown, "PF ens1f0 is busy")
+			}
 		},
-		{
-			name:  "free fails in the rollback: kept for the retry loop",
-			claim: twoVFs,
-			change: func(r *rig) {
-				r.prov.SetupFunc = func(in *provisionerv1.SetupRequest) (*provisionerv1.SetupResponse, error) {
-					if in.GetDevice().GetName() == "vf2" {
-						return nil, status.Error(codes.Unknown, "no such VF")
-					}
-					return &provisionerv1.SetupResponse{PreparedDevice: preparedOf(in.GetDevice())}, nil
-				}
-				r.prov.FreeFunc = func(*provisionerv1.FreeRequest) (*provisionerv1.FreeResponse, error) {
-					return nil, status.Error(codes.Unknown, "PF ens1f0 is busy")
-				}
-			},
-			wantMsg: "rollback: device vf1 stays set up, retried in the background: freeing device vf1: PF ens1f0 is busy",
-			wantCalls: calls(freshCalls, setUps(
-				"prov.Setup vf1", "state.RecordPrepared pool-a/vf1", "prov.Setup vf2",
-			), []string{
-				"prov.Free vf1",
-				"state.AbortPrepare pool-a/vf2",
-				"state.CommitPrepare pool-a/vf1",
-				"state.MarkFreeFailed pool-a/vf1",
-			}, event),
-			wantRows: []string{"pool-a/vf1 PHASE_FREEING_FAILED uid-c1 pod=uid-web if=net1 pd"},
+		wantMsg: "rollback: device vf1 stays set up, retried in the background: freeing device vf1: PF ens1f0 is busy",
+		wantCalls: calls(freshCalls, setUps(
+			"prov.Setup vf1", "state.RecordPrepared pool-a/vf1", "prov.Setup vf2",
+		), []string{
+			"prov.Free vf1",
+			"state.AbortPrepare pool-a/vf2",
+			"state.CommitPrepare pool-a/vf1",
+			"state.MarkFreeFailed pool-a/vf1",
+		}, prepareFailedEvent),
+		wantRows: []string{"pool-a/vf1 PHASE_FREEING_FAILED uid-c1 pod=uid-web if=net1 pd"},
+	},
+	{
+		name: "prepared already for another pod",
+		rows: []*statev1.Allocation{
+			row("c1", "old", "vf1", attached, nil), row("c1", "old", "vf2", attached, nil),
 		},
-		{
-			name: "prepared already for another pod",
-			rows: []*statev1.Allocation{
-				row("c1", "old", "vf1", attached, nil), row("c1", "old", "vf2", attached, nil),
-			},
-			claim:     twoVFs,
-			wantErr:   ErrClaimInUse,
-			wantMsg:   "device vf1 is prepared for pod UID uid-old, not uid-web of pod default/web",
-			wantCalls: calls(freshCalls[:1], event),
-			wantRows: []string{
-				"pool-a/vf1 PHASE_ATTACHED uid-c1 pod=uid-old if= pd",
-				"pool-a/vf2 PHASE_ATTACHED uid-c1 pod=uid-old if= pd",
-			},
+		claim:     twoVFs,
+		wantErr:   ErrClaimInUse,
+		wantMsg:   "device vf1 is prepared for pod UID uid-old, not uid-web of pod default/web",
+		wantCalls: calls(freshCalls[:1], prepareFailedEvent),
+		wantRows: []string{
+			"pool-a/vf1 PHASE_ATTACHED uid-c1 pod=uid-old if= pd",
+			"pool-a/vf2 PHASE_ATTACHED uid-c1 pod=uid-old if= pd",
 		},
-		{
-			name:  "a device still being freed from an earlier use",
-			rows:  []*statev1.Allocation{row("c1", "old", "vf1", freeingFailed, nil)},
-			claim: twoVFs,
-			change: func(r *rig) {
-				r.prov.FreeFunc = func(*provisionerv1.FreeRequest) (*provisionerv1.FreeResponse, error) {
-					return nil, status.Error(codes.Unknown, "PF ens1f0 is busy")
-				}
-			},
-			wantErr: ErrStillFreeing,
-			wantMsg: "device vf1: device is still being freed: freeing device vf1: PF ens1f0 is busy",
-			wantCalls: calls(freshCalls[:1], []string{
-				"prov.Free vf1", "state.MarkFreeFailed pool-a/vf1",
-			}, event),
-			wantRows: []string{"pool-a/vf1 PHASE_FREEING_FAILED uid-c1 pod=uid-old if= pd"},
+	},
+	{
+		name:  "a device still being freed from an earlier use",
+		rows:  []*statev1.Allocation{row("c1", "old", "vf1", freeingFailed, nil)},
+		claim: twoVFs,
+		change: func(r *rig) {
+			r.prov.FreeFunc = func(*provisionerv1.FreeRequest) (*provisionerv1.FreeResponse, error) {
+				return nil, status.Error(codes.Unknown, "PF ens1f0 is busy")
+			}
 		},
-		{
-			name:        "a device freed now from an earlier use, then prepared",
-			rows:        []*statev1.Allocation{row("c1", "old", "vf1", freeingFailed, nil)},
-			claim:       twoVFs,
-			wantDevices: twoVFsResult,
-			wantCalls: calls(freshCalls[:1], []string{
-				"prov.Free vf1", "state.DeleteAllocation pool-a/vf1",
-			}, freshCalls[1:], setUps(
-				"prov.Setup vf1", "state.RecordPrepared pool-a/vf1", "prov.Setup vf2", "state.RecordPrepared pool-a/vf2",
-			), []string{
-				"state.CommitPrepare pool-a/vf1 pool-a/vf2",
-				"state.ListAllocations claim=uid-c1", "claims.UpdateDeviceStatus node-a/pool-a/vf1 node-a/pool-a/vf2",
-			}),
-			wantRows: []string{
-				"pool-a/vf1 PHASE_PREPARED uid-c1 pod=uid-web if=net1 pd",
-				"pool-a/vf2 PHASE_PREPARED uid-c1 pod=uid-web if=net2 pd",
-			},
+		wantErr: ErrStillFreeing,
+		wantMsg: "device vf1: device is still being freed: freeing device vf1: PF ens1f0 is busy",
+		wantCalls: calls(freshCalls[:1], []string{
+			"prov.Free vf1", "state.MarkFreeFailed pool-a/vf1",
+		}, prepareFailedEvent),
+		wantRows: []string{"pool-a/vf1 PHASE_FREEING_FAILED uid-c1 pod=uid-old if= pd"},
+	},
+	{
+		name:        "a device freed now from an earlier use, then prepared",
+		rows:        []*statev1.Allocation{row("c1", "old", "vf1", freeingFailed, nil)},
+		claim:       twoVFs,
+		wantDevices: twoVFsResult,
+		wantCalls: calls(freshCalls[:1], []string{
+			"prov.Free vf1", "state.DeleteAllocation pool-a/vf1",
+		}, freshCalls[1:], setUps(
+			"prov.Setup vf1", "state.RecordPrepared pool-a/vf1", "prov.Setup vf2", "state.RecordPrepared pool-a/vf2",
+		), []string{
+			"state.CommitPrepare pool-a/vf1 pool-a/vf2",
+			"state.ListAllocations claim=uid-c1", "claims.UpdateDeviceStatus node-a/pool-a/vf1 node-a/pool-a/vf2",
+		}),
+		wantRows: []string{
+			"pool-a/vf1 PHASE_PREPARED uid-c1 pod=uid-web if=net1 pd",
+			"pool-a/vf2 PHASE_PREPARED uid-c1 pod=uid-web if=net2 pd",
 		},
-		{
-			name: "prepared devices differ from the allocation: freed, prepared again",
-			rows: []*statev1.Allocation{row("c1", "web", "vf3", prepared, nil)},
-			claim: claimSpec{name: "c1", pods: []string{"web"},
-				results: []resourceapi.DeviceRequestAllocationResult{result("net", "vf1")}},
-			wantDevices: []deviceResult{{Requests: "[net]", Pool: testSlicePool, Device: "vf1"}},
-			wantCalls: []string{
-				"state.ListAllocations claim=uid-c1",
-				"prov.Free vf3", "state.DeleteAllocation pool-a/vf3",
-				"state.ListDevices", "state.ListAllocations pod=uid-web",
-				"state.BeginPrepare pool-a/vf1", "prov.Setup vf1",
-				"state.CommitPrepare pool-a/vf1",
-				"state.ListAllocations claim=uid-c1", "claims.UpdateDeviceStatus node-a/pool-a/vf1",
-			},
-			wantRows: []string{"pool-a/vf1 PHASE_PREPARED uid-c1 pod=uid-web if= pd"},
+	},
+	{
+		name: "prepared devices differ from the allocation: freed, prepared again",
+		rows: []*statev1.Allocation{row("c1", "web", "vf3", prepared, nil)},
+		claim: claimSpec{name: "c1", pods: []string{"web"},
+			results: []resourceapi.DeviceRequestAllocationResult{result("net", "vf1")}},
+		wantDevices: []deviceResult{{Requests: "[net]", Pool: testSlicePool, Device: "vf1"}},
+		wantCalls: []string{
+			"state.ListAllocations claim=uid-c1",
+			"prov.Free vf3", "state.DeleteAllocation pool-a/vf3",
+			"state.ListDevices", "state.ListAllocations pod=uid-web",
+			"state.BeginPrepare pool-a/vf1", "prov.Setup vf1",
+			"state.CommitPrepare pool-a/vf1",
+			"state.ListAllocations claim=uid-c1", "claims.UpdateDeviceStatus node-a/pool-a/vf1",
 		},
-		{
-			name: "a left-over intent without status is rolled back, then prepared",
-			rows: []*statev1.Allocation{row("c1", "web", "vf1", preparing, nil)},
-			claim: claimSpec{name: "c1", pods: []string{"web"},
-				results: []resourceapi.DeviceRequestAllocationResult{result("net", "vf1")}},
-			wantDevices: []deviceResult{{Requests: "[net]", Pool: testSlicePool, Device: "vf1"}},
-			wantCalls: []string{
-				"state.ListAllocations claim=uid-c1",
-				"state.ListDevices", "state.AbortPrepare pool-a/vf1",
-				"state.ListDevices", "state.ListAllocations pod=uid-web",
-				"state.BeginPrepare pool-a/vf1", "prov.Setup vf1",
-				"state.CommitPrepare pool-a/vf1",
-				"state.ListAllocations claim=uid-c1", "claims.UpdateDeviceStatus node-a/pool-a/vf1",
-			},
-			wantRows: []string{"pool-a/vf1 PHASE_PREPARED uid-c1 pod=uid-web if= pd"},
+		wantRows: []string{"pool-a/vf1 PHASE_PREPARED uid-c1 pod=uid-web if= pd"},
+	},
+	{
+		name: "a left-over intent without status is rolled back, then prepared",
+		rows: []*statev1.Allocation{row("c1", "web", "vf1", preparing, nil)},
+		claim: claimSpec{name: "c1", pods: []string{"web"},
+			results: []resourceapi.DeviceRequestAllocationResult{result("net", "vf1")}},
+		wantDevices: []deviceResult{{Requests: "[net]", Pool: testSlicePool, Device: "vf1"}},
+		wantCalls: []string{
+			"state.ListAllocations claim=uid-c1",
+			"state.ListDevices", "state.AbortPrepare pool-a/vf1",
+			"state.ListDevices", "state.ListAllocations pod=uid-web",
+			"state.BeginPrepare pool-a/vf1", "prov.Setup vf1",
+			"state.CommitPrepare pool-a/vf1",
+			"state.ListAllocations claim=uid-c1", "claims.UpdateDeviceStatus node-a/pool-a/vf1",
 		},
+		wantRows: []string{"pool-a/vf1 PHASE_PREPARED uid-c1 pod=uid-web if= pd"},
+	},
+}
+
+// run prepares the case's claim and checks the result, the calls, the
+// state's rows and the event of a failure.
+func (tt prepareCase) run(t *testing.T) {
+	r := newRig(t, tt.rows...)
+	if tt.change != nil {
+		tt.change(r)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := newRig(t, tt.rows...)
-			if tt.change != nil {
-				tt.change(r)
-			}
-			got, err := r.prepare(t, tt.claim.build())
-			wantFail := tt.wantErr != nil || tt.wantMsg != ""
-			switch {
-			case wantFail && err == nil:
-				t.Fatalf("prepare succeeded, want an error")
-			case !wantFail && err != nil:
-				t.Fatalf("prepare: %v", err)
-			case tt.wantErr != nil && !errors.Is(err, tt.wantErr):
-				t.Errorf("error %q is not %q", err, tt.wantErr)
-			case tt.wantMsg != "" && !strings.Contains(err.Error(), tt.wantMsg):
-				t.Errorf("error %q does not say %q", err, tt.wantMsg)
-			}
-			if diff := cmp.Diff(tt.wantDevices, got); diff != "" {
-				t.Errorf("devices (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff(tt.wantCalls, setUpsSorted(r.rec.get())); diff != "" {
-				t.Errorf("calls (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff(tt.wantRows, rowSummary(r.mem.snapshot())); diff != "" {
-				t.Errorf("state rows (-want +got):\n%s", diff)
-			}
-			if tt.check != nil {
-				tt.check(t, r)
-			}
-			if events := r.claims.getEvents(); wantFail && (len(events) != 1 || !strings.Contains(events[0], err.Error())) {
-				t.Errorf("events %q, want one PrepareFailed event saying %q", events, err)
-			}
-		})
+	got, err := r.prepare(t, tt.claim.build())
+	wantFail := tt.wantErr != nil || tt.wantMsg != ""
+	switch {
+	case wantFail && err == nil:
+		t.Fatalf("prepare succeeded, want an error")
+	case !wantFail && err != nil:
+		t.Fatalf("prepare: %v", err)
+	case tt.wantErr != nil && !errors.Is(err, tt.wantErr):
+		t.Errorf("error %q is not %q", err, tt.wantErr)
+	case tt.wantMsg != "" && !strings.Contains(err.Error(), tt.wantMsg):
+		t.Errorf("error %q does not say %q", err, tt.wantMsg)
+	}
+	if diff := cmp.Diff(tt.wantDevices, got); diff != "" {
+		t.Errorf("devices (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(tt.wantCalls, setUpsSorted(r.rec.get())); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(tt.wantRows, rowSummary(r.mem.snapshot())); diff != "" {
+		t.Errorf("state rows (-want +got):\n%s", diff)
+	}
+	if tt.check != nil {
+		tt.check(t, r)
+	}
+	if events := r.claims.getEvents(); wantFail && (len(events) != 1 || !strings.Contains(events[0], err.Error())) {
+		t.Errorf("events %q, want one PrepareFailed event saying %q", events, err)
 	}
 }
 
@@ -701,65 +715,8 @@ func TestPrepare_PodIfNameRace(t *testing.T) {
 }
 
 func TestConfigFor(t *testing.T) {
-	class := resourceapi.AllocationConfigSourceClass
-	vlan := func(v uint32) *uint32 { return &v }
-	tests := []struct {
-		name    string
-		configs []resourceapi.DeviceAllocationConfiguration
-		request string
-		want    *devicev1.DeviceConfig
-		wantErr string
-	}{
-		{name: "no config", request: "net", want: &devicev1.DeviceConfig{}},
-		{name: "for all requests", request: "net",
-			configs: []resourceapi.DeviceAllocationConfiguration{claimConfig(`{"podIfName":"net1"}`)},
-			want:    &devicev1.DeviceConfig{PodIfName: "net1"}},
-		{name: "for another request", request: "net",
-			configs: []resourceapi.DeviceAllocationConfiguration{claimConfig(`{"podIfName":"net1"}`, "other")},
-			want:    &devicev1.DeviceConfig{}},
-		{name: "main request covers its subrequests", request: "net/fast",
-			configs: []resourceapi.DeviceAllocationConfiguration{claimConfig(`{"podIfName":"net1"}`, "net")},
-			want:    &devicev1.DeviceConfig{PodIfName: "net1"}},
-		{name: "another driver's config is ignored", request: "net",
-			configs: []resourceapi.DeviceAllocationConfiguration{opaque(class, "gpu.example.com", `{"cores":4}`)},
-			want:    &devicev1.DeviceConfig{}},
-		{name: "class then claim: merged, the claim wins", request: "net",
-			configs: []resourceapi.DeviceAllocationConfiguration{
-				opaque(class, testDriver, `{"vlan":100,"podIfName":"x","mtu":9000}`),
-				claimConfig(`{"podIfName":"net1","mtu":null}`, "net"),
-			},
-			want: &devicev1.DeviceConfig{PodIfName: "net1", Vlan: vlan(100)}},
-		{name: "merged config is validated whole", request: "net",
-			configs: []resourceapi.DeviceAllocationConfiguration{
-				opaque(class, testDriver, `{"vlan":100}`), claimConfig(`{"vlanQoS":9}`),
-			},
-			wantErr: `request "net": config.vlanQoS: 9 is out of range 0..7`},
-		{name: "key twice in one of several entries", request: "net",
-			configs: []resourceapi.DeviceAllocationConfiguration{
-				opaque(class, testDriver, `{"vlan":100}`), claimConfig(`{"mtu":1500,"mtu":9000}`),
-			},
-			wantErr: `request "net": config.mtu: given twice`},
-		{name: "not an object among several", request: "net",
-			configs: []resourceapi.DeviceAllocationConfiguration{
-				opaque(class, testDriver, `{"vlan":100}`), claimConfig(`[1]`),
-			},
-			wantErr: `request "net": config.parameters: not a JSON object`},
-		{name: "more addresses than a claim status holds", request: "net",
-			configs: []resourceapi.DeviceAllocationConfiguration{claimConfig(`{"addresses":["10.0.0.1/24","10.0.0.2/24","10.0.0.3/24",
-				"10.0.0.4/24","10.0.0.5/24","10.0.0.6/24","10.0.0.7/24","10.0.0.8/24","10.0.0.9/24","10.0.0.10/24","10.0.0.11/24",
-				"10.0.0.12/24","10.0.0.13/24","10.0.0.14/24","10.0.0.15/24","10.0.0.16/24","10.0.0.17/24"]}`)},
-			wantErr: `request "net": config.addresses: 17 addresses; a claim status holds at most 16`},
-		{name: "an address twice", request: "net",
-			configs: []resourceapi.DeviceAllocationConfiguration{claimConfig(`{"addresses":["10.0.0.1/24","10.0.0.1/24"]}`)},
-			wantErr: `request "net": config.addresses[1]: 10.0.0.1/24 is given twice`},
-		{name: "parameters as an object", request: "net",
-			configs: []resourceapi.DeviceAllocationConfiguration{{Source: class, DeviceConfiguration: resourceapi.DeviceConfiguration{
-				Opaque: &resourceapi.OpaqueDeviceConfiguration{Driver: testDriver,
-					Parameters: runtime.RawExtension{Object: &runtime.Unknown{Raw: []byte(`{"podIfName":"net1"}`), ContentType: runtime.ContentTypeJSON}}}}}},
-			want: &devicev1.DeviceConfig{PodIfName: "net1"}},
-	}
 	d := newRig(t).d
-	for _, tt := range tests {
+	for _, tt := range configForCases {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := d.configFor(tt.configs, tt.request)
 			if tt.wantErr != "" {
@@ -776,6 +733,73 @@ func TestConfigFor(t *testing.T) {
 			}
 		})
 	}
+}
+
+// configForCase is one case of TestConfigFor: the device config configFor
+// makes of configs for request, or its error.
+type configForCase struct {
+	name    string
+	configs []resourceapi.DeviceAllocationConfiguration
+	request string
+	want    *devicev1.DeviceConfig
+	wantErr string
+}
+
+// fromClass is the source of a config from the device class.
+const fromClass = resourceapi.AllocationConfigSourceClass
+
+// vlanOf is v as the pointer a DeviceConfig's Vlan is.
+func vlanOf(v uint32) *uint32 { return &v }
+
+// configForCases are TestConfigFor's cases.
+var configForCases = []configForCase{
+	{name: "no config", request: "net", want: &devicev1.DeviceConfig{}},
+	{name: "for all requests", request: "net",
+		configs: []resourceapi.DeviceAllocationConfiguration{claimConfig(`{"podIfName":"net1"}`)},
+		want:    &devicev1.DeviceConfig{PodIfName: "net1"}},
+	{name: "for another request", request: "net",
+		configs: []resourceapi.DeviceAllocationConfiguration{claimConfig(`{"podIfName":"net1"}`, "other")},
+		want:    &devicev1.DeviceConfig{}},
+	{name: "main request covers its subrequests", request: "net/fast",
+		configs: []resourceapi.DeviceAllocationConfiguration{claimConfig(`{"podIfName":"net1"}`, "net")},
+		want:    &devicev1.DeviceConfig{PodIfName: "net1"}},
+	{name: "another driver's config is ignored", request: "net",
+		configs: []resourceapi.DeviceAllocationConfiguration{opaque(fromClass, "gpu.example.com", `{"cores":4}`)},
+		want:    &devicev1.DeviceConfig{}},
+	{name: "class then claim: merged, the claim wins", request: "net",
+		configs: []resourceapi.DeviceAllocationConfiguration{
+			opaque(fromClass, testDriver, `{"vlan":100,"podIfName":"x","mtu":9000}`),
+			claimConfig(`{"podIfName":"net1","mtu":null}`, "net"),
+		},
+		want: &devicev1.DeviceConfig{PodIfName: "net1", Vlan: vlanOf(100)}},
+	{name: "merged config is validated whole", request: "net",
+		configs: []resourceapi.DeviceAllocationConfiguration{
+			opaque(fromClass, testDriver, `{"vlan":100}`), claimConfig(`{"vlanQoS":9}`),
+		},
+		wantErr: `request "net": config.vlanQoS: 9 is out of range 0..7`},
+	{name: "key twice in one of several entries", request: "net",
+		configs: []resourceapi.DeviceAllocationConfiguration{
+			opaque(fromClass, testDriver, `{"vlan":100}`), claimConfig(`{"mtu":1500,"mtu":9000}`),
+		},
+		wantErr: `request "net": config.mtu: given twice`},
+	{name: "not an object among several", request: "net",
+		configs: []resourceapi.DeviceAllocationConfiguration{
+			opaque(fromClass, testDriver, `{"vlan":100}`), claimConfig(`[1]`),
+		},
+		wantErr: `request "net": config.parameters: not a JSON object`},
+	{name: "more addresses than a claim status holds", request: "net",
+		configs: []resourceapi.DeviceAllocationConfiguration{claimConfig(`{"addresses":["10.0.0.1/24","10.0.0.2/24","10.0.0.3/24",
+			"10.0.0.4/24","10.0.0.5/24","10.0.0.6/24","10.0.0.7/24","10.0.0.8/24","10.0.0.9/24","10.0.0.10/24","10.0.0.11/24",
+			"10.0.0.12/24","10.0.0.13/24","10.0.0.14/24","10.0.0.15/24","10.0.0.16/24","10.0.0.17/24"]}`)},
+		wantErr: `request "net": config.addresses: 17 addresses; a claim status holds at most 16`},
+	{name: "an address twice", request: "net",
+		configs: []resourceapi.DeviceAllocationConfiguration{claimConfig(`{"addresses":["10.0.0.1/24","10.0.0.1/24"]}`)},
+		wantErr: `request "net": config.addresses[1]: 10.0.0.1/24 is given twice`},
+	{name: "parameters as an object", request: "net",
+		configs: []resourceapi.DeviceAllocationConfiguration{{Source: fromClass, DeviceConfiguration: resourceapi.DeviceConfiguration{
+			Opaque: &resourceapi.OpaqueDeviceConfiguration{Driver: testDriver,
+				Parameters: runtime.RawExtension{Object: &runtime.Unknown{Raw: []byte(`{"podIfName":"net1"}`), ContentType: runtime.ContentTypeJSON}}}}}},
+		want: &devicev1.DeviceConfig{PodIfName: "net1"}},
 }
 
 // TestSteps: a prepare's log line names its steps in order, each with its time.

@@ -25,7 +25,28 @@ import (
 // services/provisioner/server's TestRestore_ForgedStatusData.
 func TestRecover_ForgedStatus(t *testing.T) {
 	entries, _ := preparedClaim(t, twoVFs)
-	forged := func(f func(c *claimSpec, st []resourceapi.AllocatedDeviceStatus)) claimSpec {
+	forged := forgery(entries)
+	for _, cases := range [][]forgedCase{forgedDataCases(forged), forgedClaimCases(forged)} {
+		for _, tt := range cases {
+			t.Run(tt.name, tt.run)
+		}
+	}
+}
+
+// forgedCase is one case of TestRecover_ForgedStatus: Recover of claim on
+// an empty state (after change), and the rows and events it must leave.
+type forgedCase struct {
+	name     string
+	claim    claimSpec
+	change   func(*rig)
+	restored []string // the rows after, pool/device
+	events   []string // substrings, in order
+}
+
+// forgery returns what makes the claim twoVFs with its status entries,
+// entries (copies), forged by f.
+func forgery(entries []resourceapi.AllocatedDeviceStatus) func(f func(c *claimSpec, st []resourceapi.AllocatedDeviceStatus)) claimSpec {
+	return func(f func(c *claimSpec, st []resourceapi.AllocatedDeviceStatus)) claimSpec {
 		return with(twoVFs, func(c *claimSpec) {
 			st := make([]resourceapi.AllocatedDeviceStatus, len(entries))
 			for i, e := range entries {
@@ -35,13 +56,11 @@ func TestRecover_ForgedStatus(t *testing.T) {
 			c.status = st
 		})
 	}
-	tests := []struct {
-		name     string
-		claim    claimSpec
-		change   func(*rig)
-		restored []string // the rows after, pool/device
-		events   []string // substrings, in order
-	}{
+}
+
+// forgedDataCases are the cases of a status entry's data forged.
+func forgedDataCases(forged func(func(*claimSpec, []resourceapi.AllocatedDeviceStatus)) claimSpec) []forgedCase {
+	return []forgedCase{
 		{
 			name: "truncated data",
 			claim: forged(func(_ *claimSpec, st []resourceapi.AllocatedDeviceStatus) {
@@ -66,6 +85,13 @@ func TestRecover_ForgedStatus(t *testing.T) {
 			restored: []string{"pool-a/vf2"},
 			events:   []string{`device vf1 not restored after a restart, nothing done to its devices: claim status data is not a netdra prepared device: prepared device "vf2" for device "vf1"`},
 		},
+	}
+}
+
+// forgedClaimCases are the cases of a claim whose status names a pool,
+// a device or pods it must not, or whose pod is on the host network.
+func forgedClaimCases(forged func(func(*claimSpec, []resourceapi.AllocatedDeviceStatus)) claimSpec) []forgedCase {
+	return []forgedCase{
 		{
 			name: "a pool the node does not have",
 			claim: forged(func(c *claimSpec, st []resourceapi.AllocatedDeviceStatus) {
@@ -118,40 +144,41 @@ func TestRecover_ForgedStatus(t *testing.T) {
 			restored: []string{"pool-a/vf2"},
 		},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := newRig(t)
-			if tt.change != nil {
-				tt.change(r)
-			}
-			if err := r.d.Recover(context.Background(), []*resourceapi.ResourceClaim{tt.claim.build()}); err != nil {
-				t.Fatalf("Recover: %v", err)
-			}
-			var got []string
-			for _, a := range r.mem.snapshot() {
-				got = append(got, a.GetPool()+"/"+a.GetDeviceName())
-				if a.GetPhase() != prepared {
-					t.Errorf("%s restored as %s", a.GetDeviceName(), a.GetPhase())
-				}
-			}
-			if diff := cmp.Diff(tt.restored, got); diff != "" {
-				t.Errorf("restored (-want +got):\n%s", diff)
-			}
-			events := r.claims.getEvents()
-			if len(events) != len(tt.events) {
-				t.Fatalf("events %q, want %d", events, len(tt.events))
-			}
-			for i, want := range tt.events {
-				if !strings.Contains(events[i], "Warning "+ReasonRecoveryRefused) || !strings.Contains(events[i], want) {
-					t.Errorf("event %q, want a %s one with %q", events[i], ReasonRecoveryRefused, want)
-				}
-			}
-			for _, c := range r.rec.get() {
-				if strings.HasPrefix(c, "prov.Setup") || strings.HasPrefix(c, "prov.Free") {
-					t.Errorf("a refused status reached the node: %s", c)
-				}
-			}
-		})
+}
+
+// run recovers the case's claim and checks the rows restored, the events
+// and that no refused status reached the node.
+func (tt forgedCase) run(t *testing.T) {
+	r := newRig(t)
+	if tt.change != nil {
+		tt.change(r)
+	}
+	if err := r.d.Recover(context.Background(), []*resourceapi.ResourceClaim{tt.claim.build()}); err != nil {
+		t.Fatalf("Recover: %v", err)
+	}
+	var got []string
+	for _, a := range r.mem.snapshot() {
+		got = append(got, a.GetPool()+"/"+a.GetDeviceName())
+		if a.GetPhase() != prepared {
+			t.Errorf("%s restored as %s", a.GetDeviceName(), a.GetPhase())
+		}
+	}
+	if diff := cmp.Diff(tt.restored, got); diff != "" {
+		t.Errorf("restored (-want +got):\n%s", diff)
+	}
+	events := r.claims.getEvents()
+	if len(events) != len(tt.events) {
+		t.Fatalf("events %q, want %d", events, len(tt.events))
+	}
+	for i, want := range tt.events {
+		if !strings.Contains(events[i], "Warning "+ReasonRecoveryRefused) || !strings.Contains(events[i], want) {
+			t.Errorf("event %q, want a %s one with %q", events[i], ReasonRecoveryRefused, want)
+		}
+	}
+	for _, c := range r.rec.get() {
+		if strings.HasPrefix(c, "prov.Setup") || strings.HasPrefix(c, "prov.Free") {
+			t.Errorf("a refused status reached the node: %s", c)
+		}
 	}
 }
 

@@ -24,135 +24,148 @@ func claimRef(name string) kubeletplugin.NamespacedObject {
 }
 
 func TestUnprepare(t *testing.T) {
-	busy := func(r *rig) {
-		r.prov.FreeFunc = func(*provisionerv1.FreeRequest) (*provisionerv1.FreeResponse, error) {
-			return nil, status.Error(codes.Unknown, "PF ens1f0 is busy")
-		}
+	for _, tt := range unprepareCases {
+		t.Run(tt.name, tt.run)
 	}
-	tests := []struct {
-		name      string
-		rows      []*statev1.Allocation
-		change    func(*rig)
-		wantErr   string
-		wantCalls []string
-		wantRows  []string
-	}{
-		{
-			name: "frees each device and deletes its allocation",
-			rows: []*statev1.Allocation{
-				row("c1", "web", "vf1", prepared, nil), row("c1", "web", "vf2", attached, nil),
-				row("c2", "web", "vf3", prepared, nil),
-			},
-			wantCalls: []string{
-				"state.ListAllocations claim=uid-c1",
-				"prov.Free vf1", "state.DeleteAllocation pool-a/vf1",
-				"prov.Free vf2", "state.DeleteAllocation pool-a/vf2",
-			},
-			wantRows: []string{"pool-a/vf3 PHASE_PREPARED uid-c2 pod=uid-web if= pd"},
-		},
-		{
-			name: "free finds the device lost: an event on the claim, the allocation deleted",
-			rows: []*statev1.Allocation{row("c1", "web", "vf1", attached, nil)},
-			change: func(r *rig) {
-				r.prov.FreeFunc = func(*provisionerv1.FreeRequest) (*provisionerv1.FreeResponse, error) {
-					return &provisionerv1.FreeResponse{DeviceLost: true}, nil
-				}
-			},
-			wantCalls: []string{
-				"state.ListAllocations claim=uid-c1",
-				"prov.Free vf1", "claims.Event Warning DeviceLost", "state.DeleteAllocation pool-a/vf1",
-			},
-			wantRows: []string{},
-		},
-		{
-			name:      "unknown claim: nothing to do",
-			rows:      []*statev1.Allocation{row("c2", "web", "vf3", prepared, nil)},
-			wantCalls: []string{"state.ListAllocations claim=uid-c1"},
-			wantRows:  []string{"pool-a/vf3 PHASE_PREPARED uid-c2 pod=uid-web if= pd"},
-		},
-		{
-			name:   "free fails: kept as freeing-failed, nil to the kubelet",
-			rows:   []*statev1.Allocation{row("c1", "web", "vf1", prepared, nil)},
-			change: busy,
-			wantCalls: []string{
-				"state.ListAllocations claim=uid-c1",
-				"prov.Free vf1", "state.MarkFreeFailed pool-a/vf1",
-			},
-			wantRows: []string{"pool-a/vf1 PHASE_FREEING_FAILED uid-c1 pod=uid-web if= pd"},
-		},
-		{
-			name: "free fails and cannot be recorded: an error, the kubelet retries",
-			rows: []*statev1.Allocation{row("c1", "web", "vf1", prepared, nil)},
-			change: func(r *rig) {
-				busy(r)
-				r.state.MarkFreeFailedFunc = func(*statev1.MarkFreeFailedRequest) (*statev1.MarkFreeFailedResponse, error) {
-					return nil, status.Error(codes.Unavailable, "state service down")
-				}
-			},
-			wantErr: "recording the failed free of vf1: state service down",
-			wantCalls: []string{
-				"state.ListAllocations claim=uid-c1",
-				"prov.Free vf1", "state.MarkFreeFailed pool-a/vf1",
-			},
-			wantRows: []string{"pool-a/vf1 PHASE_PREPARED uid-c1 pod=uid-web if= pd"},
-		},
-		{
-			name: "state unreachable: an error",
-			change: func(r *rig) {
-				r.state.ListAllocationsFunc = func(*statev1.ListAllocationsRequest) (*statev1.ListAllocationsResponse, error) {
-					return nil, status.Error(codes.Unavailable, "state service down")
-				}
-			},
-			wantErr:   "listing allocations: state service down",
-			wantCalls: []string{"state.ListAllocations claim=uid-c1"},
-			wantRows:  []string{},
-		},
-		{
-			name: "an interrupted dummy intent: its link is freed, the intent aborted",
-			rows: []*statev1.Allocation{row("c1", "web", "dummy0", preparing, nil)},
-			wantCalls: []string{
-				"state.ListAllocations claim=uid-c1",
-				"state.ListDevices", "prov.Free dummy0", "state.AbortPrepare pool-a/dummy0",
-			},
-			wantRows: []string{},
-		},
-		{
-			name: "an interrupted VF intent: nothing to free, the intent aborted",
-			rows: []*statev1.Allocation{row("c1", "web", "vf1", preparing, nil)},
-			wantCalls: []string{
-				"state.ListAllocations claim=uid-c1",
-				"state.ListDevices", "state.AbortPrepare pool-a/vf1",
-			},
-			wantRows: []string{},
-		},
+}
+
+// unprepareCase is one case of TestUnprepare: claim c1 unprepared on a
+// rig with rows (and change's faults), and what it must return, call and
+// leave.
+type unprepareCase struct {
+	name      string
+	rows      []*statev1.Allocation
+	change    func(*rig)
+	wantErr   string
+	wantCalls []string
+	wantRows  []string
+}
+
+// freeBusy makes the provisioner's Free fail: the PF is busy.
+func freeBusy(r *rig) {
+	r.prov.FreeFunc = func(*provisionerv1.FreeRequest) (*provisionerv1.FreeResponse, error) {
+		return nil, status.Error(codes.Unknown, "PF ens1f0 is busy")
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := newRig(t, tt.rows...)
-			if tt.change != nil {
-				tt.change(r)
+}
+
+// unprepareCases are TestUnprepare's cases.
+var unprepareCases = []unprepareCase{
+	{
+		name: "frees each device and deletes its allocation",
+		rows: []*statev1.Allocation{
+			row("c1", "web", "vf1", prepared, nil), row("c1", "web", "vf2", attached, nil),
+			row("c2", "web", "vf3", prepared, nil),
+		},
+		wantCalls: []string{
+			"state.ListAllocations claim=uid-c1",
+			"prov.Free vf1", "state.DeleteAllocation pool-a/vf1",
+			"prov.Free vf2", "state.DeleteAllocation pool-a/vf2",
+		},
+		wantRows: []string{"pool-a/vf3 PHASE_PREPARED uid-c2 pod=uid-web if= pd"},
+	},
+	{
+		name: "free finds the device lost: an event on the claim, the allocation deleted",
+		rows: []*statev1.Allocation{row("c1", "web", "vf1", attached, nil)},
+		change: func(r *rig) {
+			r.prov.FreeFunc = func(*provisionerv1.FreeRequest) (*provisionerv1.FreeResponse, error) {
+				return &provisionerv1.FreeResponse{DeviceLost: true}, nil
 			}
-			res, err := r.d.UnprepareResourceClaims(context.Background(), []kubeletplugin.NamespacedObject{claimRef("c1")})
-			if err != nil {
-				t.Fatal(err)
+		},
+		wantCalls: []string{
+			"state.ListAllocations claim=uid-c1",
+			"prov.Free vf1", "claims.Event Warning DeviceLost", "state.DeleteAllocation pool-a/vf1",
+		},
+		wantRows: []string{},
+	},
+	{
+		name:      "unknown claim: nothing to do",
+		rows:      []*statev1.Allocation{row("c2", "web", "vf3", prepared, nil)},
+		wantCalls: []string{"state.ListAllocations claim=uid-c1"},
+		wantRows:  []string{"pool-a/vf3 PHASE_PREPARED uid-c2 pod=uid-web if= pd"},
+	},
+	{
+		name:   "free fails: kept as freeing-failed, nil to the kubelet",
+		rows:   []*statev1.Allocation{row("c1", "web", "vf1", prepared, nil)},
+		change: freeBusy,
+		wantCalls: []string{
+			"state.ListAllocations claim=uid-c1",
+			"prov.Free vf1", "state.MarkFreeFailed pool-a/vf1",
+		},
+		wantRows: []string{"pool-a/vf1 PHASE_FREEING_FAILED uid-c1 pod=uid-web if= pd"},
+	},
+	{
+		name: "free fails and cannot be recorded: an error, the kubelet retries",
+		rows: []*statev1.Allocation{row("c1", "web", "vf1", prepared, nil)},
+		change: func(r *rig) {
+			freeBusy(r)
+			r.state.MarkFreeFailedFunc = func(*statev1.MarkFreeFailedRequest) (*statev1.MarkFreeFailedResponse, error) {
+				return nil, status.Error(codes.Unavailable, "state service down")
 			}
-			got, ok := res["uid-c1"]
-			if !ok || len(res) != 1 {
-				t.Fatalf("results %v, want one for uid-c1", res)
+		},
+		wantErr: "recording the failed free of vf1: state service down",
+		wantCalls: []string{
+			"state.ListAllocations claim=uid-c1",
+			"prov.Free vf1", "state.MarkFreeFailed pool-a/vf1",
+		},
+		wantRows: []string{"pool-a/vf1 PHASE_PREPARED uid-c1 pod=uid-web if= pd"},
+	},
+	{
+		name: "state unreachable: an error",
+		change: func(r *rig) {
+			r.state.ListAllocationsFunc = func(*statev1.ListAllocationsRequest) (*statev1.ListAllocationsResponse, error) {
+				return nil, status.Error(codes.Unavailable, "state service down")
 			}
-			switch {
-			case tt.wantErr == "" && got != nil:
-				t.Errorf("unprepare: %v", got)
-			case tt.wantErr != "" && (got == nil || got.Error() != tt.wantErr):
-				t.Errorf("error %v, want %q", got, tt.wantErr)
-			}
-			if diff := cmp.Diff(tt.wantCalls, r.rec.get()); diff != "" {
-				t.Errorf("calls (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff(tt.wantRows, rowSummary(r.mem.snapshot())); diff != "" {
-				t.Errorf("state rows (-want +got):\n%s", diff)
-			}
-		})
+		},
+		wantErr:   "listing allocations: state service down",
+		wantCalls: []string{"state.ListAllocations claim=uid-c1"},
+		wantRows:  []string{},
+	},
+	{
+		name: "an interrupted dummy intent: its link is freed, the intent aborted",
+		rows: []*statev1.Allocation{row("c1", "web", "dummy0", preparing, nil)},
+		wantCalls: []string{
+			"state.ListAllocations claim=uid-c1",
+			"state.ListDevices", "prov.Free dummy0", "state.AbortPrepare pool-a/dummy0",
+		},
+		wantRows: []string{},
+	},
+	{
+		name: "an interrupted VF intent: nothing to free, the intent aborted",
+		rows: []*statev1.Allocation{row("c1", "web", "vf1", preparing, nil)},
+		wantCalls: []string{
+			"state.ListAllocations claim=uid-c1",
+			"state.ListDevices", "state.AbortPrepare pool-a/vf1",
+		},
+		wantRows: []string{},
+	},
+}
+
+// run unprepares claim c1 and checks its result, the calls and the state's
+// rows.
+func (tt unprepareCase) run(t *testing.T) {
+	r := newRig(t, tt.rows...)
+	if tt.change != nil {
+		tt.change(r)
+	}
+	res, err := r.d.UnprepareResourceClaims(context.Background(), []kubeletplugin.NamespacedObject{claimRef("c1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := res["uid-c1"]
+	if !ok || len(res) != 1 {
+		t.Fatalf("results %v, want one for uid-c1", res)
+	}
+	switch {
+	case tt.wantErr == "" && got != nil:
+		t.Errorf("unprepare: %v", got)
+	case tt.wantErr != "" && (got == nil || got.Error() != tt.wantErr):
+		t.Errorf("error %v, want %q", got, tt.wantErr)
+	}
+	if diff := cmp.Diff(tt.wantCalls, r.rec.get()); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(tt.wantRows, rowSummary(r.mem.snapshot())); diff != "" {
+		t.Errorf("state rows (-want +got):\n%s", diff)
 	}
 }
 

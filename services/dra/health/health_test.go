@@ -40,88 +40,99 @@ const (
 )
 
 func TestAssess(t *testing.T) {
-	up, down := devicev1.LinkState_LINK_STATE_UP, devicev1.LinkState_LINK_STATE_DOWN
-	tests := []struct {
-		name     string
-		seen     map[string]string
-		view     publish.View
-		want     []h
-		wantSeen map[string]string
-	}{
-		{
-			name: "link states",
-			view: view([]*devicev1.Device{dev("a", up), dev("b", down), dev("c", devicev1.LinkState_LINK_STATE_ADMIN_DOWN),
-				dev("d", devicev1.LinkState_LINK_STATE_UNSPECIFIED)}, map[string]string{"a": "p", "b": "p", "c": "q", "d": "q"}),
-			want: []h{
-				{PoolName: "n1/p", DeviceName: "a", Health: healthy, Message: MsgUp},
-				{PoolName: "n1/p", DeviceName: "b", Health: unhealthy, Message: MsgNoCarrier},
-				{PoolName: "n1/q", DeviceName: "c", Health: healthy, Message: MsgAdminDown},
-				{PoolName: "n1/q", DeviceName: "d", Health: healthy, Message: MsgNoLink},
-			},
-			wantSeen: map[string]string{"a": "p", "b": "p", "c": "q", "d": "q"},
-		},
-		{
-			name:     "not published, not allocated: not reported",
-			view:     view([]*devicev1.Device{dev("a", up), dev("other", down)}, map[string]string{"a": "p"}),
-			want:     []h{{PoolName: "n1/p", DeviceName: "a", Health: healthy, Message: MsgUp}},
-			wantSeen: map[string]string{"a": "p"},
-		},
-		{
-			name:     "an allocated device vanished: unhealthy, in its allocation's pool",
-			view:     view(nil, map[string]string{}, alloc("p", "a", statev1.Phase_PHASE_PREPARED)),
-			want:     []h{{PoolName: "n1/p", DeviceName: "a", Health: unhealthy, Message: MsgVanished}},
-			wantSeen: map[string]string{"a": "p"},
-		},
-		{
-			name:     "an attached device gone from the host: unknown",
-			view:     view(nil, map[string]string{}, alloc("p", "a", statev1.Phase_PHASE_ATTACHED)),
-			want:     []h{{PoolName: "n1/p", DeviceName: "a", Health: unknown, Message: MsgInPod}},
-			wantSeen: map[string]string{"a": "p"},
-		},
-		{
-			name:     "an attached device the host still sees: by its link",
-			view:     view([]*devicev1.Device{dev("a", down)}, map[string]string{"a": "p"}, alloc("p", "a", statev1.Phase_PHASE_ATTACHED)),
-			want:     []h{{PoolName: "n1/p", DeviceName: "a", Health: unhealthy, Message: MsgNoCarrier}},
-			wantSeen: map[string]string{"a": "p"},
-		},
-		{
-			name: "a reported device vanished: unhealthy until it is back",
-			seen: map[string]string{"a": "p", "b": "p"},
-			view: view([]*devicev1.Device{dev("b", up)}, map[string]string{"b": "p"}),
-			want: []h{
-				{PoolName: "n1/p", DeviceName: "a", Health: unhealthy, Message: MsgVanished},
-				{PoolName: "n1/p", DeviceName: "b", Health: healthy, Message: MsgUp},
-			},
-			wantSeen: map[string]string{"a": "p", "b": "p"},
-		},
-		{
-			name:     "a reported device still present but no longer published: dropped",
-			seen:     map[string]string{"a": "p"},
-			view:     view([]*devicev1.Device{dev("a", up)}, map[string]string{}),
-			want:     []h{},
-			wantSeen: map[string]string{},
-		},
-		{
-			name:     "the allocation's pool wins over the published one",
-			view:     view([]*devicev1.Device{dev("a", up)}, map[string]string{"a": "q"}, alloc("p", "a", statev1.Phase_PHASE_PREPARED)),
-			want:     []h{{PoolName: "n1/p", DeviceName: "a", Health: healthy, Message: MsgUp}},
-			wantSeen: map[string]string{"a": "p"},
-		},
+	for _, tt := range assessCases {
+		t.Run(tt.name, tt.run)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			seen := tt.seen
-			if seen == nil {
-				seen = map[string]string{}
-			}
-			got := Assess(tt.view, "n1", seen)
-			if diff := cmp.Diff(tt.want, got); diff != "" {
-				t.Errorf("health (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff(tt.wantSeen, seen); diff != "" {
-				t.Errorf("seen (-want +got):\n%s", diff)
-			}
-		})
+}
+
+// assessCase is one case of TestAssess: the devices' health Assess finds in
+// view, with the devices seen before (seen), and the seen it leaves.
+type assessCase struct {
+	name     string
+	seen     map[string]string
+	view     publish.View
+	want     []h
+	wantSeen map[string]string
+}
+
+// linkUp and linkDown are the link states the cases give their devices.
+const linkUp, linkDown = devicev1.LinkState_LINK_STATE_UP, devicev1.LinkState_LINK_STATE_DOWN
+
+// assessCases are TestAssess's cases.
+var assessCases = []assessCase{
+	{
+		name: "link states",
+		view: view([]*devicev1.Device{dev("a", linkUp), dev("b", linkDown), dev("c", devicev1.LinkState_LINK_STATE_ADMIN_DOWN),
+			dev("d", devicev1.LinkState_LINK_STATE_UNSPECIFIED)}, map[string]string{"a": "p", "b": "p", "c": "q", "d": "q"}),
+		want: []h{
+			{PoolName: "n1/p", DeviceName: "a", Health: healthy, Message: MsgUp},
+			{PoolName: "n1/p", DeviceName: "b", Health: unhealthy, Message: MsgNoCarrier},
+			{PoolName: "n1/q", DeviceName: "c", Health: healthy, Message: MsgAdminDown},
+			{PoolName: "n1/q", DeviceName: "d", Health: healthy, Message: MsgNoLink},
+		},
+		wantSeen: map[string]string{"a": "p", "b": "p", "c": "q", "d": "q"},
+	},
+	{
+		name:     "not published, not allocated: not reported",
+		view:     view([]*devicev1.Device{dev("a", linkUp), dev("other", linkDown)}, map[string]string{"a": "p"}),
+		want:     []h{{PoolName: "n1/p", DeviceName: "a", Health: healthy, Message: MsgUp}},
+		wantSeen: map[string]string{"a": "p"},
+	},
+	{
+		name:     "an allocated device vanished: unhealthy, in its allocation's pool",
+		view:     view(nil, map[string]string{}, alloc("p", "a", statev1.Phase_PHASE_PREPARED)),
+		want:     []h{{PoolName: "n1/p", DeviceName: "a", Health: unhealthy, Message: MsgVanished}},
+		wantSeen: map[string]string{"a": "p"},
+	},
+	{
+		name:     "an attached device gone from the host: unknown",
+		view:     view(nil, map[string]string{}, alloc("p", "a", statev1.Phase_PHASE_ATTACHED)),
+		want:     []h{{PoolName: "n1/p", DeviceName: "a", Health: unknown, Message: MsgInPod}},
+		wantSeen: map[string]string{"a": "p"},
+	},
+	{
+		name:     "an attached device the host still sees: by its link",
+		view:     view([]*devicev1.Device{dev("a", linkDown)}, map[string]string{"a": "p"}, alloc("p", "a", statev1.Phase_PHASE_ATTACHED)),
+		want:     []h{{PoolName: "n1/p", DeviceName: "a", Health: unhealthy, Message: MsgNoCarrier}},
+		wantSeen: map[string]string{"a": "p"},
+	},
+	{
+		name: "a reported device vanished: unhealthy until it is back",
+		seen: map[string]string{"a": "p", "b": "p"},
+		view: view([]*devicev1.Device{dev("b", linkUp)}, map[string]string{"b": "p"}),
+		want: []h{
+			{PoolName: "n1/p", DeviceName: "a", Health: unhealthy, Message: MsgVanished},
+			{PoolName: "n1/p", DeviceName: "b", Health: healthy, Message: MsgUp},
+		},
+		wantSeen: map[string]string{"a": "p", "b": "p"},
+	},
+	{
+		name:     "a reported device still present but no longer published: dropped",
+		seen:     map[string]string{"a": "p"},
+		view:     view([]*devicev1.Device{dev("a", linkUp)}, map[string]string{}),
+		want:     []h{},
+		wantSeen: map[string]string{},
+	},
+	{
+		name:     "the allocation's pool wins over the published one",
+		view:     view([]*devicev1.Device{dev("a", linkUp)}, map[string]string{"a": "q"}, alloc("p", "a", statev1.Phase_PHASE_PREPARED)),
+		want:     []h{{PoolName: "n1/p", DeviceName: "a", Health: healthy, Message: MsgUp}},
+		wantSeen: map[string]string{"a": "p"},
+	},
+}
+
+// run assesses the case's view and checks the health and what is seen after.
+func (tt assessCase) run(t *testing.T) {
+	seen := tt.seen
+	if seen == nil {
+		seen = map[string]string{}
+	}
+	got := Assess(tt.view, "n1", seen)
+	if diff := cmp.Diff(tt.want, got); diff != "" {
+		t.Errorf("health (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(tt.wantSeen, seen); diff != "" {
+		t.Errorf("seen (-want +got):\n%s", diff)
 	}
 }
 

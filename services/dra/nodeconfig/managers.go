@@ -2,14 +2,54 @@ package nodeconfig
 
 import (
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	"github.com/netdra/netdra/shared/apis/v1alpha1"
+	"github.com/netdra/netdra/shared/managername"
 )
+
+// ManagerWarnings keeps the NodeConfig's DeviceManagersSettled condition
+// on what the provisioner last said each device manager does not do as
+// configured (an SR-IOV PF whose vfCount waits until its allocated VFs
+// are freed), with the generation in force.
+type ManagerWarnings struct {
+	log        *slog.Logger
+	status     *StatusWriter
+	generation func() int64
+
+	mu       sync.Mutex
+	warnings map[string][]string // by manager name
+}
+
+// NewManagerWarnings returns the keeper of the condition, written through
+// status; generation says the generation in force.
+func NewManagerWarnings(log *slog.Logger, status *StatusWriter, generation func() int64) *ManagerWarnings {
+	return &ManagerWarnings{log: log, status: status, generation: generation, warnings: map[string][]string{}}
+}
+
+// Set takes manager m's warnings, as the provisioner last reported them
+// (none: it does what it is asked), and sets the condition; a change is
+// logged.
+func (w *ManagerWarnings) Set(m devicev1.DeviceManager, warnings []string) {
+	generation := w.generation()
+	name := managername.Of(m)
+	w.mu.Lock()
+	changed := !slices.Equal(w.warnings[name], warnings)
+	w.warnings[name] = slices.Clone(warnings)
+	cond := ManagersCondition(generation, w.warnings)
+	w.mu.Unlock()
+	if changed {
+		w.log.Info("Device manager warnings", "manager", name, "warnings", warnings)
+	}
+	w.status.SetCondition(cond)
+}
 
 // maxManagersMessage bounds the DeviceManagersSettled message: a node with
 // many waiting PFs says how many more there are rather than each.

@@ -2,9 +2,11 @@
 // hands each valid spec to the agent's Applier, retrying failures with a
 // backoff; the spec maps onto what dra's parts take (Provisioner, Pools,
 // IPPools), a provisioner's refusal back onto the spec's field names
-// (ProvisionerError); and a StatusWriter keeps the NodeConfig's status
+// (ProvisionerError); a StatusWriter keeps the NodeConfig's status
 // (conditions, the pools published, the driver name) written, coalescing
-// updates.
+// updates; an IPPoolWatch hands the ip pools to the state service and
+// keeps their condition and counts in the status current, and
+// ManagerWarnings keeps the device managers' condition.
 package nodeconfig
 
 import (
@@ -84,11 +86,44 @@ func (w *Watcher) Retry() {
 	}
 }
 
-// Run watches until ctx ends.
+// Run watches until ctx ends, and returns ctx's error then, or an
+// informer that could not be set up.
 func (w *Watcher) Run(ctx context.Context) error {
-	// A plain informer on the dynamic client: dynamicinformer's factory
-	// would link client-go's informers and listers of every API group
-	// into dra.
+	inf, err := w.informer()
+	if err != nil {
+		return err
+	}
+	ictx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); inf.RunWithContext(ictx) }()
+	defer func() { stop(); <-done }()
+	var applied int64 = -1
+	retry := applyBackoff
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-w.queue:
+		}
+		var res lookResult
+		applied, res = w.look(ctx, inf.GetStore(), applied)
+		switch res {
+		case lookApplied:
+			retry = applyBackoff
+		case lookFailed:
+			// Retried at the next change, or after a backoff: a
+			// refusal (a driverName change while claims are prepared)
+			// or an unreachable provisioner may clear by itself.
+			time.AfterFunc(retry.Step(), w.Retry)
+		}
+	}
+}
+
+// informer is the informer of the node's NodeConfig, which asks Run to
+// look at it at each change. A plain informer on the dynamic client:
+// dynamicinformer's factory would link client-go's informers and listers
+// of every API group into dra.
+func (w *Watcher) informer() (cache.SharedIndexInformer, error) {
 	sel := fields.OneTermEqualSelector("metadata.name", w.node).String()
 	res := w.client.Resource(NodeConfigsResource)
 	inf := cache.NewSharedIndexInformer(&cache.ListWatch{
@@ -108,59 +143,55 @@ func (w *Watcher) Run(ctx context.Context) error {
 		}
 		return obj, nil
 	})
-	queue := w.queue
 	kick := func(any) { w.Retry() }
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: kick, UpdateFunc: func(_, o any) { kick(o) }, DeleteFunc: kick,
 	}); err != nil {
-		return err
+		return nil, err
 	}
-	ictx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); inf.RunWithContext(ictx) }()
-	defer func() { stop(); <-done }()
-	var applied int64 = -1
-	retry := applyBackoff
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-queue:
-		}
-		obj, exists, err := inf.GetStore().GetByKey(w.node)
-		if err != nil {
-			continue
-		}
-		if !exists {
-			if applied != 0 {
-				w.log.Info("No NodeConfig for this node: running with the defaults")
-				if err := w.apply(ctx, v1alpha1.Default(&v1alpha1.NodeConfigSpec{}), 0); err != nil {
-					w.log.Error("Applying the default configuration", "error", err)
-				}
-				applied = 0
+	return inf, nil
+}
+
+// lookResult is what a look at the NodeConfig did.
+type lookResult int
+
+const (
+	lookNothing lookResult = iota // nothing new to apply, or nothing readable
+	lookApplied                   // a generation (or the defaults) applied
+	lookFailed                    // an apply failed: retry it
+)
+
+// look applies the node's NodeConfig as store has it when its generation
+// is not the one applied (the defaults, generation 0, when there is
+// none). It returns the generation applied from now on (-1 after a failed
+// apply, so that the next look applies it again) and what it did.
+func (w *Watcher) look(ctx context.Context, store cache.Store, applied int64) (int64, lookResult) {
+	obj, exists, err := store.GetByKey(w.node)
+	if err != nil {
+		return applied, lookNothing
+	}
+	if !exists {
+		if applied != 0 {
+			w.log.Info("No NodeConfig for this node: running with the defaults")
+			if err := w.apply(ctx, v1alpha1.Default(&v1alpha1.NodeConfigSpec{}), 0); err != nil {
+				w.log.Error("Applying the default configuration", "error", err)
 			}
-			continue
 		}
-		nc := &v1alpha1.NodeConfig{}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.(*unstructured.Unstructured).Object, nc); err != nil {
-			w.log.Error("Reading the NodeConfig", "error", err)
-			continue
-		}
-		if nc.Generation == applied {
-			w.status.Check(nc.Status) // rewritten when someone changed it
-			continue
-		}
-		applied = nc.Generation
-		if w.handle(ctx, nc) {
-			retry = applyBackoff
-			continue
-		}
-		// Retried at the next change, or after a backoff: a refusal (a
-		// driverName change while claims are prepared) or an unreachable
-		// provisioner may clear by itself.
-		applied = -1
-		time.AfterFunc(retry.Step(), func() { kick(nil) })
+		return 0, lookNothing
 	}
+	nc := &v1alpha1.NodeConfig{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.(*unstructured.Unstructured).Object, nc); err != nil {
+		w.log.Error("Reading the NodeConfig", "error", err)
+		return applied, lookNothing
+	}
+	if nc.Generation == applied {
+		w.status.Check(nc.Status) // rewritten when someone changed it
+		return applied, lookNothing
+	}
+	if w.handle(ctx, nc) {
+		return nc.Generation, lookApplied
+	}
+	return -1, lookFailed
 }
 
 // validate is v1alpha1.Validate, and then whether each pool's ResourceSlice

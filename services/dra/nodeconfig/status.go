@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/netdra/netdra/services/dra/publish"
 	"github.com/netdra/netdra/shared/apis/v1alpha1"
 )
 
@@ -163,6 +164,16 @@ func (w *StatusWriter) write(ctx context.Context, st v1alpha1.NodeConfigStatus) 
 	}
 	_, err = w.client.Resource(NodeConfigsResource).Patch(ctx, w.node, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
 	return err
+}
+
+// PublishedPools is the NodeConfig status of the published pools, by
+// name.
+func PublishedPools(ps []publish.Pool) []v1alpha1.PoolStatus {
+	out := []v1alpha1.PoolStatus{}
+	for _, p := range slices.SortedFunc(slices.Values(ps), func(a, b publish.Pool) int { return strings.Compare(a.Name, b.Name) }) {
+		out = append(out, v1alpha1.PoolStatus{Name: p.Name, Devices: int32(len(p.Devices))})
+	}
+	return out
 }
 
 func nonNil[T any](s []T) []T {

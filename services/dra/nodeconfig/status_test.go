@@ -36,13 +36,7 @@ func readStatus(t *testing.T, c *dynamicfake.FakeDynamicClient) (v1alpha1.NodeCo
 // gone is gone), not again when unchanged, and again when the NodeConfig
 // was re-created (Check).
 func TestStatusWriter(t *testing.T) {
-	scheme := runtime.NewScheme()
-	c := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, map[schema.GroupVersionResource]string{NodeConfigsResource: "NodeConfigList"})
-	var patches atomic.Int32
-	c.PrependReactor("patch", "nodeconfigs", func(k8stesting.Action) (bool, runtime.Object, error) {
-		patches.Add(1)
-		return false, nil, nil
-	})
+	c, patches := patchCountingClient()
 	nc := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "netdra.io/v1alpha1", "kind": "NodeConfig",
 		"metadata": map[string]any{"name": "n1"}, "spec": map[string]any{"driverName": "netdra.io"}}}
 	if _, err := c.Resource(NodeConfigsResource).Create(context.Background(), nc, metav1.CreateOptions{}); err != nil {
@@ -55,13 +49,7 @@ func TestStatusWriter(t *testing.T) {
 
 	waitStatus := func(what string, want v1alpha1.NodeConfigStatus) {
 		t.Helper()
-		var got v1alpha1.NodeConfigStatus
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-			if got, _ = readStatus(t, c); statusEqual(got, want) {
-				return
-			}
-		}
-		t.Fatalf("%s: status (-want +got):\n%s", what, cmp.Diff(want, got))
+		waitForStatus(t, c, what, want)
 	}
 	applied := metav1.Condition{Type: v1alpha1.ConditionApplied, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonApplied,
 		LastTransitionTime: metav1.NewTime(time.Unix(1000, 0))}
@@ -96,6 +84,31 @@ func TestStatusWriter(t *testing.T) {
 	}
 	w.Check(v1alpha1.NodeConfigStatus{})
 	waitStatus("after re-creation", want)
+}
+
+// patchCountingClient is a fake dynamic client that knows NodeConfigs and
+// counts the patches made through it.
+func patchCountingClient() (*dynamicfake.FakeDynamicClient, *atomic.Int32) {
+	c := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{NodeConfigsResource: "NodeConfigList"})
+	patches := &atomic.Int32{}
+	c.PrependReactor("patch", "nodeconfigs", func(k8stesting.Action) (bool, runtime.Object, error) {
+		patches.Add(1)
+		return false, nil, nil
+	})
+	return c, patches
+}
+
+// waitForStatus waits until the NodeConfig's status in c is want, and
+// fails the test, saying what was awaited, once its deadline passed.
+func waitForStatus(t *testing.T, c *dynamicfake.FakeDynamicClient, what string, want v1alpha1.NodeConfigStatus) {
+	t.Helper()
+	var got v1alpha1.NodeConfigStatus
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if got, _ = readStatus(t, c); statusEqual(got, want) {
+			return
+		}
+	}
+	t.Fatalf("%s: status (-want +got):\n%s", what, cmp.Diff(want, got))
 }
 
 // TestStatusWriter_KeepsSetCondition: a condition SetCondition set stays

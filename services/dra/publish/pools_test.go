@@ -41,13 +41,24 @@ func render(ps []Pool) []string {
 }
 
 func TestAssign(t *testing.T) {
-	tests := []struct {
-		name    string
-		specs   []Spec
-		allocs  []*statev1.Allocation
-		want    []string
-		wantLog string
-	}{{
+	for _, tt := range assignCases {
+		t.Run(tt.name, tt.run)
+	}
+}
+
+// assignCase is one case of TestAssign: the pools Assign makes of every
+// test device by specs, with allocs pinning devices, and what it logs.
+type assignCase struct {
+	name    string
+	specs   []Spec
+	allocs  []*statev1.Allocation
+	want    []string
+	wantLog string
+}
+
+// assignCases are TestAssign's cases.
+var assignCases = []assignCase{
+	{
 		name:  "filter by device manager",
 		specs: []Spec{{Name: "vfs", Filter: Filter{DeviceManagers: []string{"sr-iov"}}}, {Name: "fake", Filter: Filter{DeviceManagers: []string{"dummy"}}}},
 		want:  []string{"fake: dummy0", "vfs: 0000-03-00-1,0000-03-00-2"},
@@ -101,21 +112,21 @@ func TestAssign(t *testing.T) {
 		name:  "a device no pool selects is not published",
 		specs: []Spec{{Name: "hosts", Filter: Filter{DeviceManagers: []string{"host"}}}},
 		want:  []string{"hosts: eth1"},
-	}}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var logs bytes.Buffer
-			log := slog.New(slog.NewTextHandler(&logs, nil))
-			got := render(Assign(log, tt.specs, all, tt.allocs))
-			if diff := cmp.Diff(tt.want, got); diff != "" {
-				t.Errorf("(-want +got):\n%s", diff)
-			}
-			if tt.wantLog != "" && !strings.Contains(logs.String(), tt.wantLog) {
-				t.Errorf("log %q lacks %q", logs.String(), tt.wantLog)
-			}
-			if tt.wantLog == "" && strings.Contains(logs.String(), "level=ERROR") {
-				t.Errorf("unexpected error logged: %s", logs.String())
-			}
-		})
+	},
+}
+
+// run assigns the devices and checks the pools and the log.
+func (tt assignCase) run(t *testing.T) {
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	got := render(Assign(log, tt.specs, all, tt.allocs))
+	if diff := cmp.Diff(tt.want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if tt.wantLog != "" && !strings.Contains(logs.String(), tt.wantLog) {
+		t.Errorf("log %q lacks %q", logs.String(), tt.wantLog)
+	}
+	if tt.wantLog == "" && strings.Contains(logs.String(), "level=ERROR") {
+		t.Errorf("unexpected error logged: %s", logs.String())
 	}
 }

@@ -69,11 +69,7 @@ func want(sl ...[]resourceapi.Device) []resourceslice.Slice {
 // generation: an update of at most one slice keeps it, anything else
 // writes every slice under the next one, the obsolete ones deleted.
 func TestPlanPool(t *testing.T) {
-	type write struct {
-		cur   string // "" for a create
-		index int
-		gen   int64
-	}
+	type write = plannedWrite
 	for _, c := range []struct {
 		name    string
 		want    []resourceslice.Slice
@@ -110,18 +106,7 @@ func TestPlanPool(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var writes []write
-			for _, w := range plan.writes {
-				cur := ""
-				if w.cur != nil {
-					cur = w.cur.Name
-				}
-				writes = append(writes, write{cur, w.index, w.spec.Pool.Generation})
-			}
-			var deletes []string
-			for _, s := range plan.deletes {
-				deletes = append(deletes, s.Name)
-			}
+			writes, deletes := planSummary(plan)
 			if diff := cmp.Diff(c.writes, writes, cmp.AllowUnexported(write{})); diff != "" {
 				t.Errorf("writes (-want +got):\n%s", diff)
 			}
@@ -130,6 +115,30 @@ func TestPlanPool(t *testing.T) {
 			}
 		})
 	}
+}
+
+// plannedWrite is a slice write of a plan, as TestPlanPool states it.
+type plannedWrite struct {
+	cur   string // "" for a create
+	index int
+	gen   int64
+}
+
+// planSummary is plan's writes, and the names of the slices it deletes.
+func planSummary(plan poolPlan) ([]plannedWrite, []string) {
+	var writes []plannedWrite
+	for _, w := range plan.writes {
+		cur := ""
+		if w.cur != nil {
+			cur = w.cur.Name
+		}
+		writes = append(writes, plannedWrite{cur, w.index, w.spec.Pool.Generation})
+	}
+	var deletes []string
+	for _, s := range plan.deletes {
+		deletes = append(deletes, s.Name)
+	}
+	return writes, deletes
 }
 
 // TestPlanPoolChangedByOthers: a slice someone else changed since dra wrote

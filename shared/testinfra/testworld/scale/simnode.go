@@ -26,6 +26,7 @@ import (
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 	"github.com/netdra/netdra/services/dra/agent"
+	"github.com/netdra/netdra/services/dra/drametrics"
 	"github.com/netdra/netdra/services/state/api"
 	"github.com/netdra/netdra/services/state/store"
 )
@@ -84,7 +85,7 @@ func startNode(ctx context.Context, log *slog.Logger, rc *rest.Config, node, dir
 	a := agent.New(agent.Config{NodeName: node, Kube: kc, Dynamic: dc,
 		State: statev1.NewStateServiceClient(conn), Provisioner: provisionerv1.NewProvisionerServiceClient(conn),
 		PluginDir: pluginDir, RegistrarDir: regDir, Debounce: 200 * time.Millisecond,
-		Metrics: agent.NewMetrics(prometheus.NewRegistry()), Logger: log.With("node", node)})
+		Metrics: drametrics.New(prometheus.NewRegistry()), Logger: log.With("node", node)})
 	ctx, cancel := context.WithCancel(ctx)
 	n := &simNode{name: node, cancel: cancel, done: make(chan struct{}), srv: srv, conn: conn, store: st}
 	var wg sync.WaitGroup

@@ -1,4 +1,4 @@
-package agent
+package sockkeep
 
 import (
 	"context"
@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/netdra/netdra/services/dra/sockkeep"
 )
 
 // TestWatchHolder: a dra serving on held sockets goes on while the holder
@@ -20,26 +18,31 @@ func TestWatchHolder(t *testing.T) {
 	dir := t.TempDir()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	handover := filepath.Join(dir, "h.sock")
-	a := &Agent{cfg: Config{PluginDir: filepath.Join(dir, "plugins"), RegistrarDir: dir, KeepSockets: handover},
-		log: log, fatal: make(chan error, 1)}
+	paths := KubeletPaths(filepath.Join(dir, "plugins"), dir, "netdra.io")
+	fatal := make(chan error, 1)
+	watch := func(ctx context.Context, done chan struct{}) { // as dra does: its error stops dra
+		if err := WatchHolder(ctx, log, handover, paths); err != nil {
+			fatal <- err
+		}
+		close(done)
+	}
 
-	h := sockkeep.NewHolder(log, nil)
+	h := NewHolder(log, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	served := make(chan error, 1)
-	go func() { served <- h.Serve(ctx, handover) }()
+	go func() { _ = h.Serve(ctx, handover) }()
 	defer h.Close()
-	held, err := a.takeSockets(ctx, "netdra.io", false)
+	held, err := TakeKubelet(ctx, log, handover, paths, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	held.closeUnused()
+	held.CloseUnused()
 
 	wctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { a.watchHolder(wctx, "netdra.io"); close(done) }()
+	go watch(wctx, done)
 	select {
-	case err := <-a.fatal:
+	case err := <-fatal:
 		t.Fatalf("while the holder holds the sockets: %v", err)
 	case <-time.After(2*holderCheckInterval + time.Second):
 	}
@@ -47,7 +50,7 @@ func TestWatchHolder(t *testing.T) {
 	// The holder restarted: it holds nothing, the files are gone.
 	h.Close()
 	select {
-	case err := <-a.fatal:
+	case err := <-fatal:
 		if !strings.Contains(err.Error(), "no longer the kubelet sockets") || !strings.Contains(err.Error(), "netdra.io-reg.sock") {
 			t.Errorf("error %q, want one naming the sockets no longer held", err)
 		}
@@ -58,15 +61,15 @@ func TestWatchHolder(t *testing.T) {
 
 	// A plugin that stopped serving (a rename) watches no more.
 	done = make(chan struct{})
-	go func() { a.watchHolder(wctx, "netdra.io"); close(done) }()
+	go watch(wctx, done)
 	stop()
 	select {
-	case err := <-a.fatal:
+	case err := <-fatal:
 		t.Errorf("after the plugin stopped serving: %v", err)
 	case <-done:
 	}
 	select {
-	case err := <-a.fatal:
+	case err := <-fatal:
 		t.Errorf("after the plugin stopped serving: %v", err)
 	default:
 	}

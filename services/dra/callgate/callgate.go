@@ -1,4 +1,9 @@
-package agent
+// Package callgate counts the kubelet's prepare and unprepare calls into
+// one served kubelet plugin, so that the plugin is stopped (for a driver
+// name change) only when none is under way and its reply went out, and
+// notes a call that came while the gate was closed: the change is then
+// rolled back, since that call may have prepared or freed a claim.
+package callgate
 
 import (
 	"context"
@@ -12,9 +17,9 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 )
 
-// errStopping answers a kubelet call that comes while the plugin is being
+// ErrStopping answers a kubelet call that comes while the plugin is being
 // stopped for a driver name change; the kubelet retries it.
-var errStopping = errors.New("the DRA plugin is stopping for a driver name change; retry")
+var ErrStopping = errors.New("the DRA plugin is stopping for a driver name change; retry")
 
 // replyGrace is how long after the kubelet's last call returned the plugin
 // may be stopped: the kubelet plugin helper stops its gRPC server hard, and
@@ -22,10 +27,10 @@ var errStopping = errors.New("the DRA plugin is stopping for a driver name chang
 // driver name that is gone.
 const replyGrace = time.Second
 
-// gate counts the kubelet's prepare and unprepare calls into one served
+// Gate counts the kubelet's prepare and unprepare calls into one served
 // plugin, so that it is stopped only when none is under way, and notes a
-// call that came while it was closed.
-type gate struct {
+// call that came while it was closed. Its zero value is open.
+type Gate struct {
 	mu       sync.Mutex
 	inflight int
 	lastDone time.Time
@@ -33,7 +38,7 @@ type gate struct {
 	knocked  bool
 }
 
-func (g *gate) enter() bool {
+func (g *Gate) enter() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
@@ -44,16 +49,16 @@ func (g *gate) enter() bool {
 	return true
 }
 
-func (g *gate) leave() {
+func (g *Gate) leave() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.inflight--
 	g.lastDone = time.Now()
 }
 
-// close closes the gate once no call is under way and the last one
-// returned replyGrace ago, or returns ctx's error.
-func (g *gate) close(ctx context.Context) error {
+// Close closes the gate once no call is under way and the last one
+// returned replyGrace ago, or returns ctx's error (the gate stays open).
+func (g *Gate) Close(ctx context.Context) error {
 	// Between two looks it waits what is left of the grace, between 10ms
 	// and 50ms.
 	pause := func() time.Duration {
@@ -74,19 +79,19 @@ func (g *gate) close(ctx context.Context) error {
 
 // graceLeft is how much of replyGrace is left since the last call
 // returned; g.mu is held.
-func (g *gate) graceLeft() time.Duration {
+func (g *Gate) graceLeft() time.Duration {
 	return replyGrace - time.Since(g.lastDone)
 }
 
-// open opens a closed gate again.
-func (g *gate) open() {
+// Open opens a closed gate again and forgets the calls it refused.
+func (g *Gate) Open() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.closed, g.knocked = false, false
 }
 
-// wasKnocked reports whether a call came while the gate was closed.
-func (g *gate) wasKnocked() bool {
+// WasKnocked reports whether a call came while the gate was closed.
+func (g *Gate) WasKnocked() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.knocked
@@ -95,12 +100,18 @@ func (g *gate) wasKnocked() bool {
 // gated is a plugin whose prepare and unprepare calls pass a gate.
 type gated struct {
 	kubeletplugin.DRAPlugin
-	g *gate
+	g *Gate
+}
+
+// Wrap returns plugin with its prepare and unprepare calls passing g: a
+// call while g is closed returns ErrStopping, which the kubelet retries.
+func Wrap(plugin kubeletplugin.DRAPlugin, g *Gate) kubeletplugin.DRAPlugin {
+	return &gated{DRAPlugin: plugin, g: g}
 }
 
 func (p *gated) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
 	if !p.g.enter() {
-		return nil, errStopping
+		return nil, ErrStopping
 	}
 	defer p.g.leave()
 	return p.DRAPlugin.PrepareResourceClaims(ctx, claims)
@@ -108,7 +119,7 @@ func (p *gated) PrepareResourceClaims(ctx context.Context, claims []*resourceapi
 
 func (p *gated) UnprepareResourceClaims(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
 	if !p.g.enter() {
-		return nil, errStopping
+		return nil, ErrStopping
 	}
 	defer p.g.leave()
 	return p.DRAPlugin.UnprepareResourceClaims(ctx, claims)

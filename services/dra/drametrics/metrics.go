@@ -1,4 +1,8 @@
-package agent
+// Package drametrics is dra's Prometheus metrics: the kubelet's prepare and
+// unprepare calls counted and timed, the devices published and tainted
+// per pool, the last publication's time, the devices found lost. A nil
+// *Metrics counts nothing.
+package drametrics
 
 import (
 	"context"
@@ -22,8 +26,9 @@ type Metrics struct {
 	lost        prometheus.Counter
 }
 
-// NewMetrics registers dra's metrics with reg.
-func NewMetrics(reg prometheus.Registerer) *Metrics {
+// New registers dra's metrics with reg; it panics when they are
+// registered there already.
+func New(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "netdra", Subsystem: "dra", Name: "claims_total",
 			Help: "Claims prepared and unprepared, by operation and result."}, []string{"op", "result"}),
@@ -56,14 +61,16 @@ func (m *Metrics) observe(op string, start time.Time, failed int, total int) {
 	m.calls.WithLabelValues(op, "error").Add(float64(failed))
 }
 
-// deviceLost counts a device found lost; nothing without metrics.
-func (m *Metrics) deviceLost() {
+// DeviceLost counts a device found lost; nothing without metrics.
+func (m *Metrics) DeviceLost() {
 	if m != nil {
 		m.lost.Inc()
 	}
 }
 
-func (m *Metrics) published(ps []publish.Pool) {
+// Published sets the devices published and tainted per pool to ps's (a
+// pool not in ps is dropped), and the last publication's time to now.
+func (m *Metrics) Published(ps []publish.Pool) {
 	if m == nil {
 		return
 	}
@@ -82,8 +89,9 @@ func (m *Metrics) published(ps []publish.Pool) {
 	m.lastPublish.SetToCurrentTime()
 }
 
-// wrap counts and times the plugin's calls.
-func (m *Metrics) wrap(p kubeletplugin.DRAPlugin) kubeletplugin.DRAPlugin {
+// Wrap returns p with its prepare and unprepare calls counted (per claim
+// and result) and timed; p itself without metrics.
+func (m *Metrics) Wrap(p kubeletplugin.DRAPlugin) kubeletplugin.DRAPlugin {
 	if m == nil {
 		return p
 	}

@@ -1,4 +1,4 @@
-package agent
+package kubeletreg
 
 import (
 	"log/slog"
@@ -11,22 +11,22 @@ import (
 // claim's metadata is in it.
 func TestRemoveEmptyMetadataDir(t *testing.T) {
 	root := t.TempDir()
-	a := &Agent{cfg: Config{PluginDir: root}, log: slog.New(slog.DiscardHandler)}
+	r := New(Config{PluginDir: root, Logger: slog.New(slog.DiscardHandler)})
 	dir := filepath.Join(root, "netdra.io", metadataDir)
 	claim := filepath.Join(dir, "ns_claim")
 	if err := os.MkdirAll(claim, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	a.removeEmptyMetadataDir("netdra.io")
+	r.RemoveEmptyMetadataDir("netdra.io")
 	if _, err := os.Stat(claim); err != nil {
 		t.Fatalf("a claim's metadata went: %v", err)
 	}
 	if err := os.Remove(claim); err != nil {
 		t.Fatal(err)
 	}
-	a.removeEmptyMetadataDir("netdra.io")
+	r.RemoveEmptyMetadataDir("netdra.io")
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("the empty metadata directory stayed: %v", err)
 	}
-	a.removeEmptyMetadataDir("netdra.io") // gone already: nothing to say
+	r.RemoveEmptyMetadataDir("netdra.io") // gone already: nothing to say
 }

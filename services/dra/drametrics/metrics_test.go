@@ -1,4 +1,4 @@
-package agent
+package drametrics
 
 import (
 	"context"
@@ -51,14 +51,14 @@ func claim(name string) *resourceapi.ResourceClaim {
 // of the last publication; devices found lost.
 func TestMetrics(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
-	m := NewMetrics(reg)
+	m := New(reg)
 	if mfs, err := reg.Gather(); err != nil {
 		t.Fatal(err)
 	} else if i := slices.IndexFunc(mfs, func(mf *dto.MetricFamily) bool { return mf.GetName() == "netdra_dra_claims_total" }); i < 0 ||
 		len(mfs[i].GetMetric()) != 4 || slices.ContainsFunc(mfs[i].GetMetric(), func(m *dto.Metric) bool { return m.GetCounter().GetValue() != 0 }) {
 		t.Errorf("before any call: claims_total %v, want 4 series at 0", mfs)
 	}
-	p := m.wrap(fakePlugin{})
+	p := m.Wrap(fakePlugin{})
 	ctx := context.Background()
 	if _, err := p.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{claim("a"), claim("bad1"), claim("b")}); err != nil {
 		t.Fatal(err)
@@ -72,13 +72,41 @@ func TestMetrics(t *testing.T) {
 	pool := func(name string, n int) publish.Pool {
 		return publish.Pool{Name: name, Devices: make([]*devicev1.Device, n)}
 	}
-	m.published([]publish.Pool{pool("red", 2), pool("gone", 1)})
+	m.Published([]publish.Pool{pool("red", 2), pool("gone", 1)})
 	red := pool("red", 3)
 	red.Devices[2] = &devicev1.Device{Name: "down", LinkState: devicev1.LinkState_LINK_STATE_DOWN}
-	m.published([]publish.Pool{red, pool("empty", 0)})
-	m.deviceLost()
-	(*Metrics)(nil).deviceLost() // a driver without metrics
+	m.Published([]publish.Pool{red, pool("empty", 0)})
+	m.DeviceLost()
+	(*Metrics)(nil).DeviceLost() // a driver without metrics
 
+	got := gathered(t, reg)
+	if got["netdra_dra_last_publish_timestamp_seconds"] <= 0 {
+		t.Errorf("last publish time not set: %v", got)
+	}
+	delete(got, "netdra_dra_last_publish_timestamp_seconds")
+	want := map[string]float64{
+		"netdra_dra_claims_total op=prepare result=error":     1,
+		"netdra_dra_claims_total op=prepare result=ok":        2,
+		"netdra_dra_claims_total op=unprepare result=error":   2,
+		"netdra_dra_claims_total op=unprepare result=ok":      1,
+		"netdra_dra_call_duration_seconds op=prepare count":   1,
+		"netdra_dra_call_duration_seconds op=unprepare count": 2,
+		"netdra_dra_published_devices pool=empty":             0,
+		"netdra_dra_published_devices pool=red":               3,
+		"netdra_dra_tainted_devices pool=empty":               0,
+		"netdra_dra_tainted_devices pool=red":                 1,
+		"netdra_dra_devices_lost_total":                       1,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("metrics (-want +got):\n%s", diff)
+	}
+}
+
+// gathered is reg's samples by name and labels ("name label=value ..."):
+// a counter's or gauge's value, a histogram's sample count (the key ends
+// in " count").
+func gathered(t *testing.T, reg prometheus.Gatherer) map[string]float64 {
+	t.Helper()
 	got := map[string]float64{}
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -100,24 +128,5 @@ func TestMetrics(t *testing.T) {
 			}
 		}
 	}
-	if got["netdra_dra_last_publish_timestamp_seconds"] <= 0 {
-		t.Errorf("last publish time not set: %v", got)
-	}
-	delete(got, "netdra_dra_last_publish_timestamp_seconds")
-	want := map[string]float64{
-		"netdra_dra_claims_total op=prepare result=error":     1,
-		"netdra_dra_claims_total op=prepare result=ok":        2,
-		"netdra_dra_claims_total op=unprepare result=error":   2,
-		"netdra_dra_claims_total op=unprepare result=ok":      1,
-		"netdra_dra_call_duration_seconds op=prepare count":   1,
-		"netdra_dra_call_duration_seconds op=unprepare count": 2,
-		"netdra_dra_published_devices pool=empty":             0,
-		"netdra_dra_published_devices pool=red":               3,
-		"netdra_dra_tainted_devices pool=empty":               0,
-		"netdra_dra_tainted_devices pool=red":                 1,
-		"netdra_dra_devices_lost_total":                       1,
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("metrics (-want +got):\n%s", diff)
-	}
+	return got
 }

@@ -1,4 +1,4 @@
-package agent
+package callgate
 
 import (
 	"context"
@@ -31,9 +31,9 @@ func (p *blockingPlugin) PrepareResourceClaims(context.Context, []*resourceapi.R
 // its reply had time to go out); a call while closed is refused and noted;
 // reopened, calls pass again.
 func TestGate(t *testing.T) {
-	g := &gate{}
+	g := &Gate{}
 	p := &blockingPlugin{entered: make(chan struct{}), release: make(chan struct{})}
-	gp := &gated{DRAPlugin: p, g: g}
+	gp := Wrap(p, g)
 	ctx := context.Background()
 	returned := make(chan struct{})
 	go func() {
@@ -42,7 +42,7 @@ func TestGate(t *testing.T) {
 	}()
 	<-p.entered
 	closed := make(chan error, 1)
-	go func() { closed <- g.close(ctx) }()
+	go func() { closed <- g.Close(ctx) }()
 	select {
 	case err := <-closed:
 		t.Fatalf("the gate closed (%v) while a call was under way", err)
@@ -53,22 +53,22 @@ func TestGate(t *testing.T) {
 	if err := <-closed; err != nil {
 		t.Fatal(err)
 	}
-	if _, err := gp.PrepareResourceClaims(ctx, nil); !errors.Is(err, errStopping) {
-		t.Errorf("prepare through a closed gate: %v, want errStopping", err)
+	if _, err := gp.PrepareResourceClaims(ctx, nil); !errors.Is(err, ErrStopping) {
+		t.Errorf("prepare through a closed gate: %v, want ErrStopping", err)
 	}
-	if !g.wasKnocked() {
+	if !g.WasKnocked() {
 		t.Error("the refused call was not noted")
 	}
-	g.open()
-	if _, err := gp.PrepareResourceClaims(ctx, nil); err != nil || g.wasKnocked() {
-		t.Errorf("prepare through a reopened gate: %v, knocked %v", err, g.wasKnocked())
+	g.Open()
+	if _, err := gp.PrepareResourceClaims(ctx, nil); err != nil || g.WasKnocked() {
+		t.Errorf("prepare through a reopened gate: %v, knocked %v", err, g.WasKnocked())
 	}
 	// A gate that cannot close gives up with ctx.
 	go func() { _, _ = gp.UnprepareResourceClaims(ctx, nil) }()
 	<-p.entered
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if err := g.close(cctx); !errors.Is(err, context.Canceled) {
+	if err := g.Close(cctx); !errors.Is(err, context.Canceled) {
 		t.Errorf("close with a call under way and ctx ended: %v", err)
 	}
 }
