@@ -256,7 +256,7 @@ func TestPrepare(t *testing.T) {
 			change: func(r *rig) {
 				setup := r.prov.SetupFunc
 				r.prov.SetupFunc = func(in *provisionerv1.SetupRequest) (*provisionerv1.SetupResponse, error) {
-					if in.GetDevice().GetName() == "vf2" {
+					if in.GetDeviceName() == "vf2" {
 						return nil, status.Error(codes.Unknown, "setting up vf2: PF ens1f0 refused VLAN 100")
 					}
 					return setup(in)
@@ -278,7 +278,7 @@ func TestPrepare(t *testing.T) {
 			change: func(r *rig) {
 				setup := r.prov.SetupFunc
 				r.prov.SetupFunc = func(in *provisionerv1.SetupRequest) (*provisionerv1.SetupResponse, error) {
-					if in.GetDevice().GetName() == "dummy0" {
+					if in.GetDeviceName() == "dummy0" {
 						return nil, status.Error(codes.Unavailable, "connection reset")
 					}
 					return setup(in)
@@ -383,10 +383,10 @@ func TestPrepare(t *testing.T) {
 			claim: twoVFs,
 			change: func(r *rig) {
 				r.prov.SetupFunc = func(in *provisionerv1.SetupRequest) (*provisionerv1.SetupResponse, error) {
-					if in.GetDevice().GetName() == "vf2" {
+					if in.GetDeviceName() == "vf2" {
 						return nil, status.Error(codes.Unknown, "no such VF")
 					}
-					return &provisionerv1.SetupResponse{PreparedDevice: preparedOf(in.GetDevice())}, nil
+					return &provisionerv1.SetupResponse{PreparedDevice: preparedOf(named(in))}, nil
 				}
 				r.prov.FreeFunc = func(*provisionerv1.FreeRequest) (*provisionerv1.FreeResponse, error) {
 					return nil, status.Error(codes.Unknown, "PF ens1f0 is busy")
