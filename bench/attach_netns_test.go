@@ -489,7 +489,7 @@ func (p *pipeline) prepare(b *testing.B, devices, pods int) {
 			var pd *devicev1.PreparedDevice
 			for deadline := time.Now().Add(30 * time.Second); pd == nil; time.Sleep(50 * time.Millisecond) {
 				resp, err := p.provisioner.Setup(ctx, &provisionerv1.SetupRequest{Pool: "bench",
-					Device: &devicev1.Device{Name: dev, Manager: devicev1.DeviceManager_DEVICE_MANAGER_HOST}, Config: cfg})
+					DeviceName: dev, Manager: devicev1.DeviceManager_DEVICE_MANAGER_HOST, Config: cfg})
 				if err == nil {
 					pd = resp.GetPreparedDevice()
 				} else if time.Now().After(deadline) {

@@ -139,13 +139,13 @@ func TestProvisioner_HostVethThroughGrpcurl(t *testing.T) {
 	}
 
 	// Bad input is refused, naming the field, and touches nothing.
-	out, err := grpcurltest.Try(bin, sock, `{"device":{"name":"data0","manager":"DEVICE_MANAGER_HOST"},"config":{"podIfName":"net/1"}}`, svc+"Setup")
+	out, err := grpcurltest.Try(bin, sock, `{"deviceName":"data0","manager":"DEVICE_MANAGER_HOST","config":{"podIfName":"net/1"}}`, svc+"Setup")
 	if err == nil || !strings.Contains(out, "InvalidArgument") || !strings.Contains(out, "config.podIfName") {
 		t.Errorf("Setup with a bad podIfName: %v\n%s", err, out)
 	}
 
 	cfg := `{"podIfName":"net1","macAddress":"02:00:00:00:bb:02","mtu":1400,"addresses":["10.10.0.2/24","fd00:10::2/64"],"routes":[{"destination":"10.20.0.0/16","gateway":"10.10.0.1"}]}`
-	setup := grpcurltest.Call(t, bin, sock, `{"device":{"name":"data0","manager":"DEVICE_MANAGER_HOST"},"config":`+cfg+`}`, svc+"Setup")
+	setup := grpcurltest.Call(t, bin, sock, `{"deviceName":"data0","manager":"DEVICE_MANAGER_HOST","config":`+cfg+`}`, svc+"Setup")
 	var prepared struct {
 		PreparedDevice json.RawMessage `json:"preparedDevice"`
 	}

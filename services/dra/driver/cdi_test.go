@@ -31,7 +31,7 @@ func cdiRig(t *testing.T, rows ...*statev1.Allocation) (*rig, *cdispec.Dir) {
 	dir := cdispec.New(t.TempDir())
 	r.d.cdi, r.d.metadata = dir, true
 	r.prov.SetupFunc = func(in *provisionerv1.SetupRequest) (*provisionerv1.SetupResponse, error) {
-		return &provisionerv1.SetupResponse{PreparedDevice: cdiPrepared(in.GetDevice())}, nil
+		return &provisionerv1.SetupResponse{PreparedDevice: cdiPrepared(named(in))}, nil
 	}
 	return r, dir
 }

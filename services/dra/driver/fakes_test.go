@@ -323,8 +323,8 @@ func (m *memState) deleteAllocation(in *statev1.DeleteAllocationRequest) (*state
 
 // fakeProvisioner is a ProvisionerClient whose methods call their XxxFunc,
 // recording each call; newFakeProvisioner's funcs succeed. Its Setup, as
-// the real one, reads the request's device name and manager only and
-// prepares its own inventory's copy of the device.
+// the real one, prepares its own inventory's copy of the device the
+// request names.
 type fakeProvisioner struct {
 	rec         *recorder
 	SetupFunc   func(*provisionerv1.SetupRequest) (*provisionerv1.SetupResponse, error)
@@ -339,11 +339,11 @@ func newFakeProvisioner(rec *recorder, inventory func() []*devicev1.Device) *fak
 		rec: rec,
 		SetupFunc: func(in *provisionerv1.SetupRequest) (*provisionerv1.SetupResponse, error) {
 			for _, d := range inventory() {
-				if d.GetName() == in.GetDevice().GetName() && d.GetManager() == in.GetDevice().GetManager() {
+				if d.GetName() == in.GetDeviceName() && d.GetManager() == in.GetManager() {
 					return &provisionerv1.SetupResponse{PreparedDevice: preparedOf(d)}, nil
 				}
 			}
-			return nil, status.Errorf(codes.NotFound, "device %s is not in the %s inventory", in.GetDevice().GetName(), in.GetDevice().GetManager())
+			return nil, status.Errorf(codes.NotFound, "device %s is not in the %s inventory", in.GetDeviceName(), in.GetManager())
 		},
 		FreeFunc: func(*provisionerv1.FreeRequest) (*provisionerv1.FreeResponse, error) {
 			return &provisionerv1.FreeResponse{}, nil
@@ -358,6 +358,11 @@ func newFakeProvisioner(rec *recorder, inventory func() []*devicev1.Device) *fak
 	}
 }
 
+// named is the device a Setup request names: its name and manager.
+func named(in *provisionerv1.SetupRequest) *devicev1.Device {
+	return &devicev1.Device{Name: in.GetDeviceName(), Manager: in.GetManager()}
+}
+
 // preparedOf is what the fake Setup makes of dev.
 func preparedOf(dev *devicev1.Device) *devicev1.PreparedDevice {
 	return &devicev1.PreparedDevice{
@@ -367,7 +372,7 @@ func preparedOf(dev *devicev1.Device) *devicev1.PreparedDevice {
 }
 
 func (f *fakeProvisioner) Setup(_ context.Context, in *provisionerv1.SetupRequest, _ ...grpc.CallOption) (*provisionerv1.SetupResponse, error) {
-	f.rec.add("prov.Setup %s", in.GetDevice().GetName())
+	f.rec.add("prov.Setup %s", in.GetDeviceName())
 	return f.SetupFunc(in)
 }
 
@@ -477,7 +482,7 @@ func (r *rig) hold() *holder {
 	r.prov.SetupFunc = func(in *provisionerv1.SetupRequest) (*provisionerv1.SetupResponse, error) {
 		resp, err := setup(in)
 		if err == nil {
-			h.take(in.GetDevice().GetName())
+			h.take(in.GetDeviceName())
 		}
 		return resp, err
 	}

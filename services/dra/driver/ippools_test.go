@@ -31,7 +31,7 @@ func TestPrepare_UsesTheStateServicesConfig(t *testing.T) {
 	setup := r.prov.SetupFunc
 	r.prov.SetupFunc = func(in *provisionerv1.SetupRequest) (*provisionerv1.SetupResponse, error) {
 		mu.Lock()
-		setups[in.GetDevice().GetName()] = in
+		setups[in.GetDeviceName()] = in
 		mu.Unlock()
 		return setup(in)
 	}

@@ -474,10 +474,9 @@ func (d *Driver) setUpAll(ctx context.Context, p *preparation, devs []*devicev1.
 // have failed); an error whose outcome is unknown with pd nil is a Setup
 // whose reply was lost.
 func (d *Driver) setUpOne(ctx context.Context, p *preparation, dev *devicev1.Device, pl plannedDevice, record bool) (*devicev1.PreparedDevice, error) {
-	// The provisioner reads the device's name and manager, and takes the
-	// rest from its own inventory.
-	ref := &devicev1.Device{Name: dev.GetName(), Manager: dev.GetManager()}
-	resp, err := d.prov.Setup(ctx, &provisionerv1.SetupRequest{Device: ref, Config: pl.config, Pool: pl.pool, Share: pl.share()})
+	// The provisioner takes the device from its own inventory.
+	resp, err := d.prov.Setup(ctx, &provisionerv1.SetupRequest{DeviceName: dev.GetName(), Manager: dev.GetManager(),
+		Config: pl.config, Pool: pl.pool, Share: pl.share()})
 	if err == nil && resp.GetPreparedDevice() == nil {
 		err = status.Error(codes.Internal, "the provisioner returned no prepared device")
 	}

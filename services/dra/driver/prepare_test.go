@@ -270,7 +270,7 @@ var prepareCases = []prepareCase{
 		change: func(r *rig) {
 			setup := r.prov.SetupFunc
 			r.prov.SetupFunc = func(in *provisionerv1.SetupRequest) (*provisionerv1.SetupResponse, error) {
-				if in.GetDevice().GetName() == "vf2" {
+				if in.GetDeviceName() == "vf2" {
 					return nil, status.Error(codes.Unknown, "setting up vf2: PF ens1f0 refused VLAN 100")
 				}
 				return setup(in)
@@ -292,7 +292,7 @@ var prepareCases = []prepareCase{
 		change: func(r *rig) {
 			setup := r.prov.SetupFunc
 			r.prov.SetupFunc = func(in *provisionerv1.SetupRequest) (*provisionerv1.SetupResponse, error) {
-				if in.GetDevice().GetName() == "dummy0" {
+				if in.GetDeviceName() == "dummy0" {
 					return nil, status.Error(codes.Unavailable, "connection reset")
 				}
 				return setup(in)
@@ -397,10 +397,10 @@ var prepareCases = []prepareCase{
 		claim: twoVFs,
 		change: func(r *rig) {
 			r.prov.SetupFunc = func(in *provisionerv1.SetupRequest) (*provisionerv1.SetupResponse, error) {
-				if in.GetDevice().GetName() == "vf2" {
+				if in.GetDeviceName() == "vf2" {
 					return nil, status.Error(codes.Unknown, "no such VF")
 				}
-				return &provisionerv1.SetupResponse{PreparedDevice: preparedOf(in.GetDevice())}, nil
+				return &provisionerv1.SetupResponse{PreparedDevice: preparedOf(named(in))}, nil
 			}
 			r.prov.FreeFunc = func(*provisionerv1.FreeRequest) (*provisionerv1.FreeResponse, error) {
 				return nil, status.Error(codes.Unknown, "PF ens1f0 is busy")

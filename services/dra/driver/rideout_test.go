@@ -34,12 +34,12 @@ func TestPrepareRidesOutARestart(t *testing.T) {
 		}
 		r.prov.SetupFunc = func(in *provisionerv1.SetupRequest) (*provisionerv1.SetupResponse, error) {
 			mu.Lock()
-			if in.GetDevice().GetName() == "vf1" {
+			if in.GetDeviceName() == "vf1" {
 				vf1Setups++
 			}
 			n := vf1Setups
 			mu.Unlock()
-			if in.GetDevice().GetName() == "vf1" && n == 2 { // vf1 of the second attempt
+			if in.GetDeviceName() == "vf1" && n == 2 { // vf1 of the second attempt
 				return nil, status.Error(codes.Unavailable, "the provisioner has not been configured since it started")
 			}
 			return setup(in)
@@ -89,7 +89,7 @@ func TestPrepareRideOut_EverySetupMustPass(t *testing.T) {
 			var mu sync.Mutex
 			setups := map[string]int{}
 			r.prov.SetupFunc = func(in *provisionerv1.SetupRequest) (*provisionerv1.SetupResponse, error) {
-				name := in.GetDevice().GetName()
+				name := in.GetDeviceName()
 				mu.Lock()
 				setups[name]++
 				n := setups[name]

@@ -49,7 +49,7 @@ func allInFlight(r *rig, n int) {
 			mu.Lock()
 			defer mu.Unlock()
 			return nil, status.Errorf(codes.FailedPrecondition, "Setup of %s waited %v for %d Setups in flight at once; %d were",
-				in.GetDevice().GetName(), inFlightWait, n, inFlight)
+				in.GetDeviceName(), inFlightWait, n, inFlight)
 		}
 		return setup(in)
 	}
@@ -99,7 +99,7 @@ func (o outcome) String() string {
 func endSetups(r *rig, outcomes map[string]outcome) {
 	setup, record := r.prov.SetupFunc, r.state.RecordPreparedFunc
 	r.prov.SetupFunc = func(in *provisionerv1.SetupRequest) (*provisionerv1.SetupResponse, error) {
-		name := in.GetDevice().GetName()
+		name := in.GetDeviceName()
 		if outcomes[name] == refused {
 			return nil, status.Errorf(codes.Unknown, "setting up %s: PF ens1f0 refused", name)
 		}

@@ -14,6 +14,7 @@ import (
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
+	"github.com/netdra/netdra/shared/debounce"
 )
 
 // ErrNotReady is what a publish function returns while it cannot publish
@@ -77,7 +78,7 @@ type Publication struct {
 // NewPublisher returns a publisher that calls publish (dra's slice
 // publisher; the pools it is given are its to keep, unchanged) once a burst
 // of changes pauses, at most debounce after
-// its first change, and at most once per debounce interval (publishAt).
+// its first change, and at most once per debounce interval (Run).
 func NewPublisher(log *slog.Logger, state StateWatcher, debounce time.Duration,
 	publish func(context.Context, []Pool) error) *Publisher {
 	return &Publisher{log: log, state: state, publish: publish, debounce: debounce, kick: make(chan struct{}, 1),
@@ -166,7 +167,16 @@ func (p *Publisher) Run(ctx context.Context) error {
 			return ctx.Err()
 		case <-p.kick:
 		}
-		if err := p.coalesce(ctx, time.Now()); err != nil {
+		// Published once the changes pause for quietPeriod, at most
+		// debounce after the first, and never sooner than debounce after
+		// the previous publication began: changes spaced just over the
+		// quiet period apart (a burst of pods) are published at most once
+		// per debounce, as a publication builds every device again. A
+		// change that left the slices as they were (publishOnce skipped
+		// it) sets no floor: the inventory that follows a configuration
+		// change is not held back by it.
+		debounce.WaitFloor(ctx, p.kick, quietPeriod, p.debounce, p.lastStart.Add(p.debounce))
+		if err := ctx.Err(); err != nil {
 			return err
 		}
 		start := time.Now()
@@ -190,44 +200,6 @@ func (p *Publisher) Run(ctx context.Context) error {
 // inventory, or a claim's allocation rows, come close together, so a
 // short pause means the burst is over.
 const quietPeriod = 20 * time.Millisecond
-
-// coalesce waits, from the first change at first, until the changes are
-// due for publication (publishAt), taking in those that come meanwhile.
-func (p *Publisher) coalesce(ctx context.Context, first time.Time) error {
-	last := first
-	for {
-		t := time.NewTimer(time.Until(publishAt(first, last, p.lastStart, min(quietPeriod, p.debounce), p.debounce)))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-p.kick:
-			t.Stop()
-			last = time.Now()
-		case <-t.C:
-			return nil
-		}
-	}
-}
-
-// publishAt is when changes that began at first, the latest at last, are
-// published: once they have paused for quiet, or debounce after the first,
-// whichever is sooner; and never sooner than debounce after the previous
-// publication began at prev, so that changes spaced just over quiet apart
-// (a burst of pods) are published at most once per debounce, as a
-// publication builds every device again. A change that left the slices as
-// they were (publishOnce skipped it) sets no floor: the inventory that
-// follows a configuration change is not held back by it.
-func publishAt(first, last, prev time.Time, quiet, debounce time.Duration) time.Time {
-	at := last.Add(quiet)
-	if ceiling := first.Add(debounce); ceiling.Before(at) {
-		at = ceiling
-	}
-	if floor := prev.Add(debounce); at.Before(floor) {
-		at = floor
-	}
-	return at
-}
 
 // publishOnce publishes the current view, unless it is what the last
 // publication published (and no Republish asked for it): then the

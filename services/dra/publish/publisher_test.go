@@ -213,27 +213,3 @@ func TestWithAllocated(t *testing.T) {
 		t.Errorf("the allocation's prepared device was changed: %v", inPod)
 	}
 }
-
-// A burst is published once it pauses for the quiet period, at most a
-// debounce after its first change, never sooner than a debounce after the
-// previous publication.
-func TestPublishAt(t *testing.T) {
-	t0 := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
-	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
-	const quiet, debounce = 20 * time.Millisecond, 200 * time.Millisecond
-	for _, c := range []struct {
-		name              string
-		first, last, prev time.Time
-		want              time.Time
-	}{
-		{"one change, idle before", ms(1000), ms(1000), ms(0), ms(1020)},
-		{"a burst that paused", ms(1000), ms(1050), ms(0), ms(1070)},
-		{"changes that never pause", ms(1000), ms(1190), ms(0), ms(1200)},
-		{"right after a publication", ms(1000), ms(1000), ms(900), ms(1100)},
-		{"no publication yet", ms(1000), ms(1000), time.Time{}, ms(1020)},
-	} {
-		if got := publishAt(c.first, c.last, c.prev, quiet, debounce); !got.Equal(c.want) {
-			t.Errorf("%s: %v after t0, want %v", c.name, got.Sub(t0), c.want.Sub(t0))
-		}
-	}
-}

@@ -28,8 +28,8 @@ type world struct {
 	// absent until Setup.
 	failAttach map[string]error
 	missing    map[string]bool
-	// setupPools is the pool each Setup was asked for, by device name.
-	setupPools map[string]string
+	// setups are the Setup requests, by the device name they name.
+	setups map[string]*provisionerv1.SetupRequest
 	// unavailable makes the next n calls to the provisioner fail with
 	// Unavailable, as when it dies during the call.
 	unavailable int
@@ -77,7 +77,7 @@ func (w *world) meet() {
 
 func newWorld(allocs ...*statev1.Allocation) *world {
 	w := &world{allocs: map[string]*statev1.Allocation{}, where: map[string]string{}, failAttach: map[string]error{}, missing: map[string]bool{},
-		setupPools: map[string]string{}}
+		setups: map[string]*provisionerv1.SetupRequest{}}
 	for _, a := range allocs {
 		w.allocs[a.GetDeviceName()] = a
 	}
@@ -194,11 +194,11 @@ func (f fakeProvisioner) Detach(_ context.Context, r *provisionerv1.DetachReques
 func (f fakeProvisioner) Setup(_ context.Context, r *provisionerv1.SetupRequest, _ ...grpc.CallOption) (*provisionerv1.SetupResponse, error) {
 	f.w.mu.Lock()
 	defer f.w.mu.Unlock()
-	dev := r.GetDevice().GetName()
+	dev := r.GetDeviceName()
 	f.w.log("provisioner.Setup %s", dev)
-	f.w.setupPools[dev] = r.GetPool()
+	f.w.setups[dev] = r
 	delete(f.w.missing, dev)
-	return &provisionerv1.SetupResponse{PreparedDevice: &devicev1.PreparedDevice{Device: r.GetDevice(),
+	return &provisionerv1.SetupResponse{PreparedDevice: &devicev1.PreparedDevice{Device: &devicev1.Device{Name: dev, Manager: r.GetManager(), KernelIfName: dev},
 		OriginalLink: &devicev1.LinkSnapshot{Name: dev, Mtu: 9000}}}, nil
 }
 

@@ -79,7 +79,7 @@ func (n *node) prepare(t *testing.T, podUID, dev string, cfg *devicev1.DeviceCon
 	var pd *devicev1.PreparedDevice
 	for deadline := time.Now().Add(20 * time.Second); pd == nil; time.Sleep(50 * time.Millisecond) {
 		resp, err := n.provisioner.Setup(ctx, &provisionerv1.SetupRequest{
-			Device: &devicev1.Device{Name: dev, Manager: devicev1.DeviceManager_DEVICE_MANAGER_HOST}, Config: cfg, Pool: "p"})
+			DeviceName: dev, Manager: devicev1.DeviceManager_DEVICE_MANAGER_HOST, Config: cfg, Pool: "p"})
 		if err == nil {
 			pd = resp.GetPreparedDevice()
 		} else if time.Now().After(deadline) {

@@ -267,8 +267,9 @@ func attachErrorText(err error) string {
 
 // setupAgain sets a's device up again, in its pool, as dra did at prepare.
 func (p *Plugin) setupAgain(ctx context.Context, a *statev1.Allocation) (*devicev1.PreparedDevice, error) {
-	resp, err := p.provisioner.Setup(ctx, &provisionerv1.SetupRequest{Device: a.GetPreparedDevice().GetDevice(), Config: a.GetConfig(), Pool: a.GetPool(),
-		Share: a.GetPreparedDevice().GetDevice().GetShare()})
+	dev := a.GetPreparedDevice().GetDevice()
+	resp, err := p.provisioner.Setup(ctx, &provisionerv1.SetupRequest{DeviceName: dev.GetName(), Manager: dev.GetManager(),
+		Config: a.GetConfig(), Pool: a.GetPool(), Share: dev.GetShare()})
 	if err != nil {
 		return nil, fmt.Errorf("setting the missing device up again: %w", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 	"github.com/netdra/netdra/shared/fielderr"
 )
@@ -150,16 +151,22 @@ func TestRun_MissingLinkSetUpAgain(t *testing.T) {
 
 // Test_Regression_18_SetupAgainCarriesPool: the Setup after a reboot names
 // the pool the device was allocated from, as dra's Setup does, so per-pool
-// behaviour (the host manager's keepEbpfProgramsPools) holds for it too.
+// behaviour (the host manager's keepEbpfProgramsPools) holds for it too;
+// it names the device by the prepared device's name and manager.
 func Test_Regression_18_SetupAgainCarriesPool(t *testing.T) {
 	w := newWorld(alloc("eth1", "pod1", prepared))
 	w.allocs["eth1"].Pool = "uplinks"
+	w.allocs["eth1"].PreparedDevice.Device.Manager = devicev1.DeviceManager_DEVICE_MANAGER_HOST
 	w.missing["eth1"] = true
 	if err := start(newPlugin(t, w), pod("pod1", "/var/run/netns/p1")); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(map[string]string{"eth1": "uplinks"}, w.setupPools); diff != "" {
-		t.Errorf("pools of the Setups (-want +got):\n%s", diff)
+	got := map[string]string{}
+	for dev, r := range w.setups {
+		got[dev] = r.GetPool() + " " + r.GetManager().String()
+	}
+	if diff := cmp.Diff(map[string]string{"eth1": "uplinks DEVICE_MANAGER_HOST"}, got); diff != "" {
+		t.Errorf("pools and managers of the Setups (-want +got):\n%s", diff)
 	}
 }
 

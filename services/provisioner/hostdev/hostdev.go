@@ -26,10 +26,10 @@ import (
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
-	"github.com/netdra/netdra/services/provisioner/debounce"
 	"github.com/netdra/netdra/services/provisioner/ebpf"
 	"github.com/netdra/netdra/services/provisioner/manager"
 	"github.com/netdra/netdra/services/provisioner/netlinkns"
+	"github.com/netdra/netdra/shared/debounce"
 )
 
 // DefaultResync is how often Run rescans without an event.
@@ -77,7 +77,7 @@ func WithNetns(path string) Option {
 func WithResync(d time.Duration) Option {
 	return func(m *Manager) error {
 		m.resync = d
-		return debounce.CheckResync(d)
+		return manager.CheckResync(d)
 	}
 }
 
@@ -181,7 +181,7 @@ func (m *Manager) Run(ctx context.Context, publish func([]*devicev1.Device)) err
 
 // rescan is Run after the first publication, last: it scans again once a
 // burst of events on changed settles (waiting at most
-// debounce.MaxAfter(took), took being what the previous scan cost)
+// manager.RescanMaxAfter(took), took being what the previous scan cost)
 // and at each resync, which dumps the links, and publishes what differs
 // from the last publication. A failed scan is logged and retried at the
 // next change or resync. It returns nil when ctx ends.
@@ -196,7 +196,7 @@ func (m *Manager) rescan(ctx context.Context, s *scanner, changed <-chan struct{
 		case <-changed:
 			// One rescan for a burst of events: a namespace move makes
 			// several, a burst of pods many.
-			debounce.Wait(ctx, changed, debounce.Quiet, debounce.MaxAfter(took))
+			debounce.Wait(ctx, changed, manager.RescanQuiet, manager.RescanMaxAfter(took))
 		case <-tick.C:
 			fresh = true // a dump: what no event tells, and a check of the cache
 		}

@@ -2,7 +2,7 @@
 // device managers (sr-iov, dummy, host). A manager discovers one class of
 // devices and prepares them for claims in the host; moving a prepared
 // device into a pod and back is the server's job (package link), the same
-// for every manager.
+// for every manager. The bounds of the managers' rescans are here too.
 package manager
 
 import (

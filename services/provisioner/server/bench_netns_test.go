@@ -96,7 +96,7 @@ func benchAttachDetach(b *testing.B, devices int) {
 			Addresses:  []string{fmt.Sprintf("10.%d.0.2/24", 10+i), fmt.Sprintf("fd00:%x::2/64", 10+i)},
 			Routes:     []*devicev1.Route{{Destination: fmt.Sprintf("10.%d.0.0/16", 200+i), Gateway: fmt.Sprintf("10.%d.0.1", 10+i)}},
 		}
-		resp, err := srv.Setup(ctx, &provisionerv1.SetupRequest{Device: dev, Config: cfg})
+		resp, err := srv.Setup(ctx, setupOf(dev, cfg))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -66,7 +66,7 @@ func TestKernel_DummyWithoutTCX(t *testing.T) {
 	// Counters only: attached without them.
 	podNS := netnstest.New(t)
 	cfg := &devicev1.DeviceConfig{PodIfName: "net2"}
-	setup, err := srv.Setup(ctx, &provisionerv1.SetupRequest{Device: dev2, Config: cfg})
+	setup, err := srv.Setup(ctx, setupOf(dev2, cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestKernel_DummyWithoutTCX(t *testing.T) {
 	// Software VLAN: refused, and the link created in the pod deleted again
 	// (never in the host).
 	cfg = &devicev1.DeviceConfig{PodIfName: "net3", Vlan: new(uint32(10))}
-	setup, err = srv.Setup(ctx, &provisionerv1.SetupRequest{Device: dev3, Config: cfg})
+	setup, err = srv.Setup(ctx, setupOf(dev3, cfg))
 	if err != nil {
 		t.Fatal(err)
 	}

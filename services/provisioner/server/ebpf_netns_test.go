@@ -140,7 +140,7 @@ func TestEBPF_HostInterfaceEndToEnd(t *testing.T) {
 
 	cfg := &devicev1.DeviceConfig{PodIfName: "net1", MacAddress: w.podMAC.String(),
 		Vlan: new(uint32(100)), VlanQos: new(uint32(2)), SpoofChk: new(true)}
-	setup, err := w.srv.Setup(ctx, &provisionerv1.SetupRequest{Device: w.device(t), Config: cfg, Pool: "uplinks"})
+	setup, err := w.srv.Setup(ctx, withPool(setupOf(w.device(t), cfg), "uplinks"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +270,7 @@ func TestEBPF_HostInterfaceEndToEnd(t *testing.T) {
 func TestEBPF_KeepEbpfProgramsPool(t *testing.T) {
 	w := newEBPFWorld(t, "keep")
 	agentID := ebpftest.AttachTCXRaw(t, w.host, "eth1", ebpftest.PassProgram(t, "agent"), false)
-	setup, err := w.srv.Setup(ctxFor(t), &provisionerv1.SetupRequest{Device: w.device(t), Pool: "keep"})
+	setup, err := w.srv.Setup(ctxFor(t), withPool(setupOf(w.device(t), nil), "keep"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +306,7 @@ func TestEBPF_AttachFailureMovesTheDeviceBack(t *testing.T) {
 	w.srv.SetPrograms(failingPrograms{w.programs}, w.programs)
 	ctx := ctxFor(t)
 	cfg := &devicev1.DeviceConfig{PodIfName: "net1", Vlan: new(uint32(7))}
-	setup, err := w.srv.Setup(ctx, &provisionerv1.SetupRequest{Device: w.device(t), Config: cfg})
+	setup, err := w.srv.Setup(ctx, setupOf(w.device(t), cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +331,7 @@ func TestEBPF_WithoutProgramsRefusesSoftwarePolicy(t *testing.T) {
 	w.srv.SetPrograms(nil, nil)
 	ctx := ctxFor(t)
 	cfg := &devicev1.DeviceConfig{PodIfName: "net1", SpoofChk: new(true)}
-	setup, err := w.srv.Setup(ctx, &provisionerv1.SetupRequest{Device: w.device(t), Config: cfg})
+	setup, err := w.srv.Setup(ctx, setupOf(w.device(t), cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,7 +353,7 @@ func TestEBPF_FreeThenSetupAgain(t *testing.T) {
 	cfg := &devicev1.DeviceConfig{PodIfName: "net1"}
 	var pd *devicev1.PreparedDevice
 	for range 3 {
-		setup, err := w.srv.Setup(ctx, &provisionerv1.SetupRequest{Device: w.device(t), Config: cfg})
+		setup, err := w.srv.Setup(ctx, setupOf(w.device(t), cfg))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -362,7 +362,7 @@ func TestEBPF_FreeThenSetupAgain(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	setup, err := w.srv.Setup(ctx, &provisionerv1.SetupRequest{Device: w.device(t), Config: cfg})
+	setup, err := w.srv.Setup(ctx, setupOf(w.device(t), cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,7 +395,7 @@ func TestEBPF_ProgramsSwitch(t *testing.T) {
 			w := newEBPFWorld(t)
 			ctx := ctxFor(t)
 			cfg := &devicev1.DeviceConfig{PodIfName: "net1", EbpfDisabled: tc.off}
-			setup, err := w.srv.Setup(ctx, &provisionerv1.SetupRequest{Device: w.device(t), Config: cfg})
+			setup, err := w.srv.Setup(ctx, setupOf(w.device(t), cfg))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -435,7 +435,7 @@ func TestEBPF_ProgramsSwitch(t *testing.T) {
 		w := newEBPFWorld(t)
 		ctx := ctxFor(t)
 		cfg := &devicev1.DeviceConfig{PodIfName: "net1", EbpfDisabled: true, SpoofChk: new(true)}
-		setup, err := w.srv.Setup(ctx, &provisionerv1.SetupRequest{Device: w.device(t), Config: cfg})
+		setup, err := w.srv.Setup(ctx, setupOf(w.device(t), cfg))
 		if err != nil {
 			t.Fatal(err)
 		}

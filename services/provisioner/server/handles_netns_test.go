@@ -32,7 +32,7 @@ import (
 func (w *ebpfWorld) attached(t *testing.T) (*devicev1.PreparedDevice, *devicev1.DeviceConfig) {
 	t.Helper()
 	cfg := &devicev1.DeviceConfig{PodIfName: "net1", Addresses: []string{"192.0.2.10/24"}}
-	setup, err := w.srv.Setup(ctxFor(t), &provisionerv1.SetupRequest{Device: w.device(t), Config: cfg})
+	setup, err := w.srv.Setup(ctxFor(t), setupOf(w.device(t), cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func (m cancelAfterAttach) Attach(ctx context.Context, hostIfName string, orig *
 func TestAttach_CallerGoneIsUndone(t *testing.T) {
 	w := newEBPFWorld(t)
 	cfg := &devicev1.DeviceConfig{PodIfName: "net1"}
-	setup, err := w.srv.Setup(ctxFor(t), &provisionerv1.SetupRequest{Device: w.device(t), Config: cfg})
+	setup, err := w.srv.Setup(ctxFor(t), setupOf(w.device(t), cfg))
 	if err != nil {
 		t.Fatal(err)
 	}

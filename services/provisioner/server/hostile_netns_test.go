@@ -215,7 +215,7 @@ func TestHostileRequests(t *testing.T) {
 	bases := map[string][]proto.Message{
 		"Configure":    {cfg},
 		"WatchDevices": {&provisionerv1.WatchDevicesRequest{}},
-		"Setup": {&provisionerv1.SetupRequest{Device: &devicev1.Device{Name: "dummy0", Manager: devicev1.DeviceManager_DEVICE_MANAGER_DUMMY, KernelIfName: "dummy0"},
+		"Setup": {&provisionerv1.SetupRequest{DeviceName: "dummy0", Manager: devicev1.DeviceManager_DEVICE_MANAGER_DUMMY,
 			Config: devCfg, Pool: "p"}},
 		"Free":           {&provisionerv1.FreeRequest{PreparedDevice: pd, Config: devCfg}},
 		"Attach":         {&provisionerv1.AttachRequest{PreparedDevice: pd, NetnsPath: "/var/run/netns/pod", Config: devCfg}},

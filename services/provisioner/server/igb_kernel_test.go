@@ -213,7 +213,7 @@ func TestIGB_VFEndToEnd(t *testing.T) {
 		Vlan: new(uint32(10)), VlanQos: new(uint32(2)), SpoofChk: new(true), Trust: new(true), MaxTxRate: new(uint32(100)),
 		Addresses: []string{"192.168.70.2/24", "fd00:70::2/64"},
 		Routes:    []*devicev1.Route{{Destination: "192.168.71.0/24", Gateway: "192.168.70.1"}}}
-	setup, err := srv.Setup(ctx, &provisionerv1.SetupRequest{Device: dev, Config: cfg})
+	setup, err := srv.Setup(ctx, setupOf(dev, cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +266,7 @@ func TestIGB_VFEndToEnd(t *testing.T) {
 	// netdev for a moment, and a Setup then prepares it with none.
 	dev = publishedVFs(t, srv, pf, 2)[0]
 	plain := &devicev1.DeviceConfig{PodIfName: "net1"}
-	if setup, err = srv.Setup(ctx, &provisionerv1.SetupRequest{Device: dev, Config: plain}); err != nil {
+	if setup, err = srv.Setup(ctx, setupOf(dev, plain)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := srv.Restore(ctx, &provisionerv1.RestoreRequest{Data: statusData(t, setup.GetPreparedDevice())}); err != nil {
@@ -280,7 +280,7 @@ func TestIGB_VFEndToEnd(t *testing.T) {
 	// in the pod.
 	dev = devs[1]
 	cfg = &devicev1.DeviceConfig{PodIfName: "net2", Vlan: new(uint32(20))}
-	if setup, err = srv.Setup(ctx, &provisionerv1.SetupRequest{Device: dev, Config: cfg}); err != nil {
+	if setup, err = srv.Setup(ctx, setupOf(dev, cfg)); err != nil {
 		t.Fatal(err)
 	}
 	pd = setup.GetPreparedDevice()
@@ -312,7 +312,7 @@ func TestIGB_VFEndToEnd(t *testing.T) {
 		_, ok := srv.inv.find(devicev1.DeviceManager_DEVICE_MANAGER_SRIOV, dev.GetName())
 		return !ok
 	})
-	_, err = srv.Setup(ctx, &provisionerv1.SetupRequest{Device: dev, Config: cfg})
+	_, err = srv.Setup(ctx, setupOf(dev, cfg))
 	if status.Code(err) != codes.NotFound {
 		t.Errorf("Setup of the destroyed VF = %v, want NotFound", err)
 	}
@@ -346,7 +346,7 @@ func TestIGB_VFCountChange(t *testing.T) {
 		before[n] = l.Attrs().Index
 	}
 	cfg := &devicev1.DeviceConfig{PodIfName: "net1", Vlan: new(uint32(30))}
-	setup, err := srv.Setup(ctx, &provisionerv1.SetupRequest{Device: devs[0], Config: cfg})
+	setup, err := srv.Setup(ctx, setupOf(devs[0], cfg))
 	if err != nil {
 		t.Fatal(err)
 	}

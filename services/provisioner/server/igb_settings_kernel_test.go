@@ -88,7 +88,7 @@ func TestIGB_PrivateFlags(t *testing.T) {
 		t.Fatalf("%s has no private flag legacy-rx: %v", pf, before)
 	}
 	cfg := &devicev1.DeviceConfig{PodIfName: "net1", LinkSettings: &devicev1.LinkSettings{PrivateFlags: map[string]bool{"legacy-rx": !orig}}}
-	setup, err := srv.Setup(ctx, &provisionerv1.SetupRequest{Device: dev, Config: cfg})
+	setup, err := srv.Setup(ctx, setupOf(dev, cfg))
 	if err != nil {
 		t.Fatal(err)
 	}

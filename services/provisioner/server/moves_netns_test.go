@@ -47,7 +47,7 @@ func lifecycle(t *testing.T, srv *Server, dev *devicev1.Device, cfg *devicev1.De
 	t.Helper()
 	ctx := ctxFor(t)
 	moves := linktest.CountMoves(t, hostPath, podPath)
-	setup, err := srv.Setup(ctx, &provisionerv1.SetupRequest{Device: dev, Config: cfg})
+	setup, err := srv.Setup(ctx, setupOf(dev, cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +212,7 @@ func TestMoves_DummyFailures(t *testing.T) {
 	ctx := ctxFor(t)
 	moves := linktest.CountMoves(t, w.hostPath, w.podPath)
 	cfg := &devicev1.DeviceConfig{PodIfName: "net1", Vlan: new(uint32(7))}
-	setup, err := w.srv.Setup(ctx, &provisionerv1.SetupRequest{Device: w.device(t, "dummy0"), Config: cfg})
+	setup, err := w.srv.Setup(ctx, setupOf(w.device(t, "dummy0"), cfg))
 	if err != nil {
 		t.Fatal(err)
 	}

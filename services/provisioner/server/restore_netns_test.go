@@ -80,7 +80,7 @@ func (w *restoreWorld) setUp(t *testing.T, kind devicev1.DeviceManager, name str
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if dev, ok := w.srv.inv.find(kind, name); ok {
-			resp, err := w.srv.Setup(ctxFor(t), &provisionerv1.SetupRequest{Device: dev})
+			resp, err := w.srv.Setup(ctxFor(t), setupOf(dev, nil))
 			if err != nil {
 				t.Fatal(err)
 			}

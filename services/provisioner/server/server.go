@@ -183,10 +183,10 @@ func (s *Server) WatchDevices(_ *provisionerv1.WatchDevicesRequest, stream provi
 // config is checked here (validateConfig); the manager is given the
 // provisioner's copy of the device and a config that passed.
 func (s *Server) Setup(ctx context.Context, req *provisionerv1.SetupRequest) (*provisionerv1.SetupResponse, error) {
-	if err := validateDevice("device", req.GetDevice()); err != nil {
+	kind, name := req.GetManager(), req.GetDeviceName()
+	if err := validateDeviceRef("deviceName", name, "manager", kind); err != nil {
 		return nil, err
 	}
-	kind, name := req.GetDevice().GetManager(), req.GetDevice().GetName()
 	if err := s.managers.awaitConfigured(ctx); err != nil {
 		return nil, err
 	}
@@ -195,7 +195,7 @@ func (s *Server) Setup(ctx context.Context, req *provisionerv1.SetupRequest) (*p
 		return nil, status.Errorf(codes.FailedPrecondition, "device manager %s is not running", kind)
 	}
 	// A manager that just started has not discovered its devices yet.
-	if err := s.managers.awaitPublished(ctx, "device.manager", kind); err != nil {
+	if err := s.managers.awaitPublished(ctx, "manager", kind); err != nil {
 		return nil, err
 	}
 	dev, ok := s.inv.find(kind, name)

@@ -70,7 +70,7 @@ func dummyEndToEnd(t *testing.T, ctx context.Context, srv *Server, name string) 
 		Addresses: []string{"192.168.50.2/24", "fd00:50::2/64"},
 		Routes:    []*devicev1.Route{{Destination: "192.168.60.0/24", Gateway: "192.168.50.1"}}}
 
-	setup, err := srv.Setup(ctx, &provisionerv1.SetupRequest{Device: dev, Config: cfg})
+	setup, err := srv.Setup(ctx, setupOf(dev, cfg))
 	if err != nil {
 		t.Fatal(err)
 	}

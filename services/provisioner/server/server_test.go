@@ -134,6 +134,18 @@ func (f fakeMover) Remove(_ context.Context, orig *devicev1.LinkSnapshot, netns 
 	return nil
 }
 
+// setupOf is the Setup request for d with cfg, naming d by its name and
+// manager as dra and nri do.
+func setupOf(d *devicev1.Device, cfg *devicev1.DeviceConfig) *provisionerv1.SetupRequest {
+	return &provisionerv1.SetupRequest{DeviceName: d.GetName(), Manager: d.GetManager(), Config: cfg}
+}
+
+// withPool sets req's pool and returns req.
+func withPool(req *provisionerv1.SetupRequest, pool string) *provisionerv1.SetupRequest {
+	req.Pool = pool
+	return req
+}
+
 type harness struct {
 	client provisionerv1.ProvisionerServiceClient
 	log    *callLog
@@ -321,7 +333,7 @@ func TestSetupFreeAttachDetach(t *testing.T) {
 	}
 	dev := &devicev1.Device{Name: "dummy0", Manager: devicev1.DeviceManager_DEVICE_MANAGER_DUMMY}
 	h.publish(t, &devicev1.Device{Name: "dummy0", KernelIfName: "dummy0"})
-	resp, err := h.client.Setup(ctx, &provisionerv1.SetupRequest{Device: dev, Config: &devicev1.DeviceConfig{PodIfName: "net1"}})
+	resp, err := h.client.Setup(ctx, setupOf(dev, &devicev1.DeviceConfig{PodIfName: "net1"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -379,25 +391,29 @@ func TestBadInput(t *testing.T) {
 		{"setup without device", func() error {
 			_, err := h.client.Setup(ctx, &provisionerv1.SetupRequest{})
 			return err
-		}, codes.InvalidArgument, "device.name"},
+		}, codes.InvalidArgument, "deviceName"},
+		{"setup of a device without its manager", func() error {
+			_, err := h.client.Setup(ctx, &provisionerv1.SetupRequest{DeviceName: "dummy0"})
+			return err
+		}, codes.InvalidArgument, "manager"},
 		{"setup with a bad podIfName", func() error {
-			_, err := h.client.Setup(ctx, &provisionerv1.SetupRequest{Device: dev, Config: &devicev1.DeviceConfig{PodIfName: "a/b"}})
+			_, err := h.client.Setup(ctx, setupOf(dev, &devicev1.DeviceConfig{PodIfName: "a/b"}))
 			return err
 		}, codes.InvalidArgument, "config.podIfName"},
 		{"setup with a bad address", func() error {
-			_, err := h.client.Setup(ctx, &provisionerv1.SetupRequest{Device: dev, Config: &devicev1.DeviceConfig{Addresses: []string{"10.0.0.1/24", "nope"}}})
+			_, err := h.client.Setup(ctx, setupOf(dev, &devicev1.DeviceConfig{Addresses: []string{"10.0.0.1/24", "nope"}}))
 			return err
 		}, codes.InvalidArgument, "config.addresses[1]"},
 		{"setup with a setting the manager lacks", func() error {
-			_, err := h.client.Setup(ctx, &provisionerv1.SetupRequest{Device: dev, Config: &devicev1.DeviceConfig{Vlan: &vlan}})
+			_, err := h.client.Setup(ctx, setupOf(dev, &devicev1.DeviceConfig{Vlan: &vlan}))
 			return err
 		}, codes.InvalidArgument, "config.vlan"},
 		{"setup of an unknown device", func() error {
-			_, err := h.client.Setup(ctx, &provisionerv1.SetupRequest{Device: &devicev1.Device{Name: "dummy7", Manager: devicev1.DeviceManager_DEVICE_MANAGER_DUMMY}})
+			_, err := h.client.Setup(ctx, &provisionerv1.SetupRequest{DeviceName: "dummy7", Manager: devicev1.DeviceManager_DEVICE_MANAGER_DUMMY})
 			return err
 		}, codes.NotFound, ""},
 		{"setup on a manager that is not running", func() error {
-			_, err := h.client.Setup(ctx, &provisionerv1.SetupRequest{Device: &devicev1.Device{Name: "eth1", Manager: devicev1.DeviceManager_DEVICE_MANAGER_HOST}})
+			_, err := h.client.Setup(ctx, &provisionerv1.SetupRequest{DeviceName: "eth1", Manager: devicev1.DeviceManager_DEVICE_MANAGER_HOST})
 			return err
 		}, codes.FailedPrecondition, ""},
 		{"attach with a relative netns", func() error {
@@ -413,13 +429,13 @@ func TestBadInput(t *testing.T) {
 			return err
 		}, codes.InvalidArgument, "preparedDevice.originalLink"},
 		{"setup with an unknown manager", func() error {
-			_, err := h.client.Setup(ctx, &provisionerv1.SetupRequest{Device: &devicev1.Device{Name: "dummy0", Manager: 999}})
+			_, err := h.client.Setup(ctx, &provisionerv1.SetupRequest{DeviceName: "dummy0", Manager: 999})
 			return err
-		}, codes.InvalidArgument, "device.manager"},
+		}, codes.InvalidArgument, "manager"},
 		{"setup of a device named like a path", func() error {
-			_, err := h.client.Setup(ctx, &provisionerv1.SetupRequest{Device: &devicev1.Device{Name: "../dummy0", Manager: devicev1.DeviceManager_DEVICE_MANAGER_DUMMY}})
+			_, err := h.client.Setup(ctx, &provisionerv1.SetupRequest{DeviceName: "../dummy0", Manager: devicev1.DeviceManager_DEVICE_MANAGER_DUMMY})
 			return err
-		}, codes.InvalidArgument, "device.name"},
+		}, codes.InvalidArgument, "deviceName"},
 		{"attach with a VLAN out of range", func() error {
 			_, err := h.client.Attach(ctx, &provisionerv1.AttachRequest{PreparedDevice: pd, NetnsPath: "/run/netns/p", Config: &devicev1.DeviceConfig{Vlan: new(uint32(70000))}})
 			return err
@@ -480,7 +496,7 @@ func TestBadInput(t *testing.T) {
 			return err
 		}, codes.InvalidArgument, "data.originalLink.macAddress"},
 		{"setup asking vfio of a dummy", func() error {
-			_, err := h.client.Setup(ctx, &provisionerv1.SetupRequest{Device: dev, Config: &devicev1.DeviceConfig{Vfio: new(true)}})
+			_, err := h.client.Setup(ctx, setupOf(dev, &devicev1.DeviceConfig{Vfio: new(true)}))
 			return err
 		}, codes.InvalidArgument, "config.vfio"},
 		{"restore with a device node outside /dev", func() error {

@@ -98,7 +98,7 @@ func (w *rigSubif) device(t *testing.T, name string) *devicev1.Device {
 // up sets dev up for pod i with cfg and attaches it twice (idempotent).
 func (w *rigSubif) up(t *testing.T, dev string, i int, cfg *devicev1.DeviceConfig) *devicev1.PreparedDevice {
 	t.Helper()
-	setup, err := w.srv.Setup(w.ctx, &provisionerv1.SetupRequest{Device: w.device(t, dev), Config: cfg})
+	setup, err := w.srv.Setup(w.ctx, setupOf(w.device(t, dev), cfg))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -109,7 +109,7 @@ func (w *subifWorld) device(t *testing.T, name string) *devicev1.Device {
 func (w *subifWorld) attach(t *testing.T, dev *devicev1.Device, i int, cfg *devicev1.DeviceConfig) *devicev1.PreparedDevice {
 	t.Helper()
 	ctx := ctxFor(t)
-	setup, err := w.srv.Setup(ctx, &provisionerv1.SetupRequest{Device: dev, Config: cfg})
+	setup, err := w.srv.Setup(ctx, setupOf(dev, cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +209,7 @@ func TestSubif_Refused(t *testing.T) {
 		{dev, &devicev1.DeviceConfig{MinTxRate: new(uint32(1))}, "config.minTxRate"},
 		{w.device(t, "ipv-0"), &devicev1.DeviceConfig{MacAddress: "02:00:00:00:00:09"}, "config.macAddress"},
 	} {
-		_, err := w.srv.Setup(ctx, &provisionerv1.SetupRequest{Device: tc.dev, Config: tc.cfg})
+		_, err := w.srv.Setup(ctx, setupOf(tc.dev, tc.cfg))
 		var fe *fielderr.Error
 		if status.Code(err) != codes.InvalidArgument || !errors.As(err, &fe) || fe.Field != tc.field {
 			t.Errorf("Setup(%v) = %v, want InvalidArgument naming %s", tc.cfg, err, tc.field)
@@ -217,7 +217,7 @@ func TestSubif_Refused(t *testing.T) {
 	}
 
 	cfg := &devicev1.DeviceConfig{PodIfName: "net1"}
-	setup, err := w.srv.Setup(ctx, &provisionerv1.SetupRequest{Device: dev, Config: cfg})
+	setup, err := w.srv.Setup(ctx, setupOf(dev, cfg))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ func hostConfig(prepared []string) *provisionerv1.ConfigureRequest {
 // returns their IDs (ingress, egress).
 func (w *ebpfWorld) armed(t *testing.T) (*devicev1.PreparedDevice, []uint32) {
 	t.Helper()
-	setup, err := w.srv.Setup(ctxFor(t), &provisionerv1.SetupRequest{Device: w.device(t)})
+	setup, err := w.srv.Setup(ctxFor(t), setupOf(w.device(t), nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestSweep_SetupAfterAKillHandsOffTheHostsAlone(t *testing.T) {
 
 	w.start(t, hostConfig(nil))
 	for range 2 { // the second claim finds what the first one's Free gave back
-		setup, err := w.srv.Setup(ctxFor(t), &provisionerv1.SetupRequest{Device: w.device(t)})
+		setup, err := w.srv.Setup(ctxFor(t), setupOf(w.device(t), nil))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -202,18 +202,24 @@ func validateProgram(field string, p *devicev1.EbpfProgram, device string) error
 	return nil
 }
 
-// validateDevice checks the identity of a device a request names: its name
-// and its manager.
+// validateDevice checks the identity of a device a request carries: its
+// name and its manager (field.name, field.manager).
 func validateDevice(field string, d *devicev1.Device) error {
-	switch name := d.GetName(); {
+	return validateDeviceRef(field+".name", d.GetName(), field+".manager", d.GetManager())
+}
+
+// validateDeviceRef checks the identity of a device a request names: name
+// (a DNS label, as published), in the field nameField, and its manager,
+// in managerField.
+func validateDeviceRef(nameField, name, managerField string, m devicev1.DeviceManager) error {
+	switch {
 	case name == "":
-		return fielderr.New(field+".name", "required")
+		return fielderr.New(nameField, "required")
 	case !dnsLabel.MatchString(name):
-		return fielderr.New(field+".name", "%q is not a device name (a DNS label: lower-case letters, digits and '-', at most 63)", name)
+		return fielderr.New(nameField, "%q is not a device name (a DNS label: lower-case letters, digits and '-', at most 63)", name)
 	}
-	m := d.GetManager()
 	if _, ok := devicev1.DeviceManager_name[int32(m)]; !ok || m == devicev1.DeviceManager_DEVICE_MANAGER_UNSPECIFIED {
-		return fielderr.New(field+".manager", "unknown device manager %v", m)
+		return fielderr.New(managerField, "unknown device manager %v", m)
 	}
 	return nil
 }

@@ -227,8 +227,7 @@ func (w *vfWorld) await(what string, want ...string) {
 
 func (w *vfWorld) setup(name string) *devicev1.PreparedDevice {
 	w.t.Helper()
-	resp, err := w.srv.Setup(w.ctx, &provisionerv1.SetupRequest{Device: &devicev1.Device{
-		Name: name, Manager: devicev1.DeviceManager_DEVICE_MANAGER_SRIOV}})
+	resp, err := w.srv.Setup(w.ctx, &provisionerv1.SetupRequest{DeviceName: name, Manager: devicev1.DeviceManager_DEVICE_MANAGER_SRIOV})
 	if err != nil {
 		w.t.Fatal(err)
 	}

@@ -24,8 +24,8 @@ import (
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
-	"github.com/netdra/netdra/services/provisioner/debounce"
 	"github.com/netdra/netdra/services/provisioner/manager"
+	"github.com/netdra/netdra/shared/debounce"
 )
 
 // DefaultResync is how often Run rescans sysfs when no link event asks it
@@ -187,7 +187,7 @@ func (m *Manager) Run(ctx context.Context, publish func([]*devicev1.Device)) err
 			if ok {
 				// One rescan for a burst of events (our own moves make
 				// several each).
-				ok = debounce.Wait(ctx, ev.ch, debounce.Quiet, debounce.MaxAfter(took))
+				ok = debounce.Wait(ctx, ev.ch, manager.RescanQuiet, manager.RescanMaxAfter(took))
 			}
 			if !ok {
 				m.log.Warn("Link event subscription ended; renewing it")

@@ -27,10 +27,10 @@ import (
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 	provisionerv1 "github.com/netdra/netdra/protos/netdra/provisioner/v1"
-	"github.com/netdra/netdra/services/provisioner/debounce"
 	"github.com/netdra/netdra/services/provisioner/hostdev"
 	"github.com/netdra/netdra/services/provisioner/manager"
 	"github.com/netdra/netdra/services/provisioner/netlinkns"
+	"github.com/netdra/netdra/shared/debounce"
 )
 
 // DefaultResync is how often Run rescans without an event.
@@ -66,7 +66,7 @@ func WithNetns(path string) Option {
 func WithResync(d time.Duration) Option {
 	return func(m *Manager) error {
 		m.resync = d
-		return debounce.CheckResync(d)
+		return manager.CheckResync(d)
 	}
 }
 
@@ -125,7 +125,7 @@ func (m *Manager) Run(ctx context.Context, publish func([]*devicev1.Device)) err
 		case <-ctx.Done():
 			return nil
 		case <-changed:
-			debounce.Wait(ctx, changed, debounce.Quiet, debounce.MaxAfter(0))
+			debounce.Wait(ctx, changed, manager.RescanQuiet, manager.RescanMaxAfter(0))
 		case <-tick.C:
 		}
 		devs, err := s.scan()

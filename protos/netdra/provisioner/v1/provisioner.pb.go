@@ -929,10 +929,11 @@ func (x *WatchDevicesResponse) GetWarnings() []string {
 
 type SetupRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The device to set up: only its name and manager are read; the rest is
-	// the provisioner's own inventory's, so a caller sends only those two.
-	Device *v1.Device       `protobuf:"bytes,1,opt,name=device,proto3" json:"device,omitempty"`
-	Config *v1.DeviceConfig `protobuf:"bytes,2,opt,name=config,proto3" json:"config,omitempty"`
+	// The device to set up: its name (Device.name) in the inventory of its
+	// manager, whose copy of the device is what is set up.
+	DeviceName string           `protobuf:"bytes,5,opt,name=device_name,json=deviceName,proto3" json:"device_name,omitempty"`
+	Manager    v1.DeviceManager `protobuf:"varint,6,opt,name=manager,proto3,enum=netdra.device.v1.DeviceManager" json:"manager,omitempty"`
+	Config     *v1.DeviceConfig `protobuf:"bytes,2,opt,name=config,proto3" json:"config,omitempty"`
 	// The pool the device was allocated from, for per-pool behaviour
 	// (HostConfig.keep_ebpf_programs_pools); may be empty.
 	Pool string `protobuf:"bytes,3,opt,name=pool,proto3" json:"pool,omitempty"`
@@ -973,11 +974,18 @@ func (*SetupRequest) Descriptor() ([]byte, []int) {
 	return file_netdra_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{14}
 }
 
-func (x *SetupRequest) GetDevice() *v1.Device {
+func (x *SetupRequest) GetDeviceName() string {
 	if x != nil {
-		return x.Device
+		return x.DeviceName
 	}
-	return nil
+	return ""
+}
+
+func (x *SetupRequest) GetManager() v1.DeviceManager {
+	if x != nil {
+		return x.Manager
+	}
+	return v1.DeviceManager(0)
 }
 
 func (x *SetupRequest) GetConfig() *v1.DeviceConfig {
@@ -1748,12 +1756,14 @@ const file_netdra_provisioner_v1_provisioner_proto_rawDesc = "" +
 	"\x14WatchDevicesResponse\x129\n" +
 	"\amanager\x18\x01 \x01(\x0e2\x1f.netdra.device.v1.DeviceManagerR\amanager\x122\n" +
 	"\adevices\x18\x02 \x03(\v2\x18.netdra.device.v1.DeviceR\adevices\x12\x1a\n" +
-	"\bwarnings\x18\x03 \x03(\tR\bwarnings\"\xbb\x01\n" +
-	"\fSetupRequest\x120\n" +
-	"\x06device\x18\x01 \x01(\v2\x18.netdra.device.v1.DeviceR\x06device\x126\n" +
+	"\bwarnings\x18\x03 \x03(\tR\bwarnings\"\xf3\x01\n" +
+	"\fSetupRequest\x12\x1f\n" +
+	"\vdevice_name\x18\x05 \x01(\tR\n" +
+	"deviceName\x129\n" +
+	"\amanager\x18\x06 \x01(\x0e2\x1f.netdra.device.v1.DeviceManagerR\amanager\x126\n" +
 	"\x06config\x18\x02 \x01(\v2\x1e.netdra.device.v1.DeviceConfigR\x06config\x12\x12\n" +
 	"\x04pool\x18\x03 \x01(\tR\x04pool\x12-\n" +
-	"\x05share\x18\x04 \x01(\v2\x17.netdra.device.v1.ShareR\x05share\"Z\n" +
+	"\x05share\x18\x04 \x01(\v2\x17.netdra.device.v1.ShareR\x05shareJ\x04\b\x01\x10\x02R\x06device\"Z\n" +
 	"\rSetupResponse\x12I\n" +
 	"\x0fprepared_device\x18\x01 \x01(\v2 .netdra.device.v1.PreparedDeviceR\x0epreparedDevice\"\x90\x01\n" +
 	"\vFreeRequest\x12I\n" +
@@ -1875,7 +1885,7 @@ var file_netdra_provisioner_v1_provisioner_proto_depIdxs = []int32{
 	10, // 12: netdra.provisioner.v1.ConfigureResponse.managers:type_name -> netdra.provisioner.v1.ManagerStatus
 	30, // 13: netdra.provisioner.v1.WatchDevicesResponse.manager:type_name -> netdra.device.v1.DeviceManager
 	31, // 14: netdra.provisioner.v1.WatchDevicesResponse.devices:type_name -> netdra.device.v1.Device
-	31, // 15: netdra.provisioner.v1.SetupRequest.device:type_name -> netdra.device.v1.Device
+	30, // 15: netdra.provisioner.v1.SetupRequest.manager:type_name -> netdra.device.v1.DeviceManager
 	32, // 16: netdra.provisioner.v1.SetupRequest.config:type_name -> netdra.device.v1.DeviceConfig
 	33, // 17: netdra.provisioner.v1.SetupRequest.share:type_name -> netdra.device.v1.Share
 	34, // 18: netdra.provisioner.v1.SetupResponse.prepared_device:type_name -> netdra.device.v1.PreparedDevice
