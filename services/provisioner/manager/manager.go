@@ -25,8 +25,7 @@ type Manager interface {
 	// keepEbpfProgramsPools); it may be empty. The prepared device records
 	// everything Free needs to restore the device exactly (original_link,
 	// original_vf, link_created). cfg was checked by Validate. On error
-	// nothing on the node is left changed; an error wrapping ErrNotReady
-	// says the device is about to be usable and the call may be made again.
+	// nothing on the node is left changed.
 	Setup(ctx context.Context, dev *devicev1.Device, cfg *devicev1.DeviceConfig, pool string) (*devicev1.PreparedDevice, error)
 	// Free undoes Setup, restoring what the prepared device recorded.
 	// Idempotent: freeing a freed device is nil.
@@ -37,8 +36,8 @@ type Manager interface {
 	Validate(dev *devicev1.Device, cfg *devicev1.DeviceConfig) error
 }
 
-// ErrNotReady is wrapped by a Setup error for a device that is not usable
-// yet but is about to be, such as a VF whose driver is registering its
-// netdev again: the server answers codes.Unavailable, which its callers
-// retry.
+// ErrNotReady is wrapped by an error about a device that is not usable yet
+// but is about to be, such as a VF whose driver is registering its netdev
+// again (sriov.NotReady): the server answers codes.Unavailable, which its
+// callers retry.
 var ErrNotReady = errors.New("device not ready yet")

@@ -30,6 +30,7 @@ import (
 	"github.com/netdra/netdra/services/provisioner/link"
 	"github.com/netdra/netdra/services/provisioner/manager"
 	"github.com/netdra/netdra/services/provisioner/netlinkns"
+	"github.com/netdra/netdra/services/provisioner/sriov"
 	"github.com/netdra/netdra/shared/fielderr"
 	"github.com/netdra/netdra/shared/keylock"
 )
@@ -211,6 +212,9 @@ func (s *Server) Setup(ctx context.Context, req *provisionerv1.SetupRequest) (*p
 		if dev, ok = s.inv.find(kind, name); !ok || dev.GetPfName() != pf {
 			return nil, status.Errorf(codes.NotFound, "device %s is not in the %s inventory: the VFs of its PF %s were re-created", name, kind, pf)
 		}
+		if err := sriov.NotReady(dev, req.GetConfig()); err != nil {
+			return nil, status.Error(codes.Unavailable, err.Error())
+		}
 	}
 	dev, err := withShare(dev, req.GetShare())
 	if err != nil {
@@ -236,9 +240,6 @@ func (s *Server) Setup(ctx context.Context, req *provisionerv1.SetupRequest) (*p
 	pd, err := mgr.Setup(ctx, dev, req.GetConfig(), req.GetPool())
 	if err != nil {
 		unlock()
-		if errors.Is(err, manager.ErrNotReady) {
-			return nil, status.Errorf(codes.Unavailable, "setting up %s: %v", name, err)
-		}
 		return nil, fmt.Errorf("setting up %s: %w", name, err)
 	}
 	if settings != nil && pd.GetOriginalLink() != nil {

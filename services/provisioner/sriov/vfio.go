@@ -135,11 +135,6 @@ func (m *Manager) prepare(dev *devicev1.Device, cfg *devicev1.DeviceConfig) (*de
 			return nil, err
 		}
 	}
-	if !cfg.GetVfio() {
-		if err := notReady(dev); err != nil {
-			return nil, err
-		}
-	}
 	var err error
 	pd := &devicev1.PreparedDevice{Device: proto.CloneOf(dev)}
 	if bind {
@@ -162,16 +157,19 @@ func (m *Manager) prepare(dev *devicev1.Device, cfg *devicev1.DeviceConfig) (*de
 	return pd, nil
 }
 
-// notReady says why a VF claimed as a netdev cannot be set up yet: it has
-// no netdev, but a kernel driver that makes one is bound, so the driver is
-// registering it (igbvf does so again after the VF was reset, when the
-// last claim freed it) and the inventory has not caught up. It wraps
-// manager.ErrNotReady, for the caller to retry. A VF with no driver, or
-// with a userspace one, never has a netdev and is handed over as it is:
-// nil.
-func notReady(dev *devicev1.Device) error {
+// NotReady says why dev, a VF claimed with cfg as a netdev, cannot be set
+// up yet: the inventory lists it with no netdev but with a kernel driver
+// that makes one, so the driver is registering it (igbvf does so again
+// after the VF was reset, when the last claim freed it) and the inventory
+// has not caught up. The error wraps manager.ErrNotReady, for the caller
+// to try again once the inventory has the netdev. A VF claimed for vfio,
+// or with no driver or a userspace one (never a netdev), is ready: nil.
+// The server asks before Setup; Setup itself does not, so that a VF whose
+// netdev sits in another namespace can still have its settings applied
+// through its PF.
+func NotReady(dev *devicev1.Device, cfg *devicev1.DeviceConfig) error {
 	drv := dev.GetDriver()
-	if dev.GetKernelIfName() != "" || drv == "" || drv == VfioDriver || slices.Contains(userspaceDrivers, drv) {
+	if cfg.GetVfio() || dev.GetKernelIfName() != "" || drv == "" || drv == VfioDriver || slices.Contains(userspaceDrivers, drv) {
 		return nil
 	}
 	return fmt.Errorf("device %s: VF has no network interface yet (its driver %s has not registered one): %w", dev.GetName(), drv, manager.ErrNotReady)

@@ -144,37 +144,24 @@ func TestValidate_Vfio(t *testing.T) {
 
 // A VF claimed as a netdev that has none, with a kernel driver bound, is
 // not ready yet (its driver registers one: igbvf does so again after a
-// reset), for the caller to retry, and nothing changes; one with no driver
-// or a userspace one never has a netdev and is set up as it is.
-func TestSetup_VFWithoutNetdev(t *testing.T) {
+// reset), for the caller to retry; one claimed for vfio, or with no driver
+// or a userspace one, which never has a netdev, is ready.
+func TestNotReady(t *testing.T) {
 	for _, tc := range []struct {
-		driver   string
-		notReady bool
+		driver, ifName string
+		vfio, notReady bool
 	}{
 		{driver: "mlx5_core", notReady: true},
+		{driver: "mlx5_core", ifName: "ens2f0v2"},
+		{driver: "mlx5_core", vfio: true},
 		{driver: ""},
 		{driver: "igb_uio"},
+		{driver: VfioDriver},
 	} {
-		t.Run("driver "+tc.driver, func(t *testing.T) {
-			vf := mlxVF2unbound
-			vf.driver = tc.driver
-			var ns []node
-			for _, d := range []pciDev{mlxPF, mlxVF0, mlxVF1vfio, vf} {
-				ns = append(ns, d.nodes()...)
-			}
-			links := &fakeLinks{vfs: map[string][]vfState{"ens2f0np0": {fresh, fresh, fresh}}}
-			m := newTestManager(t, buildTree(t, ns), links)
-			dev := &devicev1.Device{Name: "0000-5e-00-4", Manager: sriov, PciAddress: vf.addr, PfName: "ens2f0np0",
-				VfIndex: new(int32(2)), Driver: tc.driver}
-			pd, err := m.Setup(t.Context(), dev, nil, "")
-			switch {
-			case tc.notReady && !errors.Is(err, manager.ErrNotReady):
-				t.Fatalf("Setup = %v, want manager.ErrNotReady", err)
-			case tc.notReady && len(links.calls) > 0:
-				t.Errorf("Setup changed the VF: %q", links.calls)
-			case !tc.notReady && (err != nil || pd.GetDevice().GetName() != dev.GetName()):
-				t.Fatalf("Setup = %v, %v; want the VF prepared as it is", pd, err)
-			}
-		})
+		dev := &devicev1.Device{Name: "0000-5e-00-4", Manager: sriov, Driver: tc.driver, KernelIfName: tc.ifName}
+		err := NotReady(dev, &devicev1.DeviceConfig{Vfio: new(tc.vfio)})
+		if got := errors.Is(err, manager.ErrNotReady); got != tc.notReady || (err != nil) != tc.notReady {
+			t.Errorf("NotReady(driver %q, netdev %q, vfio %v) = %v, want not ready: %v", tc.driver, tc.ifName, tc.vfio, err, tc.notReady)
+		}
 	}
 }
