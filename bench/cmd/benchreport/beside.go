@@ -127,7 +127,7 @@ func overShares(over map[string]float64) string {
 //
 // beside.hooks.mean, inside netdra's hooks: their largest mean in
 // beside-devices (ms); hooks lists each (name, mean: ms, overPercent: the
-// share of its calls over 2.5 ms).
+// share of its calls figures.Beside.HooksOver counts as slow).
 func besideFigures(bs []figures.Beside) map[string]figure {
 	alone, ok1 := findBeside(bs, besideAlone)
 	dev, ok2 := findBeside(bs, besideDevices)

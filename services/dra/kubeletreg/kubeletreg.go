@@ -205,10 +205,14 @@ func (r *Registrar) WatchHolder(ctx context.Context, name string) error {
 	return sockkeep.WatchHolder(ctx, r.log, r.cfg.KeepSockets, r.socketPaths(name))
 }
 
+// registeredPoll is how often waitRegistered looks at the helper's
+// registration status.
+const registeredPoll = 50 * time.Millisecond
+
 // waitRegistered reports whether the kubelet registered h's plugin within
-// timeout and while ctx lasts, looking every 50ms.
+// timeout and while ctx lasts, looking every registeredPoll.
 func waitRegistered(ctx context.Context, h *kubeletplugin.Helper, timeout time.Duration) bool {
-	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+	return wait.PollUntilContextTimeout(ctx, registeredPoll, timeout, true, func(context.Context) (bool, error) {
 		st := h.RegistrationStatus()
 		return st != nil && st.PluginRegistered, nil
 	}) == nil

@@ -228,10 +228,14 @@ func (rn *Rename) ServeNewName() {
 	rn.r.cfg.Host.ServeAgain()
 }
 
+// closeGateTimeout bounds closeGate's wait for the kubelet calls under
+// way.
+const closeGateTimeout = 30 * time.Second
+
 // closeGate waits until no kubelet call is under way in the plugin served
-// under name (at most 30 s) and closes its gate.
+// under name (at most closeGateTimeout) and closes its gate.
 func closeGate(ctx context.Context, name string, g *callgate.Gate) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, closeGateTimeout)
 	defer cancel()
 	if err := g.Close(ctx); err != nil {
 		return fmt.Errorf("driverName change from %s: waiting for the kubelet's calls to end: %w", name, err)

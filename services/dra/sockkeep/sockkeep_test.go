@@ -251,17 +251,7 @@ func TestHealth(t *testing.T) {
 // waitServing waits until a holder answers at handover.
 func waitServing(t *testing.T, handover string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, err := Held(context.Background(), handover)
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no holder answers at %s: %v", handover, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitServingHeld(t, handover, -1)
 }
 
 // TestHolderReplaced is a holder pod replaced while dra runs on: the new
@@ -332,14 +322,14 @@ func TestHolderReplaced(t *testing.T) {
 	}
 }
 
-// waitServingHeld waits until a holder holding n sockets answers at
-// handover.
+// waitServingHeld waits until a holder holding n sockets (any number when
+// n is negative) answers at handover.
 func waitServingHeld(t *testing.T, handover string, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		held, err := Held(context.Background(), handover)
-		if err == nil && len(held) == n {
+		if err == nil && (n < 0 || len(held) == n) {
 			return
 		}
 		if time.Now().After(deadline) {
