@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -26,6 +27,31 @@ var (
 	ciLaneRC = regexp.MustCompile(`^>> ([a-z0-9-]+): rc=(\S+) \((\S+)s\)$`)
 	ciLane   = regexp.MustCompile(`\[([a-z0-9-]+)\]`)
 )
+
+// ciInstall matches the set-up's line for apt packages it installs:
+// maketest.sh's ">> installing PKGS from SUITE ..." and the kernel rig's
+// ">> installing PKGS (+Ns)".
+var ciInstall = regexp.MustCompile(`>> installing (.+?)(?: from (Debian|bookworm-backports)\b| \(\+\d+s\)$)`)
+
+// ciInstalls lists what the run's set-up installed with apt, as the log
+// names it ("runc from Debian"), in the order it came.
+func ciInstalls(r io.Reader) ([]string, error) {
+	var out []string
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
+	for sc.Scan() {
+		if m := ciInstall.FindStringSubmatch(sc.Text()); m != nil {
+			s := m[1]
+			if m[2] != "" {
+				s += " from " + m[2]
+			}
+			if !slices.Contains(out, s) {
+				out = append(out, s)
+			}
+		}
+	}
+	return out, sc.Err()
+}
 
 // ciStep is one lane of a CI run: where it is (its enclosing lanes'
 // names, outermost first, then its own), when its first line came (go
@@ -101,9 +127,17 @@ func cutLast(path string) (parent, name string, ok bool) {
 }
 
 // runColdCI rewrites only the report's cold CI section from the log of a
-// cold run of .ci/run; what describes the run (the commit, the machine's
-// state) comes in about.
-func runColdCI(log, out, about string, rc int) error {
+// cold run of .ci/run, set beside the budget of the targets file
+// targetsPath (an error when it has none); what describes the run (the
+// commit, the machine's state) comes in about.
+func runColdCI(log, out, targetsPath, about string, rc int) error {
+	ts, err := readTargets(targetsPath)
+	if err != nil {
+		return err
+	}
+	if ts.ColdCIMinutes <= 0 {
+		return fmt.Errorf("%s: coldCIMinutes: required, a positive number of minutes", targetsPath)
+	}
 	f, err := os.Open(log)
 	if err != nil {
 		return err
@@ -116,24 +150,38 @@ func runColdCI(log, out, about string, rc int) error {
 	if len(steps) == 0 {
 		return fmt.Errorf("%s: no stamped lane lines: not a .ci/run log", log)
 	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	installs, err := ciInstalls(f)
+	if err != nil {
+		return fmt.Errorf("%s: %w", log, err)
+	}
 	old, err := os.ReadFile(out)
 	if err != nil && !os.IsNotExist(err) {
 		return err
 	}
 	var b strings.Builder
-	writeColdCI(&b, steps, total, about, rc)
+	writeColdCI(&b, steps, total, ts.ColdCIMinutes, installs, about, rc)
 	return os.WriteFile(out, []byte(spliceMarked(string(old), strings.TrimRight(b.String(), "\n"), coldBegin, coldEnd)), 0o644)
 }
 
-func writeColdCI(w io.Writer, steps []ciStep, total int, about string, rc int) {
+// writeColdCI writes the cold CI section: the run's time against
+// budgetMinutes, what its set-up installed with apt (installs: none means
+// the machine had every package already) and each lane's times.
+func writeColdCI(w io.Writer, steps []ciStep, total, budgetMinutes int, installs []string, about string, rc int) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
 	p("%s", coldBegin)
 	p("## A cold CI run")
 	p("")
-	p("`make ci-cold`: `bash .ci/run` on a clean clone, with empty Go caches (build and modules), HOME and kernel-rig cache, as on a fresh machine")
-	p("but for the apt packages already installed. %s", about)
+	p("`make ci-cold`: `bash .ci/run` on a clean clone, with empty Go caches (build and modules), HOME and kernel-rig cache, as on a fresh machine.")
+	if len(installs) == 0 {
+		p("The machine had every apt package the run needs already installed. %s", about)
+	} else {
+		p("The run installed with apt what it needs (%s). %s", strings.Join(installs, ", "), about)
+	}
 	verdict := "within"
-	if total > 45*60 {
+	if total > budgetMinutes*60 {
 		verdict = "over"
 	}
 	status := "green"
@@ -151,7 +199,7 @@ func writeColdCI(w io.Writer, steps []ciStep, total int, about string, rc int) {
 		status = "stopped before its end"
 	}
 	p("")
-	p("**%dm%02ds, %s; %s the 45-minute budget.**", total/60, total%60, status, verdict)
+	p("**%dm%02ds, %s; %s the %d-minute budget.**", total/60, total%60, status, verdict, budgetMinutes)
 	p("")
 	p("Each step's lane (maketest.sh's, then test.sh's inside `world`), when its first line came, in seconds from the start")
 	p("(go test prints a package's lines when it ends), and how long it took:")

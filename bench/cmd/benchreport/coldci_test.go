@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -71,7 +72,17 @@ func TestColdCISectionCarried(t *testing.T) {
 	if err := os.WriteFile(out, []byte(before), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := runColdCI(log, out, "clone of abc", 2); err != nil {
+	tf := filepath.Join(dir, "targets.yaml")
+	if err := os.WriteFile(tf, []byte("targets: []\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := runColdCI(log, out, tf, "clone of abc", 2); err == nil || !strings.Contains(err.Error(), "coldCIMinutes") {
+		t.Fatalf("a targets file without coldCIMinutes: %v, want an error naming it", err)
+	}
+	if err := os.WriteFile(tf, []byte("coldCIMinutes: 25\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := runColdCI(log, out, tf, "clone of abc", 2); err != nil {
 		t.Fatal(err)
 	}
 	got, err := os.ReadFile(out)
@@ -79,7 +90,7 @@ func TestColdCISectionCarried(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := string(got)
-	if !strings.HasPrefix(s, before) || !strings.Contains(s, "**28m21s, red (exit 2); within the 45-minute budget.**") ||
+	if !strings.HasPrefix(s, before) || !strings.Contains(s, "**28m21s, red (exit 2); over the 25-minute budget.**") ||
 		!strings.Contains(s, "| world/e2e-1 | 900 | 995 s | 0 |") || !strings.Contains(s, "clone of abc") {
 		t.Errorf("report:\n%s", s)
 	}
@@ -103,5 +114,32 @@ func TestCarryMarked(t *testing.T) {
 	// A report that has a section of its own gets old's in its place.
 	if got := carryMarked(old, "# new\n\n"+coldBegin+"\nfresh\n"+coldEnd+"\n"); !strings.Contains(got, "## cold") || strings.Contains(got, "fresh") {
 		t.Errorf("old's section not put in place of the report's own:\n%s", got)
+	}
+}
+
+// The set-up's apt installs are listed (the Go tools it installs are
+// not), each once; a log without any says the machine had them.
+func TestCIInstalls(t *testing.T) {
+	log := strings.Join([]string{
+		"[    0] >> installing runc from Debian for the test world's real node",
+		"[    8] [setup] >> installing buf v1.75.0 (cached after the first time)",
+		"[  269] [setup] >> installing clang-14, llvm-14 and libbpf-dev from Debian to compile the eBPF programs",
+		"[ 1150] [checks] >> installing busybox-static cpio kmod (+5s)",
+		"[ 1184] [checks] >> installing qemu-system-x86 1:10.0.2+ds-2 from bookworm-backports (+39s)",
+		"[ 1190] [checks] >> installing runc from Debian for the test world's real node",
+	}, "\n")
+	got, err := ciInstalls(strings.NewReader(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"runc from Debian", "clang-14, llvm-14 and libbpf-dev from Debian", "busybox-static cpio kmod",
+		"qemu-system-x86 1:10.0.2+ds-2 from bookworm-backports"}
+	if !slices.Equal(got, want) {
+		t.Errorf("installs %q, want %q", got, want)
+	}
+	var b strings.Builder
+	writeColdCI(&b, nil, 60, 45, nil, "about", 0)
+	if !strings.Contains(b.String(), "The machine had every apt package the run needs already installed.") {
+		t.Errorf("without installs:\n%s", b.String())
 	}
 }

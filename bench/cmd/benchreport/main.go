@@ -39,7 +39,7 @@ func main() {
 	}
 	var err error
 	if *coldci != "" {
-		err = runColdCI(*coldci, *out, *coldAbout, *coldRC)
+		err = runColdCI(*coldci, *out, t, *coldAbout, *coldRC)
 	} else if *soak {
 		err = runSoak(*in, *out, *soakPNG, *elapsed)
 	} else if *scale {

@@ -27,6 +27,9 @@ type targets struct {
 	Causes string `json:"causes,omitempty"`
 	// ScaleGoals are the goals of make bench-scale's section.
 	ScaleGoals []scaleGoal `json:"scaleGoals,omitempty"`
+	// ColdCIMinutes is the budget of a cold .ci/run on a fresh machine,
+	// which the cold CI section compares its run's time with.
+	ColdCIMinutes int `json:"coldCIMinutes,omitempty"`
 }
 
 // scaleGoal is a goal of the scale section: a row for each run it names,
