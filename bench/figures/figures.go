@@ -38,6 +38,11 @@ const (
 	BesideFile    = "beside.jsonl"    // Beside records (a pod without devices beside 8-device pods)
 )
 
+// HookSlowSeconds is the bound of nri's hook duration histogram above
+// which Beside.HooksOver counts a call: one of the histogram's buckets
+// (services/nri/plugin's hook buckets), the one nearest the hooks' target.
+const HookSlowSeconds = 0.0025
+
 // Beside is one phase of benchworld's BenchmarkWorld_PodBesideDevicePods on
 // the real node: Plain pods without a netdra claim created at once, in
 // Phase "alone" by themselves, "beside-plain" with Extra pods without a
@@ -52,7 +57,7 @@ const (
 // time (ms) of nri's hooks and dra's calls ("nri RunPodSandbox", "dra
 // prepare", ...) over the phase's starts and teardowns, from their
 // metrics; HooksOver the share (0 to 1) of each nri hook's calls that took
-// more than 2.5 ms (the histogram's bucket nearest the 2 ms target).
+// more than HookSlowSeconds.
 // Context says what the difference between the phases includes.
 type Beside struct {
 	Phase          string             `json:"phase"`

@@ -48,10 +48,10 @@ func writeBeside(p func(string, ...any), bs []figures.Beside) {
 	p("claim's. A phase's pods are deleted, their sandboxes stopped and every veth back in the host netns before the next;")
 	p("the phases run in turn for the rounds (their order rotated), each phase's samples pooled. netdra: the mean time of")
 	p("each call over the phase's starts and teardowns (nri's and dra's metrics: the calls of all the phase's pods, with")
-	p("and without a claim), and the share of each nri hook's calls over 2.5 ms (the histogram's bucket nearest the 2 ms")
+	p("and without a claim), and the share of each nri hook's calls over %g ms (the histogram's bucket nearest the hooks'", figures.HookSlowSeconds*1000)
 	p("target).")
 	p("")
-	p("| phase | pods without a claim | beside them | rounds | P50 of each round, s | ready P50 s | P90 s | P99 s | max s | beside: bound P50 s | beside: ready P50 s | wall s | failures | netdra's calls, mean ms | nri hook calls over 2.5 ms |")
+	p("| phase | pods without a claim | beside them | rounds | P50 of each round, s | ready P50 s | P90 s | P99 s | max s | beside: bound P50 s | beside: ready P50 s | wall s | failures | netdra's calls, mean ms | nri hook calls over %g ms |", figures.HookSlowSeconds*1000)
 	p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, x := range bs {
 		beside, bound, ready := "nothing", "-", "-"
@@ -83,7 +83,7 @@ func writeBeside(p func(string, ...any), bs []figures.Beside) {
 	if ok && len(alone.RoundP50) > 1 {
 		lo, hi := slices.Min(alone.RoundP50), slices.Max(alone.RoundP50)
 		p("- The P50 of alone's rounds spread over %.0f ms (%.2f to %.2f s): a difference between the phases smaller than", hi-lo, lo/1000, hi/1000)
-		p("  that is within this run's noise, and the 2 ms target is resolved only as far as that spread allows.")
+		p("  that is within this run's noise, and the hooks' target is resolved only as far as that spread allows.")
 	}
 	for _, x := range bs {
 		if x.Context != "" {
@@ -102,8 +102,8 @@ func seconds(ms []float64) string {
 	return strings.Join(out, ", ")
 }
 
-// overShares lists the nri hooks' shares of calls over 2.5 ms, as
-// percentages.
+// overShares lists the nri hooks' shares of calls over
+// figures.HookSlowSeconds, as percentages.
 func overShares(over map[string]float64) string {
 	var out []string
 	for _, h := range besideHooks {
@@ -127,7 +127,8 @@ func overShares(over map[string]float64) string {
 //
 // beside.hooks.mean, inside netdra's hooks: their largest mean in
 // beside-devices (ms); hooks lists each (name, mean: ms, overPercent: the
-// share of its calls figures.Beside.HooksOver counts as slow).
+// share of its calls figures.Beside.HooksOver counts as slow, slowMs:
+// figures.HookSlowSeconds in ms).
 func besideFigures(bs []figures.Beside) map[string]figure {
 	alone, ok1 := findBeside(bs, besideAlone)
 	dev, ok2 := findBeside(bs, besideDevices)
@@ -153,7 +154,7 @@ func besideFigures(bs []figures.Beside) map[string]figure {
 		if !ok {
 			return out
 		}
-		hooks = append(hooks, map[string]any{"name": h, "mean": v, "overPercent": dev.HooksOver["nri "+h] * 100})
+		hooks = append(hooks, map[string]any{"name": h, "mean": v, "overPercent": dev.HooksOver["nri "+h] * 100, "slowMs": figures.HookSlowSeconds * 1000})
 		worst = max(worst, v)
 	}
 	out["beside.hooks.mean"] = figure{value: worst, vars: map[string]any{"hooks": hooks}}

@@ -255,11 +255,13 @@ func (w *startupWorld) hostVeths(b *testing.B) int {
 }
 
 // hooksWithin scrapes nri's hook latency histogram: by "nri <hook>", the
-// calls that took at most 2.5 ms (the bucket nearest the 2 ms target) and
-// all calls.
+// calls that took at most figures.HookSlowSeconds and all calls. It fails
+// b when the histogram has calls but no bucket at that bound.
 func (w *startupWorld) hooksWithin(b *testing.B) map[string][2]float64 {
 	const metric = "netdra_nri_hook_duration_seconds"
+	bucket := fmt.Sprintf(`le="%g"`, figures.HookSlowSeconds)
 	out := map[string][2]float64{}
+	bucketSeen := false
 	scrape(b, w.nriMet, func(line string) {
 		name, hook, v, ok := sample(line, "hook")
 		if !ok {
@@ -267,13 +269,16 @@ func (w *startupWorld) hooksWithin(b *testing.B) map[string][2]float64 {
 		}
 		x := out["nri "+hook]
 		switch {
-		case name == metric+"_bucket" && strings.Contains(line, `le="0.0025"`):
-			x[0] = v
+		case name == metric+"_bucket" && strings.Contains(line, bucket):
+			x[0], bucketSeen = v, true
 		case name == metric+"_count":
 			x[1] = v
 		}
 		out["nri "+hook] = x
 	})
+	if len(out) > 0 && !bucketSeen {
+		b.Fatalf("%s has no bucket %s: figures.HookSlowSeconds must be one of nri's hook buckets", metric, bucket)
+	}
 	return out
 }
 
