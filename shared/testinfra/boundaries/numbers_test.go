@@ -16,6 +16,7 @@ import (
 
 	"github.com/netdra/netdra/services/dra/driver"
 	"github.com/netdra/netdra/services/dra/publish"
+	"github.com/netdra/netdra/services/dra/slicepool"
 	"github.com/netdra/netdra/services/nri/plugin"
 	"github.com/netdra/netdra/services/provisioner/server"
 	"github.com/netdra/netdra/shared/apis/v1alpha1"
@@ -57,6 +58,10 @@ func docNumberRows(t *testing.T, root string) []numberRow {
 	if err != nil {
 		t.Fatal(err)
 	}
+	chaosRuns := codeNumbers(t, root, "shared/testinfra/testworld/e2e/chaos_test.go", `chaosCILifecycles += (\d+)`, `chaosCRIOLifecycles += (\d+)`)
+	scaleNode := codeNumbers(t, root, "shared/testinfra/testworld/scale/scale_test.go", `PFs: (\d+), VFsPerPF: (\d+)`)
+	footprint := codeNumbers(t, root, "shared/testinfra/testworld/benchworld/footprint_test.go",
+		`footprintDevices += (\d+)`, `footprintChurn += (\d+)`, `footprintPrepares = (\d+)`)
 	alerts := codeNumbers(t, root, "pods/chart/netdra/templates/monitoring.yaml",
 		`devices_lost_total\[(\d+)m\]`, `result="error"\}\[(\d+)m\]`, `restarts_total\{.*?\}\[(\d+)m\]`)
 	return []numberRow{
@@ -94,6 +99,17 @@ func docNumberRows(t *testing.T, root string) []numberRow {
 		{"docs/testing.md", "`FUZZTIME` \\((\\d+)s by default\\)", []float64{durationSeconds(t, mk.defaults["FUZZTIME"])}},
 		{"docs/testing.md", `FUZZTIME=(\d+)s`, nil}, // an example value of a longer run: covered, nothing to check
 		{"docs/testing.md", `\((\d+) MiB strings, ([\d,]+)-entry lists`, []float64{hostiletest.BigString >> 20, hostiletest.ManyEntries}},
+		{"docs/testing.md", `serving (\d+) PFs x (\d+) VFs`, scaleNode},
+		{"docs/testing.md", `run it once with (\d+)\s+nodes \(` + "`TestScale_Smoke`", codeNumbers(t, root, "shared/testinfra/testworld/scale/scale_test.go", `o := options\(t, (\d+), `)},
+		{"docs/testing.md", `a short chaos run\s+there \((\d+) lifecycles`, chaosRuns[1:2]},
+		{"docs/architecture.md", `In the end-to-end runs \((\d+) lifecycles`, chaosRuns[:1]},
+		{"docs/architecture.md", `the end-to-end\s+tests run (\d+) lifecycles`, chaosRuns[:1]},
+		{"docs/testing.md", `publishes (\d+) host veths`, footprint[:1]},
+		{"docs/testing.md", `\(p50 and p99 of (\d+), with`, footprint[2:3]},
+		{"docs/testing.md", `rounds of (\d+) pods with\s+a claim`, footprint[1:2]},
+		{"docs/testing.md", `runs the long chaos test \((\d+) pod lifecycles`, []float64{mkNumber(t, mk, "CHAOS_LIFECYCLES")}},
+		{"docs/architecture.md", `it is tried (\d+) times, then`, codeNumbers(t, root, "services/dra/driver/statuslater.go", `const statusAttempts = (\d+)`)},
+		{"docs/architecture.md", `longer than (\d+) characters is`, []float64{slicepool.MaxLen}},
 		{"docs/testing.md", `runs it for (\d+) minutes`, codeNumbers(t, root, "shared/testinfra/testworld/e2e/soak_test.go", `soakCIDuration = (\d+) \* time\.Minute`)},
 	}
 }
@@ -126,6 +142,16 @@ func codeNumbers(t *testing.T, root, file string, res ...string) []float64 {
 		}
 	}
 	return out
+}
+
+// mkNumber is the Makefile's default of variable name, a number.
+func mkNumber(t *testing.T, mk makefile, name string) float64 {
+	t.Helper()
+	n, err := strconv.ParseFloat(mk.defaults[name], 64)
+	if err != nil {
+		t.Fatalf("the Makefile's %s: %v", name, err)
+	}
+	return n
 }
 
 // durationSeconds is a Go duration's seconds.
@@ -164,9 +190,10 @@ func TestDocsNumbers(t *testing.T) {
 	}
 }
 
-// figure matches a number with a unit of time, size or rate, or a share
-// in percent.
-var figure = regexp.MustCompile(`(?:^|[^\w.])(\d[\d,]*(?:\.\d+)?(?:-\d[\d.]*)?\s?(?:(?:ms|s|minutes?|hours?|MiB|GiB|KiB|GB|MB|bytes|Mbit/s|Gbit/s)\b|%))`)
+// figure matches a number with a unit of time, size or rate, a share in
+// percent, or a count of things netdra or its tests have a number of.
+var figure = regexp.MustCompile(`(?:^|[^\w.])(\d[\d,]*(?:\.\d+)?(?:-\d[\d.]*)?\s?(?:(?:ms|s|minutes?|hours?|MiB|GiB|KiB|GB|MB|bytes|Mbit/s|Gbit/s|` +
+	`devices?|VFs?|PFs?|veths?|pods?|nodes?|characters|entries|times|attempts|lifecycles|addresses|blocks|cores|links|claims|slices|containers|processes)\b|%))`)
 
 // masked is page with its code blocks and code spans blanked, every
 // byte of them a space, so that an offset in it is one in page.
@@ -187,7 +214,7 @@ func masked(page string) string {
 }
 
 // TestDocsNumbersAllChecked checks that every figure with a unit of time,
-// size or rate in the docs' text (code blocks and code spans aside:
+// size or rate, or a count of devices, pods and the like, in the docs' text (code blocks and code spans aside:
 // commands and messages) is in a sentence of docNumberRows, so checked
 // against its source; a measured figure is not quoted but pointed to in
 // bench/RESULTS.md.

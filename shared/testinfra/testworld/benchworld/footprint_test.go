@@ -24,15 +24,17 @@ import (
 
 // footprintDevices is how many devices the footprint's node offers;
 // footprintChurn how many pods with a claim each churn round starts at
-// once, footprintRounds how many rounds.
+// once, footprintRounds how many rounds; footprintPrepares is how many
+// prepares back to back time the prepare of one device.
 const (
-	footprintDevices = 64
-	footprintChurn   = 16
-	footprintRounds  = 3
+	footprintDevices  = 64
+	footprintChurn    = 16
+	footprintRounds   = 3
+	footprintPrepares = 20
 )
 
 // BenchmarkWorld_Footprint measures netdra's four processes on the real
-// node with 64 devices (host veths) published, as the DaemonSet runs them
+// node with footprintDevices devices (host veths) published, as the DaemonSet runs them
 // (the netns hook on, metrics served): their memory idle (VmRSS, and of
 // it the heap's and the stacks' pages, RssAnon, against the binary's,
 // RssFile), the prepare of one device through dra's plugin socket (the
@@ -51,10 +53,10 @@ func BenchmarkWorld_Footprint(b *testing.B) {
 		w.nn.footprint(b, procs, "idle, 64 devices", "the footprint world: 64 host devices published, nothing prepared", nil)
 		b.Logf("idle, the Go runtime's memory, MiB: dra %s; nri %s", goMemory(b, w.draMet), goMemory(b, w.nriMet))
 
-		prep := w.prepareBackToBack(b, 20)
+		prep := w.prepareBackToBack(b, footprintPrepares)
 		b.ReportMetric(prep.P50, "prepare-p50-ms")
 		b.ReportMetric(prep.P99, "prepare-p99-ms")
-		b.Logf("prepare of 1 device, 20 back to back: p50 %.1f ms, p90 %.1f ms, p99 %.1f ms; dra's steps, p50 ms: %s", prep.P50, prep.P90, prep.P99, prepareSteps(w.nn.dra.Log()))
+		b.Logf("prepare of 1 device, %d back to back: p50 %.1f ms, p90 %.1f ms, p99 %.1f ms; dra's steps, p50 ms: %s", footprintPrepares, prep.P50, prep.P90, prep.P99, prepareSteps(w.nn.dra.Log()))
 
 		sampler := figures.NewSampler(procs, 50*time.Millisecond)
 		for r := range footprintRounds {
