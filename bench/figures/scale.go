@@ -10,6 +10,7 @@ type Scale struct {
 	Nodes     int    `json:"nodes"`
 	Inventory string `json:"inventory"` // what each node publishes
 	Shared    string `json:"shared"`    // what the simulated nodes share
+	Cores     int    `json:"cores"`     // the machine's CPUs (runtime.NumCPU)
 	// StartupS is from the ClusterConfig's creation until every node's
 	// NodeConfig is applied and its slices published.
 	StartupS float64 `json:"startupS"`

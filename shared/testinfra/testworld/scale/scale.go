@@ -24,6 +24,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"time"
 
@@ -52,8 +53,13 @@ type Options struct {
 	Dir string
 	// RepoDir is the netdra checkout (the operator is built from it).
 	RepoDir string
-	// StartParallel is how many nodes start at once.
+	// StartParallel is how many nodes start at once: a node counts as
+	// starting until its NodeConfig is applied and its slices published
+	// (or StartWait has passed), so that no more than StartParallel
+	// nodes' start-up bursts share the simulation's process.
 	StartParallel int
+	// StartWait bounds how long one node's start holds its place.
+	StartWait time.Duration
 	// Deadline bounds each wait for every node (startup, change).
 	Deadline time.Duration
 	// ComponentQPS, when positive, has the scheduling phase run again
@@ -81,10 +87,13 @@ const nodeLabel = "netdra.io/scale-sim"
 func Run(ctx context.Context, o Options) (res figures.Scale, err error) {
 	t0 := time.Now()
 	log := o.Logger
-	res = figures.Scale{Nodes: o.Nodes, Load: loadAvg(),
+	res = figures.Scale{Nodes: o.Nodes, Load: loadAvg(), Cores: runtime.NumCPU(),
 		Inventory: fmt.Sprintf("%d PFs x %d VFs (sr-iov discovery of a fake sysfs tree), one pool", o.PFs, o.VFsPerPF),
 		Shared: "one process holds every simulated node's dra: they share its Go runtime and the read-only inventory; " +
-			"each has its own apiserver connection, clients, informers, rate limiter, state service and agent"}
+			"each has its own apiserver connection, clients, informers, rate limiter, state service and agent; " +
+			fmt.Sprintf("the nodes start %d at a time, each holding its place until its NodeConfig is applied and its slices "+
+				"published (at most %s), so that the start-up bursts of a few nodes, not of all, share the process's CPU "+
+				"(a real node's dra has its own)", o.StartParallel, o.StartWait)}
 	defer func() {
 		res.TotalS = time.Since(t0).Seconds()
 		res.Load += " -> " + loadAvg()
@@ -171,6 +180,8 @@ func Run(ctx context.Context, o Options) (res figures.Scale, err error) {
 		nodesMu.Lock()
 		nodes = append(nodes, n)
 		nodesMu.Unlock()
+		// A node slower than StartWait still counts at waitAll below.
+		tr.waitNode(ctx, name, o.StartWait)
 		return nil
 	})
 	if err != nil {

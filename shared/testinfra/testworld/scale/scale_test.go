@@ -136,6 +136,6 @@ func options(t *testing.T, nodes int, rest time.Duration, pods int) Options {
 	}
 	nodeLog := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	return Options{Nodes: nodes, PFs: 2, VFsPerPF: 32, RestWindow: rest, Settle: max(rest/6, 10*time.Second), Pods: pods,
-		Dir: dir, NodeDir: nodeDir, RepoDir: filepath.Join(src, "..", "..", ".."), StartParallel: 8, Deadline: 10 * time.Minute,
+		Dir: dir, NodeDir: nodeDir, RepoDir: filepath.Join(src, "..", "..", ".."), StartParallel: 8, StartWait: time.Minute, Deadline: 10 * time.Minute,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)), NodeLog: nodeLog}
 }

@@ -91,6 +91,33 @@ func (t *tracker) writtenTimes() map[string]time.Duration {
 	return out
 }
 
+// nodeDone says whether node's NodeConfig applied the round's pools and
+// its slices published them.
+func (t *tracker) nodeDone(node string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, a := t.applied[node]
+	_, p := t.published[node]
+	return a && p
+}
+
+// waitNode waits until nodeDone(node), ctx's end or timeout, whichever
+// comes first; it returns false unless node is done.
+func (t *tracker) waitNode(ctx context.Context, node string, timeout time.Duration) bool {
+	end := time.Now().Add(timeout)
+	for !t.nodeDone(node) {
+		if time.Now().After(end) {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return true
+}
+
 // done returns the nodes applied and published, and each node's
 // times since the round began.
 func (t *tracker) done() (applied, published map[string]time.Duration) {
