@@ -180,28 +180,7 @@ func (m *Manager) Run(ctx context.Context, publish func([]*devicev1.Device)) err
 		if len(waiting) > 0 {
 			freed = changed
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case _, ok := <-ev.ch:
-			if ok {
-				// One rescan for a burst of events (our own moves make
-				// several each).
-				ok = debounce.Wait(ctx, ev.ch, manager.RescanQuiet, manager.RescanMaxAfter(took))
-			}
-			if !ok {
-				m.log.Warn("Link event subscription ended; renewing it")
-				ev.stop()
-				ev.start()
-			}
-			ev.drain()
-		case <-tick.C:
-			if ev.ch == nil {
-				ev.start()
-			}
-		case <-freed:
-		}
-		if ctx.Err() != nil {
+		if !m.waitRescan(ctx, ev, tick.C, freed, took) {
 			return nil
 		}
 		var p provisioned
@@ -229,6 +208,35 @@ func (m *Manager) Run(ctx context.Context, publish func([]*devicev1.Device)) err
 			m.sendReport(warnings)
 		}
 	}
+}
+
+// waitRescan waits for a reason to scan again: link events (a burst taken
+// as one, the last scan having taken took), the resync tick (which also
+// renews a lost event subscription) or freed closing. It returns false
+// once ctx has ended.
+func (m *Manager) waitRescan(ctx context.Context, ev *events, tick <-chan time.Time, freed <-chan struct{}, took time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case _, ok := <-ev.ch:
+		if ok {
+			// One rescan for a burst of events (our own moves make
+			// several each).
+			ok = debounce.Wait(ctx, ev.ch, manager.RescanQuiet, manager.RescanMaxAfter(took))
+		}
+		if !ok {
+			m.log.Warn("Link event subscription ended; renewing it")
+			ev.stop()
+			ev.start()
+		}
+		ev.drain()
+	case <-tick:
+		if ev.ch == nil {
+			ev.start()
+		}
+	case <-freed:
+	}
+	return ctx.Err() == nil
 }
 
 // changed is the Prepared's channel of the next change; nil (never ready)
