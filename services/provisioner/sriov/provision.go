@@ -267,6 +267,17 @@ func (p provisioner) provisionPF(iface *provisionerv1.SriovInterface, out *provi
 		p.log.Info("Created VFs", "pf", pf, "vfs", want)
 		return nil
 	}
+	return p.recount(iface, dev, have, want, out)
+}
+
+// recount changes the count of PF iface (PCI device dev) from have VFs to
+// want. Without a view of the prepared VFs, or while one of its VFs is
+// prepared for a claim, it leaves the PF alone and adds it to out's
+// waiting PFs with a warning that says why. Else it writes 0, then want
+// (the kernel takes a new non-zero count only from 0) and holds the PF in
+// out until the new VFs are published.
+func (p provisioner) recount(iface *provisionerv1.SriovInterface, dev string, have, want uint64, out *provisioned) error {
+	pf, numvfs := iface.GetIfName(), filepath.Join(dev, "sriov_numvfs")
 	if p.prepared == nil {
 		out.waiting = append(out.waiting, waitingPF{iface: iface, warning: fmt.Sprintf(
 			"PF %s has %d VFs, not the %d configured; left alone: which of them are prepared for claims is not known here (set sriov_numvfs to 0 to let netdra create them)", pf, have, want)})
