@@ -412,23 +412,9 @@ func (m *Mover) Detach(ctx context.Context, orig *devicev1.LinkSnapshot, netnsPa
 	}
 	defer pod.Close()
 
-	l, err := pod.lookup(podName)
+	l, p, err := podLink(pod, podName, orig.GetName(), back)
 	if err != nil {
 		return err
-	}
-	p := &place{at: pod, name: podName}
-	if l == nil && podName != orig.GetName() {
-		// A Detach that was cut short (the provisioner died) may have
-		// renamed the link in the pod already, on its way out: restore
-		// set its MAC back first, so the MAC tells it from a pod link
-		// of that name.
-		if l, err = pod.lookup(orig.GetName()); err != nil {
-			return err
-		}
-		if l != nil && back.mac != nil && l.Attrs().HardwareAddr.String() != back.mac.String() {
-			l = nil
-		}
-		p = &place{at: pod, name: orig.GetName()}
 	}
 	if l == nil {
 		// Detached already, or never attached: the link is in the host.
@@ -456,6 +442,25 @@ func (m *Mover) Detach(ctx context.Context, orig *devicev1.LinkSnapshot, netnsPa
 	}
 	log.Debug("detached")
 	return nil
+}
+
+// podLink finds in the pod (pod) the link Detach takes back and where it
+// is: under podName, else, after a Detach cut short (the provisioner died)
+// renamed it already on its way out, under its host name hostName with
+// its original MAC (restore sets the MAC back first, so the MAC tells it
+// from a pod link of that name). A nil link is none in the pod.
+func podLink(pod *conn, podName, hostName string, back state) (netlink.Link, *place, error) {
+	l, err := pod.lookup(podName)
+	if err != nil || l != nil || podName == hostName {
+		return l, &place{at: pod, name: podName}, err
+	}
+	if l, err = pod.lookup(hostName); err != nil {
+		return nil, nil, err
+	}
+	if l != nil && back.mac != nil && l.Attrs().HardwareAddr.String() != back.mac.String() {
+		l = nil
+	}
+	return l, &place{at: pod, name: hostName}, nil
 }
 
 // CheckBack makes sure a link that was moved into a pod is back in the
