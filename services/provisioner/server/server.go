@@ -188,35 +188,12 @@ func (s *Server) Setup(ctx context.Context, req *provisionerv1.SetupRequest) (*p
 	if err := validateDeviceRef("deviceName", name, "manager", kind); err != nil {
 		return nil, err
 	}
-	if err := s.managers.awaitConfigured(ctx); err != nil {
+	mgr, dev, leave, err := s.setupTarget(ctx, kind, name, req.GetConfig())
+	if err != nil {
 		return nil, err
 	}
-	mgr, ok := s.managers.forSetup(kind)
-	if !ok {
-		return nil, status.Errorf(codes.FailedPrecondition, "device manager %s is not running", kind)
-	}
-	// A manager that just started has not discovered its devices yet.
-	if err := s.managers.awaitPublished(ctx, "manager", kind); err != nil {
-		return nil, err
-	}
-	dev, ok := s.inv.find(kind, name)
-	if !ok {
-		return nil, status.Errorf(codes.NotFound, "device %s is not in the %s inventory", name, kind)
-	}
-	if kind == devicev1.DeviceManager_DEVICE_MANAGER_SRIOV {
-		// Its PF's VFs are not re-created from here until it is counted
-		// as prepared, and the inventory's copy is taken again: a
-		// re-creation that held the PF until now published new VFs.
-		pf := dev.GetPfName()
-		defer s.managers.vfs.enter(pf)()
-		if dev, ok = s.inv.find(kind, name); !ok || dev.GetPfName() != pf {
-			return nil, status.Errorf(codes.NotFound, "device %s is not in the %s inventory: the VFs of its PF %s were re-created", name, kind, pf)
-		}
-		if err := sriov.NotReady(dev, req.GetConfig()); err != nil {
-			return nil, status.Error(codes.Unavailable, err.Error())
-		}
-	}
-	dev, err := withShare(dev, req.GetShare())
+	defer leave()
+	dev, err = withShare(dev, req.GetShare())
 	if err != nil {
 		return nil, err
 	}
@@ -251,6 +228,46 @@ func (s *Server) Setup(ctx context.Context, req *provisionerv1.SetupRequest) (*p
 	s.alloc.prepared(slot(pd))
 	s.armPrograms(pd, req.GetConfig(), unlock)
 	return &provisionerv1.SetupResponse{PreparedDevice: pd}, nil
+}
+
+// setupTarget waits until the managers are configured and kind's has
+// discovered its devices, and returns kind's manager and the inventory's
+// device of that name. For a VF it enters its PF first (leave, which Setup calls
+// as it returns, lets the PF's VFs be re-created again) and refuses a VF
+// not ready for cfg (Unavailable). Its errors are gRPC statuses; on one,
+// nothing is held.
+func (s *Server) setupTarget(ctx context.Context, kind devicev1.DeviceManager, name string, cfg *devicev1.DeviceConfig) (mgr manager.Manager, dev *devicev1.Device, leave func(), err error) {
+	if err := s.managers.awaitConfigured(ctx); err != nil {
+		return nil, nil, nil, err
+	}
+	mgr, ok := s.managers.forSetup(kind)
+	if !ok {
+		return nil, nil, nil, status.Errorf(codes.FailedPrecondition, "device manager %s is not running", kind)
+	}
+	// A manager that just started has not discovered its devices yet.
+	if err := s.managers.awaitPublished(ctx, "manager", kind); err != nil {
+		return nil, nil, nil, err
+	}
+	if dev, ok = s.inv.find(kind, name); !ok {
+		return nil, nil, nil, status.Errorf(codes.NotFound, "device %s is not in the %s inventory", name, kind)
+	}
+	if kind != devicev1.DeviceManager_DEVICE_MANAGER_SRIOV {
+		return mgr, dev, func() {}, nil
+	}
+	// Its PF's VFs are not re-created from here until it is counted as
+	// prepared, and the inventory's copy is taken again: a re-creation
+	// that held the PF until now published new VFs.
+	pf := dev.GetPfName()
+	leave = s.managers.vfs.enter(pf)
+	if dev, ok = s.inv.find(kind, name); !ok || dev.GetPfName() != pf {
+		leave()
+		return nil, nil, nil, status.Errorf(codes.NotFound, "device %s is not in the %s inventory: the VFs of its PF %s were re-created", name, kind, pf)
+	}
+	if err := sriov.NotReady(dev, cfg); err != nil {
+		leave()
+		return nil, nil, nil, status.Error(codes.Unavailable, err.Error())
+	}
+	return mgr, dev, leave, nil
 }
 
 // Free implements ProvisionerServiceServer.
