@@ -80,14 +80,29 @@ func run(args []string, stderr io.Writer) error {
 	for name, b := range base {
 		files[filepath.Join(baseDir, name)] = b
 	}
-	// Files of pods/base that the chart no longer renders.
-	old, err := filepath.Glob(filepath.Join(*root, baseDir, "*.yaml"))
+	bad, err := sync(*root, files, *check)
 	if err != nil {
 		return err
 	}
+	if len(bad) > 0 {
+		return fmt.Errorf("not what the chart generates (run make manifests): %s", strings.Join(bad, ", "))
+	}
+	return nil
+}
+
+// sync makes the files under root what files holds (path from root ->
+// content) and removes the YAML files of pods/base that files does not
+// hold; with check it writes nothing and returns the paths that differ
+// or would be removed instead.
+func sync(root string, files map[string][]byte, check bool) (bad []string, err error) {
+	// Files of pods/base that the chart no longer renders.
+	old, err := filepath.Glob(filepath.Join(root, baseDir, "*.yaml"))
+	if err != nil {
+		return nil, err
+	}
 	var stale []string
 	for _, f := range old {
-		rel, _ := filepath.Rel(*root, f)
+		rel, _ := filepath.Rel(root, f)
 		if _, ok := files[rel]; !ok {
 			stale = append(stale, rel)
 		}
@@ -97,33 +112,29 @@ func run(args []string, stderr io.Writer) error {
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	var bad []string
 	for _, n := range names {
-		cur, err := os.ReadFile(filepath.Join(*root, n))
+		cur, err := os.ReadFile(filepath.Join(root, n))
 		if err == nil && bytes.Equal(cur, files[n]) {
 			continue
 		}
-		if *check {
+		if check {
 			bad = append(bad, n)
 			continue
 		}
-		if err := os.WriteFile(filepath.Join(*root, n), files[n], 0o644); err != nil {
-			return err
+		if err := os.WriteFile(filepath.Join(root, n), files[n], 0o644); err != nil {
+			return nil, err
 		}
 	}
 	for _, n := range stale {
-		if *check {
+		if check {
 			bad = append(bad, n+" (the chart renders no such file)")
 			continue
 		}
-		if err := os.Remove(filepath.Join(*root, n)); err != nil {
-			return err
+		if err := os.Remove(filepath.Join(root, n)); err != nil {
+			return nil, err
 		}
 	}
-	if len(bad) > 0 {
-		return fmt.Errorf("not what the chart generates (run make manifests): %s", strings.Join(bad, ", "))
-	}
-	return nil
+	return bad, nil
 }
 
 // Base renders the chart as pods/base: file name -> content.
