@@ -21,31 +21,8 @@ import (
 
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 	"github.com/netdra/netdra/services/dra/claims"
-	"github.com/netdra/netdra/services/dra/publish"
+	"github.com/netdra/netdra/services/dra/publish/publishtest"
 )
-
-// source is a view that the test changes.
-type source struct {
-	mu      sync.Mutex
-	v       publish.View
-	changed chan struct{}
-}
-
-func newSource() *source { return &source{changed: make(chan struct{})} }
-
-func (s *source) View() (publish.View, <-chan struct{}) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.v, s.changed
-}
-
-func (s *source) set(allocs ...*statev1.Allocation) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.v = publish.View{Synced: true, Allocations: allocs}
-	close(s.changed)
-	s.changed = make(chan struct{})
-}
 
 const node = "node-a"
 
@@ -70,7 +47,7 @@ type rig struct {
 	t      *testing.T
 	client *fake.Clientset
 	events *record.FakeRecorder
-	src    *source
+	src    *publishtest.Views
 }
 
 func start(t *testing.T, objs ...*resourceapi.ResourceClaim) *rig {
@@ -81,7 +58,7 @@ func start(t *testing.T, objs ...*resourceapi.ResourceClaim) *rig {
 			t.Fatal(err)
 		}
 	}
-	r := &rig{t: t, client: c, events: record.NewFakeRecorder(100), src: newSource()}
+	r := &rig{t: t, client: c, events: record.NewFakeRecorder(100), src: publishtest.New()}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	rep := New(slog.New(slog.NewTextHandler(io.Discard, nil)), r.src, claims.NewClaims(c, r.events), node, 50*time.Millisecond)
@@ -153,7 +130,7 @@ func isTrue(c *metav1.Condition) bool {
 func TestReporter(t *testing.T) {
 	r := start(t, claimOf("c1", "c1", "dh0"))
 	const vrf = "vrf: this node's kernel has no VRF devices (CONFIG_NET_VRF): operation not supported"
-	r.src.set(row("c1", "dh0", statev1.Phase_PHASE_PREPARED, vrf, 1))
+	r.src.Set(row("c1", "dh0", statev1.Phase_PHASE_PREPARED, vrf, 1))
 	if c := r.attached("c1", "dh0", isFalse(vrf)); !isFalse(vrf)(c) {
 		t.Fatalf("Attached = %+v, want False AttachFailed with the error", c)
 	}
@@ -163,7 +140,7 @@ func TestReporter(t *testing.T) {
 	}
 
 	for n := uint32(2); n <= 4; n++ {
-		r.src.set(row("c1", "dh0", statev1.Phase_PHASE_PREPARED, vrf, n))
+		r.src.Set(row("c1", "dh0", statev1.Phase_PHASE_PREPARED, vrf, n))
 	}
 	time.Sleep(200 * time.Millisecond)
 	if ev := r.drain(); len(ev) != 0 {
@@ -171,7 +148,7 @@ func TestReporter(t *testing.T) {
 	}
 
 	const route = "routes[0]: the kernel refused the route: network is unreachable"
-	r.src.set(row("c1", "dh0", statev1.Phase_PHASE_PREPARED, route, 1))
+	r.src.Set(row("c1", "dh0", statev1.Phase_PHASE_PREPARED, route, 1))
 	if c := r.attached("c1", "dh0", isFalse(route)); !isFalse(route)(c) {
 		t.Fatalf("Attached = %+v, want the new cause", c)
 	}
@@ -180,7 +157,7 @@ func TestReporter(t *testing.T) {
 		t.Errorf("events %q, want one for the new cause", ev)
 	}
 
-	r.src.set(row("c1", "dh0", statev1.Phase_PHASE_ATTACHED, "", 0))
+	r.src.Set(row("c1", "dh0", statev1.Phase_PHASE_ATTACHED, "", 0))
 	if c := r.attached("c1", "dh0", isTrue); !isTrue(c) {
 		t.Fatalf("Attached = %+v, want True", c)
 	}
@@ -198,7 +175,7 @@ func TestReporter_Restart(t *testing.T) {
 	c.Status.Devices[0].Conditions = append(c.Status.Devices[0].Conditions, Condition(false, vrf))
 	c.Status.Devices[0].Conditions[1].LastTransitionTime = metav1.Now()
 	r := start(t, c)
-	r.src.set(row("c1", "dh0", statev1.Phase_PHASE_PREPARED, vrf, 7), row("c1", "dh1", statev1.Phase_PHASE_PREPARED, "", 0))
+	r.src.Set(row("c1", "dh0", statev1.Phase_PHASE_PREPARED, vrf, 7), row("c1", "dh1", statev1.Phase_PHASE_PREPARED, "", 0))
 	time.Sleep(200 * time.Millisecond)
 	if ev := r.drain(); len(ev) != 0 {
 		t.Errorf("events %q, want none: the cause is on the claim already", ev)
@@ -231,7 +208,7 @@ func TestReporter_Retries(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	r.src.set(row("c1", "dh0", statev1.Phase_PHASE_ATTACHED, "", 0), row("gone", "dh1", statev1.Phase_PHASE_ATTACHED, "", 0))
+	r.src.Set(row("c1", "dh0", statev1.Phase_PHASE_ATTACHED, "", 0), row("gone", "dh1", statev1.Phase_PHASE_ATTACHED, "", 0))
 	if c := r.attached("c1", "dh0", isTrue); !isTrue(c) {
 		t.Fatalf("Attached = %+v after two refused writes, want True", c)
 	}
@@ -252,18 +229,18 @@ func isDetached(c *metav1.Condition) bool {
 // reason Detached, without an event, and True again at the next attach.
 func TestReporter_Detached(t *testing.T) {
 	r := start(t, claimOf("c1", "c1", "dh0"))
-	r.src.set(row("c1", "dh0", statev1.Phase_PHASE_ATTACHED, "", 0))
+	r.src.Set(row("c1", "dh0", statev1.Phase_PHASE_ATTACHED, "", 0))
 	if c := r.attached("c1", "dh0", isTrue); !isTrue(c) {
 		t.Fatalf("Attached = %+v, want True", c)
 	}
-	r.src.set(row("c1", "dh0", statev1.Phase_PHASE_PREPARED, "", 0))
+	r.src.Set(row("c1", "dh0", statev1.Phase_PHASE_PREPARED, "", 0))
 	if c := r.attached("c1", "dh0", isDetached); !isDetached(c) {
 		t.Fatalf("Attached after the detach = %+v, want False Detached", c)
 	}
 	if ev := r.drain(); len(ev) != 0 {
 		t.Errorf("a detach made events %q", ev)
 	}
-	r.src.set(row("c1", "dh0", statev1.Phase_PHASE_ATTACHED, "", 0))
+	r.src.Set(row("c1", "dh0", statev1.Phase_PHASE_ATTACHED, "", 0))
 	if c := r.attached("c1", "dh0", isTrue); !isTrue(c) {
 		t.Fatalf("Attached after the next attach = %+v, want True", c)
 	}
@@ -288,11 +265,11 @@ func TestReporter_DetachedWhileAway(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	r.src.set(row("c1", "dh0", statev1.Phase_PHASE_PREPARED, "", 0), row("c1", "dh1", statev1.Phase_PHASE_PREPARED, "", 0))
+	r.src.Set(row("c1", "dh0", statev1.Phase_PHASE_PREPARED, "", 0), row("c1", "dh1", statev1.Phase_PHASE_PREPARED, "", 0))
 	if cond := r.attached("c1", "dh0", isDetached); !isDetached(cond) {
 		t.Fatalf("dh0's Attached = %+v, want False Detached", cond)
 	}
-	r.src.set(row("c1", "dh0", statev1.Phase_PHASE_PREPARED, "", 0), row("c1", "dh1", statev1.Phase_PHASE_PREPARED, "", 0),
+	r.src.Set(row("c1", "dh0", statev1.Phase_PHASE_PREPARED, "", 0), row("c1", "dh1", statev1.Phase_PHASE_PREPARED, "", 0),
 		row("c2", "dh2", statev1.Phase_PHASE_PREPARED, "", 0))
 	time.Sleep(200 * time.Millisecond)
 	if cond := r.attached("c1", "dh1", nil); cond != nil {
@@ -311,7 +288,7 @@ func TestReporter_DetachedWhileAway(t *testing.T) {
 func TestReporter_EntryLater(t *testing.T) {
 	claim := claimOf("c1", "c1")
 	r := start(t, claim)
-	r.src.set(row("c1", "dh0", statev1.Phase_PHASE_ATTACHED, "", 0))
+	r.src.Set(row("c1", "dh0", statev1.Phase_PHASE_ATTACHED, "", 0))
 	time.Sleep(100 * time.Millisecond)
 	withEntry := claimOf("c1", "c1", "dh0")
 	cur, err := r.client.ResourceV1().ResourceClaims("ns").Get(context.Background(), "c1", metav1.GetOptions{})

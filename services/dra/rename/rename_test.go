@@ -20,7 +20,7 @@ import (
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 	"github.com/netdra/netdra/services/dra/callgate"
 	"github.com/netdra/netdra/services/dra/nodeconfig"
-	"github.com/netdra/netdra/services/dra/publish"
+	"github.com/netdra/netdra/services/dra/publish/publishtest"
 	"github.com/netdra/netdra/services/dra/slicepool"
 	"github.com/netdra/netdra/shared/apis/v1alpha1"
 )
@@ -96,28 +96,6 @@ func (s *state) ListAllocations(context.Context, *statev1.ListAllocationsRequest
 	return &statev1.ListAllocationsResponse{Allocations: s.rows}, s.err
 }
 
-// allocations is the publisher's view: changed is closed and replaced at
-// each set.
-type allocations struct {
-	mu      sync.Mutex
-	view    publish.View
-	changed chan struct{}
-}
-
-func (a *allocations) View() (publish.View, <-chan struct{}) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.view, a.changed
-}
-
-func (a *allocations) set(rows ...*statev1.Allocation) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.view = publish.View{Synced: true, Allocations: rows}
-	close(a.changed)
-	a.changed = make(chan struct{})
-}
-
 func row(claimUID string) *statev1.Allocation {
 	return &statev1.Allocation{ClaimUid: claimUID, ClaimNamespace: "ns", ClaimName: "c-" + claimUID, Pool: "p", DeviceName: "vf1"}
 }
@@ -125,7 +103,7 @@ func row(claimUID string) *statev1.Allocation {
 type world struct {
 	h      *host
 	st     *state
-	allocs *allocations
+	allocs *publishtest.Views
 	kube   *fake.Clientset
 	r      *Renamer
 	retry  chan struct{}
@@ -133,11 +111,24 @@ type world struct {
 
 func newWorld(t *testing.T, h *host) *world {
 	t.Helper()
-	w := &world{h: h, st: &state{}, allocs: &allocations{changed: make(chan struct{})}, kube: fake.NewClientset(),
+	w := &world{h: h, st: &state{}, allocs: publishtest.New(), kube: fake.NewClientset(),
 		retry: make(chan struct{}, 8)}
 	w.r = New(Config{NodeName: node, Kube: w.kube, State: w.st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Host: h, Allocations: w.allocs, Retry: func() { w.retry <- struct{}{} }})
 	return w
+}
+
+// servedWorld is a world whose plugin is served as a.example, that name
+// in force, with one of its ResourceSlices.
+func servedWorld(t *testing.T) (*world, *host, *callgate.Gate) {
+	t.Helper()
+	gate := &callgate.Gate{}
+	h := &host{served: "a.example", gate: gate, inForce: spec("a.example")}
+	w := newWorld(t, h)
+	if _, err := w.kube.ResourceV1().ResourceSlices().Create(context.Background(), slice("old", "a.example"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return w, h, gate
 }
 
 func spec(driver string) *v1alpha1.NodeConfigSpec {
@@ -171,12 +162,7 @@ func TestBegin_SameName(t *testing.T) {
 // serves the new one.
 func TestRename_NoClaims(t *testing.T) {
 	ctx := context.Background()
-	gate := &callgate.Gate{}
-	h := &host{served: "a.example", gate: gate, inForce: spec("a.example")}
-	w := newWorld(t, h)
-	if _, err := w.kube.ResourceV1().ResourceSlices().Create(ctx, slice("old", "a.example"), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	w, h, gate := servedWorld(t)
 	rn, err := w.r.Begin(ctx, spec("b.example"), 2)
 	if err != nil || rn == nil {
 		t.Fatalf("Begin: %v, %v; want a rename", rn, err)
@@ -215,7 +201,7 @@ func TestRename_RefusedWhileClaimsPrepared(t *testing.T) {
 	h := &host{served: "a.example", gate: gate, inForce: spec("a.example")}
 	w := newWorld(t, h)
 	w.st.set(row("u1"), row("u1"), row("u2"))
-	w.allocs.set(row("u1"), row("u2"))
+	w.allocs.Set(row("u1"), row("u2"))
 	done := make(chan error, 1)
 	go func() { done <- w.r.Run(ctx) }()
 
@@ -238,7 +224,7 @@ func TestRename_RefusedWhileClaimsPrepared(t *testing.T) {
 		t.Fatal("retried while claims are prepared")
 	case <-time.After(50 * time.Millisecond):
 	}
-	w.allocs.set()
+	w.allocs.Set()
 	select {
 	case <-w.retry:
 	case <-time.After(5 * time.Second):
@@ -284,12 +270,7 @@ func TestBegin_AtStartKeepsTheNameClaimsWerePreparedUnder(t *testing.T) {
 // back: the configuration in force is sent again and the old name served.
 func TestComplete_KnockedRollsBack(t *testing.T) {
 	ctx := context.Background()
-	gate := &callgate.Gate{}
-	h := &host{served: "a.example", gate: gate, inForce: spec("a.example")}
-	w := newWorld(t, h)
-	if _, err := w.kube.ResourceV1().ResourceSlices().Create(ctx, slice("old", "a.example"), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	w, h, gate := servedWorld(t)
 	rn, err := w.r.Begin(ctx, spec("b.example"), 2)
 	if err != nil {
 		t.Fatal(err)
