@@ -171,20 +171,31 @@ func durationSeconds(t *testing.T, s string) float64 {
 func TestDocsNumbers(t *testing.T) {
 	root := moduleRoot(t)
 	for _, tc := range docNumberRows(t, root) {
-		b, err := os.ReadFile(filepath.Join(root, tc.file))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ms := regexp.MustCompile(tc.re).FindAllStringSubmatch(string(b), -1)
-		if len(ms) == 0 {
-			t.Errorf("%s no longer says %q: update the sentence or this test", tc.file, tc.re)
-			continue
-		}
-		for _, m := range ms {
-			for i, w := range tc.want {
-				if n, _ := strconv.ParseFloat(strings.ReplaceAll(m[i+1], ",", ""), 64); n != w {
-					t.Errorf("%s says %q: %s where the source says %g", tc.file, m[0], m[i+1], w)
-				}
+		checkSentence(t, root, tc.file, tc.re, len(tc.want), func(got string, i int) bool {
+			n, _ := strconv.ParseFloat(strings.ReplaceAll(got, ",", ""), 64)
+			return n == tc.want[i]
+		}, func(i int) string { return strconv.FormatFloat(tc.want[i], 'g', -1, 64) })
+	}
+}
+
+// checkSentence checks each match of re in the page file (one at least:
+// a rewrite that drops the sentence drops its row too) against the
+// wanted values: same says whether a match's group i+1 is the i-th of
+// the n wanted, want prints it.
+func checkSentence(t *testing.T, root, file, re string, n int, same func(got string, i int) bool, want func(i int) string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := regexp.MustCompile(re).FindAllStringSubmatch(string(b), -1)
+	if len(ms) == 0 {
+		t.Errorf("%s no longer says %q: update the sentence or this test", file, re)
+	}
+	for _, m := range ms {
+		for i := range n {
+			if !same(m[i+1], i) {
+				t.Errorf("%s says %q: %s where the source says %s", file, m[0], m[i+1], want(i))
 			}
 		}
 	}
@@ -221,29 +232,40 @@ func masked(page string) string {
 func TestDocsNumbersAllChecked(t *testing.T) {
 	root := moduleRoot(t)
 	rows := docNumberRows(t, root)
-	checked := 0
+	res := map[string][]string{}
+	for _, r := range rows {
+		res[r.file] = append(res[r.file], r.re)
+	}
+	checked := checkCovered(t, root, res, figure, "a figure no row of docNumberRows checks; point to bench/RESULTS.md for a measured one, or add the row with its source")
+	t.Logf("checked %d figures with a unit, %d sentences with figures", checked, len(rows))
+}
+
+// checkCovered fails t for each match of pattern's first group in the
+// docs' text (code blocks and code spans masked) that no regexp of res,
+// by page, covers (saying "page:line: match: " and why), and when pattern
+// matches nothing at all; it returns how many matches were covered.
+func checkCovered(t *testing.T, root string, res map[string][]string, pattern *regexp.Regexp, why string) int {
+	t.Helper()
+	covered := 0
 	for _, d := range docs(t, root) {
-		var covered [][]int
-		for _, r := range rows {
-			if r.file == d.rel {
-				covered = append(covered, regexp.MustCompile(r.re).FindAllStringIndex(d.text, -1)...)
-			}
+		var spans [][]int
+		for _, re := range res[d.rel] {
+			spans = append(spans, regexp.MustCompile(re).FindAllStringIndex(d.text, -1)...)
 		}
 		text := masked(d.text)
-		for _, m := range figure.FindAllStringSubmatchIndex(text, -1) {
+		for _, m := range pattern.FindAllStringSubmatchIndex(text, -1) {
 			at := m[2]
-			if !slices.ContainsFunc(covered, func(c []int) bool { return c[0] <= at && at < c[1] }) {
-				line := strings.Count(d.text[:at], "\n") + 1
-				t.Errorf("%s:%d: %q: a figure no row of docNumberRows checks; point to bench/RESULTS.md for a measured one, or add the row with its source", d.rel, line, text[m[2]:m[3]])
+			if !slices.ContainsFunc(spans, func(c []int) bool { return c[0] <= at && at < c[1] }) {
+				t.Errorf("%s:%d: %q: %s", d.rel, strings.Count(d.text[:at], "\n")+1, text[m[2]:m[3]], why)
 				continue
 			}
-			checked++
+			covered++
 		}
 	}
-	if checked == 0 {
-		t.Fatal("found no figure in the docs: the pattern has drifted")
+	if covered == 0 {
+		t.Fatalf("%s matched nothing in the docs: the pattern has drifted", pattern)
 	}
-	t.Logf("checked %d figures with a unit, %d sentences with figures", checked, len(rows))
+	return covered
 }
 
 // readYAMLDocs parses each document of a multi-document YAML file.
