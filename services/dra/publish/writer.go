@@ -582,12 +582,38 @@ func (p *SliceWriter) create(ctx context.Context, w sliceWrite) error {
 	return p.stored(s)
 }
 
+// update writes w over its slice. A write refused as a conflict reads
+// the slice back (readBack) before it returns the error, so that the
+// retry plans from the slice as it is.
 func (p *SliceWriter) update(ctx context.Context, w sliceWrite) error {
 	s, err := p.kube.ResourceV1().ResourceSlices().Update(ctx, p.object(w), metav1.UpdateOptions{})
+	if apierrors.IsConflict(err) {
+		p.readBack(ctx, w.cur.Name)
+	}
 	if err != nil {
 		return fmt.Errorf("updating ResourceSlice %s: %w", w.cur.Name, err)
 	}
 	return p.stored(s)
+}
+
+// readBack reads slice name as the apiserver has it and lets that copy
+// stand for the informer's (latest), as dra's own writes do. A conflict
+// means the informer is behind (its watch lags or was closed on it) or
+// someone else wrote: planned again from the informer's copy, every retry
+// would conflict until the informer caught up. A failed read leaves
+// things as they were: the retry plans from the informer as before.
+func (p *SliceWriter) readBack(ctx context.Context, name string) {
+	s, err := p.kube.ResourceV1().ResourceSlices().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return
+	}
+	o, err := skinny(s)
+	if err != nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.latest[name] = mine{s: o.(*resourceapi.ResourceSlice), at: time.Now()}
 }
 
 // stored records a slice dra wrote.

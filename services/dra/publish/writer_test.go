@@ -1,14 +1,27 @@
 package publish
 
 import (
+	"context"
+	"errors"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	clientfeatures "k8s.io/client-go/features"
+	clientfeaturestesting "k8s.io/client-go/features/testing"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
+
+	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
 )
 
 // TestSlicePools: the pools are published under <node>/<pool>, so two
@@ -190,5 +203,101 @@ func TestKeepTaintTimes(t *testing.T) {
 	}
 	if desired[0].Taints[0].TimeAdded != nil {
 		t.Error("the desired devices were changed")
+	}
+}
+
+// A write refused as a conflict while the informer is behind (here its
+// watch never delivers) reads the slice back: the retry writes over the
+// slice as it is, instead of conflicting again until the informer
+// catches up.
+func TestSliceWriter_ConflictReadsBack(t *testing.T) {
+	// The fake clientset's watch sends no initial events: the informer
+	// lists first, as it does against an apiserver without watch-list.
+	clientfeaturestesting.SetFeatureDuringTest(t, clientfeatures.WatchListClient, false)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", UID: "n-uid"}})
+	gvr := resourceapi.SchemeGroupVersion.WithResource("resourceslices")
+	// The informer's watch does not show someone else's write.
+	c.PrependWatchReactor("resourceslices", func(k8stesting.Action) (bool, watch.Interface, error) {
+		real, err := c.Tracker().Watch(gvr, "")
+		if err != nil {
+			return true, nil, err
+		}
+		return true, watch.Filter(real, func(e watch.Event) (watch.Event, bool) {
+			s, ok := e.Object.(*resourceapi.ResourceSlice)
+			return e, !ok || len(s.Spec.Devices) == 0 || s.Spec.Devices[0].Name != "theirs"
+		}), nil
+	})
+	var mu sync.Mutex
+	rv, conflicts := 0, 0
+	// Writes get resource versions, and an update of a stale one is a
+	// conflict, as at the apiserver.
+	c.PrependReactor("create", "resourceslices", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		s := a.(k8stesting.CreateAction).GetObject().(*resourceapi.ResourceSlice).DeepCopy()
+		rv++
+		s.Name, s.ResourceVersion = s.GenerateName+strconv.Itoa(rv), strconv.Itoa(rv)
+		return true, s, c.Tracker().Create(gvr, s, "")
+	})
+	c.PrependReactor("update", "resourceslices", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		s := a.(k8stesting.UpdateAction).GetObject().(*resourceapi.ResourceSlice).DeepCopy()
+		o, err := c.Tracker().Get(gvr, "", s.Name)
+		if err != nil {
+			return true, nil, err
+		}
+		if o.(*resourceapi.ResourceSlice).ResourceVersion != s.ResourceVersion {
+			conflicts++
+			return true, nil, apierrors.NewConflict(gvr.GroupResource(), s.Name, errors.New("stale"))
+		}
+		rv++
+		s.ResourceVersion = strconv.Itoa(rv)
+		return true, s, c.Tracker().Update(gvr, s, "")
+	})
+	w := NewSliceWriter("d.example", "n", c, func(context.Context, error, string) {})
+	defer w.Stop()
+	pool := func(dev string) []Pool {
+		return []Pool{{Name: "p", Devices: []*devicev1.Device{{Name: dev, Manager: devicev1.DeviceManager_DEVICE_MANAGER_HOST}}}}
+	}
+	published := func(dev string) bool {
+		list, err := c.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+		return err == nil && len(list.Items) == 1 && len(list.Items[0].Spec.Devices) == 1 && list.Items[0].Spec.Devices[0].Name == dev
+	}
+	if err := w.Publish(ctx, pool("a")); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the first slice", func() bool { return published("a") })
+
+	// Someone else writes the slice; the informer does not show it (nor,
+	// as when its watch lags, dra's next write: its events come in
+	// order).
+	list, _ := c.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+	other := list.Items[0].DeepCopy()
+	other.Spec.Devices[0].Name = "theirs"
+	if _, err := c.ResourceV1().ResourceSlices().Update(ctx, other, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Publish(ctx, pool("b")); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the slice rewritten", func() bool { return published("b") })
+	mu.Lock()
+	defer mu.Unlock()
+	if conflicts != 1 {
+		t.Errorf("%d conflicts, want 1: the retry did not plan from the slice read back", conflicts)
+	}
+}
+
+// waitUntil polls cond for a few seconds, failing t with what it waited
+// for.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(5 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
 	}
 }
