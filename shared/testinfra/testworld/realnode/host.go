@@ -62,7 +62,8 @@ func cgroupDirs() []string {
 	return out
 }
 
-// restore puts the sysctls back and removes the paths that were absent.
+// restore puts the sysctls back and removes the paths that were absent,
+// with whatever is mounted under them.
 func (s *hostSnapshot) restore() []error {
 	var errs []error
 	for k, v := range s.Sysctls {
@@ -78,6 +79,12 @@ func (s *hostSnapshot) restore() []error {
 		if strings.HasPrefix(p, "/sys/fs/cgroup/") {
 			removeEmptyTree(p)
 			continue
+		}
+		// CRI-O pins a sandbox's IPC, UTS and user namespaces as bind
+		// mounts under /run/*ns; a crio killed before it tore a sandbox
+		// down leaves them mounted, and a mount point cannot be unlinked.
+		for _, m := range MountsUnder(p) {
+			_ = unix.Unmount(m, unix.MNT_DETACH)
 		}
 		if err := os.RemoveAll(p); err != nil {
 			errs = append(errs, fmt.Errorf("removing %s: %w", p, err))
