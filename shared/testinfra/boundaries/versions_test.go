@@ -5,9 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
+
+	kversion "k8s.io/apimachinery/pkg/util/version"
 )
 
 // Upstream versions the docs state as floors or facts. No module pins
@@ -123,38 +124,30 @@ func TestDocsVersionFloorsHold(t *testing.T) {
 	root := moduleRoot(t)
 	world := "shared/testinfra/testworld/"
 	kubeAPI := goModVersion(t, root, "go.mod", "k8s.io/api")
-	if !atLeast("1"+strings.TrimPrefix(minor(kubeAPI), "0"), kubernetesFloor) {
+	if !atLeast(t, "1"+strings.TrimPrefix(minor(kubeAPI), "0"), kubernetesFloor) {
 		t.Errorf("go.mod's k8s.io/api v%s is older than the Kubernetes floor %s", kubeAPI, kubernetesFloor)
 	}
-	if c := goModVersion(t, root, world+"realnode/tools/containerd/go.mod", "github.com/containerd/containerd/v2"); !atLeast(c, containerdValidatorFloor) {
+	if c := goModVersion(t, root, world+"realnode/tools/containerd/go.mod", "github.com/containerd/containerd/v2"); !atLeast(t, c, containerdValidatorFloor) {
 		t.Errorf("the tested containerd %s is older than %s, the docs' floor for its validator", c, containerdValidatorFloor)
 	}
-	if n := goModVersion(t, root, world+"realnode/tools/containerd/go.mod", "github.com/containerd/nri"); !atLeast(n, nriValidatorFloor) {
+	if n := goModVersion(t, root, world+"realnode/tools/containerd/go.mod", "github.com/containerd/nri"); !atLeast(t, n, nriValidatorFloor) {
 		t.Errorf("the tested containerd's NRI %s has no default validator (%s)", n, nriValidatorFloor)
 	}
-	if n := goModVersion(t, root, world+"realnode/tools/crio/go.mod", "github.com/containerd/nri"); atLeast(n, nriValidatorFloor) {
+	if n := goModVersion(t, root, world+"realnode/tools/crio/go.mod", "github.com/containerd/nri"); atLeast(t, n, nriValidatorFloor) {
 		t.Errorf("the tested CRI-O's NRI %s has the default validator: the docs say CRI-O holds nothing back by it", n)
 	}
 }
 
-// atLeast says whether version v (major.minor[.patch...], a suffix after
-// '-' ignored) is at or above floor.
-func atLeast(v, floor string) bool {
-	num := func(s string) []int {
-		var out []int
-		for _, p := range strings.Split(strings.SplitN(s, "-", 2)[0], ".") {
-			n, _ := strconv.Atoi(p)
-			out = append(out, n)
-		}
-		return out
+// atLeast says whether version v is at or above floor, as
+// apimachinery's generic versions compare (a pre-release suffix is not
+// looked at).
+func atLeast(t *testing.T, v, floor string) bool {
+	t.Helper()
+	got, err := kversion.ParseGeneric(v)
+	if err != nil {
+		t.Fatalf("version %q: %v", v, err)
 	}
-	a, b := num(v), num(floor)
-	for i := range b {
-		if i >= len(a) || a[i] != b[i] {
-			return i < len(a) && a[i] > b[i]
-		}
-	}
-	return true
+	return got.AtLeast(kversion.MustParseGeneric(floor))
 }
 
 // version matches a version of a product the docs name.
