@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
@@ -104,18 +105,9 @@ func (t *tracker) nodeDone(node string) bool {
 // waitNode waits until nodeDone(node), ctx's end or timeout, whichever
 // comes first; it returns false unless node is done.
 func (t *tracker) waitNode(ctx context.Context, node string, timeout time.Duration) bool {
-	end := time.Now().Add(timeout)
-	for !t.nodeDone(node) {
-		if time.Now().After(end) {
-			return false
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	return true
+	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		return t.nodeDone(node), nil
+	}) == nil
 }
 
 // done returns the nodes applied and published, and each node's
