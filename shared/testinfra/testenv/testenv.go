@@ -33,27 +33,24 @@ func RequireRoot(t testing.TB, why string) {
 }
 
 // FreeAddr returns a loopback TCP address ("127.0.0.1:port") whose port
-// nothing listens on now, for a process the test starts to listen on.
+// nothing listens on now, for a process the test starts to listen on; the
+// port is PortOn's.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := PortOn()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
 }
 
-// FreePort is FreeAddr's port.
+// FreePort is PortOn's port on 127.0.0.1, failing the test when there is
+// none.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	_, p, err := net.SplitHostPort(FreeAddr(t))
+	p, err := PortOn()
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := strconv.Atoi(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return p
 }

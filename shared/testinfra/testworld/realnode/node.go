@@ -23,6 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/netdra/netdra/shared/testinfra/testenv"
 )
 
 // Config describes one node.
@@ -119,7 +121,7 @@ func (n *Node) start(ctx context.Context) error {
 		return err
 	}
 	for i := range n.ports {
-		if n.ports[i], err = freePort(); err != nil {
+		if n.ports[i], err = testenv.PortOn(n.nodeIP, "127.0.0.1"); err != nil {
 			return err
 		}
 	}
@@ -649,15 +651,6 @@ func hostIP() (string, error) {
 		}
 	}
 	return "", errors.New("realnode: no up interface with a global IPv4 address for the kubelet's node IP")
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // tail is the end of a log file, for errors.

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,6 +31,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/netdra/netdra/shared/apis/v1alpha1"
+	"github.com/netdra/netdra/shared/testinfra/testenv"
 	"github.com/netdra/netdra/shared/testinfra/testworld/controlplane"
 	"github.com/netdra/netdra/shared/testinfra/testworld/crds"
 )
@@ -131,12 +133,11 @@ func (w *world) startOperator(ctx context.Context) (*operator, error) {
 	if out, err := build.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("building the operator: %w: %s", err, out)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := testenv.PortOn()
 	if err != nil {
 		return nil, err
 	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	op := &operator{bin: bin, kubeconfig: w.cp.Kubeconfig(), logPath: filepath.Join(w.o.Dir, "operator.log"),
 		metricsAddr: addr, done: make(chan struct{})}
 	if err := op.start(); err != nil {

@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
+
+	"github.com/netdra/netdra/shared/testinfra/testenv"
 )
 
 type etcdServer struct {
@@ -57,13 +60,12 @@ func startEtcd(ctx context.Context, dir string) (*etcdServer, error) {
 	}
 }
 
-// loopbackURL picks a free port on 127.0.0.1. Another process could take
-// it before etcd binds it; on loopback that is rare enough for a test world.
+// loopbackURL picks a free port on 127.0.0.1 (testenv.PortOn's) for etcd
+// to listen on.
 func loopbackURL() (*url.URL, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := testenv.PortOn()
 	if err != nil {
 		return nil, fmt.Errorf("free port: %w", err)
 	}
-	defer l.Close()
-	return &url.URL{Scheme: "http", Host: l.Addr().String()}, nil
+	return &url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(p))}, nil
 }
