@@ -91,13 +91,15 @@ type SliceWriter struct {
 	// them (actual); deleted are those it deleted that it may still show.
 	latest  map[string]mine
 	deleted map[string]bool
+	ttl     time.Duration // latestTTL; shorter in tests
+	recheck *time.Timer   // a sync when a slice in latest may expire
 }
 
 // NewSliceWriter returns the writer of driver's slices for node; it
 // starts at its first Publish. onError is told of each failed write, which
 // the writer retries.
 func NewSliceWriter(driver, node string, kube kubernetes.Interface, onError func(ctx context.Context, err error, msg string)) *SliceWriter {
-	return &SliceWriter{driver: driver, node: node, kube: kube, onError: onError}
+	return &SliceWriter{driver: driver, node: node, kube: kube, onError: onError, ttl: latestTTL}
 }
 
 // mine is a slice as dra wrote it, and when.
@@ -107,9 +109,13 @@ type mine struct {
 }
 
 // latestTTL is how long a slice dra wrote stands for the informer's copy
-// at most: a slice deleted by someone else before dra recorded its own
-// write (a race of milliseconds) would otherwise stand for ever. A sync
-// follows its expiry.
+// at least. After it, the slice stands until the informer has passed the
+// write's resource version (its watch delivered an event or bookmark at or
+// after it): a slice deleted by someone else before dra recorded its own
+// write (a race of milliseconds) would otherwise stand for ever, and one
+// dropped while the informer still lags would be created a second time
+// and then deleted, writes that add to what makes the informer lag. A
+// sync follows each expiry.
 const latestTTL = 10 * time.Second
 
 // written is one slice as dra last wrote it.
@@ -356,6 +362,7 @@ func inParallel(ctx context.Context, fs []func(context.Context) error) error {
 // yet, and without those dra deleted that it still shows.
 func (p *SliceWriter) actual() []*resourceapi.ResourceSlice {
 	objs := p.inf.GetStore().List()
+	synced := p.inf.LastSyncResourceVersion()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var out []*resourceapi.ResourceSlice
@@ -370,7 +377,7 @@ func (p *SliceWriter) actual() []*resourceapi.ResourceSlice {
 			continue
 		}
 		if m, ok := p.latest[s.Name]; ok {
-			if newer(m.s.ResourceVersion, s.ResourceVersion) && time.Since(m.at) < latestTTL {
+			if newer(m.s.ResourceVersion, s.ResourceVersion) && p.stands(m, synced) {
 				s = m.s
 			} else {
 				delete(p.latest, s.Name) // the informer caught up, or someone wrote since
@@ -381,7 +388,7 @@ func (p *SliceWriter) actual() []*resourceapi.ResourceSlice {
 	for name, m := range p.latest {
 		switch {
 		case seen[name]:
-		case time.Since(m.at) < latestTTL:
+		case p.stands(m, synced):
 			out = append(out, m.s) // created, not shown yet
 		default:
 			delete(p.latest, name)
@@ -393,6 +400,25 @@ func (p *SliceWriter) actual() []*resourceapi.ResourceSlice {
 		}
 	}
 	return out
+}
+
+// stands reports whether m still stands for the informer's copy of its
+// slice, the informer being at resource version synced; one that stands
+// only because the informer has not passed it yet gets a sync after
+// another latestTTL (under p.mu).
+func (p *SliceWriter) stands(m mine, synced string) bool {
+	if time.Since(m.at) < p.ttl {
+		return true
+	}
+	if !newer(m.s.ResourceVersion, synced) {
+		return false
+	}
+	if p.recheck == nil {
+		p.recheck = time.AfterFunc(p.ttl, p.poke)
+	} else {
+		p.recheck.Reset(p.ttl)
+	}
+	return true
 }
 
 // newer reports whether resource version a is after b. The apiserver's
@@ -627,7 +653,7 @@ func (p *SliceWriter) stored(s *resourceapi.ResourceSlice) error {
 	defer p.mu.Unlock()
 	p.ours[s.Name] = written{resourceVersion: s.ResourceVersion, specHash: sk.Annotations[localSpecHash]}
 	p.latest[s.Name] = mine{s: sk, at: time.Now()}
-	time.AfterFunc(latestTTL, p.poke)
+	time.AfterFunc(p.ttl, p.poke)
 	return nil
 }
 

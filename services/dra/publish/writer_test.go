@@ -301,3 +301,78 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		}
 	}
 }
+
+// A slice dra created stands for the informer's copy for as long as the
+// informer has not passed the creation's resource version, however long
+// its watch lags: syncs meanwhile create nothing a second time. Once the
+// informer has passed it (here a bookmark) without showing the slice
+// (someone deleted it), the writer creates it again.
+func TestSliceWriter_LaggingInformerCreatesOnce(t *testing.T) {
+	clientfeaturestesting.SetFeatureDuringTest(t, clientfeatures.WatchListClient, false)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", UID: "n-uid"}})
+	gvr := resourceapi.SchemeGroupVersion.WithResource("resourceslices")
+	var mu sync.Mutex
+	rv, creates := 1, 0
+	c.PrependReactor("list", "resourceslices", func(k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return true, &resourceapi.ResourceSliceList{ListMeta: metav1.ListMeta{ResourceVersion: strconv.Itoa(rv)}}, nil
+	})
+	c.PrependReactor("create", "resourceslices", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		s := a.(k8stesting.CreateAction).GetObject().(*resourceapi.ResourceSlice).DeepCopy()
+		rv++
+		creates++
+		s.Name, s.ResourceVersion = s.GenerateName+strconv.Itoa(rv), strconv.Itoa(rv)
+		return true, s, c.Tracker().Create(gvr, s, "")
+	})
+	// The informer's watch shows nothing of the writes: it lags. Events
+	// sent on events reach it.
+	events := make(chan watch.Event, 1)
+	c.PrependWatchReactor("resourceslices", func(k8stesting.Action) (bool, watch.Interface, error) {
+		return true, watch.NewProxyWatcher(events), nil
+	})
+	w := NewSliceWriter("d.example", "n", c, func(context.Context, error, string) {})
+	w.ttl = 20 * time.Millisecond
+	defer w.Stop()
+	pool := []Pool{{Name: "p", Devices: []*devicev1.Device{{Name: "a", Manager: devicev1.DeviceManager_DEVICE_MANAGER_HOST}}}}
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return creates
+	}
+	if err := w.Publish(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the first slice", func() bool { return count() == 1 })
+	for range 10 { // syncs well past the ttl, the informer still behind
+		time.Sleep(2 * w.ttl)
+		if err := w.Publish(ctx, pool); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(2 * w.ttl)
+	if n := count(); n != 1 {
+		t.Fatalf("%d creates while the informer lagged, want 1", n)
+	}
+
+	// Someone deletes the slice; the informer passes the creation without
+	// showing it.
+	list, err := c.Tracker().List(gvr, resourceapi.SchemeGroupVersion.WithKind("ResourceSlice"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range list.(*resourceapi.ResourceSliceList).Items {
+		if err := c.Tracker().Delete(gvr, "", s.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	rv++
+	events <- watch.Event{Type: watch.Bookmark, Object: &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{ResourceVersion: strconv.Itoa(rv)}}}
+	mu.Unlock()
+	waitUntil(t, "the slice created again", func() bool { return count() == 2 })
+}
