@@ -20,6 +20,7 @@ package scale
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -110,6 +111,14 @@ func Run(ctx context.Context, o Options) (res figures.Scale, err error) {
 		return res, err
 	}
 	defer w.stop()
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	go guardMemory(ctx, w, o, stop)
+	defer func() {
+		if c := context.Cause(ctx); err != nil && errors.Is(c, errOutOfMemory) {
+			err = c
+		}
+	}()
 
 	log.Info("creating the Nodes", "n", o.Nodes)
 	names := make([]string, o.Nodes)
