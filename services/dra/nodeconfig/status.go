@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/netdra/netdra/services/dra/publish"
+	"github.com/netdra/netdra/shared/debounce"
 	"github.com/netdra/netdra/shared/apis/v1alpha1"
 )
 
@@ -26,7 +27,9 @@ import (
 // and the driver name dra is registered under. Every write is one merge patch of the whole status it
 // owns, made by one goroutine, so writes never race each other or conflict
 // with spec changes; a write that fails is retried, one for a missing
-// NodeConfig when the next change comes.
+// NodeConfig when the next change comes. The changes of a burst (a
+// NodeConfig applied, then its pools published and its address pools
+// counted) go in one write (statusQuiet, statusMaxWait).
 type StatusWriter struct {
 	log    *slog.Logger
 	client dynamic.Interface
@@ -118,6 +121,15 @@ func (w *StatusWriter) poke() {
 	}
 }
 
+// statusQuiet and statusMaxWait bound how long a change waits for the
+// ones that follow it before the status is written (debounce.Wait): a
+// status written a moment later is one write per node instead of one per
+// step of a change, on every node at once when a ClusterConfig changes.
+const (
+	statusQuiet   = 200 * time.Millisecond
+	statusMaxWait = time.Second
+)
+
 // Run writes until ctx ends.
 func (w *StatusWriter) Run(ctx context.Context) error {
 	for {
@@ -125,6 +137,10 @@ func (w *StatusWriter) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-w.kick:
+		}
+		debounce.Wait(ctx, w.kick, statusQuiet, statusMaxWait)
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
 		w.mu.Lock()
 		want := *w.want.DeepCopy()

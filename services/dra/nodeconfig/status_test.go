@@ -33,8 +33,8 @@ func readStatus(t *testing.T, c *dynamicfake.FakeDynamicClient) (v1alpha1.NodeCo
 }
 
 // TestStatusWriter: the owned status is written whole (a pool that is
-// gone is gone), not again when unchanged, and again when the NodeConfig
-// was re-created (Check).
+// gone is gone), once for a burst of changes, not again when unchanged,
+// and again when the NodeConfig was re-created (Check).
 func TestStatusWriter(t *testing.T) {
 	c, patches := patchCountingClient()
 	nc := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "netdra.io/v1alpha1", "kind": "NodeConfig",
@@ -53,11 +53,16 @@ func TestStatusWriter(t *testing.T) {
 	}
 	applied := metav1.Condition{Type: v1alpha1.ConditionApplied, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonApplied,
 		LastTransitionTime: metav1.NewTime(time.Unix(1000, 0))}
+	// A burst of changes, one write.
 	w.SetConditions(3, nil, applied)
 	w.SetDriverName("netdra.io")
+	time.Sleep(statusQuiet / 4)
 	w.SetPublished([]v1alpha1.PoolStatus{{Name: "blue", Devices: 2}, {Name: "red", Devices: 0}})
 	waitStatus("first write", v1alpha1.NodeConfigStatus{ObservedGeneration: 3, Conditions: []metav1.Condition{applied},
 		Pools: 2, PublishedPools: []v1alpha1.PoolStatus{{Name: "blue", Devices: 2}, {Name: "red"}}, DriverName: "netdra.io"})
+	if got := patches.Load(); got != 1 {
+		t.Errorf("%d patches for one burst of changes, want 1", got)
+	}
 	w.SetPublished([]v1alpha1.PoolStatus{{Name: "green", Devices: 1}})
 	want := v1alpha1.NodeConfigStatus{ObservedGeneration: 3, Conditions: []metav1.Condition{applied},
 		Pools: 1, PublishedPools: []v1alpha1.PoolStatus{{Name: "green", Devices: 1}}, DriverName: "netdra.io"}
