@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -40,12 +39,7 @@ func guardMemory(ctx context.Context, w *world, o Options, stop context.CancelCa
 			continue
 		}
 		if o.ProfileDir != "" {
-			base := filepath.Join(o.ProfileDir, fmt.Sprintf("n%d-oom", o.Nodes))
-			cpGet(ctx, w, "/debug/pprof/heap", nil, 30*time.Second, base+"-cp-heap.pprof")
-			if f, err := os.Create(base + "-sim-heap.pprof"); err == nil {
-				_ = pprof.Lookup("heap").WriteTo(f, 0)
-				f.Close()
-			}
+			writeHeaps(ctx, w, filepath.Join(o.ProfileDir, fmt.Sprintf("n%d-oom", o.Nodes)))
 		}
 		cp, _ := readProc(w.cp.PID())
 		sim, _ := readProc(os.Getpid())

@@ -2,6 +2,7 @@ package scale
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,11 +15,12 @@ import (
 // plane's process (its apiserver's /debug/pprof: the apiserver, the
 // controller-manager and the scheduler share the process) and of this
 // process (every simulated node's dra), and the control plane's
-// goroutines, during the change and each scheduling kind. They are
+// goroutines, during the change and each scheduling kind, and both
+// processes' heaps at the change's end (and guardMemory's). They are
 // evidence for the report's causes, not figures of it.
 
 // profileChange profiles the change: the control plane for 30 s from now,
-// this process until the returned stop.
+// this process until the returned stop, which also writes both heaps.
 func profileChange(ctx context.Context, w *world, o Options) (stop func()) {
 	if o.ProfileDir == "" {
 		return func() {}
@@ -38,6 +40,20 @@ func profileChange(ctx context.Context, w *world, o Options) (stop func()) {
 	return func() {
 		pprof.StopCPUProfile()
 		f.Close()
+		writeHeaps(ctx, w, base)
+	}
+}
+
+// writeHeaps writes the control plane's heap profile and this process's
+// to base-cp-heap.pprof and base-sim-heap.pprof; a failure is logged.
+func writeHeaps(ctx context.Context, w *world, base string) {
+	cpGet(ctx, w, "/debug/pprof/heap", nil, 30*time.Second, base+"-cp-heap.pprof")
+	f, err := os.Create(base + "-sim-heap.pprof")
+	if err == nil {
+		err = errors.Join(pprof.Lookup("heap").WriteTo(f, 0), f.Close())
+	}
+	if err != nil {
+		w.o.Logger.Warn("heap profile", "err", err)
 	}
 }
 
