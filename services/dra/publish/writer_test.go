@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	clientfeatures "k8s.io/client-go/features"
 	clientfeaturestesting "k8s.io/client-go/features/testing"
@@ -211,13 +212,9 @@ func TestKeepTaintTimes(t *testing.T) {
 // slice as it is, instead of conflicting again until the informer
 // catches up.
 func TestSliceWriter_ConflictReadsBack(t *testing.T) {
-	// The fake clientset's watch sends no initial events: the informer
-	// lists first, as it does against an apiserver without watch-list.
-	clientfeaturestesting.SetFeatureDuringTest(t, clientfeatures.WatchListClient, false)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	c := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", UID: "n-uid"}})
-	gvr := resourceapi.SchemeGroupVersion.WithResource("resourceslices")
+	f := newFakeSlices(t)
+	c, gvr, mu := f.c, f.gvr, &f.mu
+	ctx := t.Context()
 	// The informer's watch does not show someone else's write.
 	c.PrependWatchReactor("resourceslices", func(k8stesting.Action) (bool, watch.Interface, error) {
 		real, err := c.Tracker().Watch(gvr, "")
@@ -229,18 +226,9 @@ func TestSliceWriter_ConflictReadsBack(t *testing.T) {
 			return e, !ok || len(s.Spec.Devices) == 0 || s.Spec.Devices[0].Name != "theirs"
 		}), nil
 	})
-	var mu sync.Mutex
-	rv, conflicts := 0, 0
-	// Writes get resource versions, and an update of a stale one is a
-	// conflict, as at the apiserver.
-	c.PrependReactor("create", "resourceslices", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		s := a.(k8stesting.CreateAction).GetObject().(*resourceapi.ResourceSlice).DeepCopy()
-		rv++
-		s.Name, s.ResourceVersion = s.GenerateName+strconv.Itoa(rv), strconv.Itoa(rv)
-		return true, s, c.Tracker().Create(gvr, s, "")
-	})
+	conflicts := 0
+	// An update of a stale resource version is a conflict, as at the
+	// apiserver.
 	c.PrependReactor("update", "resourceslices", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -253,8 +241,8 @@ func TestSliceWriter_ConflictReadsBack(t *testing.T) {
 			conflicts++
 			return true, nil, apierrors.NewConflict(gvr.GroupResource(), s.Name, errors.New("stale"))
 		}
-		rv++
-		s.ResourceVersion = strconv.Itoa(rv)
+		f.rv++
+		s.ResourceVersion = strconv.Itoa(f.rv)
 		return true, s, c.Tracker().Update(gvr, s, "")
 	})
 	w := NewSliceWriter("d.example", "n", c, func(context.Context, error, string) {})
@@ -308,26 +296,13 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 // informer has passed it (here a bookmark) without showing the slice
 // (someone deleted it), the writer creates it again.
 func TestSliceWriter_LaggingInformerCreatesOnce(t *testing.T) {
-	clientfeaturestesting.SetFeatureDuringTest(t, clientfeatures.WatchListClient, false)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	c := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", UID: "n-uid"}})
-	gvr := resourceapi.SchemeGroupVersion.WithResource("resourceslices")
-	var mu sync.Mutex
-	rv, creates := 1, 0
+	f := newFakeSlices(t)
+	c, gvr, ctx := f.c, f.gvr, t.Context()
+	f.rv = 1
 	c.PrependReactor("list", "resourceslices", func(k8stesting.Action) (bool, runtime.Object, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		return true, &resourceapi.ResourceSliceList{ListMeta: metav1.ListMeta{ResourceVersion: strconv.Itoa(rv)}}, nil
-	})
-	c.PrependReactor("create", "resourceslices", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		s := a.(k8stesting.CreateAction).GetObject().(*resourceapi.ResourceSlice).DeepCopy()
-		rv++
-		creates++
-		s.Name, s.ResourceVersion = s.GenerateName+strconv.Itoa(rv), strconv.Itoa(rv)
-		return true, s, c.Tracker().Create(gvr, s, "")
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return true, &resourceapi.ResourceSliceList{ListMeta: metav1.ListMeta{ResourceVersion: strconv.Itoa(f.rv)}}, nil
 	})
 	// The informer's watch shows nothing of the writes: it lags. Events
 	// sent on events reach it.
@@ -340,9 +315,9 @@ func TestSliceWriter_LaggingInformerCreatesOnce(t *testing.T) {
 	defer w.Stop()
 	pool := []Pool{{Name: "p", Devices: []*devicev1.Device{{Name: "a", Manager: devicev1.DeviceManager_DEVICE_MANAGER_HOST}}}}
 	count := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return creates
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.creates
 	}
 	if err := w.Publish(ctx, pool); err != nil {
 		t.Fatal(err)
@@ -370,9 +345,38 @@ func TestSliceWriter_LaggingInformerCreatesOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	mu.Lock()
-	rv++
-	events <- watch.Event{Type: watch.Bookmark, Object: &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{ResourceVersion: strconv.Itoa(rv)}}}
-	mu.Unlock()
+	f.mu.Lock()
+	f.rv++
+	events <- watch.Event{Type: watch.Bookmark, Object: &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{ResourceVersion: strconv.Itoa(f.rv)}}}
+	f.mu.Unlock()
 	waitUntil(t, "the slice created again", func() bool { return count() == 2 })
+}
+
+// fakeSlices is a fake clientset with node n, whose ResourceSlice creates
+// get names and resource versions from a counter, as at the apiserver.
+// The informers of its users list first (no watch-list): its watch sends
+// no initial events.
+type fakeSlices struct {
+	c   *fake.Clientset
+	gvr schema.GroupVersionResource
+
+	mu      sync.Mutex
+	rv      int // the last resource version given
+	creates int
+}
+
+func newFakeSlices(t *testing.T) *fakeSlices {
+	clientfeaturestesting.SetFeatureDuringTest(t, clientfeatures.WatchListClient, false)
+	f := &fakeSlices{c: fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", UID: "n-uid"}}),
+		gvr: resourceapi.SchemeGroupVersion.WithResource("resourceslices")}
+	f.c.PrependReactor("create", "resourceslices", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		s := a.(k8stesting.CreateAction).GetObject().(*resourceapi.ResourceSlice).DeepCopy()
+		f.rv++
+		f.creates++
+		s.Name, s.ResourceVersion = s.GenerateName+strconv.Itoa(f.rv), strconv.Itoa(f.rv)
+		return true, s, f.c.Tracker().Create(f.gvr, s, "")
+	})
+	return f
 }
