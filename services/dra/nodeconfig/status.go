@@ -17,8 +17,8 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/netdra/netdra/services/dra/publish"
-	"github.com/netdra/netdra/shared/debounce"
 	"github.com/netdra/netdra/shared/apis/v1alpha1"
+	"github.com/netdra/netdra/shared/debounce"
 )
 
 // StatusWriter owns the status of the node's NodeConfig: the conditions
