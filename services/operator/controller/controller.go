@@ -61,6 +61,8 @@ type Reconciler struct {
 	Refresh time.Duration
 	// Now is the clock for condition transitions; nil is time.Now.
 	Now func() time.Time
+
+	own ownWrites
 }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
@@ -116,6 +118,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	return reconcile.Result{RequeueAfter: refresh}, nil
 }
 
+// list reads the Nodes, ClusterConfigs and NodeConfigs from the cache, the
+// ClusterConfigs and NodeConfigs with the reconciler's own writes the
+// cache does not show yet (ownWrites).
 func (r *Reconciler) list(ctx context.Context) ([]plan.Node, []v1alpha1.ClusterConfig, []v1alpha1.NodeConfig, error) {
 	var nodeList metav1.PartialObjectMetadataList
 	nodeList.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
@@ -134,7 +139,7 @@ func (r *Reconciler) list(ctx context.Context) ([]plan.Node, []v1alpha1.ClusterC
 	if err := r.Client.List(ctx, &existing); err != nil {
 		return nil, nil, nil, fmt.Errorf("list NodeConfigs: %w", err)
 	}
-	return nodes, configs.Items, existing.Items, nil
+	return nodes, overlay(&r.own, configs.Items, false), overlay(&r.own, existing.Items, true), nil
 }
 
 // writeParallelism is how many NodeConfig writes a reconcile has in
@@ -157,6 +162,8 @@ func (r *Reconciler) apply(ctx context.Context, acts plan.Actions) error {
 		if err := r.Client.Status().Update(ctx, cc); err != nil && !apierrors.IsNotFound(err) {
 			failed[cc.Name] = true
 			errs = append(errs, fmt.Errorf("update ClusterConfig %s status: %w", cc.Name, err))
+		} else if err == nil {
+			r.own.record(cc)
 		}
 	}
 	var writes []func() error
@@ -169,6 +176,7 @@ func (r *Reconciler) apply(ctx context.Context, acts plan.Actions) error {
 			if err := r.Client.Create(ctx, nc); err != nil {
 				return fmt.Errorf("create NodeConfig %s: %w", nc.Name, err)
 			}
+			r.own.record(nc)
 			return nil
 		})
 	}
@@ -181,6 +189,7 @@ func (r *Reconciler) apply(ctx context.Context, acts plan.Actions) error {
 			if err := r.Client.Update(ctx, nc); err != nil {
 				return fmt.Errorf("update NodeConfig %s: %w", nc.Name, err)
 			}
+			r.own.record(nc)
 			return nil
 		})
 	}
@@ -224,6 +233,7 @@ func (r *Reconciler) delete(ctx context.Context, nc *v1alpha1.NodeConfig) error 
 	// The preconditions keep a NodeConfig that changed since the
 	// cache saw it (a hand-made one in its place) from going.
 	err := r.Client.Delete(ctx, nc, client.Preconditions{UID: &nc.UID, ResourceVersion: &nc.ResourceVersion})
+	r.own.forget(nc)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete NodeConfig %s: %w", nc.Name, err)
 	}

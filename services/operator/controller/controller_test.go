@@ -158,3 +158,87 @@ func TestReconcile_WritesNodeConfigsInParallel(t *testing.T) {
 		t.Errorf("at most %d writes in flight at once, want 2 to %d", m, writeParallelism)
 	}
 }
+
+// staleReads is a client whose reads come from reader (a cache that has
+// not caught up) and whose writes go to the embedded client.
+type staleReads struct {
+	client.Client
+	reader client.Reader
+}
+
+func (s staleReads) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	return s.reader.List(ctx, list, opts...)
+}
+
+// A reconcile that comes before the cache shows the reconciler's own
+// writes plans from those writes: no create is made again (refused as
+// existing) and an update carries the written resource version (no
+// conflict).
+func TestReconcile_OwnWritesBeforeTheCache(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := corev1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	cc := func(pool string) *v1alpha1.ClusterConfig {
+		return &v1alpha1.ClusterConfig{ObjectMeta: metav1.ObjectMeta{Name: "a"},
+			Spec: v1alpha1.ClusterConfigSpec{Spec: v1alpha1.NodeConfigSpec{Pools: []v1alpha1.Pool{{Name: pool}}}}}
+	}
+	nodes := []client.Object{&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n2"}}}
+	var writes atomic.Int32
+	c := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&v1alpha1.ClusterConfig{}).
+		WithObjects(append(nodes, cc("p"))...).
+		WithInterceptorFuncs(interceptor.Funcs{
+			Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+				writes.Add(1)
+				return c.Create(ctx, obj, opts...)
+			},
+			Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+				if _, ok := obj.(*v1alpha1.NodeConfig); ok {
+					writes.Add(1)
+				}
+				return c.Update(ctx, obj, opts...)
+			},
+		}).Build()
+	// The cache: the Nodes and the ClusterConfig, none of the writes.
+	stale := fake.NewClientBuilder().WithScheme(scheme).WithObjects(append(nodes, cc("p"))...).Build()
+	r := &Reconciler{Client: staleReads{Client: c, reader: stale}, Log: slog.New(slog.DiscardHandler)}
+	ctx := context.Background()
+	if _, err := r.Reconcile(ctx, everything); err != nil {
+		t.Fatalf("first Reconcile: %v", err)
+	}
+	if n := writes.Load(); n != 2 {
+		t.Fatalf("%d NodeConfig writes, want 2 creates", n)
+	}
+	if _, err := r.Reconcile(ctx, everything); err != nil {
+		t.Fatalf("Reconcile before the cache shows the creates: %v", err)
+	}
+	if n := writes.Load(); n != 2 {
+		t.Errorf("%d NodeConfig writes after a second reconcile, want still 2", n)
+	}
+	// The ClusterConfig changes; the cache shows that (and so the status
+	// written before it), not the creates.
+	var cur v1alpha1.ClusterConfig
+	if err := c.Get(ctx, client.ObjectKey{Name: "a"}, &cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Spec = cc("q").Spec
+	if err := c.Update(ctx, &cur); err != nil {
+		t.Fatal(err)
+	}
+	r.Client = staleReads{Client: c, reader: fake.NewClientBuilder().WithScheme(scheme).WithObjects(append(nodes, &cur)...).Build()}
+	if _, err := r.Reconcile(ctx, everything); err != nil {
+		t.Fatalf("Reconcile of the change: %v", err)
+	}
+	var ncs v1alpha1.NodeConfigList
+	if err := c.List(ctx, &ncs); err != nil {
+		t.Fatal(err)
+	}
+	for _, nc := range ncs.Items {
+		if len(nc.Spec.Pools) != 1 || nc.Spec.Pools[0].Name != "q" {
+			t.Errorf("NodeConfig %s pools %+v, want q", nc.Name, nc.Spec.Pools)
+		}
+	}
+}
