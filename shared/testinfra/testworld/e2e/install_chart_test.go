@@ -157,7 +157,8 @@ metrics: {ports: {dra: %d, nri: %d, state: %d, provisioner: %d}}
 }
 
 // lastRelease is netdra's last release, made at lastReleaseCommit (its
-// git tag's commit, named by hash so that a clone without tags has it).
+// git tag's commit, named by hash so that a clone without tags has it;
+// checkout checks the tag against it where the clone has the tag).
 const (
 	lastRelease       = "v0.1.0"
 	lastReleaseCommit = "961dbe807f1fac590e6e44e82ff8c6de88e96ea4"
@@ -167,6 +168,10 @@ const (
 // directory (the repository itself is left as it is).
 func (in *installer) checkout(t *testing.T, commit string) string {
 	t.Helper()
+	if tagged, err := in.try(time.Minute, "git", "-C", in.repo, "rev-parse", "--verify", "-q", lastRelease+"^{commit}"); err == nil &&
+		strings.TrimSpace(tagged) != lastReleaseCommit {
+		t.Fatalf("tag %s is commit %s, lastReleaseCommit says %s", lastRelease, strings.TrimSpace(tagged), lastReleaseCommit)
+	}
 	dir := filepath.Join(in.dir, "release-"+commit[:12])
 	in.run(t, 2*time.Minute, "git", "clone", "-q", "--no-checkout", in.repo, dir)
 	in.run(t, time.Minute, "git", "-C", dir, "checkout", "-q", "--detach", commit)
