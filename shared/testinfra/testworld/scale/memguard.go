@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -17,16 +20,17 @@ var errOutOfMemory = errors.New("the machine's memory ran out")
 // memFloorMiB is the MemAvailable under which guardMemory stops a run: the
 // machine has no swap, and below it the kernel evicts the binaries' pages
 // and every process of the run crawls, so that nothing after it measures
-// netdra.
-const memFloorMiB = 2048
+// netdra (and the run may not even stop in time).
+const memFloorMiB = 3072
 
-// guardMemory watches the machine's available memory every 2 s until ctx
-// ends. When it falls under memFloorMiB it writes the control plane's and
-// this process's heap profiles to o.ProfileDir (when set) and stops the
-// run through stop, with a cause that names the two processes' RSS: a
-// run recorded as broken by memory, which is the finding at that N.
+// guardMemory watches the machine's available memory every second until
+// ctx ends. When it falls under memFloorMiB it stops the run through
+// stop, with a cause that names the control plane's and this process's
+// RSS (a run recorded as broken by memory, which is the finding at that
+// N), and then writes both processes' heap profiles to o.ProfileDir (when
+// set), while the run winds down.
 func guardMemory(ctx context.Context, w *world, o Options, stop context.CancelCauseFunc) {
-	tick := time.NewTicker(2 * time.Second)
+	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
 		select {
@@ -38,25 +42,31 @@ func guardMemory(ctx context.Context, w *world, o Options, stop context.CancelCa
 		if err != nil || avail >= memFloorMiB {
 			continue
 		}
-		if o.ProfileDir != "" {
-			writeHeaps(ctx, w, filepath.Join(o.ProfileDir, fmt.Sprintf("n%d-oom", o.Nodes)))
+		cp, cpErr := readProc(w.cp.PID())
+		sim, simErr := readProc(os.Getpid())
+		if err := errors.Join(cpErr, simErr); err != nil {
+			o.Logger.Warn("reading the processes' RSS", "err", err)
 		}
-		cp, _ := readProc(w.cp.PID())
-		sim, _ := readProc(os.Getpid())
 		stop(fmt.Errorf("%w: %.0f MiB available, the control plane's process at %.0f MiB of RSS, the simulation's at %.0f MiB",
 			errOutOfMemory, avail, cp.rss, sim.rss))
+		if o.ProfileDir != "" {
+			writeHeaps(context.WithoutCancel(ctx), w, filepath.Join(o.ProfileDir, fmt.Sprintf("n%d-oom", o.Nodes)))
+		}
 		return
 	}
 }
 
 // memAvailableMiB is /proc/meminfo's MemAvailable.
-func memAvailableMiB() (float64, error) {
+func memAvailableMiB() (float64, error) { return meminfoMiB("MemAvailable") }
+
+// meminfoMiB is one field of /proc/meminfo.
+func meminfoMiB(field string) (float64, error) {
 	b, err := os.ReadFile("/proc/meminfo")
 	if err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			f := strings.Fields(rest)
 			if len(f) == 0 {
 				break
@@ -65,5 +75,24 @@ func memAvailableMiB() (float64, error) {
 			return kb / 1024, err
 		}
 	}
-	return 0, errors.New("/proc/meminfo has no MemAvailable")
+	return 0, fmt.Errorf("/proc/meminfo has no %s", field)
 }
+
+// limitSimMemory gives this process (the simulation) a soft memory limit
+// of a third of the machine's memory, once, unless it had one
+// (GOMEMLIMIT), and returns the limit it set in MiB (0: none). Its garbage
+// collector then keeps its RSS near its live heap instead of letting it
+// grow to twice that, which at large N is memory the control plane's
+// process needs; it is the simulation's own memory, not a figure of
+// netdra's.
+var limitSimMemory = sync.OnceValue(func() float64 {
+	if debug.SetMemoryLimit(-1) != math.MaxInt64 {
+		return 0
+	}
+	total, err := meminfoMiB("MemTotal")
+	if err != nil {
+		return 0
+	}
+	debug.SetMemoryLimit(int64(total / 3 * (1 << 20)))
+	return total / 3
+})

@@ -95,6 +95,10 @@ func Run(ctx context.Context, o Options) (res figures.Scale, err error) {
 			fmt.Sprintf("the nodes start %d at a time, each holding its place until its NodeConfig is applied and its slices "+
 				"published (at most %s), so that the start-up bursts of a few nodes, not of all, share the process's CPU "+
 				"(a real node's dra has its own)", o.StartParallel, o.StartWait)}
+	if lim := limitSimMemory(); lim > 0 {
+		res.Shared += fmt.Sprintf("; the process runs with a soft memory limit of %.0f MiB (a third of the machine's; "+
+			"GOMEMLIMIT), so that its RSS follows its live heap", lim)
+	}
 	defer func() {
 		res.TotalS = time.Since(t0).Seconds()
 		res.Load += " -> " + loadAvg()

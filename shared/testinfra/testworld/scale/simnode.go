@@ -63,7 +63,10 @@ func startNode(ctx context.Context, log *slog.Logger, rc *rest.Config, node, dir
 	if err != nil {
 		return nil, fmt.Errorf("node %s: state store: %w", node, err)
 	}
-	lis := bufconn.Listen(1 << 20)
+	// A small pipe: each connection holds two buffers of this size, in
+	// every simulated node, and a gRPC message larger than it streams
+	// through.
+	lis := bufconn.Listen(64 << 10)
 	srv := grpc.NewServer()
 	statev1.RegisterStateServiceServer(srv, api.New(st))
 	provisionerv1.RegisterProvisionerServiceServer(srv, newFakeProvisioner(inventory))
