@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -74,11 +75,19 @@ func podWithClaim(name, node, template string) *corev1.Pod {
 func containerView(t *testing.T, n *realnode.Node, pod *corev1.Pod) string {
 	t.Helper()
 	var log string
-	waitFor(t, "the container's first dump of its network", time.Minute, func(ctx context.Context) (bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
 		var err error
 		log, err = n.ContainerLog(pod.Namespace, pod.Name, pod.UID, "app", 0)
 		return err == nil && strings.Contains(log, "testapp end 1\n"), err
 	})
+	if err != nil {
+		dir := filepath.Dir(realnode.ContainerLogPath(n.Dir(), pod.Namespace, pod.Name, pod.UID, "app", 0))
+		files, _ := filepath.Glob(filepath.Join(filepath.Dir(dir), "*", "*"))
+		t.Fatalf("waiting for the first dump of the network of %s/%s (uid %s): %v; its log folder holds %q; "+
+			"attempt 0's log so far:\n%s", pod.Namespace, pod.Name, pod.UID, err, files, log)
+	}
 	return log[:strings.Index(log, "testapp end 1\n")]
 }
 
