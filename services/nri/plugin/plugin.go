@@ -50,7 +50,7 @@ type StateClient interface {
 	// MarkAttached clears it.
 	MarkAttachFailed(ctx context.Context, in *statev1.MarkAttachFailedRequest, opts ...grpc.CallOption) (*statev1.MarkAttachFailedResponse, error)
 	// MarkDetached records a device as back in the host; NotFound when the
-	// allocation is gone.
+	// allocation is gone, AlreadyExists when it is another pod's now.
 	MarkDetached(ctx context.Context, in *statev1.MarkDetachedRequest, opts ...grpc.CallOption) (*statev1.MarkDetachedResponse, error)
 }
 
@@ -309,9 +309,16 @@ func (p *Plugin) detachRow(ctx context.Context, a *statev1.Allocation, netns str
 		p.log.Error("Device lost: its pod's netns was gone before the Detach, and its link with it",
 			"device", a.GetDeviceName(), "pool", a.GetPool(), "claim", a.GetClaimNamespace()+"/"+a.GetClaimName())
 	}
-	_, err = p.state.MarkDetached(ctx, &statev1.MarkDetachedRequest{Key: &statev1.AllocationKey{Pool: a.GetPool(), DeviceName: a.GetDeviceName(), ShareId: a.GetShareId()}})
-	if status.Code(err) == codes.NotFound {
-		return nil // unprepared meanwhile
+	_, err = p.state.MarkDetached(ctx, &statev1.MarkDetachedRequest{
+		Key:    &statev1.AllocationKey{Pool: a.GetPool(), DeviceName: a.GetDeviceName(), ShareId: a.GetShareId()},
+		PodUid: a.GetPodUid(),
+	})
+	switch status.Code(err) {
+	case codes.NotFound: // unprepared meanwhile
+		return nil
+	case codes.AlreadyExists: // unprepared, then prepared and attached for another pod
+		p.log.Info("Detach came after the device went to another pod: its row left as that pod's", "device", a.GetDeviceName(), "error", err)
+		return nil
 	}
 	return err
 }

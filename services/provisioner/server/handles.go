@@ -3,6 +3,8 @@ package server
 import (
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -32,8 +34,9 @@ type netnsHandles struct {
 }
 
 type netnsHandle struct {
-	f   *os.File
-	cfg *devicev1.DeviceConfig // the Attach's, for a Detach that Free makes
+	f    *os.File
+	path string                 // the netns path the Attach named ("" when unknown)
+	cfg  *devicev1.DeviceConfig // the Attach's, for a Detach that Free makes
 }
 
 // keep opens path, the netns pd was attached into, and holds it,
@@ -53,7 +56,7 @@ func (h *netnsHandles) keep(pd *devicev1.PreparedDevice, path string, cfg *devic
 	if h.pins != nil {
 		pinErr = h.pins.pin(name, f, path, pd, cfg)
 	}
-	h.put(name, &netnsHandle{f: f, cfg: cfg})
+	h.put(name, &netnsHandle{f: f, path: path, cfg: cfg})
 	return pinErr, nil
 }
 
@@ -97,6 +100,41 @@ func (h *netnsHandles) holds(name, path string) (same, held bool) {
 	return a.Dev == b.Dev && a.Ino == b.Ino, true
 }
 
+// elsewhere reports whether name's handle is on another pod netns than
+// the one at path, and that netns's path: the device was taken back from
+// the pod at path since (its Detach never came) and attached to another
+// pod. The same namespace file, or the same path the Attach named, is not
+// elsewhere; nor is anything when there is no handle, path is empty or
+// the handle's path is unknown. A path that is gone (the runtime tore
+// that pod down) names another namespace than a handle whose Attach named
+// another path: the runtime's netns paths are one per sandbox.
+func (h *netnsHandles) elsewhere(name, path string) (string, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	hd := h.m[name]
+	if hd == nil || path == "" || hd.path == "" || sameNetnsPath(hd.path, path) {
+		return "", false
+	}
+	var a, b unix.Stat_t
+	if unix.Fstat(int(hd.f.Fd()), &a) == nil && unix.Stat(path, &b) == nil {
+		return hd.path, a.Dev != b.Dev || a.Ino != b.Ino
+	}
+	return hd.path, true
+}
+
+// sameNetnsPath reports whether a and b name the same path, /var/run
+// being /run.
+func sameNetnsPath(a, b string) bool {
+	clean := func(p string) string {
+		p = filepath.Clean(p)
+		if rest, ok := strings.CutPrefix(p, "/var/run/"); ok {
+			return "/run/" + rest
+		}
+		return p
+	}
+	return clean(a) == clean(b)
+}
+
 // drop closes name's handle and releases its pin: its device is out of
 // the pod. An error says the pin stays (it is retried at the next drop or
 // start); the handle is closed anyway.
@@ -135,5 +173,5 @@ func (h *netnsHandles) closeAll() {
 func (h *netnsHandles) adopt(pn pinned) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.put(pn.name, &netnsHandle{f: pn.f, cfg: pn.cfg})
+	h.put(pn.name, &netnsHandle{f: pn.f, path: pn.netnsPath, cfg: pn.cfg})
 }

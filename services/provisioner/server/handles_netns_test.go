@@ -122,6 +122,43 @@ func TestHandles_AttachElsewhereTakesBack(t *testing.T) {
 	}
 }
 
+// TestHandles_LateDetachOfAnOldPod: the device was taken back from a pod
+// whose Detach had not come (its sandbox torn down, or still there) and
+// attached to another pod; that first pod's Detach, arriving late (nri
+// retried it while the provisioner restarted), leaves the device in the
+// pod that holds it now.
+func TestHandles_LateDetachOfAnOldPod(t *testing.T) {
+	for _, torn := range []bool{true, false} {
+		t.Run(map[bool]string{true: "its netns torn down", false: "its netns still there"}[torn], func(t *testing.T) {
+			w := newEBPFWorld(t)
+			pd, cfg := w.attached(t)
+			if torn {
+				w.tearDownPod(t)
+			}
+			next := "/var/run/netns/" + nodetest.Netns(t, "ndpod2")
+			if _, err := w.srv.Attach(ctxFor(t), &provisionerv1.AttachRequest{PreparedDevice: pd, NetnsPath: next, Config: cfg}); err != nil {
+				t.Fatalf("Attach into the other pod: %v", err)
+			}
+
+			resp, err := w.srv.Detach(ctxFor(t), &provisionerv1.DetachRequest{PreparedDevice: pd, NetnsPath: w.podPath(), Config: cfg})
+			if err != nil || resp.GetDeviceLost() {
+				t.Fatalf("the old pod's Detach: %v, lost %v; want done", err, resp.GetDeviceLost())
+			}
+			if _, err := netnstest.Handle(t, next).LinkByName("net1"); err != nil {
+				t.Errorf("net1 is not in the pod that holds it now: %v", err)
+			}
+			if same, held := w.srv.handles.holds(pd.GetDevice().GetName(), next); !same || !held {
+				t.Errorf("handle on the pod that holds it now: same %v, held %v", same, held)
+			}
+
+			if _, err := w.srv.Detach(ctxFor(t), &provisionerv1.DetachRequest{PreparedDevice: pd, NetnsPath: next, Config: cfg}); err != nil {
+				t.Fatalf("the holding pod's Detach: %v", err)
+			}
+			w.wantHostEth1(t)
+		})
+	}
+}
+
 // TestHandles_LostWithoutHandle is today's fallback: a restart lost the
 // handles, the netns goes, the veth with it; Detach is done and says the
 // device is lost.

@@ -420,7 +420,10 @@ func (s *Server) keepHandle(pd *devicev1.PreparedDevice, path string, cfg *devic
 // deleted in the pod, any other link moved back to the host, through the
 // handle Attach kept when there is one (the runtime may have removed the
 // netns path already). A device found lost (its netns gone with no handle,
-// its link nowhere) is reported in the response and the log.
+// its link nowhere) is reported in the response and the log. A device
+// whose handle is on another pod's netns than the request names (taken
+// back from that pod and attached to another since: a late Detach) is
+// left where it is, and the Detach is done.
 //
 // Trust boundary: move (validateMove); the link package trusts what
 // passed.
@@ -428,6 +431,11 @@ func (s *Server) Detach(ctx context.Context, req *provisionerv1.DetachRequest) (
 	pd := req.GetPreparedDevice()
 	var lost bool
 	err := s.move(ctx, pd, req.GetNetnsPath(), req.GetConfig(), func() (err error) {
+		if held, ok := s.handles.elsewhere(pd.GetDevice().GetName(), req.GetNetnsPath()); ok {
+			s.log.Info("Detach left the device where it is: it is in another pod's netns now, taken back from this one since",
+				"device", pd.GetDevice().GetName(), "netns", req.GetNetnsPath(), "in", held)
+			return nil
+		}
 		lost, err = s.detach(ctx, pd, req.GetNetnsPath(), req.GetConfig())
 		return err
 	})

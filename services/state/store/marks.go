@@ -138,12 +138,20 @@ func cutUTF8(s string, n int) string {
 }
 
 // MarkDetached moves an ATTACHED device back to PREPARED. A PREPARED one is
-// left as it is; another phase is ErrPhase.
+// left as it is; another phase is ErrPhase. With req.PodUid, a row
+// recorded for another pod is left as it is: ErrConflict (the device is
+// that pod's now, and this detach came late).
 func (s *Store) MarkDetached(req *statev1.MarkDetachedRequest) (*statev1.MarkDetachedResponse, error) {
 	if err := validKey("key", req.GetKey()); err != nil {
 		return nil, err
 	}
+	if err := validUID("podUid", req.GetPodUid(), false); err != nil {
+		return nil, err
+	}
 	_, rev, err := s.update(keyFromProto(req.GetKey()), func(row *statev1.Allocation) error {
+		if pod := req.GetPodUid(); pod != "" && row.GetPodUid() != "" && row.GetPodUid() != pod {
+			return fmt.Errorf("allocation %s is pod %s's, not %s: %w", KeyOf(row), row.GetPodUid(), pod, ErrConflict)
+		}
 		switch row.GetPhase() {
 		case attached, prepared:
 			row.Phase, row.NetnsPath = prepared, ""

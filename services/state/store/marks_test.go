@@ -123,3 +123,34 @@ func TestMarkAttachFailed_LongError(t *testing.T) {
 		t.Errorf("kept %d bytes (valid UTF-8: %v), want at most %d, cut at a character", len(got), utf8.ValidString(got), MaxAttachError)
 	}
 }
+
+// TestMarkDetached_AnotherPodsRow: a detach that names the pod it came
+// from leaves a row attached for another pod as it is (ErrConflict), and
+// moves its own pod's row back to PREPARED; one without a pod does as
+// before.
+func TestMarkDetached_AnotherPodsRow(t *testing.T) {
+	s := openStore(t, stateFile(t, goodRow("dummy1")))
+	key := &statev1.AllocationKey{Pool: "pool-a", DeviceName: "dummy1"}
+	attach := func() {
+		t.Helper()
+		if _, err := s.MarkAttached(&statev1.MarkAttachedRequest{Key: key, PodUid: "uid-new", NetnsPath: "/var/run/netns/p2"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	attach()
+	if _, err := s.MarkDetached(&statev1.MarkDetachedRequest{Key: key, PodUid: "uid-old"}); !errors.Is(err, ErrConflict) {
+		t.Errorf("MarkDetached of another pod's row = %v, want ErrConflict", err)
+	}
+	if r := row(t, s, "dummy1"); r.GetPhase() != attached || r.GetNetnsPath() != "/var/run/netns/p2" {
+		t.Errorf("another pod's row after a late detach: phase %s, netns %q; want it as it was", r.GetPhase(), r.GetNetnsPath())
+	}
+	for _, pod := range []string{"uid-new", ""} {
+		attach()
+		if _, err := s.MarkDetached(&statev1.MarkDetachedRequest{Key: key, PodUid: pod}); err != nil {
+			t.Fatalf("MarkDetached(pod %q): %v", pod, err)
+		}
+		if r := row(t, s, "dummy1"); r.GetPhase() != prepared || r.GetNetnsPath() != "" {
+			t.Errorf("after MarkDetached(pod %q): phase %s, netns %q", pod, r.GetPhase(), r.GetNetnsPath())
+		}
+	}
+}

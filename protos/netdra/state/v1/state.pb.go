@@ -1482,8 +1482,12 @@ func (x *MarkAttachFailedResponse) GetRevision() uint64 {
 }
 
 type MarkDetachedRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           *AllocationKey         `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   *AllocationKey         `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// Optional: the pod whose netns the device left. A row attached for
+	// another pod since (the device is that pod's now: this Detach came
+	// late) is left as it is: AlreadyExists.
+	PodUid        string `protobuf:"bytes,2,opt,name=pod_uid,json=podUid,proto3" json:"pod_uid,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1523,6 +1527,13 @@ func (x *MarkDetachedRequest) GetKey() *AllocationKey {
 		return x.Key
 	}
 	return nil
+}
+
+func (x *MarkDetachedRequest) GetPodUid() string {
+	if x != nil {
+		return x.PodUid
+	}
+	return ""
 }
 
 type MarkDetachedResponse struct {
@@ -2590,9 +2601,10 @@ const file_netdra_state_v1_state_proto_rawDesc = "" +
 	"\x05error\x18\x02 \x01(\tR\x05error\"_\n" +
 	"\x18MarkAttachFailedResponse\x12'\n" +
 	"\x0fattach_failures\x18\x01 \x01(\rR\x0eattachFailures\x12\x1a\n" +
-	"\brevision\x18\x02 \x01(\x04R\brevision\"G\n" +
+	"\brevision\x18\x02 \x01(\x04R\brevision\"`\n" +
 	"\x13MarkDetachedRequest\x120\n" +
-	"\x03key\x18\x01 \x01(\v2\x1e.netdra.state.v1.AllocationKeyR\x03key\"2\n" +
+	"\x03key\x18\x01 \x01(\v2\x1e.netdra.state.v1.AllocationKeyR\x03key\x12\x17\n" +
+	"\apod_uid\x18\x02 \x01(\tR\x06podUid\"2\n" +
 	"\x14MarkDetachedResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x04R\brevision\"_\n" +
 	"\x15MarkFreeFailedRequest\x120\n" +

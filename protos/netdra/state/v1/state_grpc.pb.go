@@ -87,7 +87,8 @@ type StateServiceClient interface {
 	// more failure counted and when, the phase left as it is. Cleared by the
 	// next MarkAttached.
 	MarkAttachFailed(ctx context.Context, in *MarkAttachFailedRequest, opts ...grpc.CallOption) (*MarkAttachFailedResponse, error)
-	// MarkDetached records that an attached device is back in the host.
+	// MarkDetached records that an attached device is back in the host;
+	// with pod_uid, only when the row is still that pod's.
 	MarkDetached(ctx context.Context, in *MarkDetachedRequest, opts ...grpc.CallOption) (*MarkDetachedResponse, error)
 	// MarkFreeFailed keeps an allocation whose Free failed, with the error and
 	// one more attempt counted, for a later retry.
@@ -346,7 +347,8 @@ type StateServiceServer interface {
 	// more failure counted and when, the phase left as it is. Cleared by the
 	// next MarkAttached.
 	MarkAttachFailed(context.Context, *MarkAttachFailedRequest) (*MarkAttachFailedResponse, error)
-	// MarkDetached records that an attached device is back in the host.
+	// MarkDetached records that an attached device is back in the host;
+	// with pod_uid, only when the row is still that pod's.
 	MarkDetached(context.Context, *MarkDetachedRequest) (*MarkDetachedResponse, error)
 	// MarkFreeFailed keeps an allocation whose Free failed, with the error and
 	// one more attempt counted, for a later retry.
