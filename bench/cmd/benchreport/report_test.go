@@ -232,3 +232,53 @@ func TestEvaluate(t *testing.T) {
 		t.Errorf("evaluate with a value the figure does not have = %v, want an error naming targets[1].why", err)
 	}
 }
+
+// TestMemoryFigures_Totals: each process's peak of a phase, named with
+// the phase's spaces and commas as dashes, and the processes' peaks of a
+// phase added up, each named.
+func TestMemoryFigures_Totals(t *testing.T) {
+	figs := memoryFigures([]figures.RSS{
+		{Process: "state", Phase: "idle, 64 devices", RSSKiB: 10 * 1024},
+		{Process: "dra", Phase: "idle, 64 devices", RSSKiB: 30 * 1024},
+		{Process: "dra", Phase: "idle, 64 devices", RSSKiB: 32 * 1024},
+		{Process: "dra", Phase: "churn", RSSKiB: 40 * 1024},
+	})
+	got := map[string]string{}
+	for k, f := range figs {
+		got[k] = fmt.Sprintf("%.1f %v", f.value, f.vars["each"])
+	}
+	want := map[string]string{
+		"rss.state.idle-64-devices": "10.0 <nil>",
+		"rss.dra.idle-64-devices":   "32.0 <nil>",
+		"rss.dra.churn":             "40.0 <nil>",
+		"rss.total.idle-64-devices": "42.0 state 10.0, dra 32.0",
+		"rss.total.churn":           "40.0 dra 40.0",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("figures (-want +got):\n%s", diff)
+	}
+}
+
+// TestStartupAndPrepareFigures: the serial P50 ratio of pods with a claim
+// to pods without, and a back-to-back prepare's P50 by devices (a paced
+// run is not one).
+func TestStartupAndPrepareFigures(t *testing.T) {
+	st := startupFigures([]figures.PodStart{
+		{Way: "serial", Claim: false, Pods: 20, Ready: figures.Summary{P50: 800}},
+		{Way: "serial", Claim: true, Pods: 20, Ready: figures.Summary{P50: 840}},
+	}, nil)
+	if f := st["podstart.serial.p50.ratio"]; f.value != 1.05 || f.vars["claim"] != 0.84 || f.vars["plain"] != 0.8 {
+		t.Errorf("podstart.serial.p50.ratio = %v %v, want 1.05 from 0.84 and 0.8 s", f.value, f.vars)
+	}
+	pf := prepareFigures([]figures.Prepare{
+		{Devices: 1, Prepare: figures.Summary{N: 20, P50: 12.5, P99: 40}},
+		{Devices: 1, Paced: true, Prepare: figures.Summary{N: 8, P50: 30}},
+		{Devices: 8, Prepare: figures.Summary{N: 20, P50: 60}},
+	})
+	if f := pf["prepare.p50.1dev"]; f.value != 12.5 || f.vars["p99"] != 40.0 || f.vars["claims"] != 20 {
+		t.Errorf("prepare.p50.1dev = %v %v, want 12.5 ms, P99 40 of 20 claims", f.value, f.vars)
+	}
+	if f := pf["prepare.p50.8dev"]; f.value != 60 {
+		t.Errorf("prepare.p50.8dev = %v, want 60", f.value)
+	}
+}

@@ -74,7 +74,8 @@ var figurePatterns = []*regexp.Regexp{
 	regexp.MustCompile(`^moves\.ratio\.64pods\.[0-9]+dev$`),
 	regexp.MustCompile(`^nri\.(RunPodSandbox|StopPodSandbox)\.mean$`),
 	regexp.MustCompile(`^beside\.(kubelet\.delay|hooks\.mean)$`),
-	regexp.MustCompile(`^podstart\.(serial\.claim\.delta|burst\.p50\.ratio|burst\.p99\.ratio)$`),
+	regexp.MustCompile(`^podstart\.(serial\.claim\.delta|serial\.p50\.ratio|burst\.p50\.ratio|burst\.p99\.ratio)$`),
+	regexp.MustCompile(`^prepare\.p50\.[0-9]+dev$`),
 	regexp.MustCompile(`^kubelet\.restart$`),
 	regexp.MustCompile(`^rss\.[a-z]+\.[a-z0-9-]+$`),
 	regexp.MustCompile(`^inventory\.[0-9]+dev\.seconds$`),
@@ -283,6 +284,7 @@ func figuresOf(d data) map[string]figure {
 	for _, part := range []map[string]figure{
 		attachFigures(d.attach), moveFigures(d.attach), hookFigures(d.podstart, d.beside), besideFigures(d.beside),
 		startupFigures(d.podstart, d.restart), memoryFigures(d.rss), inventoryFigures(d.inventory),
+		prepareFigures(d.prepare),
 	} {
 		for k, v := range part {
 			figs[k] = v
@@ -439,6 +441,10 @@ func startupFigures(ps []figures.PodStart, rs []figures.KubeletRestart) map[stri
 		}
 		vars["steps"] = steps
 		out["podstart.serial.claim.delta"] = figure{value: claim.Ready.P50 - plain.Ready.P50, vars: vars}
+		if plain.Ready.P50 > 0 {
+			out["podstart.serial.p50.ratio"] = figure{value: claim.Ready.P50 / plain.Ready.P50,
+				vars: map[string]any{"claim": claim.Ready.P50 / 1000, "plain": plain.Ready.P50 / 1000, "pods": claim.Pods}}
+		}
 	}
 	plain, ok1 = findStart(ps, "burst", false)
 	claim, ok2 = findStart(ps, "burst", true)
@@ -462,15 +468,53 @@ func startupFigures(ps []figures.PodStart, rs []figures.KubeletRestart) map[stri
 }
 
 // memoryFigures: each process's peak RSS of each phase, in MiB, named
-// rss.<process>.<phase> (the phase's spaces as dashes).
+// rss.<process>.<phase> (the phase's spaces and commas as dashes), and
+// the processes' together, rss.total.<phase> (each: every process's, in
+// the records' order).
 func memoryFigures(rs []figures.RSS) map[string]figure {
 	out := map[string]figure{}
+	phase := strings.NewReplacer(", ", "-", ",", "-", " ", "-")
+	var procs []string
 	for _, r := range rs {
 		m := mib(r.RSSKiB)
-		k := "rss." + r.Process + "." + strings.ReplaceAll(r.Phase, " ", "-")
+		k := "rss." + r.Process + "." + phase.Replace(r.Phase)
 		if prev, ok := out[k]; !ok || m > prev.value {
 			out[k] = figure{value: m}
 		}
+		if !slices.Contains(procs, r.Process) {
+			procs = append(procs, r.Process)
+		}
+	}
+	totals := map[string]figure{}
+	for _, r := range rs {
+		k := "rss.total." + phase.Replace(r.Phase)
+		if _, ok := totals[k]; ok {
+			continue
+		}
+		var sum float64
+		var each []string
+		for _, p := range procs {
+			if f, ok := out["rss."+p+"."+phase.Replace(r.Phase)]; ok {
+				sum += f.value
+				each = append(each, fmt.Sprintf("%s %.1f", p, f.value))
+			}
+		}
+		totals[k] = figure{value: sum, vars: map[string]any{"each": strings.Join(each, ", ")}}
+	}
+	maps.Copy(out, totals)
+	return out
+}
+
+// prepareFigures: the P50 of one claim's prepare, back to back, in ms,
+// named prepare.p50.<devices>dev (p99, claims: the same rows').
+func prepareFigures(ps []figures.Prepare) map[string]figure {
+	out := map[string]figure{}
+	for _, p := range ps {
+		if p.Paced {
+			continue
+		}
+		out[fmt.Sprintf("prepare.p50.%ddev", p.Devices)] = figure{value: p.Prepare.P50,
+			vars: map[string]any{"p99": p.Prepare.P99, "claims": p.Prepare.N}}
 	}
 	return out
 }
