@@ -530,12 +530,18 @@ func writeInventory(p func(string, ...any), is []figures.Inventory, ds []figures
 func writeRSS(p func(string, ...any), rs []figures.RSS) {
 	p("## 5. Memory")
 	p("")
-	p("VmRSS (under churn: the peak of samples every 50 ms) and VmHWM from /proc/PID/status.")
+	p("VmRSS (under churn: the peak of samples every 50 ms) and VmHWM from /proc/PID/status, and where read, of the")
+	p("memory at the phase's end, RssAnon (the heap's and the stacks' pages) and RssFile (the pages of the mapped binary:")
+	p("clean, shared with the page cache, taken back by the kernel under memory pressure without a write).")
 	p("")
-	p("| process | phase | VmRSS MiB | VmHWM MiB | when |")
-	p("|---|---|---|---|---|")
+	p("| process | phase | VmRSS MiB | VmHWM MiB | RssAnon MiB | RssFile MiB | when |")
+	p("|---|---|---|---|---|---|---|")
 	for _, r := range rs {
-		p("| %s | %s | %.1f | %.1f | %s |", r.Process, r.Phase, mib(r.RSSKiB), mib(r.HWMKiB), r.Context)
+		anon, file := "-", "-"
+		if r.AnonKiB+r.FileKiB > 0 {
+			anon, file = fmt.Sprintf("%.1f", mib(r.AnonKiB)), fmt.Sprintf("%.1f", mib(r.FileKiB))
+		}
+		p("| %s | %s | %.1f | %.1f | %s | %s | %s |", r.Process, r.Phase, mib(r.RSSKiB), mib(r.HWMKiB), anon, file, r.Context)
 	}
 	p("")
 }

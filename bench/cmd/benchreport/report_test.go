@@ -235,24 +235,25 @@ func TestEvaluate(t *testing.T) {
 
 // TestMemoryFigures_Totals: each process's peak of a phase, named with
 // the phase's spaces and commas as dashes, and the processes' peaks of a
-// phase added up, each named.
+// phase added up, each named, with their RssAnon and RssFile where every
+// record read them.
 func TestMemoryFigures_Totals(t *testing.T) {
 	figs := memoryFigures([]figures.RSS{
-		{Process: "state", Phase: "idle, 64 devices", RSSKiB: 10 * 1024},
+		{Process: "state", Phase: "idle, 64 devices", RSSKiB: 10 * 1024, AnonKiB: 4 * 1024, FileKiB: 6 * 1024},
 		{Process: "dra", Phase: "idle, 64 devices", RSSKiB: 30 * 1024},
-		{Process: "dra", Phase: "idle, 64 devices", RSSKiB: 32 * 1024},
+		{Process: "dra", Phase: "idle, 64 devices", RSSKiB: 32 * 1024, AnonKiB: 8 * 1024, FileKiB: 24 * 1024},
 		{Process: "dra", Phase: "churn", RSSKiB: 40 * 1024},
 	})
 	got := map[string]string{}
 	for k, f := range figs {
-		got[k] = fmt.Sprintf("%.1f %v", f.value, f.vars["each"])
+		got[k] = fmt.Sprintf("%.1f %v anon %v file %v known %v", f.value, f.vars["each"], f.vars["anon"], f.vars["file"], f.vars["known"])
 	}
 	want := map[string]string{
-		"rss.state.idle-64-devices": "10.0 <nil>",
-		"rss.dra.idle-64-devices":   "32.0 <nil>",
-		"rss.dra.churn":             "40.0 <nil>",
-		"rss.total.idle-64-devices": "42.0 state 10.0, dra 32.0",
-		"rss.total.churn":           "40.0 dra 40.0",
+		"rss.state.idle-64-devices": "10.0 <nil> anon 4 file 6 known true",
+		"rss.dra.idle-64-devices":   "32.0 <nil> anon 8 file 24 known true",
+		"rss.dra.churn":             "40.0 <nil> anon 0 file 0 known false",
+		"rss.total.idle-64-devices": "42.0 state 10.0, dra 32.0 anon 12 file 30 known true",
+		"rss.total.churn":           "40.0 dra 40.0 anon 0 file 0 known false",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("figures (-want +got):\n%s", diff)

@@ -442,20 +442,26 @@ func startupFigures(ps []figures.PodStart, rs []figures.KubeletRestart) map[stri
 		vars["steps"] = steps
 		out["podstart.serial.claim.delta"] = figure{value: claim.Ready.P50 - plain.Ready.P50, vars: vars}
 		if plain.Ready.P50 > 0 {
+			// What DRA itself adds before netdra's calls (the control
+			// plane's claim and the kubelet's own handling of it), and
+			// the ratio it alone makes: what no driver can take off.
+			dra := vars["controlPlane"].(float64) + vars["kubelet"].(float64)
 			out["podstart.serial.p50.ratio"] = figure{value: claim.Ready.P50 / plain.Ready.P50,
-				vars: map[string]any{"claim": claim.Ready.P50 / 1000, "plain": plain.Ready.P50 / 1000, "pods": claim.Pods}}
+				vars: map[string]any{"claim": claim.Ready.P50 / 1000, "plain": plain.Ready.P50 / 1000, "pods": claim.Pods,
+					"share": vars["share"], "delta": claim.Ready.P50 - plain.Ready.P50, "controlPlane": vars["controlPlane"],
+					"kubelet": vars["kubelet"], "prepare": vars["prepare"], "floor": (plain.Ready.P50 + dra) / plain.Ready.P50,
+					"netdra": claim.Ready.P50 - plain.Ready.P50 - dra}}
 		}
 	}
 	plain, ok1 = findStart(ps, "burst", false)
 	claim, ok2 = findStart(ps, "burst", true)
 	if ok1 && ok2 && plain.Ready.P50 > 0 {
 		for _, q := range []string{"P50", "P99"} {
-			a, b := claim.Ready.P50, plain.Ready.P50
-			if q == "P99" {
-				a, b = claim.Ready.P99, plain.Ready.P99
-			}
+			a, b := quantile(claim.Ready, q), quantile(plain.Ready, q)
 			out["podstart.burst."+strings.ToLower(q)+".ratio"] = figure{value: a / b,
-				vars: map[string]any{"claim": a / 1000, "plain": b / 1000, "pods": claim.Pods}}
+				vars: map[string]any{"claim": a / 1000, "plain": b / 1000, "pods": claim.Pods, "q": q,
+					"bound": claim.Scheduled.N > 0 && plain.Scheduled.N > 0, "delta": (a - b) / 1000,
+					"boundDelta": (quantile(claim.Scheduled, q) - quantile(plain.Scheduled, q)) / 1000}}
 		}
 	}
 	if len(rs) == 0 {
@@ -467,10 +473,19 @@ func startupFigures(ps []figures.PodStart, rs []figures.KubeletRestart) map[stri
 	return out
 }
 
+// quantile is s's P50, or its P99 when q is "P99".
+func quantile(s figures.Summary, q string) float64 {
+	if q == "P99" {
+		return s.P99
+	}
+	return s.P50
+}
+
 // memoryFigures: each process's peak RSS of each phase, in MiB, named
 // rss.<process>.<phase> (the phase's spaces and commas as dashes), and
 // the processes' together, rss.total.<phase> (each: every process's, in
-// the records' order).
+// the records' order). Each has known, anon and file: whether every
+// record it adds up read RssAnon and RssFile, and their MiB.
 func memoryFigures(rs []figures.RSS) map[string]figure {
 	out := map[string]figure{}
 	phase := strings.NewReplacer(", ", "-", ",", "-", " ", "-")
@@ -479,7 +494,8 @@ func memoryFigures(rs []figures.RSS) map[string]figure {
 		m := mib(r.RSSKiB)
 		k := "rss." + r.Process + "." + phase.Replace(r.Phase)
 		if prev, ok := out[k]; !ok || m > prev.value {
-			out[k] = figure{value: m}
+			out[k] = figure{value: m, vars: map[string]any{"known": r.AnonKiB+r.FileKiB > 0,
+				"anon": mib(r.AnonKiB), "file": mib(r.FileKiB)}}
 		}
 		if !slices.Contains(procs, r.Process) {
 			procs = append(procs, r.Process)
@@ -491,15 +507,18 @@ func memoryFigures(rs []figures.RSS) map[string]figure {
 		if _, ok := totals[k]; ok {
 			continue
 		}
-		var sum float64
+		var sum, anon, file float64
+		known := true
 		var each []string
 		for _, p := range procs {
 			if f, ok := out["rss."+p+"."+phase.Replace(r.Phase)]; ok {
 				sum += f.value
 				each = append(each, fmt.Sprintf("%s %.1f", p, f.value))
+				anon, file = anon+f.vars["anon"].(float64), file+f.vars["file"].(float64)
+				known = known && f.vars["known"].(bool)
 			}
 		}
-		totals[k] = figure{value: sum, vars: map[string]any{"each": strings.Join(each, ", ")}}
+		totals[k] = figure{value: sum, vars: map[string]any{"each": strings.Join(each, ", "), "known": known, "anon": anon, "file": file}}
 	}
 	maps.Copy(out, totals)
 	return out

@@ -84,8 +84,8 @@ func (nn *netdraNode) procs(b *testing.B) map[string]int {
 	return out
 }
 
-// footprint records each process's VmRSS (peak's when given) and VmHWM,
-// reports their sum and logs each one's RssAnon and RssFile.
+// footprint records each process's VmRSS (peak's when given), VmHWM,
+// RssAnon and RssFile, and reports and logs their sum.
 func (nn *netdraNode) footprint(b *testing.B, procs map[string]int, phase, context string, peak map[string]int) {
 	b.Helper()
 	total := 0
@@ -101,7 +101,8 @@ func (nn *netdraNode) footprint(b *testing.B, procs map[string]int, phase, conte
 		}
 		total += rss
 		parts = append(parts, fmt.Sprintf("%s %.1f (anon %.1f, file %.1f)", name, mib(rss), mib(st["RssAnon"]), mib(st["RssFile"])))
-		if err := figures.Record(figures.RSSFile, figures.RSS{Process: name, Phase: phase, RSSKiB: rss, HWMKiB: st["VmHWM"], Context: context}); err != nil {
+		if err := figures.Record(figures.RSSFile, figures.RSS{Process: name, Phase: phase, RSSKiB: rss, HWMKiB: st["VmHWM"],
+			AnonKiB: st["RssAnon"], FileKiB: st["RssFile"], Context: context}); err != nil {
 			b.Fatal(err)
 		}
 	}
