@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/netdra/netdra/bench/figures"
 	"github.com/netdra/netdra/shared/testinfra/nodetest"
@@ -136,11 +137,16 @@ func (nn *netdraNode) updateNodeConfig(b testing.TB, spec map[string]any) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	res := nn.dyn.Resource(nodeConfigs)
-	cur, err := res.Get(ctx, nn.node.Name(), metav1.GetOptions{})
-	if err == nil {
+	// dra writes the status a moment after each change: a conflict.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := res.Get(ctx, nn.node.Name(), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
 		cur.Object["spec"] = spec
 		_, err = res.Update(ctx, cur, metav1.UpdateOptions{})
-	}
+		return err
+	})
 	if err != nil {
 		b.Fatalf("updating the NodeConfig: %v", err)
 	}

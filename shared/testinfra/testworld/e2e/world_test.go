@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/util/retry"
 
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
 	"github.com/netdra/netdra/shared/rpc"
@@ -240,13 +241,21 @@ func (nn *netdraNode) applyNodeConfig(t *testing.T, spec map[string]any) {
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "netdra.io/v1alpha1", "kind": "NodeConfig",
 		"metadata": map[string]any{"name": nn.node.Name()}, "spec": spec}}
-	cur, err := res.Get(ctx, nn.node.Name(), metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		_, err = res.Create(ctx, u, metav1.CreateOptions{})
-	} else if err == nil {
+	// dra writes the NodeConfig's status a moment after each change,
+	// which a replace made between its read and its write conflicts with.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := res.Get(ctx, nn.node.Name(), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			_, err = res.Create(ctx, u, metav1.CreateOptions{})
+			return err
+		}
+		if err != nil {
+			return err
+		}
 		u.SetResourceVersion(cur.GetResourceVersion())
 		_, err = res.Update(ctx, u, metav1.UpdateOptions{})
-	}
+		return err
+	})
 	if err != nil {
 		t.Fatalf("applying the NodeConfig: %v", err)
 	}
