@@ -580,7 +580,7 @@ func startProcEnv(logPath string, env []string, bin string, args ...string) (*pr
 	// containerd finds containerd-shim-runc-v2 on its PATH.
 	cmd.Env = append(append(os.Environ(), "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH")), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	if err := testenv.StartChild(cmd); err != nil {
 		f.Close()
 		return nil, err
 	}

@@ -158,7 +158,7 @@ func (op *operator) start() error {
 		"-metrics-addr", op.metricsAddr, "-health-addr", "", "-log-level", "warn", "-log-format", "text")
 	cmd.Stdout, cmd.Stderr = lf, lf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	if err := testenv.StartChild(cmd); err != nil {
 		return err
 	}
 	op.mu.Lock()

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/netdra/netdra/shared/testinfra/testenv"
 	"github.com/netdra/netdra/shared/testinfra/testworld/controlplane"
 )
 
@@ -35,7 +36,7 @@ func startProc(name, logPath string, argv ...string) (*proc, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
-	if err := cmd.Start(); err != nil {
+	if err := testenv.StartChild(cmd); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
 	p := &proc{name: name, logPath: logPath, cmd: cmd, exited: make(chan struct{})}
