@@ -254,7 +254,7 @@ type RSS struct {
 	RSSKiB  int    `json:"rss_kib"` // VmRSS (peak of the samples under churn)
 	HWMKiB  int    `json:"hwm_kib"` // VmHWM at the end of the phase
 	// RssAnon (the heap's and the stacks' pages) and RssFile (the mapped
-	// binary's) at the end of the phase; 0 when not read.
+	// binary's) at the end of the phase; zero when not read.
 	AnonKiB int    `json:"rss_anon_kib,omitempty"`
 	FileKiB int    `json:"rss_file_kib,omitempty"`
 	Context string `json:"context,omitempty"`

@@ -473,7 +473,8 @@ func startupFigures(ps []figures.PodStart, rs []figures.KubeletRestart) map[stri
 	return out
 }
 
-// quantile is s's P50, or its P99 when q is "P99".
+// quantile is the percentile of s that q names: its tail for "P99", else
+// its median.
 func quantile(s figures.Summary, q string) float64 {
 	if q == "P99" {
 		return s.P99
@@ -485,7 +486,7 @@ func quantile(s figures.Summary, q string) float64 {
 // rss.<process>.<phase> (the phase's spaces and commas as dashes), and
 // the processes' together, rss.total.<phase> (each: every process's, in
 // the records' order). Each has known, anon and file: whether every
-// record it adds up read RssAnon and RssFile, and their MiB.
+// record it adds up read RssAnon and RssFile, and their sizes.
 func memoryFigures(rs []figures.RSS) map[string]figure {
 	out := map[string]figure{}
 	phase := strings.NewReplacer(", ", "-", ",", "-", " ", "-")
@@ -524,8 +525,8 @@ func memoryFigures(rs []figures.RSS) map[string]figure {
 	return out
 }
 
-// prepareFigures: the P50 of one claim's prepare, back to back, in ms,
-// named prepare.p50.<devices>dev (p99, claims: the same rows').
+// prepareFigures: the median time of one claim's prepare, back to back,
+// by the claim's devices (p99, claims: the same rows').
 func prepareFigures(ps []figures.Prepare) map[string]figure {
 	out := map[string]figure{}
 	for _, p := range ps {

@@ -93,9 +93,16 @@ func (h *netnsHandles) holds(name, path string) (same, held bool) {
 	if hd == nil {
 		return false, false
 	}
+	same, _ = hd.on(path)
+	return same, true
+}
+
+// on reports whether hd is on the namespace file at path (device and
+// inode), and whether both could be read (ok false: path is gone).
+func (hd *netnsHandle) on(path string) (same, ok bool) {
 	var a, b unix.Stat_t
 	if unix.Fstat(int(hd.f.Fd()), &a) != nil || unix.Stat(path, &b) != nil {
-		return false, true
+		return false, false
 	}
 	return a.Dev == b.Dev && a.Ino == b.Ino, true
 }
@@ -115,11 +122,8 @@ func (h *netnsHandles) elsewhere(name, path string) (string, bool) {
 	if hd == nil || path == "" || hd.path == "" || sameNetnsPath(hd.path, path) {
 		return "", false
 	}
-	var a, b unix.Stat_t
-	if unix.Fstat(int(hd.f.Fd()), &a) == nil && unix.Stat(path, &b) == nil {
-		return hd.path, a.Dev != b.Dev || a.Ino != b.Ino
-	}
-	return hd.path, true
+	same, _ := hd.on(path)
+	return hd.path, !same
 }
 
 // sameNetnsPath reports whether a and b name the same path, /var/run
