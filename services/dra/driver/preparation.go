@@ -98,6 +98,11 @@ type preparation struct {
 	// steps times the prepare's steps, for its log line: where a slow
 	// prepare's time went.
 	steps steps
+	// unlockPod ends the hold of the pod's lock, which the prepare takes
+	// before it reads the pod's allocations and keeps until its intents are
+	// recorded (begin), so that two claims of one pod cannot both take an
+	// interface name. Idempotent.
+	unlockPod func()
 }
 
 // steps records how long each step of a prepare took.
@@ -123,9 +128,9 @@ func (s *steps) done(name string) {
 func (s *steps) String() string { return s.b.String() }
 
 // makePreparation checks the claim and parses its config without touching the
-// node or the state: the results of this driver, one pod that is not on
-// the host network, and a valid config for each request.
-func (d *Driver) makePreparation(ctx context.Context, claim *resourceapi.ResourceClaim) (*preparation, error) {
+// node or the state: the results of this driver, one pod (checkPod reads
+// it), and a valid config for each request.
+func (d *Driver) makePreparation(claim *resourceapi.ResourceClaim) (*preparation, error) {
 	alloc := claim.Status.Allocation
 	if alloc == nil {
 		return nil, ErrNotAllocated
@@ -162,16 +167,15 @@ func (d *Driver) makePreparation(ctx context.Context, claim *resourceapi.Resourc
 	if len(p.devices) == 0 {
 		return p, nil
 	}
-	if err := d.checkPod(ctx, p); err != nil {
+	if err := p.podFromClaim(); err != nil {
 		return nil, err
 	}
-	p.steps.done("pod")
 	return p, nil
 }
 
-// checkPod sets the preparation's pod from reservedFor, which must name exactly
-// one pod, and refuses a host-network pod.
-func (d *Driver) checkPod(ctx context.Context, p *preparation) error {
+// podFromClaim sets the preparation's pod from reservedFor, which must name
+// exactly one pod.
+func (p *preparation) podFromClaim() error {
 	claim := p.claim
 	var names []string
 	for _, r := range claim.Status.ReservedFor {
@@ -188,10 +192,18 @@ func (d *Driver) checkPod(ctx context.Context, p *preparation) error {
 		return fmt.Errorf("%w; it is reserved for %s", ErrNotOnePod, names[0])
 	}
 	p.podUID, p.podName = string(ref.UID), claim.Namespace+"/"+ref.Name
+	return nil
+}
+
+// checkPod refuses the preparation's pod when it is not the one the claim
+// is reserved for or it is on the host network. It reads the pod from the
+// apiserver, and so runs beside the prepare's reads of the state (reads).
+func (d *Driver) checkPod(ctx context.Context, p *preparation) error {
 	if d.podLookup == nil {
 		return nil
 	}
-	pod, err := d.podLookup(ctx, claim.Namespace, ref.Name, ref.UID)
+	ref := p.claim.Status.ReservedFor[0]
+	pod, err := d.podLookup(ctx, p.claim.Namespace, ref.Name, ref.UID)
 	if err != nil {
 		return fmt.Errorf("looking up pod %s: %w", p.podName, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"sync"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -34,7 +35,7 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 	}
 	defer unlock()
 	log := d.log.With("claim", claim.Namespace+"/"+claim.Name, "claimUID", claim.UID)
-	p, err := d.makePreparation(ctx, claim)
+	p, err := d.makePreparation(claim)
 	if err != nil {
 		return nil, err
 	}
@@ -42,22 +43,33 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 		return []kubeletplugin.Device{}, nil
 	}
 	log = log.With("pod", p.podName, "podUID", p.podUID)
-	kept, err := d.reuse(ctx, log, p)
+	unlockPod, err := d.podLocks.Lock(ctx, p.podUID)
 	if err != nil {
 		return nil, err
 	}
-	p.steps.done("rows")
+	p.unlockPod = sync.OnceFunc(unlockPod)
+	defer p.unlockPod()
+	r, err := d.read(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	p.steps.done("reads")
+	kept, err := d.reuse(ctx, log, p, r.claimRows)
+	if err != nil {
+		return nil, err
+	}
 	var pds []*devicev1.PreparedDevice
 	var ids map[string]string
 	if kept != nil {
 		// Prepared before (a kubelet or node restart): its CDI spec is
 		// written again, the same.
+		p.unlockPod()
 		pds = preparedInPlanOrder(p, kept)
 		if ids, err = d.writeSpec(p, pds); err != nil {
 			return nil, err
 		}
 	} else {
-		if pds, ids, err = d.prepareFresh(ctx, log, p); err != nil {
+		if pds, ids, err = d.prepareFresh(ctx, log, p, r); err != nil {
 			return nil, err
 		}
 		log.Info("claim prepared", "devices", len(p.devices), "steps", p.steps.String())
@@ -119,14 +131,50 @@ func (d *Driver) writeSpec(p *preparation, pds []*devicev1.PreparedDevice) (map[
 	return d.cdi.Write(string(p.claim.UID), devs)
 }
 
-// reuse settles what the state already holds for the claim and returns
+// reads is what a prepare reads before it changes anything.
+type reads struct {
+	claimRows []*statev1.Allocation // the claim's allocations
+	// podRows are the pod's allocations, read under the pod's lock.
+	podRows []*statev1.Allocation
+	// inv is the claim's devices in the inventory, by name; a name the
+	// inventory does not hold is missing.
+	inv map[string]*devicev1.Device
+}
+
+// read makes the prepare's reads all at once, each a round trip that
+// depends on no other: the pod's check (checkPod), the claim's and the
+// pod's allocations and the claim's devices. A refused pod's error comes
+// first, whatever the others: the claim is refused for its pod.
+func (d *Driver) read(ctx context.Context, p *preparation) (*reads, error) {
+	names := make([]string, len(p.devices))
+	for i, dev := range p.devices {
+		names[i] = dev.device
+	}
+	var r reads
+	var podErr, claimErr, podRowsErr, invErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { podErr = d.checkPod(ctx, p) })
+	wg.Go(func() {
+		r.claimRows, claimErr = d.listAllocations(ctx, &statev1.ListAllocationsRequest{ClaimUid: string(p.claim.UID)})
+	})
+	wg.Go(func() {
+		r.podRows, podRowsErr = d.listAllocations(ctx, &statev1.ListAllocationsRequest{PodUid: p.podUID})
+	})
+	wg.Go(func() { r.inv, invErr = d.inventory(ctx, names) })
+	wg.Wait()
+	if err := cmp.Or(podErr, claimErr, podRowsErr, invErr); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// reuse settles what the state holds for the claim (rows) and returns
 // its prepared rows when the claim is prepared as planned (then its status
 // entries are rewritten where missing), else nil. Prepared rows that do
 // not match the preparation are freed, so that the claim is prepared afresh.
-func (d *Driver) reuse(ctx context.Context, log *slog.Logger, p *preparation) ([]*statev1.Allocation, error) {
-	rows, err := d.listAllocations(ctx, &statev1.ListAllocationsRequest{ClaimUid: string(p.claim.UID)})
-	if err != nil || len(rows) == 0 {
-		return nil, err
+func (d *Driver) reuse(ctx context.Context, log *slog.Logger, p *preparation, rows []*statev1.Allocation) ([]*statev1.Allocation, error) {
+	if len(rows) == 0 {
+		return nil, nil
 	}
 	kept, err := d.settle(ctx, log, p, rows)
 	if err != nil || len(kept) == 0 {
@@ -242,16 +290,8 @@ func (d *Driver) ensureStatus(ctx context.Context, p *preparation, rows []*state
 // prepareFresh records the intents, sets the devices up, writes the CDI
 // spec and the claim status and commits; on failure it undoes all of it.
 // It returns the prepared devices in the preparation's order and their CDI device IDs.
-func (d *Driver) prepareFresh(ctx context.Context, log *slog.Logger, p *preparation) ([]*devicev1.PreparedDevice, map[string]string, error) {
-	names := make([]string, len(p.devices))
-	for i, dev := range p.devices {
-		names[i] = dev.device
-	}
-	inv, err := d.inventory(ctx, names)
-	if err != nil {
-		return nil, nil, err
-	}
-	p.steps.done("inventory")
+func (d *Driver) prepareFresh(ctx context.Context, log *slog.Logger, p *preparation, r *reads) ([]*devicev1.PreparedDevice, map[string]string, error) {
+	inv := r.inv
 	devs := make([]*devicev1.Device, len(p.devices))
 	for i, dev := range p.devices {
 		if devs[i] = inv[dev.device]; devs[i] == nil {
@@ -261,7 +301,7 @@ func (d *Driver) prepareFresh(ctx context.Context, log *slog.Logger, p *preparat
 	if err := checkNamesInClaim(p, devs); err != nil {
 		return nil, nil, err
 	}
-	if err := d.begin(ctx, p, devs, inv); err != nil {
+	if err := d.begin(ctx, p, devs, inv, r.podRows); err != nil {
 		return nil, nil, err
 	}
 	p.steps.done("intents")
@@ -292,19 +332,11 @@ func checkNamesInClaim(p *preparation, devs []*devicev1.Device) error {
 	return nil
 }
 
-// begin checks the interface names against the pod's other claims and
-// records the intents, under the pod's lock so that two claims of one pod
-// cannot both take a name.
-func (d *Driver) begin(ctx context.Context, p *preparation, devs []*devicev1.Device, inv map[string]*devicev1.Device) error {
-	unlock, err := d.podLocks.Lock(ctx, p.podUID)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	rows, err := d.listAllocations(ctx, &statev1.ListAllocationsRequest{PodUid: p.podUID})
-	if err != nil {
-		return err
-	}
+// begin checks the interface names against the pod's other claims (rows,
+// the pod's allocations read under its lock) and records the intents,
+// then lets the pod's lock go.
+func (d *Driver) begin(ctx context.Context, p *preparation, devs []*devicev1.Device, inv map[string]*devicev1.Device, rows []*statev1.Allocation) error {
+	defer p.unlockPod()
 	taken, err := d.takenNames(ctx, p, rows, inv)
 	if err != nil {
 		return err

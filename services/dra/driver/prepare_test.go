@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,9 +15,11 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/testing/protocmp"
+	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
 	devicev1 "github.com/netdra/netdra/protos/netdra/device/v1"
@@ -60,29 +63,39 @@ func with(spec claimSpec, f func(*claimSpec)) claimSpec {
 	return spec
 }
 
-var freshCalls = []string{
+// readCalls is the calls of a prepare's reads, which run at once: sorted, as
+// setUpsSorted puts them.
+var readCalls = []string{
 	"state.ListAllocations claim=uid-c1",
-	"state.ListDevices",
 	"state.ListAllocations pod=uid-web",
-	"state.BeginPrepare pool-a/vf1 pool-a/vf2",
+	"state.ListDevices",
 }
+
+var freshCalls = calls(readCalls, []string{"state.BeginPrepare pool-a/vf1 pool-a/vf2"})
 
 // setUps is the calls of a claim's Setups, which run at once: sorted, as
 // setUpsSorted puts them.
 func setUps(calls ...string) []string { return slices.Sorted(slices.Values(calls)) }
 
 // setUpsSorted sorts each run of calls that a claim's Setups make
-// (prov.Setup, state.RecordPrepared): they run at once, and a test states
-// which calls they make, not in which order. A call between two runs
+// (prov.Setup, state.RecordPrepared) and each run of reads of the state
+// (a prepare's reads): they run at once, and a test states which calls
+// they make, not in which order. A call of another kind between two runs
 // (a Free) still splits them.
 func setUpsSorted(calls []string) []string {
 	out := slices.Clone(calls)
-	inSetUp := func(c string) bool {
-		return strings.HasPrefix(c, "prov.Setup ") || strings.HasPrefix(c, "state.RecordPrepared ")
+	kind := func(c string) int {
+		switch {
+		case strings.HasPrefix(c, "prov.Setup "), strings.HasPrefix(c, "state.RecordPrepared "):
+			return 1
+		case strings.HasPrefix(c, "state.ListAllocations "), strings.HasPrefix(c, "state.ListDevices"):
+			return 2
+		}
+		return 0
 	}
 	for i := 0; i < len(out); i++ {
-		j := i
-		for j < len(out) && inSetUp(out[j]) {
+		k, j := kind(out[i]), i
+		for j < len(out) && k != 0 && kind(out[j]) == k {
 			j++
 		}
 		slices.Sort(out[i:j])
@@ -177,7 +190,7 @@ var prepareCases = []prepareCase{
 		},
 		wantErr:   ErrHostNetwork,
 		wantMsg:   "pod default/web: pod uses the host network",
-		wantCalls: prepareFailedEvent,
+		wantCalls: calls(readCalls, prepareFailedEvent),
 		wantRows:  []string{},
 	},
 	{
@@ -188,7 +201,7 @@ var prepareCases = []prepareCase{
 			r.pods["web"].UID = "uid-web-2"
 		},
 		wantMsg:   "pod default/web is uid-web-2, not the uid-web the claim is reserved for",
-		wantCalls: prepareFailedEvent,
+		wantCalls: calls(readCalls, prepareFailedEvent),
 		wantRows:  []string{},
 	},
 	{
@@ -226,7 +239,7 @@ var prepareCases = []prepareCase{
 		}),
 		wantErr:   ErrIfNameInUse,
 		wantMsg:   `"net1" of request "storage" is also the name of request "net" of this claim`,
-		wantCalls: calls([]string{"state.ListAllocations claim=uid-c1", "state.ListDevices"}, prepareFailedEvent),
+		wantCalls: calls(readCalls, prepareFailedEvent),
 		wantRows:  []string{},
 	},
 	{
@@ -235,7 +248,7 @@ var prepareCases = []prepareCase{
 		claim:     twoVFs,
 		wantErr:   ErrIfNameInUse,
 		wantMsg:   `"net2" of request "storage" is also the name of device vf3 of claim default/c0`,
-		wantCalls: calls(freshCalls[:3], prepareFailedEvent),
+		wantCalls: calls(readCalls, prepareFailedEvent),
 		wantRows:  []string{"pool-a/vf3 PHASE_PREPARED uid-c0 pod=uid-web if=net2 pd"},
 	},
 	{
@@ -245,7 +258,7 @@ var prepareCases = []prepareCase{
 			c.configs[2] = claimConfig(`{"podIfName":"ens1f0v3"}`, "storage")
 		}),
 		wantErr:   ErrIfNameInUse,
-		wantCalls: calls(freshCalls[:3], prepareFailedEvent),
+		wantCalls: calls(readCalls, prepareFailedEvent),
 		wantRows:  []string{"pool-a/vf3 PHASE_PREPARED uid-c0 pod=uid-web if= pd"},
 	},
 	{
@@ -261,7 +274,7 @@ var prepareCases = []prepareCase{
 		claim:     with(twoVFs, func(c *claimSpec) { c.results[2].Device = "vf9" }),
 		wantErr:   ErrUnknownDevice,
 		wantMsg:   `device vf9 (request "storage")`,
-		wantCalls: calls(freshCalls[:2], prepareFailedEvent),
+		wantCalls: calls(readCalls, prepareFailedEvent),
 		wantRows:  []string{},
 	},
 	{
@@ -314,7 +327,7 @@ var prepareCases = []prepareCase{
 			}
 		},
 		wantMsg: "connection reset",
-		wantCalls: calls(freshCalls[:3], []string{
+		wantCalls: calls(readCalls, []string{
 			"state.BeginPrepare pool-a/vf1 pool-a/dummy0",
 		}, setUps(
 			"prov.Setup vf1", "state.RecordPrepared pool-a/vf1", "prov.Setup dummy0",
@@ -425,7 +438,7 @@ var prepareCases = []prepareCase{
 		claim:     twoVFs,
 		wantErr:   ErrClaimInUse,
 		wantMsg:   "device vf1 is prepared for pod UID uid-old, not uid-web of pod default/web",
-		wantCalls: calls(freshCalls[:1], prepareFailedEvent),
+		wantCalls: calls(readCalls, prepareFailedEvent),
 		wantRows: []string{
 			"pool-a/vf1 PHASE_ATTACHED uid-c1 pod=uid-old if= pd",
 			"pool-a/vf2 PHASE_ATTACHED uid-c1 pod=uid-old if= pd",
@@ -442,7 +455,7 @@ var prepareCases = []prepareCase{
 		},
 		wantErr: ErrStillFreeing,
 		wantMsg: "device vf1: device is still being freed: freeing device vf1: PF ens1f0 is busy",
-		wantCalls: calls(freshCalls[:1], []string{
+		wantCalls: calls(readCalls, []string{
 			"prov.Free vf1", "state.MarkFreeFailed pool-a/vf1",
 		}, prepareFailedEvent),
 		wantRows: []string{"pool-a/vf1 PHASE_FREEING_FAILED uid-c1 pod=uid-old if= pd"},
@@ -452,9 +465,9 @@ var prepareCases = []prepareCase{
 		rows:        []*statev1.Allocation{row("c1", "old", "vf1", freeingFailed, nil)},
 		claim:       twoVFs,
 		wantDevices: twoVFsResult,
-		wantCalls: calls(freshCalls[:1], []string{
+		wantCalls: calls(readCalls, []string{
 			"prov.Free vf1", "state.DeleteAllocation pool-a/vf1",
-		}, freshCalls[1:], setUps(
+		}, freshCalls[len(readCalls):], setUps(
 			"prov.Setup vf1", "state.RecordPrepared pool-a/vf1", "prov.Setup vf2", "state.RecordPrepared pool-a/vf2",
 		), []string{
 			"state.CommitPrepare pool-a/vf1 pool-a/vf2",
@@ -471,14 +484,12 @@ var prepareCases = []prepareCase{
 		claim: claimSpec{name: "c1", pods: []string{"web"},
 			results: []resourceapi.DeviceRequestAllocationResult{result("net", "vf1")}},
 		wantDevices: []deviceResult{{Requests: "[net]", Pool: testSlicePool, Device: "vf1"}},
-		wantCalls: []string{
-			"state.ListAllocations claim=uid-c1",
+		wantCalls: calls(readCalls, []string{
 			"prov.Free vf3", "state.DeleteAllocation pool-a/vf3",
-			"state.ListDevices", "state.ListAllocations pod=uid-web",
 			"state.BeginPrepare pool-a/vf1", "prov.Setup vf1",
 			"state.CommitPrepare pool-a/vf1",
 			"state.ListAllocations claim=uid-c1", "claims.UpdateDeviceStatus node-a/pool-a/vf1",
-		},
+		}),
 		wantRows: []string{"pool-a/vf1 PHASE_PREPARED uid-c1 pod=uid-web if= pd"},
 	},
 	{
@@ -487,14 +498,12 @@ var prepareCases = []prepareCase{
 		claim: claimSpec{name: "c1", pods: []string{"web"},
 			results: []resourceapi.DeviceRequestAllocationResult{result("net", "vf1")}},
 		wantDevices: []deviceResult{{Requests: "[net]", Pool: testSlicePool, Device: "vf1"}},
-		wantCalls: []string{
-			"state.ListAllocations claim=uid-c1",
+		wantCalls: calls(readCalls, []string{
 			"state.ListDevices", "state.AbortPrepare pool-a/vf1",
-			"state.ListDevices", "state.ListAllocations pod=uid-web",
 			"state.BeginPrepare pool-a/vf1", "prov.Setup vf1",
 			"state.CommitPrepare pool-a/vf1",
 			"state.ListAllocations claim=uid-c1", "claims.UpdateDeviceStatus node-a/pool-a/vf1",
-		},
+		}),
 		wantRows: []string{"pool-a/vf1 PHASE_PREPARED uid-c1 pod=uid-web if= pd"},
 	},
 }
@@ -598,9 +607,9 @@ func TestPrepare_Idempotent(t *testing.T) {
 		wantCalls  []string
 	}{
 		{name: "prepared and recorded: nothing is done again", keepStatus: true,
-			wantCalls: []string{"state.ListAllocations claim=uid-c1"}},
+			wantCalls: readCalls},
 		{name: "status entries missing: rewritten from the state, no setup",
-			wantCalls: []string{"state.ListAllocations claim=uid-c1", "claims.UpdateDeviceStatus node-a/pool-a/vf1 node-a/pool-a/vf2"}},
+			wantCalls: calls(readCalls, []string{"claims.UpdateDeviceStatus node-a/pool-a/vf1 node-a/pool-a/vf2"})},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -622,7 +631,7 @@ func TestPrepare_Idempotent(t *testing.T) {
 			if diff := cmp.Diff(twoVFsResult, got); diff != "" {
 				t.Errorf("devices (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(tt.wantCalls, r.rec.get()); diff != "" {
+			if diff := cmp.Diff(tt.wantCalls, setUpsSorted(r.rec.get())); diff != "" {
 				t.Errorf("calls (-want +got):\n%s", diff)
 			}
 			if diff := cmp.Diff(first, r.claims.getWritten("uid-c1")); diff != "" {
@@ -711,6 +720,72 @@ func TestPrepare_PodIfNameRace(t *testing.T) {
 		if failed != 1 {
 			t.Fatalf("%d claims refused, want 1: %+v", failed, res)
 		}
+	}
+}
+
+// TestPrepare_ReadsAtOnce: a prepare's four reads (the pod, the claim's
+// and the pod's allocations, the devices) are in flight together: each
+// waits, up to a deadline, until all four have begun, which reads made
+// one after the other never see.
+func TestPrepare_ReadsAtOnce(t *testing.T) {
+	r := newRig(t)
+	const n = 4
+	var mu sync.Mutex
+	begun, all := 0, make(chan struct{})
+	var together atomic.Int32
+	wait := func() {
+		mu.Lock()
+		if begun++; begun == n {
+			close(all)
+		}
+		mu.Unlock()
+		select {
+		case <-all:
+			together.Add(1)
+		case <-time.After(2 * time.Second):
+		}
+	}
+	list, devs, pod := r.state.ListAllocationsFunc, r.state.ListDevicesFunc, r.d.podLookup
+	r.state.ListAllocationsFunc = func(in *statev1.ListAllocationsRequest) (*statev1.ListAllocationsResponse, error) {
+		mu.Lock()
+		w := begun < n // the status writer's read, after the prepare's, does not wait
+		mu.Unlock()
+		if w {
+			wait()
+		}
+		return list(in)
+	}
+	r.state.ListDevicesFunc = func(in *statev1.ListDevicesRequest) (*statev1.ListDevicesResponse, error) {
+		wait()
+		return devs(in)
+	}
+	r.d.podLookup = func(ctx context.Context, namespace, name string, uid types.UID) (*corev1.Pod, error) {
+		wait()
+		return pod(ctx, namespace, name, uid)
+	}
+	if _, err := r.prepare(t, twoVFs.build()); err != nil {
+		t.Fatal(err)
+	}
+	if got := together.Load(); got != n {
+		t.Fatalf("%d of the %d reads saw all %d in flight at once", got, n, n)
+	}
+}
+
+// TestPrepare_RefusedPodBeforeAFailedRead: a pod that is refused is the
+// error the claim gets, even when a read beside its check failed.
+func TestPrepare_RefusedPodBeforeAFailedRead(t *testing.T) {
+	r := newRig(t)
+	r.pods["web"] = podOf("web")
+	r.pods["web"].Spec.HostNetwork = true
+	r.state.ListDevicesFunc = func(*statev1.ListDevicesRequest) (*statev1.ListDevicesResponse, error) {
+		return nil, status.Error(codes.Unavailable, "state is restarting")
+	}
+	_, err := r.prepare(t, twoVFs.build())
+	if !errors.Is(err, ErrHostNetwork) {
+		t.Fatalf("error %v, want %v", err, ErrHostNetwork)
+	}
+	if rows := r.mem.snapshot(); len(rows) != 0 {
+		t.Errorf("state rows %v, want none", rowSummary(rows))
 	}
 }
 

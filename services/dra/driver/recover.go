@@ -242,12 +242,15 @@ func (d *Driver) rebuildClaim(ctx context.Context, c *resourceapi.ResourceClaim)
 	return errors.Join(errs...)
 }
 
-// recoveryPlan checks the claim's pod as a prepare does (checkPod). A
-// claim that is not reserved for exactly one pod off the host network is
-// ErrBadStatusData.
+// recoveryPlan checks the claim's pod as a prepare does (podFromClaim,
+// checkPod). A claim that is not reserved for exactly one pod off the host
+// network is ErrBadStatusData.
 func (d *Driver) recoveryPlan(ctx context.Context, c *resourceapi.ResourceClaim) (*preparation, error) {
 	p := &preparation{claim: c}
-	err := d.checkPod(ctx, p)
+	err := p.podFromClaim()
+	if err == nil {
+		err = d.checkPod(ctx, p)
+	}
 	if errors.Is(err, ErrNotOnePod) || errors.Is(err, ErrHostNetwork) || errors.Is(err, errWrongPod) {
 		return nil, fmt.Errorf("%w: %w", ErrBadStatusData, err)
 	}

@@ -140,7 +140,7 @@ func TestPrepare_SetupsFailingAtOnce(t *testing.T) {
 		}
 	}
 	wantCalls := calls([]string{
-		"state.ListAllocations claim=uid-c1", "state.ListDevices", "state.ListAllocations pod=uid-web",
+		"state.ListAllocations claim=uid-c1", "state.ListAllocations pod=uid-web", "state.ListDevices",
 		"state.BeginPrepare pool-a/vf1 pool-a/vf2 pool-a/vf3 pool-a/dummy0",
 	}, setUps(
 		"prov.Setup vf1", "state.RecordPrepared pool-a/vf1", "prov.Setup vf2",
