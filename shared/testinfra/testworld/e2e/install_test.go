@@ -215,6 +215,7 @@ func (in *installer) roll(t *testing.T, image string, old, pod *corev1.Pod, upgr
 	}
 	t.Logf("a pod created during the roll (netdra-node pods then: %s) was Ready %s after kubectl apply; by its own times, %s from creation to Ready",
 		during, readyAfter.Round(time.Millisecond), podReadyAfter(p2))
+	in.logTimeline(t, created, in.ns, "netdra-demo")
 	rolled := time.Now()
 	waitFor(t, "a dump of the demo pod's network after the roll", time.Minute, func(ctx context.Context) (bool, error) {
 		log, err := in.try(20*time.Second, in.kubectl, "-n", "netdra-demo", "logs", "netdra-demo")
@@ -231,6 +232,46 @@ func (in *installer) roll(t *testing.T, image string, old, pod *corev1.Pod, upgr
 		t.Fatalf("the pod created during the roll did not stay Running: %v", err)
 	}
 	return cur
+}
+
+// logTimeline logs the events of the namespaces from since on, oldest
+// first, each at its offset from since (the kubelet's and the
+// controllers' events carry whole seconds): where a roll's time went,
+// from the DaemonSet's delete of the old pod to the new pod's containers
+// and the claims' prepares.
+func (in *installer) logTimeline(t *testing.T, since time.Time, namespaces ...string) {
+	t.Helper()
+	type line struct {
+		at  time.Time
+		txt string
+	}
+	var lines []line
+	for _, ns := range namespaces {
+		evs, err := in.cp.Client().CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Logf("the events of %s: %v", ns, err)
+			continue
+		}
+		for _, e := range evs.Items {
+			at := e.EventTime.Time
+			if at.IsZero() {
+				at = e.LastTimestamp.Time
+			}
+			if at.IsZero() {
+				at = e.FirstTimestamp.Time
+			}
+			if at.Before(since.Truncate(time.Second)) {
+				continue
+			}
+			lines = append(lines, line{at, fmt.Sprintf("%s/%s %s %s: %s", ns, e.InvolvedObject.Name, e.Type, e.Reason, e.Message)})
+		}
+	}
+	slices.SortStableFunc(lines, func(a, b line) int { return a.at.Compare(b.at) })
+	var b strings.Builder
+	for _, l := range lines {
+		fmt.Fprintf(&b, "\n  %+6.1fs %s", l.at.Sub(since).Seconds(), l.txt)
+	}
+	t.Logf("events from kubectl apply on (%d):%s", len(lines), b.String())
 }
 
 // restarts is the sum of p's containers' restart counts.
