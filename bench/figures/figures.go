@@ -84,6 +84,9 @@ type Beside struct {
 // the mean time (ms) of netdra's own calls over the phase, from nri's and
 // dra's metrics ("nri RunPodSandbox", "dra prepare", ...).
 type PodStart struct {
+	// Way is "serial" (one after the other), "burst" (all at once) or
+	// "burst-raised" (all at once, the control plane's client limits
+	// raised).
 	Way       string  `json:"way"`
 	Claim     bool    `json:"claim"`
 	Pods      int     `json:"pods"`
@@ -101,6 +104,9 @@ type PodStart struct {
 	ContainerStarted Summary            `json:"container_started"`
 	WallSeconds      float64            `json:"wall_s"`
 	Hooks            map[string]float64 `json:"hooks_mean_ms,omitempty"`
+	// ComponentQPS is the controller-manager's and the scheduler's
+	// apiserver client rate the phase ran with; 0: their defaults.
+	ComponentQPS float64 `json:"component_qps,omitempty"`
 }
 
 // KubeletRestart is the real node's kubelet restarted while netdra runs,

@@ -162,8 +162,8 @@ func startupPanel(ps []figures.PodStart, way string) (*plot.Plot, error) {
 	p := newPanel(title, "seconds from the create request to Ready")
 	n, lo, hi := 0, math.Inf(1), 0.0
 	for _, x := range ps {
-		if (way != "" && x.Way != way) || len(x.Ready.Samples) == 0 {
-			continue
+		if (way != "" && x.Way != way) || x.Way == "burst-raised" || len(x.Ready.Samples) == 0 {
+			continue // the raised burst is the burst's control: in the text, not the plot
 		}
 		c, what := plainColor, "no claim"
 		if x.Claim {

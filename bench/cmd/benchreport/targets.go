@@ -392,8 +392,11 @@ func phaseName(x figures.PodStart) string {
 		claim = "with a claim"
 	}
 	way := "one after the other"
-	if x.Way == "burst" {
+	switch x.Way {
+	case "burst":
 		way = "burst"
+	case "burst-raised":
+		way = "burst, the control plane's client limits raised"
 	}
 	return fmt.Sprintf("%d pods %s, %s", x.Pods, way, claim)
 }
@@ -419,7 +422,11 @@ func findStart(ps []figures.PodStart, way string, claim bool) (figures.PodStart,
 // checkpoints it around the call).
 //
 // podstart.burst.p50.ratio, podstart.burst.p99.ratio: the burst's
-// percentile with a claim against without (claim, plain: s) of pods.
+// percentile with a claim against without (claim, plain: s) of pods;
+// with the burst run again with the control plane's client limits raised
+// (raised), that run's ratio (raisedRatio), percentiles (raisedClaim,
+// raisedPlain: s) and how much later its pods with a claim were bound
+// (raisedBoundDelta: s).
 //
 // kubelet.restart: the last restart's slices back and pod with a claim
 // Running (s); plain, a pod without a claim Running (s, 0: not
@@ -455,13 +462,22 @@ func startupFigures(ps []figures.PodStart, rs []figures.KubeletRestart) map[stri
 	}
 	plain, ok1 = findStart(ps, "burst", false)
 	claim, ok2 = findStart(ps, "burst", true)
+	rplain, rok1 := findStart(ps, "burst-raised", false)
+	rclaim, rok2 := findStart(ps, "burst-raised", true)
 	if ok1 && ok2 && plain.Ready.P50 > 0 {
 		for _, q := range []string{"P50", "P99"} {
 			a, b := quantile(claim.Ready, q), quantile(plain.Ready, q)
-			out["podstart.burst."+strings.ToLower(q)+".ratio"] = figure{value: a / b,
-				vars: map[string]any{"claim": a / 1000, "plain": b / 1000, "pods": claim.Pods, "q": q,
-					"bound": claim.Scheduled.N > 0 && plain.Scheduled.N > 0, "delta": (a - b) / 1000,
-					"boundDelta": (quantile(claim.Scheduled, q) - quantile(plain.Scheduled, q)) / 1000}}
+			vars := map[string]any{"claim": a / 1000, "plain": b / 1000, "pods": claim.Pods, "q": q,
+				"bound": claim.Scheduled.N > 0 && plain.Scheduled.N > 0, "delta": (a - b) / 1000,
+				"boundDelta": (quantile(claim.Scheduled, q) - quantile(plain.Scheduled, q)) / 1000,
+				"raised": rok1 && rok2 && quantile(rplain.Ready, q) > 0}
+			if vars["raised"].(bool) {
+				ra, rb := quantile(rclaim.Ready, q), quantile(rplain.Ready, q)
+				vars["raisedRatio"], vars["raisedClaim"], vars["raisedPlain"] = ra/rb, ra/1000, rb/1000
+				vars["raisedBoundDelta"] = (quantile(rclaim.Scheduled, q) - quantile(rplain.Scheduled, q)) / 1000
+				vars["raisedQPS"] = rclaim.ComponentQPS
+			}
+			out["podstart.burst."+strings.ToLower(q)+".ratio"] = figure{value: a / b, vars: vars}
 		}
 	}
 	if len(rs) == 0 {
