@@ -467,11 +467,11 @@ func startupFigures(ps []figures.PodStart, rs []figures.KubeletRestart) map[stri
 	if ok1 && ok2 && plain.Ready.P50 > 0 {
 		for _, q := range []string{"P50", "P99"} {
 			a, b := quantile(claim.Ready, q), quantile(plain.Ready, q)
+			raised := rok1 && rok2 && quantile(rplain.Ready, q) > 0
 			vars := map[string]any{"claim": a / 1000, "plain": b / 1000, "pods": claim.Pods, "q": q,
 				"bound": claim.Scheduled.N > 0 && plain.Scheduled.N > 0, "delta": (a - b) / 1000,
-				"boundDelta": (quantile(claim.Scheduled, q) - quantile(plain.Scheduled, q)) / 1000,
-				"raised": rok1 && rok2 && quantile(rplain.Ready, q) > 0}
-			if vars["raised"].(bool) {
+				"boundDelta": (quantile(claim.Scheduled, q) - quantile(plain.Scheduled, q)) / 1000, "raised": raised}
+			if raised {
 				ra, rb := quantile(rclaim.Ready, q), quantile(rplain.Ready, q)
 				vars["raisedRatio"], vars["raisedClaim"], vars["raisedPlain"] = ra/rb, ra/1000, rb/1000
 				vars["raisedBoundDelta"] = (quantile(rclaim.Scheduled, q) - quantile(rplain.Scheduled, q)) / 1000
