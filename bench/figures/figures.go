@@ -105,7 +105,7 @@ type PodStart struct {
 	WallSeconds      float64            `json:"wall_s"`
 	Hooks            map[string]float64 `json:"hooks_mean_ms,omitempty"`
 	// ComponentQPS is the controller-manager's and the scheduler's
-	// apiserver client rate the phase ran with; 0: their defaults.
+	// apiserver client rate the phase ran with; zero: their defaults.
 	ComponentQPS float64 `json:"component_qps,omitempty"`
 }
 

@@ -19,7 +19,8 @@ func howStarted(x figures.PodStart) string {
 	return "all at once"
 }
 
-// raisedQPS is the client rate of ps's "burst-raised" phases, 0 without one.
+// raisedQPS is the client rate of ps's "burst-raised" phases; zero when
+// it has none.
 func raisedQPS(ps []figures.PodStart) float64 {
 	for _, x := range ps {
 		if x.Way == "burst-raised" {
