@@ -129,7 +129,7 @@ func run(ctx context.Context, log *slog.Logger, cfg *config) error {
 	reg := metrics.NewRegistry()
 	reg.MustRegister(counters.New(log.With("component", "counters"), provisionerv1.NewProvisionerServiceClient(prov),
 		statev1.NewStateServiceClient(state), &counters.KubePods{Kube: kc, NodeName: cfg.NodeName}))
-	serveMetrics, err := metrics.Serve(cfg.Metrics, reg)
+	serveMetrics, err := metrics.Serve(cfg.Metrics, reg, log)
 	if err != nil {
 		return err
 	}

@@ -83,7 +83,7 @@ func (cfg *config) run(ctx context.Context, log *slog.Logger) error {
 	p := plugin.New(log, statev1.NewStateServiceClient(state), provisionerv1.NewProvisionerServiceClient(prov), reg)
 	p.SetWaiting(peers.Waiting)
 	defer p.Wait()
-	serveMetrics, err := metrics.Serve(cfg.Metrics, reg)
+	serveMetrics, err := metrics.Serve(cfg.Metrics, reg, log)
 	if err != nil {
 		return err
 	}

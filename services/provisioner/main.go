@@ -123,7 +123,7 @@ func (cfg *config) run(ctx context.Context, log *slog.Logger) error {
 		}
 	}
 	reg := metrics.NewRegistry()
-	serveMetrics, err := metrics.Serve(cfg.Metrics, reg)
+	serveMetrics, err := metrics.Serve(cfg.Metrics, reg, log)
 	if err != nil {
 		return err
 	}

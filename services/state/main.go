@@ -43,6 +43,12 @@ func main() {
 	}
 	fs.StringVar(&cfg.DB, "db", "/var/lib/netdra/state.db", "bbolt file holding the allocations")
 	fs.StringVar(&cfg.Metrics, "metrics-address", "127.0.0.1:9653", "where to serve Prometheus metrics (empty: nowhere)")
+	// The state file is the node's one lock every release of the state
+	// service takes: the next node pod's stands by until it is free.
+	cfg.TakeOver.Ready = func() (bool, string, error) {
+		free, err := store.Free(cfg.DB)
+		return free, "another state service holds " + cfg.DB + ": the previous node pod's, in a roll; this one takes over when it exits", err
+	}
 	os.Exit(process.Main(fs, os.Args[1:], &cfg.Flags, cfg.run))
 }
 
@@ -57,7 +63,7 @@ func (cfg *config) run(ctx context.Context, log *slog.Logger) error {
 	defer st.Close()
 	reg := metrics.NewRegistry()
 	reg.MustRegister(store.NewCollector(st))
-	serveMetrics, err := metrics.Serve(cfg.Metrics, reg)
+	serveMetrics, err := metrics.Serve(cfg.Metrics, reg, log)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ package process
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -43,6 +44,9 @@ type Flags struct {
 	// collection; negative turns the collector off (then only a memory
 	// limit starts one).
 	GCPercent int
+	// TakeOver is when the process may start its work on the node: at
+	// once, or after standing by for its predecessor (see TakeOver).
+	TakeOver TakeOver
 	// Inspect, when set, is the process's read-only status call that
 	// `<process> inspect` prints beside its health and version.
 	Inspect Inspector
@@ -61,6 +65,7 @@ func (f *Flags) Register(fs *flag.FlagSet, name string) {
 	f.MemoryLimit = MemoryLimits[name]
 	fs.Var(&f.MemoryLimit, "memory-limit", "the Go runtime's soft memory limit (GOMEMLIMIT), e.g. 12MiB; 0: none. Unset, $GOMEMLIMIT wins over the default")
 	fs.IntVar(&f.GCPercent, "gc-percent", DefaultGCPercent, "the Go runtime's GC target percentage (GOGC): how much the heap grows over what it holds before a collection; negative: off. Unset, $GOGC wins over the default")
+	f.TakeOver.Register(fs)
 }
 
 // ServerConfig returns the rpc server configuration the flags describe.
@@ -113,6 +118,16 @@ func mainWith(fs *flag.FlagSet, args []string, f *Flags, stdout, stderr io.Write
 	applyGCPercent(f.GCPercent, given["gc-percent"])
 	log := NewLogger(stderr, f.LogLevel, f.LogFormat)
 	RouteGRPCLogs(log)
+	release, err := f.TakeOver.StandBy(context.Background(), log, f.ServerConfig(log))
+	if errors.Is(err, errStoppedStandingBy) {
+		log.Info("Shut down", "reason", err)
+		return 0
+	}
+	if err != nil {
+		log.Error("Exiting", "error", err)
+		return 1
+	}
+	defer release()
 	if err := run(context.Background(), log); err != nil {
 		log.Error("Exiting", "error", err)
 		return 1

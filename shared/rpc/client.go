@@ -10,8 +10,10 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 )
 
 // Dial returns a client connection to the unix socket at socketPath. It does
@@ -71,6 +73,33 @@ func CheckHealth(ctx context.Context, socketPath, service string) error {
 		return fmt.Errorf("health check %s: service %q is %s", socketPath, service, st)
 	}
 	return nil
+}
+
+// CheckActive is CheckHealth of the server as a whole, which must also be
+// the process's own server and not a stand-in for it (NewStandIn): nil
+// once the process behind socketPath has taken its turn and serves.
+func CheckActive(ctx context.Context, socketPath string) error {
+	cc, err := Dial(socketPath)
+	if err != nil {
+		return err
+	}
+	defer cc.Close()
+	hc := healthpb.NewHealthClient(cc)
+	resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(false))
+	if err != nil {
+		return fmt.Errorf("health check %s: %w", socketPath, err)
+	}
+	if st := resp.GetStatus(); st != healthpb.HealthCheckResponse_SERVING {
+		return fmt.Errorf("health check %s: %s", socketPath, st)
+	}
+	resp, err = hc.Check(ctx, &healthpb.HealthCheckRequest{Service: StandInService}, grpc.WaitForReady(false))
+	if status.Code(err) == codes.NotFound {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("health check %s: %w", socketPath, err)
+	}
+	return fmt.Errorf("%s is served by a stand-in: its process waits for its turn (%s)", socketPath, resp.GetStatus())
 }
 
 // RetryUnavailable returns a dial option under which grpc itself tries a

@@ -63,6 +63,28 @@ type Server struct {
 
 // NewServer returns a Server for cfg. It does not listen until Serve.
 func NewServer(cfg ServerConfig) *Server {
+	return newServer(cfg)
+}
+
+// StandInService is the health service a stand-in server (NewStandIn)
+// reports SERVING, and a process's real server never names.
+const StandInService = "netdra.StandIn"
+
+// NewStandIn returns a Server for cfg that stands in for a process waiting
+// for its turn (process.StandBy): its health check answers SERVING for the
+// server as a whole (a readiness probe passes: the process is ready to
+// take over) and for StandInService, and every other call fails with
+// Unavailable, why its message, as a server that is down would: its
+// clients wait or try again as they do for a restart.
+func NewStandIn(cfg ServerConfig, why string) *Server {
+	s := newServer(cfg, grpc.UnknownServiceHandler(func(any, grpc.ServerStream) error {
+		return status.Error(codes.Unavailable, why)
+	}))
+	s.SetServing(StandInService, true)
+	return s
+}
+
+func newServer(cfg ServerConfig, opts ...grpc.ServerOption) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -110,11 +132,11 @@ func NewServer(cfg ServerConfig) *Server {
 		cfg:    cfg,
 		log:    log,
 		health: health.NewServer(),
-		grpc: grpc.NewServer(
+		grpc: grpc.NewServer(append([]grpc.ServerOption{
 			grpc.Creds(peerCreds{}),
 			grpc.ChainUnaryInterceptor(unary...),
 			grpc.ChainStreamInterceptor(stream...),
-		),
+		}, opts...)...),
 	}
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)

@@ -3,10 +3,13 @@ package store
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"runtime/debug"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/proto"
 
 	statev1 "github.com/netdra/netdra/protos/netdra/state/v1"
@@ -230,3 +233,32 @@ func (f *file) apply(puts []*statev1.Allocation, dels []Key) error {
 }
 
 func (f *file) close() error { return f.db.Close() }
+
+// Free says whether the state file at path could be opened now: no
+// process holds its lock (bbolt's flock, which every release of the state
+// service takes while it runs). A file not there yet is free. It takes the
+// lock and lets it go at once, so the caller's Open may still find it
+// held, by a third process.
+func Free(path string) (bool, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("state file: %w", err)
+	}
+	defer f.Close()
+	for {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	if errors.Is(err, unix.EWOULDBLOCK) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("state file %s: %w", path, err)
+	}
+	return true, nil
+}

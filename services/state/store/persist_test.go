@@ -267,3 +267,30 @@ func TestOpen_NewerSchema(t *testing.T) {
 		t.Errorf("the refused file was changed (%v)", err)
 	}
 }
+
+// TestFree: a state file not there yet is free; one a store holds open is
+// not (bbolt's lock, as another process's would be); once the store is
+// closed it is free again, and Free itself leaves it free for the next
+// Open.
+func TestFree(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	if free, err := Free(path); !free || err != nil {
+		t.Errorf("Free of a missing file: %v, %v; want free", free, err)
+	}
+	s, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if free, err := Free(path); free || err != nil {
+		t.Errorf("Free while a store holds it: %v, %v; want held", free, err)
+	}
+	s.Close()
+	if free, err := Free(path); !free || err != nil {
+		t.Errorf("Free after the store closed: %v, %v; want free", free, err)
+	}
+	s, err = Open(path, nil)
+	if err != nil {
+		t.Fatalf("Open after Free: %v", err)
+	}
+	s.Close()
+}

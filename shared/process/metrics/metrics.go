@@ -9,10 +9,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,29 +47,76 @@ func Handler(reg *prometheus.Registry) http.Handler {
 // addr (a loopback address keeps them on the node). An IPv6 host may be
 // written without brackets (fd00::1:9651), as a pod's status.podIP
 // substitutes into a flag: the port is after the last colon.
-func Serve(addr string, reg *prometheus.Registry) (process.Actor, error) {
+//
+// An address another process still holds (EADDRINUSE: the previous
+// instance's, while it exits in a roll) is not fatal: the actor binds it
+// as soon as it is free, and logs on log that it waits, again every
+// little while, so that a port held for good shows in the logs without
+// stopping the process's work.
+func Serve(addr string, reg *prometheus.Registry, log *slog.Logger) (process.Actor, error) {
 	if addr == "" {
 		return process.OnStop(func() {}), nil
 	}
 	l, err := net.Listen("tcp", bracketed(addr))
-	if err != nil {
+	if err != nil && !errors.Is(err, syscall.EADDRINUSE) {
 		return process.Actor{}, fmt.Errorf("metrics listener: %w", err)
 	}
 	srv := &http.Server{Handler: Handler(reg), ReadHeaderTimeout: 5 * time.Second}
+	stop := make(chan struct{})
+	var once sync.Once
 	return process.Actor{
 		Execute: func() error {
+			if l == nil {
+				if l = listenWhenFree(addr, log, stop); l == nil {
+					return nil
+				}
+			}
 			if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
 				return fmt.Errorf("metrics server: %w", err)
 			}
 			return nil
 		},
 		Interrupt: func(error) {
+			once.Do(func() { close(stop) })
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
 			_ = srv.Shutdown(ctx)
 		},
 	}, nil
 }
+
+// listenWhenFree listens on addr once no other socket holds it, trying
+// again every busyRetry, until stop closes (nil).
+func listenWhenFree(addr string, log *slog.Logger, stop <-chan struct{}) net.Listener {
+	t := time.NewTicker(busyRetry)
+	defer t.Stop()
+	start, said := time.Now(), time.Time{}
+	for {
+		l, err := net.Listen("tcp", bracketed(addr))
+		if err == nil {
+			if !said.IsZero() {
+				log.Info("Metrics address free again, serving", "address", addr, "waited", time.Since(start).Round(time.Millisecond))
+			}
+			return l
+		}
+		if time.Since(said) >= busyLog {
+			log.Warn("Metrics not served yet: the address is in use", "address", addr, "error", err)
+			said = time.Now()
+		}
+		select {
+		case <-stop:
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// busyRetry is how often a metrics address in use is tried again, and
+// busyLog how often the wait is logged again.
+const (
+	busyRetry = 100 * time.Millisecond
+	busyLog   = 30 * time.Second
+)
 
 // bracketed is addr with its host in brackets when it is a bare IPv6
 // address followed by :port; any other addr as it is.
