@@ -43,24 +43,16 @@ the host network) with its port.
 {{- end }}
 {{- end }}
 
-{{/* netdra.metricsPortName: a process's metrics port name (at most 15 characters). */}}
-{{- define "netdra.metricsPortName" -}}
-metrics-{{ eq .name "provisioner" | ternary "prov" .name }}
-{{- end }}
-
 {{/*
-netdra.metricsPort: a container's ports list with its metrics port, when
-metrics are on: the port of its address value, else of metrics.ports.
+netdra.metricsPortNumber: a process's metrics port: the port of its
+address value, else of metrics.ports. The containers declare no ports: on
+the host network a declared port is a host port, which would keep a
+roll's next node pod (maxSurge) off the node while the previous one runs.
 */}}
-{{- define "netdra.metricsPort" -}}
+{{- define "netdra.metricsPortNumber" -}}
 {{- $m := .root.Values.metrics -}}
-{{- if $m.enabled }}
-{{- $addr := index $m (printf "%sAddress" .name) }}
-ports:
-  - name: {{ include "netdra.metricsPortName" . }}
-    containerPort: {{ if $addr }}{{ splitList ":" $addr | last }}{{ else }}{{ index $m.ports .name }}{{ end }}
-    protocol: TCP
-{{- end }}
+{{- $addr := index $m (printf "%sAddress" .name) -}}
+{{- if $addr }}{{ splitList ":" $addr | last }}{{ else }}{{ index $m.ports .name }}{{ end -}}
 {{- end }}
 
 {{/* netdra.podIPEnv: the POD_IP variable the metrics address may name. */}}

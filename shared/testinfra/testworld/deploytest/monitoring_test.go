@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/relabel"
 	"github.com/prometheus/prometheus/model/rulefmt"
 	"github.com/prometheus/prometheus/promql/parser"
 	"go.yaml.in/yaml/v3"
@@ -32,9 +35,12 @@ var exported = regexp.MustCompile(`^(netdra_(dra|nri|state|grpc_server)_\w+|proc
 
 // TestChart_Monitoring: by default the chart makes no PodMonitor,
 // PrometheusRule or dashboard; with them on, the PodMonitor scrapes every
-// process's named metrics port of the node pod (each on the pod's IP; the
-// socket holder has none), and the dashboard is valid JSON whose queries
-// parse.
+// process's metrics port of the node pod on the pod's IP (the containers
+// declare no ports: on the host network a declared port is a host port,
+// which would keep a roll's next node pod off the node; Prometheus'
+// relabeling, run here on the targets its pod discovery makes, keeps one
+// target per process at its -metrics-address port), and the dashboard is
+// valid JSON whose queries parse.
 func TestChart_Monitoring(t *testing.T) {
 	for _, o := range renderChart(t) {
 		if o.GetKind() == "PodMonitor" || o.GetKind() == "PrometheusRule" || o.GetName() == "netdra-dashboard" {
@@ -44,7 +50,8 @@ func TestChart_Monitoring(t *testing.T) {
 	objs := renderChart(t, monitoringOn...)
 	ds := find(t, objs, "DaemonSet", "netdra-node")
 	spec, _, _ := unstructured.NestedSlice(ds.Object, "spec", "template", "spec", "containers")
-	ports := map[string]string{}
+	ports := map[string]string{} // container: its metrics port
+	var containers []string
 	for _, c := range spec {
 		c := c.(map[string]any)
 		var ctr corev1.Container
@@ -52,21 +59,20 @@ func TestChart_Monitoring(t *testing.T) {
 		if err := json.Unmarshal(b, &ctr); err != nil {
 			t.Fatal(err)
 		}
+		containers = append(containers, ctr.Name)
+		if len(ctr.Ports) > 0 {
+			t.Errorf("%s: ports %v, want none (a host port keeps the roll's next pod off the node)", ctr.Name, ctr.Ports)
+		}
 		if !slices.Contains(nodeProcesses, ctr.Name) {
-			// The socket holder exports no metrics; its restarts are
-			// kube-state-metrics' like every container's.
-			if len(ctr.Ports) > 0 {
-				t.Errorf("%s: ports %v, want none (it serves no metrics)", ctr.Name, ctr.Ports)
+			continue // the socket holder exports no metrics
+		}
+		for _, a := range ctr.Args {
+			if port, ok := strings.CutPrefix(a, "-metrics-address=$(POD_IP):"); ok {
+				ports[ctr.Name] = port
 			}
-			continue
 		}
-		if len(ctr.Ports) != 1 || len(ctr.Ports[0].Name) > 15 {
-			t.Errorf("%s: ports %v, want one named metrics port", ctr.Name, ctr.Ports)
-			continue
-		}
-		ports[ctr.Ports[0].Name] = ctr.Name
-		if want := "-metrics-address=$(POD_IP):" + itoa(ctr.Ports[0].ContainerPort); !slices.Contains(ctr.Args, want) {
-			t.Errorf("%s: args %q, want %s", ctr.Name, ctr.Args, want)
+		if ports[ctr.Name] == "" {
+			t.Errorf("%s: args %q, want -metrics-address=$(POD_IP):<port>", ctr.Name, ctr.Args)
 		}
 		if !slices.ContainsFunc(ctr.Env, func(e corev1.EnvVar) bool {
 			return e.Name == "POD_IP" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "status.podIP"
@@ -76,15 +82,30 @@ func TestChart_Monitoring(t *testing.T) {
 	}
 	pm := find(t, objs, "PodMonitor", "netdra-node")
 	eps, _, _ := unstructured.NestedSlice(pm.Object, "spec", "podMetricsEndpoints")
-	var scraped []string
-	for _, e := range eps {
-		scraped = append(scraped, e.(map[string]any)["port"].(string))
-	}
-	slices.Sort(scraped)
-	want := []string{"metrics-dra", "metrics-nri", "metrics-prov", "metrics-state"}
-	have := slices.Sorted(maps.Keys(ports))
-	if !slices.Equal(scraped, want) || !slices.Equal(have, want) {
-		t.Errorf("PodMonitor scrapes %v, containers name %v; want %v", scraped, have, want)
+	for _, ip := range []string{"10.1.2.3", "fd00::3"} {
+		scraped := map[string]string{} // container: the address scraped
+		for i, e := range eps {
+			cfgs := relabelings(t, e.(map[string]any))
+			for _, c := range containers {
+				// A container without ports: one target, at the pod's IP.
+				lb := labels.NewBuilder(labels.FromStrings("__address__", ip,
+					"__meta_kubernetes_pod_container_name", c, "__meta_kubernetes_pod_ip", ip))
+				if !relabel.ProcessBuilder(lb, cfgs...) {
+					continue
+				}
+				if prev, ok := scraped[c]; ok {
+					t.Errorf("endpoint %d scrapes %s again (already at %s)", i, c, prev)
+				}
+				scraped[c] = lb.Get("__address__")
+			}
+		}
+		want := map[string]string{}
+		for c, port := range ports {
+			want[c] = net.JoinHostPort(ip, port)
+		}
+		if !maps.Equal(scraped, want) {
+			t.Errorf("pod IP %s: the PodMonitor scrapes %v, want %v", ip, scraped, want)
+		}
 	}
 
 	cm := typed[corev1.ConfigMap](t, find(t, objs, "ConfigMap", "netdra-dashboard"))
@@ -226,4 +247,50 @@ func checkExpr(t *testing.T, where, expr string) {
 func itoa(n int32) string {
 	b, _ := json.Marshal(n)
 	return string(b)
+}
+
+// relabelings are a PodMonitor endpoint's relabelings as Prometheus reads
+// them (the Prometheus Operator's camelCase fields, Prometheus' defaults).
+func relabelings(t *testing.T, ep map[string]any) []*relabel.Config {
+	t.Helper()
+	rs, _ := ep["relabelings"].([]any)
+	var cfgs []*relabel.Config
+	for _, r := range rs {
+		r := r.(map[string]any)
+		cfg := relabel.DefaultRelabelConfig
+		cfg.NameValidationScheme = model.UTF8Validation
+		for _, l := range asStrings(r["sourceLabels"]) {
+			cfg.SourceLabels = append(cfg.SourceLabels, model.LabelName(l))
+		}
+		if re, ok := r["regex"].(string); ok {
+			var err error
+			if cfg.Regex, err = relabel.NewRegexp(re); err != nil {
+				t.Fatalf("relabeling %v: %v", r, err)
+			}
+		}
+		if v, ok := r["targetLabel"].(string); ok {
+			cfg.TargetLabel = v
+		}
+		if v, ok := r["replacement"].(string); ok {
+			cfg.Replacement = v
+		}
+		if v, ok := r["action"].(string); ok {
+			cfg.Action = relabel.Action(strings.ToLower(v))
+		}
+		if err := cfg.Validate(model.UTF8Validation); err != nil {
+			t.Fatalf("relabeling %v: %v", r, err)
+		}
+		cfgs = append(cfgs, &cfg)
+	}
+	return cfgs
+}
+
+// asStrings is a YAML list of strings as []string.
+func asStrings(v any) []string {
+	l, _ := v.([]any)
+	out := make([]string, 0, len(l))
+	for _, s := range l {
+		out = append(out, s.(string))
+	}
+	return out
 }

@@ -33,7 +33,7 @@ import (
 func (in *installer) nriDisconnectedFires(t *testing.T, nodePod *corev1.Pod, helm string) {
 	t.Helper()
 	bin := promtool.Binary(t)
-	url := in.metricsURL(t, nodePod, "metrics-nri")
+	url := in.metricsURL(t, nodePod, "nri")
 	const metric = "netdra_nri_runtime_connected"
 	up := scrapeValue(t, url, metric)
 	if up != 1 {
@@ -123,18 +123,19 @@ func (in *installer) nriDisconnectedFires(t *testing.T, nodePod *corev1.Pod, hel
 	}
 }
 
-// metricsURL is the URL of the node pod's metrics port named port, on the
-// pod's IP, as the chart's PodMonitor has Prometheus scrape it.
-func (in *installer) metricsURL(t *testing.T, nodePod *corev1.Pod, port string) string {
+// metricsURL is the URL of the metrics of the node pod's container, at
+// its -metrics-address port on the pod's IP, as the chart's PodMonitor has
+// Prometheus scrape it.
+func (in *installer) metricsURL(t *testing.T, nodePod *corev1.Pod, container string) string {
 	t.Helper()
 	for _, c := range nodePod.Spec.Containers {
-		for _, p := range c.Ports {
-			if p.Name == port {
-				return fmt.Sprintf("http://%s/metrics", net.JoinHostPort(nodePod.Status.PodIP, fmt.Sprint(p.ContainerPort)))
+		for _, a := range c.Args {
+			if port, ok := strings.CutPrefix(a, "-metrics-address=$(POD_IP):"); ok && c.Name == container {
+				return fmt.Sprintf("http://%s/metrics", net.JoinHostPort(nodePod.Status.PodIP, port))
 			}
 		}
 	}
-	t.Fatalf("the node pod %s has no port %s", nodePod.Name, port)
+	t.Fatalf("the node pod %s's container %s serves no metrics on the pod's IP", nodePod.Name, container)
 	return ""
 }
 

@@ -104,7 +104,7 @@ metrics: {ports: {dra: %d, nri: %d, state: %d, provisioner: %d}}
 	// holds a device: this release reads the state file and the claims'
 	// status the last one wrote.
 	in.release(t, reg, next, in.repo)
-	nodePod = in.roll(t, ":"+next+"@sha256:", nodePod, pod, func() {
+	nodePod = in.roll(t, ":"+next+"@sha256:", nodePod, pod, 0, func() {
 		in.run(t, 4*time.Minute, helm, "upgrade", "netdra", chart, "--version", chartVersion(next), "--plain-http", "-n", in.ns, "-f", values)
 	})
 	// This release holds dra's kubelet sockets in the netdra-sockets

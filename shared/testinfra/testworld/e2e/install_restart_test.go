@@ -25,7 +25,7 @@ import (
 // would delay the pod by the kubelet's back-off), the restarted dra serves the sockets the
 // kubelet had registered, and dra-sockets itself did not restart. The
 // pods are deleted again, their devices free, when it returns.
-func (in *installer) containerRestartsRidden(t *testing.T) {
+func (in *installer) containerRestartsRidden(t *testing.T) (draRide time.Duration) {
 	t.Helper()
 	c := in.cp.Client()
 	holderRestarts := in.containerStatus(t, "dra-sockets").RestartCount
@@ -77,6 +77,7 @@ func (in *installer) containerRestartsRidden(t *testing.T) {
 	}
 	t.Logf("RIDEOUT (installed): dra container restart %s, state container restart %s",
 		took["dra"].Round(time.Millisecond), took["state"].Round(time.Millisecond))
+	return took["dra"]
 }
 
 // podReady says the pod's Ready condition is true.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/netdra/netdra/shared/testinfra/grpcurltest"
@@ -67,12 +68,12 @@ func TestE2E_Install(t *testing.T) {
 	in.holderHealthy(t)
 
 	step = time.Now()
-	in.containerRestartsRidden(t)
+	restartRide := in.containerRestartsRidden(t)
 	t.Logf("state and dra containers killed and restarted by the kubelet with pods starting, in %s", time.Since(step).Round(time.Millisecond))
 
 	step = time.Now()
 	in.loadImages(t, "e2e-2")
-	nodePod = in.roll(t, ":e2e-2", nodePod, pod, func() {
+	nodePod = in.roll(t, ":e2e-2", nodePod, pod, restartRide, func() {
 		in.k(t, "apply", "--server-side", "-k", in.writeOverlay(t, "e2e-2"))
 	})
 	t.Logf("rolled to a new image tag with a pod holding a device, a new pod served, in %s", time.Since(step).Round(time.Millisecond))
@@ -114,13 +115,18 @@ func (in *installer) holderPod(t *testing.T) *corev1.Pod {
 
 // nodePod is the DaemonSet's pod on the node, with all its containers
 // ready (their probes run each binary's health subcommand): the four
-// processes', and dra-sockets from this tree on.
+// processes', and dra-sockets from this tree on. A pod being deleted
+// (a roll's previous one, still stopping) is not it.
 func (in *installer) nodePod(t *testing.T) *corev1.Pod {
 	t.Helper()
 	pods, err := in.cp.Client().CoreV1().Pods(in.ns).List(context.Background(), metav1.ListOptions{
 		LabelSelector: "app.kubernetes.io/name=netdra-node", FieldSelector: "spec.nodeName=" + in.node.Name()})
-	if err != nil || len(pods.Items) != 1 {
-		t.Fatalf("the node's netdra-node pod: %v (%d pods)", err, len(pods.Items))
+	if err != nil {
+		t.Fatalf("the node's netdra-node pod: %v", err)
+	}
+	pods.Items = slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return p.DeletionTimestamp != nil })
+	if len(pods.Items) != 1 {
+		t.Fatalf("the node's netdra-node pod: %d pods not being deleted", len(pods.Items))
 	}
 	p := &pods.Items[0]
 	ready := 0
@@ -183,20 +189,52 @@ spec:
 
 // roll rolls the DaemonSet and the operator to new images while pod holds
 // a device: the pod keeps it (its container still sees net1 after the
-// roll), and a pod created as soon as the new images are applied, while
-// the DaemonSet rolls, gets one: it runs with its net1. Its time from
-// creation to Ready is logged, with what the node's netdra-node pods were
-// doing when it was created; it is reported, not judged. upgrade applies
-// the new images (kustomize's overlay, or helm upgrade), whose references
-// contain image. roll returns the new node pod.
-func (in *installer) roll(t *testing.T, image string, old, pod *corev1.Pod, upgrade func()) *corev1.Pod {
+// roll), and a pod created at the hand-over gets one: it runs with its
+// net1. The roll surges: the next node pod starts beside the old one, its
+// processes standing by, and the old one is deleted only once the new
+// one is Ready. The pod is created the moment the old node pod is
+// deleted, so that it meets the hand-over (the old processes' exit, the
+// new ones' take-over) at its worst; its time from creation to Ready is
+// logged beside restartRide's (a pod created as dra's container was
+// killed), reported, not judged. upgrade applies the new images
+// (kustomize's overlay, or helm upgrade), whose references contain image.
+// roll returns the new node pod.
+func (in *installer) roll(t *testing.T, image string, old, pod *corev1.Pod, restartRide time.Duration, upgrade func()) *corev1.Pod {
 	t.Helper()
 	holder := in.holderPod(t)
+	c := in.cp.Client()
 	upgrade()
+	applied := time.Now()
+	var during string
+	var beside *corev1.Pod // the next node pod, when the old one was deleted
+	waitFor(t, "the old node pod deleted", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		p, err := c.CoreV1().Pods(in.ns).Get(ctx, old.Name, metav1.GetOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return false, err
+		}
+		if err == nil && p.DeletionTimestamp == nil {
+			return false, nil
+		}
+		pods, err := c.CoreV1().Pods(in.ns).List(ctx, metav1.ListOptions{
+			LabelSelector: "app.kubernetes.io/name=netdra-node", FieldSelector: "spec.nodeName=" + in.node.Name()})
+		if err != nil {
+			return false, err
+		}
+		for i := range pods.Items {
+			if pods.Items[i].UID != old.UID {
+				beside = &pods.Items[i]
+			}
+		}
+		during = in.nodePods(t)
+		return true, nil
+	})
+	deleted := time.Since(applied)
 	manifest := in.demoManifest(t, "netdra-demo-2", "10.100.0.11/24")
 	created := time.Now()
 	in.k(t, "apply", "-f", manifest)
-	during := in.nodePods(t)
+	if beside == nil || !podReady(beside) {
+		t.Errorf("when the old node pod was deleted, the node's netdra-node pods were %s: want the next one beside it, Ready (maxSurge)", during)
+	}
 	in.k(t, "-n", "netdra-demo", "wait", "--for=condition=Ready", "pod/netdra-demo-2", "--timeout=3m")
 	readyAfter := time.Since(created)
 	in.k(t, "-n", in.ns, "rollout", "status", "ds/netdra-node", "--timeout=3m")
@@ -213,9 +251,13 @@ func (in *installer) roll(t *testing.T, image string, old, pod *corev1.Pod, upgr
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("a pod created during the roll (netdra-node pods then: %s) was Ready %s after kubectl apply; by its own times, %s from creation to Ready",
-		during, readyAfter.Round(time.Millisecond), podReadyAfter(p2))
-	in.logTimeline(t, created, in.ns, "netdra-demo")
+	ride := "no figure"
+	if restartRide > 0 {
+		ride = restartRide.Round(time.Millisecond).String()
+	}
+	t.Logf("ROLL: the old node pod was deleted %s after the upgrade was applied (netdra-node pods then: %s); a pod created then was Ready %s after kubectl apply (by its own times, %s from creation to Ready), against %s for a pod created as dra's container was killed",
+		deleted.Round(time.Millisecond), during, readyAfter.Round(time.Millisecond), podReadyAfter(p2), ride)
+	in.logTimeline(t, applied, in.ns, "netdra-demo")
 	rolled := time.Now()
 	waitFor(t, "a dump of the demo pod's network after the roll", time.Minute, func(ctx context.Context) (bool, error) {
 		log, err := in.try(20*time.Second, in.kubectl, "-n", "netdra-demo", "logs", "netdra-demo")
@@ -539,6 +581,10 @@ func (in *installer) forceUninstall(t *testing.T, overlay string) {
 			out, _ := in.try(time.Minute, in.kubectl, "-n", in.ns, "logs", sel, "--all-containers", "--prefix", "--tail=40")
 			t.Logf("kubectl logs %s:\n%s", sel, out)
 		}
+		// Why a container did not start (CreateContainerError, a failed
+		// mount) is in the kubelet's events, not in any log.
+		out, _ := in.try(time.Minute, in.kubectl, "-n", in.ns, "get", "events", "--sort-by=.lastTimestamp")
+		t.Logf("the events of %s:\n%s", in.ns, out)
 	}
 	// The demo pod first, while netdra runs: its device goes back.
 	for _, demo := range []string{"netdra-demo-2.yaml", "netdra-demo.yaml"} {
