@@ -236,7 +236,9 @@ func (w *Watcher) handle(ctx context.Context, nc *v1alpha1.NodeConfig) bool {
 		}
 		w.log.Error("Applying the NodeConfig", "generation", nc.Generation, "error", err)
 	} else {
-		w.recorder.Event(nc, corev1.EventTypeNormal, "Applied", fmt.Sprintf("generation %d applied", nc.Generation))
+		// No event: the Applied condition (with its generation) says it,
+		// and an event is a write on every node at every cluster-wide
+		// change; only what went wrong gets one.
 		w.log.Info("NodeConfig applied", "generation", nc.Generation)
 	}
 	w.status.SetConditions(nc.Generation, nc.Status.Conditions, accepted, applied)
