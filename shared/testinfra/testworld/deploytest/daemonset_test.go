@@ -53,6 +53,9 @@ var hostPathOwners = []struct {
 	{"/opt/netdra/bin", []string{"netns-hook"}},
 	// nri's gate socket, which the hooks runc runs on the host call.
 	{"/run/netdra-gate", []string{"nri"}},
+	// The take-over locks (-take-over-lock), by which a roll's next node
+	// pod waits for the previous one's processes.
+	{"/run/netdra-lock", []string{"provisioner", "dra", "nri"}},
 }
 
 // podRules lists what is wrong with the node DaemonSets' pod specs.
