@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	nriv1 "github.com/netdra/netdra/protos/netdra/nri/v1"
 	"github.com/netdra/netdra/shared/rpc"
 	"github.com/netdra/netdra/shared/testinfra/nodetest"
+	"github.com/netdra/netdra/shared/testinfra/testenv"
 )
 
 func TestMain(m *testing.M) { nodetest.Main(m) }
@@ -31,29 +31,11 @@ const (
 	otherUID   = 1000
 )
 
-// lockedBuffer is a process's stderr, read while it runs.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // start starts cmd with its stderr in the returned buffer, killed at the
 // end of the test.
-func start(t *testing.T, cmd *exec.Cmd) *lockedBuffer {
+func start(t *testing.T, cmd *exec.Cmd) *testenv.Buffer {
 	t.Helper()
-	logs := &lockedBuffer{}
+	logs := &testenv.Buffer{}
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -190,7 +172,7 @@ func TestSocketGroup(t *testing.T) {
 
 	// Two nri processes, each with its admin socket in a folder of its
 	// own, its provisioner and runtime absent.
-	nri := func(name string, groups []int) (sock string, logs *lockedBuffer) {
+	nri := func(name string, groups []int) (sock string, logs *testenv.Buffer) {
 		dir := mkdir(name, 0, 0, 0o755)
 		sock = filepath.Join(dir, "nri.sock")
 		logs = start(t, capless(0, 0, groups, nriBin, "-socket", sock, "-state-socket", stateSock,

@@ -1,7 +1,6 @@
 package process
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -10,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,26 +17,8 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/netdra/netdra/shared/rpc"
+	"github.com/netdra/netdra/shared/testinfra/testenv"
 )
-
-// syncBuffer is a bytes.Buffer safe to write from the process under test
-// and read from the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // instance is a node process named x parsed from args, standing by as
 // mainWith does (not mainWith itself, which routes grpc's global logger:
@@ -48,12 +28,12 @@ type instance struct {
 	started chan struct{}
 	stop    chan struct{}
 	done    chan error
-	log     *syncBuffer
+	log     *testenv.Buffer
 }
 
 func startInstance(t *testing.T, args ...string) *instance {
 	t.Helper()
-	in := &instance{started: make(chan struct{}), stop: make(chan struct{}), done: make(chan error, 1), log: &syncBuffer{}}
+	in := &instance{started: make(chan struct{}), stop: make(chan struct{}), done: make(chan error, 1), log: &testenv.Buffer{}}
 	var f Flags
 	fs := flag.NewFlagSet("x", flag.ContinueOnError)
 	f.Register(fs, "x")

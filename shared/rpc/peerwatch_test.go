@@ -1,33 +1,15 @@
 package rpc
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/netdra/netdra/shared/testinfra/testenv"
 )
-
-// lockedBuffer is a log sink the watcher's goroutine and the test share.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // TestPeerWatch: a peer whose socket is missing is named, with the dial's
 // reason, in the log and in Waiting once the grace has passed; once the
@@ -35,7 +17,7 @@ func (b *lockedBuffer) String() string {
 func TestPeerWatch(t *testing.T) {
 	path := socketPath(t)
 	cc := dial(t, path)
-	var logs lockedBuffer
+	var logs testenv.Buffer
 	w := NewPeerWatch(slog.New(slog.NewTextHandler(&logs, nil)), 300*time.Millisecond)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -1,15 +1,15 @@
 package metrics
 
 import (
-	"bytes"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/netdra/netdra/shared/testinfra/testenv"
 )
 
 // TestServe_AddressInUse: an address another socket holds is no error:
@@ -22,7 +22,7 @@ func TestServe_AddressInUse(t *testing.T) {
 			t.Fatal(err)
 		}
 		addr := held.Addr().String()
-		logged := &lockedBuffer{}
+		logged := &testenv.Buffer{}
 		a, err := Serve(addr, NewRegistry(), slog.New(slog.NewTextHandler(logged, nil)))
 		if err != nil {
 			t.Fatalf("Serve on a held address: %v", err)
@@ -64,23 +64,4 @@ func TestServe_AddressInUse(t *testing.T) {
 			t.Errorf("after the interrupt: %v", err)
 		}
 	}
-}
-
-// lockedBuffer is a bytes.Buffer safe to write from the actor and read
-// from the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

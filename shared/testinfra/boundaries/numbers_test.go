@@ -79,6 +79,8 @@ func docNumberRows(t *testing.T, root string) []numberRow {
 		{"docs/architecture.md", `within the kubelet's\s+(\d+) s\)`, []float64{kubeletPrepareTimeout}},
 		{"docs/architecture.md", `Attach. waits at most (\d+) s for a lease`, codeNumbers(t, root, "services/provisioner/link/dhcp.go", `DHCPTimeout = (\d+) \* time\.Second`)},
 		{"docs/architecture.md", `every (\d+) s whether it still holds`, codeNumbers(t, root, "services/dra/sockkeep/dra.go", `holderCheckInterval = (\d+) \* time\.Second`)},
+		{"docs/architecture.md", `when it starts waiting and every (\d+) s\.`, codeNumbers(t, root, "shared/process/takeover.go", `standByLog = (\d+) \* time\.Second`)},
+		{"docs/architecture.md", `\(it tries every\s+(\d+) ms\)`, codeNumbers(t, root, "shared/process/takeover.go", `standByPoll = (\d+) \* time\.Millisecond`)},
 		{"docs/architecture.md", "`10G` is (\\d+) Gbit/s", []float64{float64(tenG) / 1e9}},
 		{"docs/architecture.md", `a burst of (\d+) ms at the rate, at least (\d+) KiB; (\d+) ms`, []float64{shape[0] * 1000, shape[1], shape[2] * 1000}},
 		{"docs/architecture.md", `a macvlan with a\s+(\d+) Mbit/s share, a Go TCP sender for (\d+) s`, []float64{shapeTest[0] / 1e6, shapeTest[1]}},
