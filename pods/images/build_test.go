@@ -27,8 +27,9 @@ import (
 // reads the archive back with go-containerregistry: index.json names the
 // image for containerd, the image is valid (every digest and diff ID
 // matches its content), its config has the user, entrypoint and labels,
-// its one layer holds the static binary owned by root with mode 0755 and
-// the users, and packing the same binary again gives the same bytes.
+// its one layer holds the static binary owned by the image's user (state's:
+// 65532, so that it may page out its own binary's pages) with mode 0755
+// and the users, and packing the same binary again gives the same bytes.
 func TestBuild_ReadBack(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the state binary (-short)")
@@ -182,7 +183,7 @@ func checkConfig(t *testing.T, oci v1.Image, img image, c config) {
 }
 
 // checkLayer: one OCI layer with the skeleton and the binary, static,
-// root's, 0755; every entry dated at the image's time.
+// the image user's, 0755; every entry dated at the image's time.
 func checkLayer(t *testing.T, oci v1.Image, img image, created time.Time) {
 	t.Helper()
 	layers, err := oci.Layers()
@@ -218,8 +219,8 @@ func checkLayer(t *testing.T, oci v1.Image, img image, created time.Time) {
 			}
 			continue
 		}
-		if h.Typeflag != tar.TypeReg || h.Mode != 0o755 || h.Uid != 0 || h.Gid != 0 {
-			t.Errorf("binary: type %c mode %o owner %d:%d; want a regular file, 0755, 0:0", h.Typeflag, h.Mode, h.Uid, h.Gid)
+		if h.Typeflag != tar.TypeReg || h.Mode != 0o755 || h.Uid != img.uid || h.Gid != img.gid {
+			t.Errorf("binary: type %c mode %o owner %d:%d; want a regular file, 0755, %s", h.Typeflag, h.Mode, h.Uid, h.Gid, img.user())
 		}
 		b, _ := io.ReadAll(tr)
 		checkStatic(t, b)

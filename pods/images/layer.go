@@ -38,8 +38,11 @@ type entry struct {
 
 // rootfs is everything an image holds: the distroless skeleton the
 // processes may look at (the users, a home for each, /tmp) and the
-// binaries (bins, by program name), owned by root and executable by every
-// user. No mount points: the runtime creates those before it makes the
+// binaries (bins, by program name), executable by every user and owned by
+// the image's user: a process may have the kernel page out its own
+// binary's pages only when it owns the file (process.RunServer gives its
+// start-up pages back); the root filesystem is read-only, so owning the
+// file lets it change nothing. No mount points: the runtime creates those before it makes the
 // root read-only.
 func rootfs(img image, bins map[string][]byte) []entry {
 	entries := []entry{
@@ -55,7 +58,7 @@ func rootfs(img image, bins map[string][]byte) []entry {
 		{name: "usr/local/bin/", mode: 0o755},
 	}
 	for _, p := range img.programs() {
-		entries = append(entries, entry{name: strings.TrimPrefix(path.Join(binDir, p.name), "/"), mode: 0o755, data: bins[p.name]})
+		entries = append(entries, entry{name: strings.TrimPrefix(path.Join(binDir, p.name), "/"), mode: 0o755, uid: img.uid, gid: img.gid, data: bins[p.name]})
 	}
 	return entries
 }

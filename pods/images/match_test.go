@@ -25,6 +25,7 @@ type described struct {
 	Binary     string   // its path in the image
 	Extras     []string // the paths of the other binaries it holds
 	User       string
+	Owner      string // the binaries' owner, uid:gid ("0:0" when COPY sets none)
 	Entrypoint []string
 	Licenses   string // the org.opencontainers.image.licenses label
 }
@@ -56,10 +57,17 @@ func dockerfileImages(t *testing.T) map[string]described {
 			stage, other = f[2], nil
 		case "COPY":
 			f := strings.Fields(rest)
+			owner := "0:0"
+			if len(f) == 4 && strings.HasPrefix(f[1], "--chown=") {
+				owner, f = strings.TrimPrefix(f[1], "--chown="), append(f[:1], f[2:]...)
+			}
 			if len(f) == 3 && f[0] == "--from=build" && stages[stage] != nil {
 				stages[stage].Extras = append(stages[stage].Extras, f[2])
+				if owner != stages[stage].Owner {
+					t.Errorf("stage %s: %s owned by %s, its binary by %s", stage, f[2], owner, stages[stage].Owner)
+				}
 			} else if len(f) == 3 && f[0] == "--from=build" {
-				stages[stage] = &described{Program: path.Base(f[1]), Binary: f[2]}
+				stages[stage] = &described{Program: path.Base(f[1]), Binary: f[2], Owner: owner}
 				for _, o := range other {
 					t.Errorf("stage %s: %s before its binary: this test does not know what it does to the image", stage, o)
 				}
@@ -127,7 +135,7 @@ func logicalLines(t *testing.T, f *os.File) []string {
 func builderImages() map[string]described {
 	out := map[string]described{}
 	for _, i := range images {
-		d := described{Program: i.service, Binary: i.binary(), User: i.user(), Entrypoint: i.entrypoint(), Licenses: DefaultLicenses}
+		d := described{Program: i.service, Binary: i.binary(), User: i.user(), Owner: i.user(), Entrypoint: i.entrypoint(), Licenses: DefaultLicenses}
 		for _, p := range i.extras {
 			d.Extras = append(d.Extras, path.Join(binDir, p.name))
 		}

@@ -22,7 +22,9 @@ type Actor struct {
 
 // RunServer serves srv, together with the extra actors, until SIGINT or
 // SIGTERM arrives, ctx ends or any actor returns; then it interrupts all of
-// them, the extra actors before srv, and waits for them to return. It returns nil when the
+// them, the extra actors before srv, and waits for them to return. Once
+// the process has served a while it gives back the pages of its binary
+// that its start-up touched (giveBackStartupPages). It returns nil when the
 // shutdown came from a signal or from ctx, and otherwise the error of the
 // actor that returned first. This is the shape of every netdra main.
 func RunServer(ctx context.Context, log *slog.Logger, srv *rpc.Server, extra ...Actor) error {
@@ -31,7 +33,7 @@ func RunServer(ctx context.Context, log *slog.Logger, srv *rpc.Server, extra ...
 	// Actors are interrupted in the order they were added: the extra ones
 	// first, so they can end long streams before the graceful stop waits
 	// for them.
-	for _, a := range extra {
+	for _, a := range append(extra, startupPages(log)) {
 		g.Add(a.Execute, a.Interrupt)
 	}
 	g.Add(srv.Serve, func(error) { srv.Stop() })

@@ -18,6 +18,7 @@ import (
 	drav1 "k8s.io/kubelet/pkg/apis/dra/v1"
 
 	"github.com/netdra/netdra/bench/figures"
+	"github.com/netdra/netdra/shared/process"
 	"github.com/netdra/netdra/shared/testinfra/nodetest"
 	"github.com/netdra/netdra/shared/testinfra/testworld/worldtest"
 )
@@ -49,7 +50,10 @@ func BenchmarkWorld_Footprint(b *testing.B) {
 	})
 	procs := w.nn.procs(b)
 	for b.Loop() {
-		time.Sleep(5 * time.Second) // the publication's writes and their garbage behind
+		// The publication's writes and their garbage behind, and the
+		// start-up pages given back: an idle node's processes have run
+		// a while.
+		time.Sleep(process.StartupSettle + 5*time.Second)
 		w.nn.footprint(b, procs, "idle, 64 devices", "the footprint world: 64 host devices published, nothing prepared", nil)
 		b.Logf("idle, the Go runtime's memory, MiB: dra %s; nri %s", goMemory(b, w.draMet), goMemory(b, w.nriMet))
 
