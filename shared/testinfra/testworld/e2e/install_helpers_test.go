@@ -166,6 +166,8 @@ func (in *installer) nodePatch(t *testing.T, ds *appsv1.DaemonSet) string {
 			op(fmt.Sprintf("/spec/template/spec/volumes/%d/hostPath/path", i), in.node.CDIDir())
 		case "sockets-holder": // this node's, apart from other worlds' on the host
 			op(fmt.Sprintf("/spec/template/spec/volumes/%d/hostPath/path", i), filepath.Join(in.node.Dir(), "netdra-holder"))
+		case "take-over-locks": // this node's: another world's node pod is not this one's predecessor
+			op(fmt.Sprintf("/spec/template/spec/volumes/%d/hostPath/path", i), filepath.Join(in.node.Dir(), "netdra-lock"))
 		}
 	}
 	for ci, c := range spec.Containers {
