@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -66,8 +67,15 @@ func (t *TakeOver) turn(ctx context.Context, held **os.File) (string, error) {
 		*held = f
 	}
 	if t.After != "" {
+		// A plain dial first: grpc logs every failed connection, and
+		// nothing listening is the usual reason to wait.
+		c, err := net.DialTimeout("unix", t.After, time.Second)
+		if err != nil {
+			return fmt.Sprintf("waiting for %s to serve: %v", t.After, err), nil
+		}
+		c.Close()
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
-		err := rpc.CheckActive(cctx, t.After)
+		err = rpc.CheckActive(cctx, t.After)
 		cancel()
 		if err != nil {
 			return fmt.Sprintf("waiting for %s to serve: %v", t.After, err), nil
