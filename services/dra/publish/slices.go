@@ -54,6 +54,11 @@ const (
 	attrNUMANode resourceapi.QualifiedName = "numaNode"
 )
 
+// maxAttributes is how many attributes netdra itself gives a device at
+// most: the standard three, the driver's own fourteen, a sub-interface's
+// three and Multus's two (TestDevice_MaxAttributes).
+const maxAttributes = 22
+
 // maxAttrValLen is the API's limit on a string attribute.
 const maxAttrValLen = 64
 
@@ -154,7 +159,10 @@ func MultusAttributes(resourceName string, d *devicev1.Device) map[resourceapi.Q
 // deviceManager, rdma and rdmaDevice for a device with an RDMA device, and
 // the standard PCI attributes where known.
 func Device(pool string, d *devicev1.Device) resourceapi.Device {
-	attrs := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{}
+	// Sized for every attribute a device can have, so that the map is
+	// made once instead of grown (and rehashed) as they are added: a
+	// publication builds every device of the node.
+	attrs := make(map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, maxAttributes+len(d.GetAttributes()))
 	for _, a := range standardAttributes(d) {
 		attrs[a.Name] = a.Value
 	}

@@ -1,7 +1,9 @@
 package publish
 
 import (
+	"maps"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -137,4 +139,32 @@ func BenchmarkPCIBusIDAttribute(b *testing.B) {
 			_, _ = deviceattribute.GetPCIBusIDAttribute("0000:03:00.1")
 		}
 	})
+}
+
+// BenchmarkDevice builds one VF's published form, what every publication
+// does for each device of the node.
+func BenchmarkDevice(b *testing.B) {
+	d := &devicev1.Device{Name: "enp3s0f0v7", KernelIfName: "enp3s0f0v7", PfName: "enp3s0f0", VfIndex: ptr.To[int32](7),
+		Driver: "iavf", VendorId: "8086", DeviceId: "154c", MacAddress: "02:00:00:00:00:07", Mtu: 1500,
+		NumaNode: ptr.To[int32](0), PciAddress: "0000:03:02.7", PcieRoot: "pci0000:00",
+		Manager: devicev1.DeviceManager_DEVICE_MANAGER_SRIOV}
+	for b.Loop() {
+		Device("vf", d)
+	}
+}
+
+// TestDevice_MaxAttributes: a device with every field netdra publishes
+// set gets no more attributes than maxAttributes, the size Device makes
+// its map with.
+func TestDevice_MaxAttributes(t *testing.T) {
+	d := &devicev1.Device{Name: "enp3s0f0v7", KernelIfName: "enp3s0f0v7", PfName: "enp3s0f0", VfIndex: ptr.To[int32](7),
+		Driver: "iavf", VendorId: "8086", DeviceId: "154c", MacAddress: "02:00:00:00:00:07", Mtu: 1500,
+		NumaNode: ptr.To[int32](0), PciAddress: "0000:03:02.7", PcieRoot: "pci0000:00", RdmaDevice: "mlx5_3",
+		SubInterface: &devicev1.SubInterface{ParentIfName: "enp3s0f0", Mode: devicev1.SubInterfaceMode_SUB_INTERFACE_MODE_MACVLAN_BRIDGE, VlanId: 7},
+		Manager:      devicev1.DeviceManager_DEVICE_MANAGER_SRIOV}
+	got := Device("vf", d).Attributes
+	maps.Copy(got, MultusAttributes("intel.com/sriov", d))
+	if len(got) != maxAttributes {
+		t.Fatalf("a device with every field has %d attributes, maxAttributes is %d: %v", len(got), maxAttributes, slices.Sorted(maps.Keys(got)))
+	}
 }
