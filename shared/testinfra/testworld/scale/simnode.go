@@ -145,24 +145,18 @@ func nodeClients(rc *rest.Config, node string) (kubernetes.Interface, dynamic.In
 // NotifyRegistrationStatus registered. A socket made again (a new
 // registration attempt, a new driver name) is registered again. Like the
 // kubelet's, it learns of sockets through inotify, so a socket is
-// registered as soon as it appears and N idle watchers cost nothing; a
-// socket that does not answer yet is tried again 100 ms later, and a look
-// every 5 s catches anything else.
+// registered as soon as it appears and N idle watchers cost nothing: the
+// folder is read again only at an event of it, and 100 ms after a socket
+// did not answer yet. Without inotify it is read every 100 ms.
 func registerPlugins(ctx context.Context, dir string) {
 	seen := map[string]time.Time{}
-	var events <-chan fsnotify.Event
-	if w, err := fsnotify.NewWatcher(); err == nil {
-		defer w.Close()
-		if w.Add(dir) == nil {
-			events = w.Events
-		}
-	}
-	every := 100 * time.Millisecond
-	if events != nil {
-		every = 5 * time.Second
-	}
+	events, unwatch := dirEvents(dir)
+	defer unwatch()
 	for {
-		wait := every
+		var retry <-chan time.Time
+		if events == nil {
+			retry = time.After(100 * time.Millisecond)
+		}
 		entries, _ := os.ReadDir(dir)
 		for _, e := range entries {
 			if !strings.HasSuffix(e.Name(), "-reg.sock") {
@@ -174,16 +168,82 @@ func registerPlugins(ctx context.Context, dir string) {
 			}
 			if registerPlugin(ctx, filepath.Join(dir, e.Name())) == nil {
 				seen[e.Name()] = info.ModTime()
-			} else {
-				wait = 100 * time.Millisecond // not serving yet
+			} else if retry == nil {
+				retry = time.After(100 * time.Millisecond) // not serving yet
 			}
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-events:
-		case <-time.After(wait):
+		case <-retry:
 		}
+	}
+}
+
+// folderWatch is the one inotify instance every simulated node's
+// registerPlugins shares: a user has few (fs.inotify.max_user_instances,
+// 128 by default), fewer than the nodes, and each folder is a watch of
+// it instead. A node that got no instance of its own would read its
+// folder every 100 ms, a load the kubelet it stands for does not make.
+var folderWatch struct {
+	once sync.Once
+	w    *fsnotify.Watcher
+	mu   sync.Mutex
+	subs map[string]chan struct{} // folder -> its registerPlugins
+}
+
+// dirEvents returns a channel that receives after each inotify event of
+// dir (events coalesce while one is pending), and unwatch, which stops
+// them; the channel is nil when inotify cannot watch dir.
+func dirEvents(dir string) (<-chan struct{}, func()) {
+	fw := &folderWatch
+	fw.once.Do(func() {
+		w, err := fsnotify.NewWatcher()
+		if err != nil {
+			return
+		}
+		fw.w, fw.subs = w, map[string]chan struct{}{}
+		go func() {
+			for {
+				select {
+				case ev, ok := <-w.Events:
+					if !ok {
+						return
+					}
+					fw.mu.Lock()
+					ch := fw.subs[filepath.Dir(ev.Name)]
+					fw.mu.Unlock()
+					select {
+					case ch <- struct{}{}:
+					default:
+					}
+				case _, ok := <-w.Errors:
+					if !ok {
+						return
+					}
+				}
+			}
+		}()
+	})
+	if fw.w == nil {
+		return nil, func() {}
+	}
+	ch := make(chan struct{}, 1)
+	fw.mu.Lock()
+	fw.subs[dir] = ch
+	fw.mu.Unlock()
+	if fw.w.Add(dir) != nil {
+		fw.mu.Lock()
+		delete(fw.subs, dir)
+		fw.mu.Unlock()
+		return nil, func() {}
+	}
+	return ch, func() {
+		_ = fw.w.Remove(dir)
+		fw.mu.Lock()
+		delete(fw.subs, dir)
+		fw.mu.Unlock()
 	}
 }
 
