@@ -20,13 +20,26 @@ import (
 // evidence for the report's causes, not figures of it.
 
 // profileChange profiles the change: the control plane for 30 s from now,
-// this process until the returned stop, which also writes both heaps.
+// this process until the returned stop, which also writes both heaps; both
+// processes' goroutines are dumped 20 s from now.
 func profileChange(ctx context.Context, w *world, o Options) (stop func()) {
 	if o.ProfileDir == "" {
 		return func() {}
 	}
 	base := filepath.Join(o.ProfileDir, fmt.Sprintf("n%d-change", o.Nodes))
 	go cpProfile(ctx, w, 30*time.Second, base+"-cp.pprof")
+	go func() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(20 * time.Second):
+		}
+		cpGet(ctx, w, "/debug/pprof/goroutine", map[string]string{"debug": "1"}, 30*time.Second, base+"-cp-goroutines.txt")
+		if f, err := os.Create(base + "-sim-goroutines.txt"); err == nil {
+			_ = pprof.Lookup("goroutine").WriteTo(f, 1)
+			_ = f.Close()
+		}
+	}()
 	f, err := os.Create(base + "-sim.pprof")
 	if err != nil {
 		o.Logger.Warn("profile", "err", err)
