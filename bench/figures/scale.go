@@ -54,6 +54,13 @@ type Scale struct {
 	// plane's process and the simulation's used over the change.
 	ChangeCPCPUS  float64 `json:"changeCpCpuS"`
 	ChangeSimCPUS float64 `json:"changeSimCpuS"`
+	// ChangeSliceWrites are the ResourceSlice creates and deletes the
+	// apiserver served over the change, ChangeSliceWriteS their mean time
+	// in it and ChangeSliceEtcdS their mean time waiting on etcd (its
+	// etcd_request_duration_seconds of ResourceSlices, per write).
+	ChangeSliceWrites float64 `json:"changeSliceWrites,omitempty"`
+	ChangeSliceWriteS float64 `json:"changeSliceWriteS,omitempty"`
+	ChangeSliceEtcdS  float64 `json:"changeSliceEtcdS,omitempty"`
 	// The operator's client over the change: its requests, the seconds
 	// they spent in flight and waiting for its rate limiter (summed over
 	// the requests).

@@ -108,6 +108,10 @@ func writeChangeCause(p func(string, ...any), runs []figures.Scale) {
 			"the last node republished at %s s; each node's writes over the change: %s; the control plane's process used %.0f s of CPU in those %.0f s (%.2f cores), the simulation's %.0f s",
 			r.Nodes, secs(r.ChangeWrittenMaxS), client, r.OperatorExits, secs(total), perNodeWrites(r.ChangeWrites),
 			r.ChangeCPCPUS, total, r.ChangeCPCPUS/total, r.ChangeSimCPUS)
+		if r.ChangeSliceWrites > 0 {
+			line += fmt.Sprintf("; its %.0f ResourceSlice creates and deletes took %.2f s each in the apiserver (mean), "+
+				"of which %.2f s waiting on etcd, which the process holds", r.ChangeSliceWrites, r.ChangeSliceWriteS, r.ChangeSliceEtcdS)
+		}
 		lines = append(lines, line)
 	}
 	if len(lines) == 0 {

@@ -163,6 +163,29 @@ func (s sample) watches() map[string]float64 {
 	})
 }
 
+// sliceWrites are the ResourceSlice creates and deletes the apiserver
+// served (POST and DELETE), the seconds they took in all
+// (apiserver_request_duration_seconds) and the seconds its etcd requests
+// for ResourceSlices took in all (etcd_request_duration_seconds, lists
+// left out).
+func (s sample) sliceWrites() (n, total, etcd float64) {
+	write := func(l map[string]string) string {
+		if l["resource"] == "resourceslices" && l["subresource"] == "" && (l["verb"] == "POST" || l["verb"] == "DELETE") {
+			return "x"
+		}
+		return ""
+	}
+	n = s.sum("apiserver_request_duration_seconds_count", write)["x"]
+	total = s.sum("apiserver_request_duration_seconds_sum", write)["x"]
+	etcd = s.sum("etcd_request_duration_seconds_sum", func(l map[string]string) string {
+		if l["resource"] == "resourceslices" && l["operation"] != "listWithCount" {
+			return "x"
+		}
+		return ""
+	})["x"]
+	return n, total, etcd
+}
+
 // has reports whether s holds a series of name.
 func (s sample) has(name string) bool {
 	for _, sr := range s {

@@ -284,6 +284,11 @@ func Run(ctx context.Context, o Options) (res figures.Scale, err error) {
 	om1, _ := op.metrics(ctx)
 	if c1, serr := scrape(ctx, w.c); serr == nil {
 		res.ChangeWrites = scaleMap(diff(c0.writes(), c1.writes()), 1/float64(o.Nodes))
+		n0, t0, e0 := c0.sliceWrites()
+		n1, t1, e1 := c1.sliceWrites()
+		if n := n1 - n0; n > 0 {
+			res.ChangeSliceWrites, res.ChangeSliceWriteS, res.ChangeSliceEtcdS = n, (t1-t0)/n, (e1-e0)/n
+		}
 	}
 	res.OperatorExits, res.OperatorExit = op.restarts()
 	res.OperatorChangeCPUS = since(opC0.cpu.Seconds(), opC1.cpu.Seconds(), ex0, res.OperatorExits)
