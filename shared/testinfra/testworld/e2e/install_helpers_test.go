@@ -117,9 +117,10 @@ var services = []string{"provisioner", "state", "dra", "nri", "operator"}
 // differs in from a default one, as a JSON patch: its kubelet's root dir
 // and NRI socket are under the node's directory (the DaemonSet's host
 // paths, dra's mount paths and flags follow), the state directory is the
-// node's too (removed with it), so is the CDI spec directory its
-// containerd reads, and the metrics ports are free ones (other
-// tests' nodes run beside this one).
+// node's too (removed with it), so are the CDI spec directory its
+// containerd reads, the holder's sockets, the take-over locks and nri's
+// gate socket (the flags that name it follow), and the metrics ports are
+// free ones (other tests' nodes run beside this one).
 func (in *installer) writeOverlay(t *testing.T, tag string) string {
 	t.Helper()
 	dir := filepath.Join(in.dir, "my-netdra")
@@ -148,6 +149,7 @@ func (in *installer) nodePatch(t *testing.T, ds *appsv1.DaemonSet) string {
 	t.Helper()
 	spec := &ds.Spec.Template.Spec
 	kubelet, stateDir := in.node.KubeletDir(), filepath.Join(in.node.Dir(), "netdra-state")
+	gateDir := filepath.Join(in.node.Dir(), "netdra-gate")
 	var ops []string
 	op := func(path, value string) {
 		ops = append(ops, fmt.Sprintf("- {op: replace, path: %s, value: %q}", path, value))
@@ -168,6 +170,8 @@ func (in *installer) nodePatch(t *testing.T, ds *appsv1.DaemonSet) string {
 			op(fmt.Sprintf("/spec/template/spec/volumes/%d/hostPath/path", i), filepath.Join(in.node.Dir(), "netdra-holder"))
 		case "take-over-locks": // this node's: another world's node pod is not this one's predecessor
 			op(fmt.Sprintf("/spec/template/spec/volumes/%d/hostPath/path", i), filepath.Join(in.node.Dir(), "netdra-lock"))
+		case "nri-gate": // this node's: another world's nri serves the host's
+			op(fmt.Sprintf("/spec/template/spec/volumes/%d/hostPath/path", i), gateDir)
 		}
 	}
 	for ci, c := range spec.Containers {
@@ -177,6 +181,8 @@ func (in *installer) nodePatch(t *testing.T, ds *appsv1.DaemonSet) string {
 				op(fmt.Sprintf("/spec/template/spec/containers/%d/volumeMounts/%d/mountPath", ci, mi), kubelet+"/plugins/netdra.io")
 			case "kubelet-registry":
 				op(fmt.Sprintf("/spec/template/spec/containers/%d/volumeMounts/%d/mountPath", ci, mi), kubelet+"/plugins_registry")
+			case "nri-gate": // the hooks runc runs on the host reach it at the host's path
+				op(fmt.Sprintf("/spec/template/spec/containers/%d/volumeMounts/%d/mountPath", ci, mi), gateDir)
 			}
 		}
 		for ai, a := range c.Args {
@@ -186,6 +192,8 @@ func (in *installer) nodePatch(t *testing.T, ds *appsv1.DaemonSet) string {
 				op(fmt.Sprintf("/spec/template/spec/containers/%d/args/%d", ci, ai), "-plugin-dir="+kubelet+"/plugins")
 			case flag == "-registrar-dir":
 				op(fmt.Sprintf("/spec/template/spec/containers/%d/args/%d", ci, ai), "-registrar-dir="+kubelet+"/plugins_registry")
+			case flag == "-gate-socket": // nri's, and dra's for its netns hook
+				op(fmt.Sprintf("/spec/template/spec/containers/%d/args/%d", ci, ai), "-gate-socket="+filepath.Join(gateDir, "nri.sock"))
 			}
 		}
 		if i := slices.Index([]string{"dra", "nri", "state", "provisioner"}, c.Name); i >= 0 {
