@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -532,6 +534,14 @@ func (in *installer) uninstall(t *testing.T, overlay string, links []hostVeth) {
 	// returned.
 	waitFor(t, "netdra's eBPF programs off the freed devices", time.Minute, func(context.Context) (bool, error) {
 		return len(netdraPrograms(t, "", names(links)...)) == 0, nil
+	})
+	// The kubelet plugin helper removes a claim's device metadata once
+	// dra's unprepare of it returned, after the Free that took the
+	// programs off: the unprepares are over when none is left.
+	meta := filepath.Join(in.node.KubeletDir(), "plugins/netdra.io/dra-device-metadata")
+	waitFor(t, "the claims' device metadata removed (the kubelet's unprepares returned)", time.Minute, func(context.Context) (bool, error) {
+		left, err := os.ReadDir(meta)
+		return len(left) == 0 || errors.Is(err, fs.ErrNotExist), nil
 	})
 	in.k(t, "delete", "-f", filepath.Join(in.repo, "pods/examples/device-classes.yaml"), "--ignore-not-found")
 	in.k(t, "delete", "-f", filepath.Join(in.dir, "cluster-config.yaml"), "--ignore-not-found")
