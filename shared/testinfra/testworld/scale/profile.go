@@ -21,25 +21,21 @@ import (
 
 // profileChange profiles the change: the control plane for 30 s from now,
 // this process until the returned stop, which also writes both heaps; both
-// processes' goroutines are dumped 20 s from now.
+// processes' goroutines are dumped changeDumpAfter from now, when most
+// nodes wait on their writes.
 func profileChange(ctx context.Context, w *world, o Options) (stop func()) {
 	if o.ProfileDir == "" {
 		return func() {}
 	}
 	base := filepath.Join(o.ProfileDir, fmt.Sprintf("n%d-change", o.Nodes))
 	go cpProfile(ctx, w, 30*time.Second, base+"-cp.pprof")
-	go func() {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(20 * time.Second):
-		}
+	go after(ctx, changeDumpAfter, func() {
 		cpGet(ctx, w, "/debug/pprof/goroutine", map[string]string{"debug": "1"}, 30*time.Second, base+"-cp-goroutines.txt")
 		if f, err := os.Create(base + "-sim-goroutines.txt"); err == nil {
 			_ = pprof.Lookup("goroutine").WriteTo(f, 1)
 			_ = f.Close()
 		}
-	}()
+	})
 	f, err := os.Create(base + "-sim.pprof")
 	if err != nil {
 		o.Logger.Warn("profile", "err", err)
@@ -80,15 +76,23 @@ func profileKind(ctx context.Context, w *world, o Options, kind string) (stop fu
 	base := filepath.Join(o.ProfileDir, fmt.Sprintf("n%d-%s", o.Nodes, name))
 	ctx, cancel := context.WithCancel(ctx)
 	go cpProfile(ctx, w, 20*time.Second, base+"-cp.pprof")
-	go func() {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(10 * time.Second):
-		}
+	go after(ctx, 10*time.Second, func() {
 		cpGet(ctx, w, "/debug/pprof/goroutine", map[string]string{"debug": "1"}, 30*time.Second, base+"-goroutines.txt")
-	}()
+	})
 	return cancel
+}
+
+// changeDumpAfter is how long into the change profileChange dumps the
+// goroutines.
+const changeDumpAfter = 20 * time.Second
+
+// after runs f once d has passed, unless ctx ends first.
+func after(ctx context.Context, d time.Duration, f func()) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+		f()
+	}
 }
 
 func cpProfile(ctx context.Context, w *world, d time.Duration, path string) {

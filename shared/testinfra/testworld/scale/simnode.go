@@ -146,8 +146,9 @@ func nodeClients(rc *rest.Config, node string) (kubernetes.Interface, dynamic.In
 // registration attempt, a new driver name) is registered again. Like the
 // kubelet's, it learns of sockets through inotify, so a socket is
 // registered as soon as it appears and N idle watchers cost nothing: the
-// folder is read again only at an event of it, and 100 ms after a socket
-// did not answer yet. Without inotify it is read every 100 ms.
+// folder is read again only at an event of it, and registerRetry after a
+// socket did not answer yet. Without inotify it is read every
+// registerRetry.
 func registerPlugins(ctx context.Context, dir string) {
 	seen := map[string]time.Time{}
 	events, unwatch := dirEvents(dir)
@@ -155,7 +156,7 @@ func registerPlugins(ctx context.Context, dir string) {
 	for {
 		var retry <-chan time.Time
 		if events == nil {
-			retry = time.After(100 * time.Millisecond)
+			retry = time.After(registerRetry)
 		}
 		entries, _ := os.ReadDir(dir)
 		for _, e := range entries {
@@ -169,7 +170,7 @@ func registerPlugins(ctx context.Context, dir string) {
 			if registerPlugin(ctx, filepath.Join(dir, e.Name())) == nil {
 				seen[e.Name()] = info.ModTime()
 			} else if retry == nil {
-				retry = time.After(100 * time.Millisecond) // not serving yet
+				retry = time.After(registerRetry) // not serving yet
 			}
 		}
 		select {
@@ -181,11 +182,15 @@ func registerPlugins(ctx context.Context, dir string) {
 	}
 }
 
+// registerRetry is how soon registerPlugins reads its folder again after
+// a socket did not answer, and how often without inotify.
+const registerRetry = 100 * time.Millisecond
+
 // folderWatch is the one inotify instance every simulated node's
-// registerPlugins shares: a user has few (fs.inotify.max_user_instances,
-// 128 by default), fewer than the nodes, and each folder is a watch of
-// it instead. A node that got no instance of its own would read its
-// folder every 100 ms, a load the kubelet it stands for does not make.
+// registerPlugins shares: a user has few (fs.inotify.max_user_instances),
+// fewer than a large simulation's nodes, and each folder is a watch of it
+// instead. A node that got no instance of its own would poll its folder,
+// a load the kubelet it stands for does not make.
 var folderWatch struct {
 	once sync.Once
 	w    *fsnotify.Watcher
@@ -229,16 +234,15 @@ func dirEvents(dir string) (<-chan struct{}, func()) {
 	if fw.w == nil {
 		return nil, func() {}
 	}
+	// An event before the channel is in place is not missed: the caller
+	// reads the folder after this returns.
+	if fw.w.Add(dir) != nil {
+		return nil, func() {}
+	}
 	ch := make(chan struct{}, 1)
 	fw.mu.Lock()
 	fw.subs[dir] = ch
 	fw.mu.Unlock()
-	if fw.w.Add(dir) != nil {
-		fw.mu.Lock()
-		delete(fw.subs, dir)
-		fw.mu.Unlock()
-		return nil, func() {}
-	}
 	return ch, func() {
 		_ = fw.w.Remove(dir)
 		fw.mu.Lock()

@@ -8,8 +8,8 @@ import (
 )
 
 // TestDirEvents: more folders than a user has inotify instances by
-// default (128) are each watched, and an event of one folder reaches its
-// watcher only.
+// default (fs.inotify.max_user_instances) are each watched, and an event
+// of one folder reaches its watcher only.
 func TestDirEvents(t *testing.T) {
 	root := t.TempDir()
 	const n = 300
